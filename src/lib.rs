@@ -1,0 +1,2 @@
+//! kernbench: a data-oriented ECS simulator of a multi-chip AI accelerator.
+pub mod spec;

@@ -1,0 +1,3 @@
+//! System spec: serde types, validation, the embedded default.
+pub mod types;
+pub use types::*;

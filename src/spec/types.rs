@@ -1,0 +1,183 @@
+//! Serde types of the system spec (`configs/topology.yaml`).
+//!
+//! Units are in the field names: `_gbps` = 1e9 bytes/s, `_ns` = nanoseconds,
+//! `_bytes` = bytes. Every struct rejects unknown fields so a typo is an error,
+//! never a silently ignored setting.
+
+use serde::{Deserialize, Serialize};
+
+/// The whole system spec: one YAML document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SystemSpec {
+    pub system: SystemSection,
+    pub sip: SipSection,
+    pub cube: CubeSection,
+    pub memory: Memories,
+    pub links: LinkKinds,
+    pub pe: PeSpec,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SystemSection {
+    pub sips: SipsSpec,
+    /// Length of one simulated tick in nanoseconds (default 1.0).
+    #[serde(default = "default_tick_ns")]
+    pub tick_ns: f64,
+}
+
+fn default_tick_ns() -> f64 {
+    1.0
+}
+
+/// How many SIPs (devices, = ranks) and how they are wired.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SipsSpec {
+    pub count: u32,
+    pub topology: SipTopology,
+    /// Grid width for 2D topologies (w·h = count). Omit both w and h for the square fallback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w: Option<u32>,
+    /// Grid height for 2D topologies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub h: Option<u32>,
+    /// Cubes (by id, row-major in the cube mesh) that carry an inter-SIP lane to the
+    /// same cube of each neighbouring SIP. Omitted = every cube has its own lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inter_sip_cubes: Option<Vec<u32>>,
+}
+
+/// The SIP-level network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SipTopology {
+    /// A bidirectional ring of `count` SIPs.
+    #[serde(rename = "ring_1d")]
+    Ring1d,
+    /// A w×h grid with wrap-around links in both dimensions.
+    #[serde(rename = "torus_2d")]
+    Torus2d,
+    /// A w×h grid without wrap-around.
+    #[serde(rename = "mesh_2d_no_wrap")]
+    Mesh2dNoWrap,
+}
+
+impl SipTopology {
+    pub const NAMES: [&'static str; 3] = ["ring_1d", "torus_2d", "mesh_2d_no_wrap"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SipTopology::Ring1d => "ring_1d",
+            SipTopology::Torus2d => "torus_2d",
+            SipTopology::Mesh2dNoWrap => "mesh_2d_no_wrap",
+        }
+    }
+
+    pub fn is_2d(self) -> bool {
+        !matches!(self, SipTopology::Ring1d)
+    }
+}
+
+/// A w×h grid (cube mesh of a SIP, router mesh of a cube).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mesh {
+    pub w: u32,
+    pub h: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SipSection {
+    pub cube_mesh: Mesh,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CubeSection {
+    pub pe_layout: PeLayout,
+    /// Router mesh of the cube NoC (default 3×3: PE clusters on the corners,
+    /// HBM/SRAM in the centre, UCIe and inter-SIP ports on the edge midpoints).
+    #[serde(default = "default_noc_mesh")]
+    pub noc_mesh: Mesh,
+}
+
+fn default_noc_mesh() -> Mesh {
+    Mesh { w: 3, h: 3 }
+}
+
+/// PEs per cube = pe_per_corner × corners.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeLayout {
+    pub pe_per_corner: u32,
+    /// 1 to 4 corners of the cube (NW, NE, SW, SE in that order).
+    pub corners: u32,
+}
+
+impl PeLayout {
+    pub fn pes(&self) -> u32 {
+        self.pe_per_corner * self.corners
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Memories {
+    /// Per-PE scratchpad.
+    pub tcm: MemSpec,
+    /// Per-cube shared SRAM.
+    pub sram: MemSpec,
+    /// Per-cube HBM stack.
+    pub hbm: MemSpec,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemSpec {
+    pub size_bytes: u64,
+    pub bandwidth_gbps: f64,
+    pub latency_ns: f64,
+    /// Zero latency and unlimited bandwidth (size still applies).
+    #[serde(default)]
+    pub ideal: bool,
+}
+
+/// One entry per edge kind of the network.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkKinds {
+    /// Router-to-router and endpoint-to-router links inside a cube.
+    pub noc: LinkSpec,
+    /// Die-to-die links between neighbouring cubes of one SIP.
+    pub ucie: LinkSpec,
+    /// Links between SIPs (one lane per inter-SIP cube and direction).
+    pub inter_sip: LinkSpec,
+    /// Host to SIP I/O.
+    pub pcie: LinkSpec,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    pub bandwidth_gbps: f64,
+    pub latency_ns: f64,
+    /// Messages are cut into packets of at most this many bytes.
+    pub packet_bytes: u64,
+    /// Zero latency and unlimited bandwidth: matches closed forms and other simulators exactly.
+    #[serde(default)]
+    pub ideal: bool,
+}
+
+/// PE compute throughput.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeSpec {
+    /// f16 elements the vector unit processes per tick.
+    pub vector_lanes: u32,
+    /// Multiply-accumulates the MAC array completes per tick.
+    pub macs_per_tick: u64,
+    /// Fixed cost of starting a kernel on a PE.
+    pub launch_overhead_ns: f64,
+}
