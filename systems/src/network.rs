@@ -1,0 +1,404 @@
+//! Link-level network timing: contended store-and-forward links, routes, and
+//! the in-flight message entities that cross them.
+//!
+//! Timing (docs/model.md §Links): a packet of `s` bytes that reaches a link at
+//! tick `t` starts at `max(t, free_at)`, holds the link for `ser(s) = ⌈s/B⌉`
+//! ticks and reaches the far node `L` ticks after it leaves the link. A link
+//! serves packets first-come first-served; packets that reach it in the same
+//! tick are served in (message id, packet index) order. Because the calendar
+//! hands out events in tick order, reserving the link on arrival *is* that
+//! FIFO queue, so no explicit queue is kept.
+
+use crate::time::{Calendar, Clock, Tick};
+use bevy_ecs::prelude::*;
+use std::collections::HashMap;
+
+/// Dense index of a network node (host, router, PE, memory, port...).
+pub type NodeId = u32;
+/// Dense index of a directed link.
+pub type LinkId = u32;
+
+/// Timing shared by every link of one edge kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkClass {
+    /// Edge-kind name, for reports ("noc", "ucie", "inter_sip", "pcie").
+    pub name: String,
+    /// Propagation latency L in ticks.
+    pub latency: Tick,
+    /// Bandwidth as a reduced fraction: `ser(s) = ⌈s · den / num⌉` ticks.
+    pub rate_num: u64,
+    pub rate_den: u64,
+    /// Messages are cut into packets of at most this many bytes.
+    pub packet_bytes: u64,
+    /// Zero latency, unlimited bandwidth, never contended.
+    pub ideal: bool,
+}
+
+impl LinkClass {
+    /// Ticks a packet of `bytes` holds a link of this class.
+    #[inline]
+    pub fn ser_ticks(&self, bytes: u64) -> Tick {
+        if self.ideal {
+            return 0;
+        }
+        match bytes.checked_mul(self.rate_den) {
+            Some(n) => n.div_ceil(self.rate_num),
+            None => {
+                let n = bytes as u128 * self.rate_den as u128;
+                n.div_ceil(self.rate_num as u128) as Tick
+            }
+        }
+    }
+}
+
+/// All directed links: endpoints, class, and contention state, in dense vectors.
+#[derive(Resource, Debug, Default)]
+pub struct LinkTable {
+    pub classes: Vec<LinkClass>,
+    class_of: Vec<u8>,
+    src: Vec<NodeId>,
+    dst: Vec<NodeId>,
+    /// CSR index of outgoing links per node (`links_from[n]..links_from[n+1]`).
+    links_from: Vec<u32>,
+    free_at: Vec<Tick>,
+    stats: Vec<LinkStats>,
+}
+
+/// What one link carried.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Ticks the link spent serialising packets.
+    pub busy: Tick,
+    pub bytes: u64,
+    pub packets: u64,
+}
+
+/// Builds a [`LinkTable`]; links may be added in any order.
+#[derive(Debug, Default)]
+pub struct LinkTableBuilder {
+    classes: Vec<LinkClass>,
+    links: Vec<(NodeId, NodeId, u8)>,
+    nodes: u32,
+}
+
+impl LinkTableBuilder {
+    pub fn new(nodes: u32, classes: Vec<LinkClass>) -> Self {
+        assert!(classes.len() <= u8::MAX as usize);
+        Self {
+            classes,
+            links: Vec::new(),
+            nodes,
+        }
+    }
+
+    pub fn reserve(&mut self, n: usize) {
+        self.links.reserve(n);
+    }
+
+    /// Adds a directed link `a → b` of class index `class`.
+    pub fn link(&mut self, a: NodeId, b: NodeId, class: u8) {
+        debug_assert!(a < self.nodes && b < self.nodes && (class as usize) < self.classes.len());
+        self.links.push((a, b, class));
+    }
+
+    /// Adds links `a → b` and `b → a`.
+    pub fn duplex(&mut self, a: NodeId, b: NodeId, class: u8) {
+        self.link(a, b, class);
+        self.link(b, a, class);
+    }
+
+    pub fn build(mut self) -> LinkTable {
+        // Stable sort keeps insertion order among a node's links: link ids are
+        // deterministic for a given spec.
+        self.links.sort_by_key(|l| l.0);
+        let n = self.links.len();
+        let mut links_from = vec![0u32; self.nodes as usize + 1];
+        for &(a, _, _) in &self.links {
+            links_from[a as usize + 1] += 1;
+        }
+        for i in 0..self.nodes as usize {
+            links_from[i + 1] += links_from[i];
+        }
+        LinkTable {
+            classes: self.classes,
+            class_of: self.links.iter().map(|l| l.2).collect(),
+            src: self.links.iter().map(|l| l.0).collect(),
+            dst: self.links.iter().map(|l| l.1).collect(),
+            links_from,
+            free_at: vec![0; n],
+            stats: vec![LinkStats::default(); n],
+        }
+    }
+}
+
+impl LinkTable {
+    pub fn len(&self) -> usize {
+        self.src.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.src.is_empty()
+    }
+
+    pub fn nodes(&self) -> u32 {
+        self.links_from.len() as u32 - 1
+    }
+
+    /// The link `a → b`, if any.
+    pub fn find(&self, a: NodeId, b: NodeId) -> Option<LinkId> {
+        let (lo, hi) = (self.links_from[a as usize], self.links_from[a as usize + 1]);
+        (lo..hi).find(|&l| self.dst[l as usize] == b)
+    }
+
+    /// Links leaving node `a`.
+    pub fn out_links(&self, a: NodeId) -> std::ops::Range<LinkId> {
+        self.links_from[a as usize]..self.links_from[a as usize + 1]
+    }
+
+    pub fn endpoints(&self, l: LinkId) -> (NodeId, NodeId) {
+        (self.src[l as usize], self.dst[l as usize])
+    }
+
+    pub fn class(&self, l: LinkId) -> &LinkClass {
+        &self.classes[self.class_of[l as usize] as usize]
+    }
+
+    pub fn class_index(&self, l: LinkId) -> u8 {
+        self.class_of[l as usize]
+    }
+
+    pub fn stats(&self, l: LinkId) -> LinkStats {
+        self.stats[l as usize]
+    }
+
+    /// A packet of `bytes` reaches link `l` at `t`: reserve the link FIFO and
+    /// return the tick at which the packet reaches the far node.
+    #[inline]
+    pub fn reserve(&mut self, l: LinkId, t: Tick, bytes: u64) -> Tick {
+        let i = l as usize;
+        let class = &self.classes[self.class_of[i] as usize];
+        let st = &mut self.stats[i];
+        st.bytes += bytes;
+        st.packets += 1;
+        if class.ideal {
+            return t;
+        }
+        let ser = class.ser_ticks(bytes);
+        let start = t.max(self.free_at[i]);
+        self.free_at[i] = start + ser;
+        st.busy += ser;
+        start + ser + class.latency
+    }
+}
+
+/// Produces the node path between two nodes; implemented by the topology layer,
+/// which knows coordinates. The engine only caches what it returns.
+pub trait RouteSource: Send + Sync + 'static {
+    /// Appends the nodes from `src` to `dst` inclusive to `out`.
+    fn route(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String>;
+}
+
+/// Index of a cached route.
+pub type RouteId = u32;
+
+/// Routes cached per (src, dst) pair on first use; no all-pairs table.
+#[derive(Resource)]
+pub struct Routes {
+    source: Box<dyn RouteSource>,
+    cache: HashMap<(NodeId, NodeId), RouteId>,
+    arena: Vec<LinkId>,
+    spans: Vec<RouteSpan>,
+    scratch: Vec<NodeId>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RouteSpan {
+    start: u32,
+    len: u32,
+    /// Packet size for messages on this route: the smallest packet size of its
+    /// non-ideal links (a message is cut once, at the source).
+    packet_bytes: u64,
+}
+
+impl Routes {
+    pub fn new(source: Box<dyn RouteSource>) -> Self {
+        Self {
+            source,
+            cache: HashMap::new(),
+            arena: Vec::new(),
+            spans: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The route `src → dst`, computed and cached on first use.
+    pub fn get(&mut self, links: &LinkTable, src: NodeId, dst: NodeId) -> Result<RouteId, String> {
+        if let Some(&r) = self.cache.get(&(src, dst)) {
+            return Ok(r);
+        }
+        self.scratch.clear();
+        self.source.route(src, dst, &mut self.scratch)?;
+        if self.scratch.first() != Some(&src) || self.scratch.last() != Some(&dst) {
+            return Err(format!("route {src}→{dst} does not start at {src} and end at {dst}"));
+        }
+        let start = self.arena.len() as u32;
+        let mut packet_bytes = u64::MAX;
+        for w in self.scratch.windows(2) {
+            let l = links
+                .find(w[0], w[1])
+                .ok_or_else(|| format!("route {src}→{dst} uses missing link {}→{}", w[0], w[1]))?;
+            let class = links.class(l);
+            if !class.ideal {
+                packet_bytes = packet_bytes.min(class.packet_bytes);
+            }
+            self.arena.push(l);
+        }
+        let id = self.spans.len() as RouteId;
+        self.spans.push(RouteSpan {
+            start,
+            len: self.arena.len() as u32 - start,
+            packet_bytes,
+        });
+        self.cache.insert((src, dst), id);
+        Ok(id)
+    }
+
+    /// The links of a cached route, in order.
+    #[inline]
+    pub fn links(&self, r: RouteId) -> &[LinkId] {
+        let s = self.spans[r as usize];
+        &self.arena[s.start as usize..(s.start + s.len) as usize]
+    }
+
+    pub fn packet_bytes(&self, r: RouteId) -> u64 {
+        self.spans[r as usize].packet_bytes
+    }
+
+    /// Routes cached so far.
+    pub fn cached(&self) -> usize {
+        self.spans.len()
+    }
+}
+
+/// Engine-assigned message id: injection order, the network's tie-break key.
+pub type MsgId = u64;
+
+/// An in-flight message: an entity from injection until its last packet arrives.
+#[derive(Component, Debug, Clone)]
+pub struct Message {
+    pub id: MsgId,
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub bytes: u64,
+    pub route: RouteId,
+    pub packet_bytes: u64,
+    pub packets: u32,
+    pub delivered: u32,
+    pub injected_at: Tick,
+    /// Opaque value of the sender's choosing, handed back on arrival.
+    pub tag: u64,
+}
+
+impl Message {
+    /// Size of packet `k` (all full but the last).
+    #[inline]
+    pub fn packet_size(&self, k: u32) -> u64 {
+        if k + 1 < self.packets {
+            self.packet_bytes
+        } else {
+            self.bytes - self.packet_bytes * (self.packets as u64 - 1)
+        }
+    }
+}
+
+/// "Packet `pkt` of message `entity` is at the near end of route hop `hop` now."
+#[derive(Debug, Clone, Copy)]
+pub struct HopEvent {
+    pub msg: MsgId,
+    pub pkt: u32,
+    pub hop: u32,
+    pub entity: Entity,
+}
+
+/// Packets waiting to enter their next link, by tick.
+#[derive(Resource, Default, Debug)]
+pub struct NetCalendar(pub Calendar<HopEvent>);
+
+/// Messages whose last packet arrived this tick, in arrival-processing order.
+#[derive(Resource, Default, Debug)]
+pub struct Arrived(pub Vec<Entity>);
+
+/// Counters of the network stage.
+#[derive(Resource, Default, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NetCounters {
+    /// Packet-hops taken (every link of every route, ideal ones included).
+    pub hops: u64,
+    /// Messages whose last packet has arrived.
+    pub delivered: u64,
+}
+
+/// Queues the packets of a new message at its source at tick `at`.
+pub fn schedule_packets(cal: &mut NetCalendar, id: MsgId, packets: u32, entity: Entity, at: Tick) {
+    for pkt in 0..packets {
+        cal.0.push(
+            at,
+            HopEvent {
+                msg: id,
+                pkt,
+                hop: 0,
+                entity,
+            },
+        );
+    }
+}
+
+/// The `routing` stage: every packet due now enters its next link (crossing
+/// ideal links in zero time within this tick) or, at the end of its route,
+/// arrives; a message whose last packet arrives goes to [`Arrived`].
+pub fn routing(
+    clock: Res<Clock>,
+    mut cal: ResMut<NetCalendar>,
+    mut links: ResMut<LinkTable>,
+    routes: Res<Routes>,
+    mut msgs: Query<&mut Message>,
+    mut arrived: ResMut<Arrived>,
+    mut counters: ResMut<NetCounters>,
+) {
+    let now = clock.now;
+    let Some(mut due) = cal.0.take_due(now) else {
+        return;
+    };
+    due.sort_unstable_by_key(|e| (e.msg, e.pkt, e.hop));
+    for ev in &due {
+        let Ok(mut msg) = msgs.get_mut(ev.entity) else {
+            unreachable!("hop event for a message entity that no longer exists");
+        };
+        let route = routes.links(msg.route);
+        let size = msg.packet_size(ev.pkt);
+        let mut hop = ev.hop as usize;
+        loop {
+            if hop == route.len() {
+                msg.delivered += 1;
+                if msg.delivered == msg.packets {
+                    arrived.0.push(ev.entity);
+                    counters.delivered += 1;
+                }
+                break;
+            }
+            let at = links.reserve(route[hop], now, size);
+            counters.hops += 1;
+            hop += 1;
+            if at > now {
+                cal.0.push(
+                    at,
+                    HopEvent {
+                        hop: hop as u32,
+                        ..*ev
+                    },
+                );
+                break;
+            }
+        }
+    }
+    cal.0.recycle(due);
+}

@@ -1,0 +1,164 @@
+//! Closed-form link timing (docs/model.md §Links) on a line of identical links.
+
+use kernbench_systems::{
+    Engine, LinkClass, LinkTableBuilder, NodeId, RouteSource, ScheduledTraffic, Start,
+};
+
+/// Nodes 0..n on a line; the route walks the line.
+struct Line;
+
+impl RouteSource for Line {
+    fn route(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String> {
+        if src <= dst {
+            out.extend(src..=dst);
+        } else {
+            out.extend((dst..=src).rev());
+        }
+        Ok(())
+    }
+}
+
+fn class(bytes_per_tick: u64, latency: u64, packet_bytes: u64) -> LinkClass {
+    LinkClass {
+        name: "test".into(),
+        latency,
+        rate_num: bytes_per_tick,
+        rate_den: 1,
+        packet_bytes,
+        ideal: false,
+    }
+}
+
+fn line(nodes: u32, c: LinkClass) -> Engine {
+    let mut b = LinkTableBuilder::new(nodes, vec![c]);
+    for i in 0..nodes - 1 {
+        b.duplex(i, i + 1, 0);
+    }
+    Engine::new(b.build(), Box::new(Line))
+}
+
+fn run(mut e: Engine, t: ScheduledTraffic) -> (Engine, Vec<u64>) {
+    e.set_traffic(t);
+    e.run().unwrap();
+    let arrivals = e
+        .traffic::<ScheduledTraffic>()
+        .unwrap()
+        .arrivals()
+        .iter()
+        .map(|a| a.expect("every message arrives"))
+        .collect();
+    (e, arrivals)
+}
+
+/// The pipelined closed form of docs/model.md: n = ⌈s/P⌉ packets, last one s_l bytes.
+fn closed_form(k: u64, s: u64, p: u64, b: u64, l: u64) -> u64 {
+    let n = s.div_ceil(p);
+    let last = s - (n - 1) * p;
+    let t = p.div_ceil(b);
+    let t_last = last.div_ceil(b);
+    let t_first = s.min(p).div_ceil(b);
+    k * l + (k - 1) * t_first + (n - 1) * t + t_last
+}
+
+#[test]
+fn one_packet_over_k_hops_is_k_times_latency_plus_serialisation() {
+    for (k, s, b, l) in [(1, 1000, 7, 3), (4, 4096, 64, 10), (9, 1, 1, 0), (6, 12_345, 100, 250)] {
+        let mut t = ScheduledTraffic::new();
+        t.add(0, k as u32, s, Start::At(0));
+        let (_, a) = run(line(k as u32 + 1, class(b, l, 1 << 40)), t);
+        assert_eq!(a[0], k * (l + s.div_ceil(b)), "k={k} s={s} B={b} L={l}");
+    }
+}
+
+#[test]
+fn packets_pipeline_across_hops_per_the_closed_form() {
+    for (k, s, p, b, l) in [
+        (1, 4096, 1024, 64, 5),
+        (3, 4096, 1024, 64, 5),
+        (5, 10_000, 1024, 64, 7),  // short last packet
+        (4, 1_000_000, 4096, 100, 300),
+        (2, 100, 64, 3, 0),
+    ] {
+        let mut t = ScheduledTraffic::new();
+        t.add(0, k as u32, s, Start::At(0));
+        let (_, a) = run(line(k as u32 + 1, class(b, l, p)), t);
+        assert_eq!(a[0], closed_form(k, s, p, b, l), "k={k} s={s} P={p} B={b} L={l}");
+    }
+}
+
+#[test]
+fn two_messages_on_one_link_arrive_one_serialisation_apart() {
+    let (s, b, l) = (4096, 64, 20);
+    let mut t = ScheduledTraffic::new();
+    t.add(0, 1, s, Start::At(0));
+    t.add(0, 1, s, Start::At(0));
+    let (_, a) = run(line(2, class(b, l, 1 << 40)), t);
+    assert_eq!(a[0], l + s / b);
+    assert_eq!(a[1] - a[0], s.div_ceil(b));
+}
+
+#[test]
+fn n_messages_into_one_link_serialise_in_injection_order() {
+    let (s, b, l, n) = (1000u64, 10u64, 4u64, 12u64);
+    let mut t = ScheduledTraffic::new();
+    // All n messages want link 12→13 at tick 0; the tie order is message id.
+    for _ in 0..n {
+        t.add(12, 13, s, Start::At(0));
+    }
+    let (_, a) = run(line(14, class(b, l, 1 << 40)), t);
+    for (i, &at) in a.iter().enumerate() {
+        assert_eq!(at, l + (i as u64 + 1) * (s / b), "message {i}");
+    }
+}
+
+#[test]
+fn link_stats_count_busy_ticks_bytes_and_packets() {
+    let mut t = ScheduledTraffic::new();
+    t.add(0, 2, 1000, Start::At(0));
+    let (e, _) = run(line(3, class(10, 1, 300)), t);
+    let links = e.links();
+    let l01 = links.find(0, 1).unwrap();
+    let st = links.stats(l01);
+    assert_eq!((st.bytes, st.packets, st.busy), (1000, 4, 30 + 30 + 30 + 10));
+    assert_eq!(links.stats(links.find(1, 0).unwrap()).packets, 0);
+}
+
+#[test]
+fn dependent_message_starts_when_its_predecessor_arrives() {
+    let mut t = ScheduledTraffic::new();
+    let first = t.add(0, 3, 640, Start::At(5));
+    t.add(3, 0, 640, Start::After { after: first, delay: 2 });
+    let (_, a) = run(line(4, class(64, 10, 1 << 20)), t);
+    assert_eq!(a[0], 5 + 3 * (10 + 10));
+    assert_eq!(a[1], a[0] + 2 + 3 * (10 + 10));
+}
+
+#[test]
+fn ideal_links_cost_nothing_and_are_never_contended() {
+    let mut c = class(1, 100, 64);
+    c.ideal = true;
+    let mut t = ScheduledTraffic::new();
+    t.add(0, 5, 1 << 20, Start::At(7));
+    t.add(0, 5, 1 << 20, Start::At(7));
+    let (e, a) = run(line(6, c), t);
+    assert_eq!(a, vec![7, 7]);
+    let st = e.links().stats(e.links().find(0, 1).unwrap());
+    assert_eq!((st.busy, st.bytes), (0, 2 << 20));
+}
+
+#[test]
+fn runs_are_bit_identical() {
+    let make = || {
+        let mut t = ScheduledTraffic::new();
+        for i in 0..20u32 {
+            t.add(i % 7, (i * 5 + 3) % 9, 1000 + 37 * i as u64, Start::At((i % 3) as u64));
+        }
+        t
+    };
+    let (e1, a1) = run(line(9, class(16, 3, 256)), make());
+    let (e2, a2) = run(line(9, class(16, 3, 256)), make());
+    assert_eq!(a1, a2);
+    for l in 0..e1.links().len() as u32 {
+        assert_eq!(e1.links().stats(l), e2.links().stats(l));
+    }
+}
