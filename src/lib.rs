@@ -1,2 +1,10 @@
 //! kernbench: a data-oriented ECS simulator of a multi-chip AI accelerator.
+//!
+//! Layers (docs/ARCHITECTURE.md): `spec` (YAML → validated system) →
+//! `topology` (nodes, links, routes, addresses) → `machine` (an engine world
+//! with the hardware spawned) — all on the `kernbench_systems` engine crate.
+pub mod machine;
 pub mod spec;
+pub mod topology;
+
+pub use kernbench_systems as systems;
