@@ -6,5 +6,6 @@
 pub mod machine;
 pub mod spec;
 pub mod topology;
+pub mod workload;
 
 pub use kernbench_systems as systems;

@@ -1,3 +1,7 @@
 //! System spec: serde types, validation, the embedded default.
+pub mod error;
+pub mod system;
 pub mod types;
+pub use error::SpecError;
+pub use system::*;
 pub use types::*;

@@ -1,0 +1,596 @@
+//! System spec loading: every bad spec in tests/data/bad_specs must fail with
+//! the file name, the exact field path, the line and a fix; every shipped spec
+//! must load.
+
+use std::path::{Path, PathBuf};
+
+use kernbench::spec::{SipTopology, SpecError, System};
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn bad_spec(name: &str) -> PathBuf {
+    repo("tests/data/bad_specs").join(name)
+}
+
+/// Loads a bad spec, which must exist and must be rejected.
+fn load_bad(name: &str) -> SpecError {
+    let path = bad_spec(name);
+    assert!(path.is_file(), "{} is missing", path.display());
+    match System::from_file(&path) {
+        Ok(_) => panic!("{name} was accepted"),
+        Err(e) => e,
+    }
+}
+
+/// Checks shared by every bad spec: file name, exact path, exact line, fix hint.
+fn expect_error(name: &str, path: &str, line: Option<usize>, hint: &str) -> SpecError {
+    let e = load_bad(name);
+    let shown = e.to_string();
+    assert!(shown.contains(name), "file name missing: {shown}");
+    assert_eq!(e.path, path, "{shown}");
+    assert!(
+        shown.contains(&format!(": {path}: ")),
+        "path missing: {shown}"
+    );
+    assert_eq!(e.line, line, "{shown}");
+    if let Some(l) = line {
+        assert!(
+            shown.contains(&format!("{name}:{l}: {path}: ")),
+            "line missing: {shown}"
+        );
+    }
+    assert!(!e.problem.is_empty(), "{shown}");
+    assert!(
+        e.allowed.contains(hint),
+        "hint {hint:?} not in the allowed part: {shown}"
+    );
+    assert!(
+        shown.ends_with(&format!("; allowed: {}", e.allowed)),
+        "{shown}"
+    );
+    e
+}
+
+/// Every file the error tests below use, so none is left untested.
+const BAD_SPECS: &[&str] = &[
+    "bad_topology.yaml",
+    "five_corners.yaml",
+    "grid_mismatch.yaml",
+    "inter_sip_cubes_duplicate.yaml",
+    "inter_sip_cubes_duplicate_block.yaml",
+    "inter_sip_cubes_empty.yaml",
+    "inter_sip_cubes_out_of_range.yaml",
+    "malformed_indent.yaml",
+    "malformed_unclosed_flow.yaml",
+    "negative_bandwidth.yaml",
+    "negative_count.yaml",
+    "negative_latency.yaml",
+    "negative_launch_overhead.yaml",
+    "non_square_fallback.yaml",
+    "only_h.yaml",
+    "only_w.yaml",
+    "ring_with_w.yaml",
+    "too_many_pes.yaml",
+    "unknown_field_flow.yaml",
+    "unknown_field_nested.yaml",
+    "unknown_field_top.yaml",
+    "wrong_type_count.yaml",
+    "zero_bandwidth.yaml",
+    "zero_count.yaml",
+    "zero_cubes.yaml",
+    "zero_memory_size.yaml",
+    "zero_noc_mesh.yaml",
+    "zero_packet_bytes.yaml",
+    "zero_pe_per_corner.yaml",
+    "zero_tick.yaml",
+];
+
+#[test]
+fn bad_spec_dir_matches_list_and_markers() {
+    let mut names: Vec<String> = std::fs::read_dir(repo("tests/data/bad_specs"))
+        .expect("tests/data/bad_specs exists")
+        .map(|e| {
+            e.expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names, BAD_SPECS,
+        "keep BAD_SPECS in sync with tests/data/bad_specs"
+    );
+    assert!(names.len() >= 14);
+    // Independent of the per-file tests: each error points at the line marked `<-- HERE`.
+    for name in BAD_SPECS {
+        let text = std::fs::read_to_string(bad_spec(name)).unwrap();
+        let marked = text
+            .lines()
+            .skip(1)
+            .position(|l| l.contains("<-- HERE"))
+            .map(|i| i + 2);
+        assert!(marked.is_some(), "{name} has no <-- HERE marker");
+        assert_eq!(load_bad(name).line, marked, "{name}");
+    }
+}
+
+#[test]
+fn unknown_top_level_field() {
+    let e = expect_error("unknown_field_top.yaml", "link", Some(20), "links");
+    assert!(e.problem.contains("unknown field `link`"), "{e}");
+    assert!(
+        e.allowed.contains("`system`") && e.allowed.contains("`pe`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_nested_field() {
+    let e = expect_error(
+        "unknown_field_nested.yaml",
+        "system.tick_nsec",
+        Some(10),
+        "tick_ns",
+    );
+    assert!(e.allowed.contains("`sips`"), "{e}");
+}
+
+#[test]
+fn unknown_field_in_flow_mapping() {
+    let e = expect_error(
+        "unknown_field_flow.yaml",
+        "links.pcie.latency",
+        Some(24),
+        "latency_ns",
+    );
+    assert!(e.allowed.contains("packet_bytes"), "{e}");
+}
+
+#[test]
+fn string_for_count() {
+    let e = expect_error(
+        "wrong_type_count.yaml",
+        "system.sips.count",
+        Some(5),
+        "whole number",
+    );
+    assert!(e.problem.contains("four"), "{e}");
+}
+
+#[test]
+fn negative_count() {
+    let e = expect_error(
+        "negative_count.yaml",
+        "system.sips.count",
+        Some(5),
+        "whole number",
+    );
+    assert!(e.problem.contains("-4"), "{e}");
+}
+
+#[test]
+fn zero_count() {
+    expect_error("zero_count.yaml", "system.sips.count", Some(5), "1048576");
+}
+
+#[test]
+fn zero_bandwidth() {
+    let e = expect_error(
+        "zero_bandwidth.yaml",
+        "links.ucie.bandwidth_gbps",
+        Some(22),
+        "> 0",
+    );
+    assert!(e.problem.contains("is 0"), "{e}");
+}
+
+#[test]
+fn negative_bandwidth() {
+    let e = expect_error(
+        "negative_bandwidth.yaml",
+        "memory.hbm.bandwidth_gbps",
+        Some(19),
+        "> 0",
+    );
+    assert!(e.problem.contains("-256"), "{e}");
+}
+
+#[test]
+fn negative_latency() {
+    let e = expect_error(
+        "negative_latency.yaml",
+        "links.inter_sip.latency_ns",
+        Some(23),
+        ">= 0",
+    );
+    assert!(e.problem.contains("-300"), "{e}");
+}
+
+#[test]
+fn negative_launch_overhead() {
+    expect_error(
+        "negative_launch_overhead.yaml",
+        "pe.launch_overhead_ns",
+        Some(28),
+        ">= 0",
+    );
+}
+
+#[test]
+fn zero_cubes() {
+    let e = expect_error("zero_cubes.yaml", "sip.cube_mesh.w", Some(12), ">= 1");
+    assert!(e.problem.contains("zero cubes"), "{e}");
+}
+
+#[test]
+fn zero_noc_mesh() {
+    expect_error("zero_noc_mesh.yaml", "cube.noc_mesh.h", Some(15), ">= 1");
+}
+
+#[test]
+fn zero_memory_size() {
+    expect_error(
+        "zero_memory_size.yaml",
+        "memory.sram.size_bytes",
+        Some(18),
+        ">= 1",
+    );
+}
+
+#[test]
+fn bad_topology_name_lists_all_three() {
+    let e = expect_error(
+        "bad_topology.yaml",
+        "system.sips.topology",
+        Some(6),
+        "torus_2d",
+    );
+    assert!(e.problem.contains("ring_2d"), "{e}");
+    for name in SipTopology::NAMES {
+        assert!(e.allowed.contains(name), "{name} not listed: {e}");
+    }
+}
+
+#[test]
+fn grid_that_does_not_multiply_to_count() {
+    let e = expect_error("grid_mismatch.yaml", "system.sips.w", Some(7), "w*h = 4");
+    assert!(
+        e.problem.contains("3*2 = 6") && e.problem.contains("count = 4"),
+        "{e}"
+    );
+}
+
+#[test]
+fn only_w_given() {
+    let e = expect_error("only_w.yaml", "system.sips.w", Some(7), "both w and h");
+    assert!(e.problem.contains("h is not"), "{e}");
+}
+
+#[test]
+fn only_h_given() {
+    expect_error("only_h.yaml", "system.sips.h", Some(8), "both w and h");
+}
+
+#[test]
+fn non_square_count_without_grid() {
+    let e = expect_error(
+        "non_square_fallback.yaml",
+        "system.sips.count",
+        Some(5),
+        "w: 3, h: 2",
+    );
+    assert!(e.problem.contains("6 SIPs is not a square number"), "{e}");
+    assert!(
+        e.allowed
+            .contains("set system.sips.w and system.sips.h with w*h = 6"),
+        "{e}"
+    );
+}
+
+#[test]
+fn ring_with_grid_width() {
+    let e = expect_error(
+        "ring_with_w.yaml",
+        "system.sips.w",
+        Some(7),
+        "remove w and h",
+    );
+    assert!(e.problem.contains("ring_1d"), "{e}");
+}
+
+#[test]
+fn malformed_indentation() {
+    let e = expect_error("malformed_indent.yaml", "system", Some(10), "indent");
+    assert!(e.problem.contains("did not find expected key"), "{e}");
+}
+
+#[test]
+fn malformed_unclosed_flow_mapping() {
+    let e = expect_error(
+        "malformed_unclosed_flow.yaml",
+        "pe",
+        Some(25),
+        "close every {",
+    );
+    assert!(e.problem.contains("'}'"), "{e}");
+}
+
+#[test]
+fn zero_pe_per_corner() {
+    let e = expect_error(
+        "zero_pe_per_corner.yaml",
+        "cube.pe_layout.pe_per_corner",
+        Some(14),
+        ">= 1",
+    );
+    assert!(e.problem.contains("no PEs"), "{e}");
+}
+
+#[test]
+fn five_corners() {
+    expect_error(
+        "five_corners.yaml",
+        "cube.pe_layout.corners",
+        Some(14),
+        "1 to 4",
+    );
+}
+
+#[test]
+fn zero_packet_bytes() {
+    expect_error(
+        "zero_packet_bytes.yaml",
+        "links.noc.packet_bytes",
+        Some(21),
+        ">= 1",
+    );
+}
+
+#[test]
+fn inter_sip_cube_out_of_range() {
+    let e = expect_error(
+        "inter_sip_cubes_out_of_range.yaml",
+        "system.sips.inter_sip_cubes[2]",
+        Some(9),
+        "0 to 15",
+    );
+    assert!(e.problem.contains("cube 16"), "{e}");
+}
+
+#[test]
+fn inter_sip_cube_listed_twice() {
+    let e = expect_error(
+        "inter_sip_cubes_duplicate.yaml",
+        "system.sips.inter_sip_cubes[2]",
+        Some(9),
+        "at most once",
+    );
+    assert!(
+        e.problem.contains("cube 0") && e.problem.contains("index 0"),
+        "{e}"
+    );
+}
+
+#[test]
+fn inter_sip_cube_listed_twice_in_block_list() {
+    let e = expect_error(
+        "inter_sip_cubes_duplicate_block.yaml",
+        "system.sips.inter_sip_cubes[2]",
+        Some(12),
+        "at most once",
+    );
+    assert!(e.problem.contains("cube 5"), "{e}");
+}
+
+#[test]
+fn inter_sip_cubes_empty() {
+    expect_error(
+        "inter_sip_cubes_empty.yaml",
+        "system.sips.inter_sip_cubes",
+        Some(9),
+        "omit inter_sip_cubes",
+    );
+}
+
+#[test]
+fn zero_tick() {
+    expect_error("zero_tick.yaml", "system.tick_ns", Some(10), "> 0");
+}
+
+#[test]
+fn too_many_pes() {
+    let e = expect_error(
+        "too_many_pes.yaml",
+        "system.sips.count",
+        Some(5),
+        "at most 524288 SIPs",
+    );
+    assert!(
+        e.problem.contains("134217728") && e.problem.contains("67108864"),
+        "{e}"
+    );
+}
+
+#[test]
+fn missing_file() {
+    let name = "no_such_spec.yaml";
+    let path = bad_spec(name);
+    assert!(!path.exists());
+    let e = System::from_file(&path).unwrap_err();
+    let shown = e.to_string();
+    assert_eq!((e.path.as_str(), e.line), ("(file)", None), "{shown}");
+    assert!(
+        shown.starts_with(&format!("{}: (file): cannot read", path.display())),
+        "{shown}"
+    );
+    assert!(
+        e.problem
+            .contains(&std::io::Error::from(std::io::ErrorKind::NotFound).to_string())
+            || e.problem.contains("os error"),
+        "{shown}"
+    );
+    assert!(e.allowed.contains("readable"), "{shown}");
+}
+
+// ---------------------------------------------------------------------------
+// Specs that must load
+// ---------------------------------------------------------------------------
+
+#[test]
+fn embedded_default_loads() {
+    let s = System::embedded_default();
+    assert_eq!(s.origin, "<embedded default>");
+    assert_eq!(s.n_sips(), 4);
+    assert_eq!(s.spec.system.sips.topology, SipTopology::Ring1d);
+    assert_eq!(s.sip_grid, (4, 1));
+    assert_eq!(s.cubes_per_sip(), 16);
+    assert_eq!(s.pes_per_cube(), 8);
+    assert_eq!(s.total_pes(), 4 * 16 * 8);
+}
+
+#[test]
+fn default_file_matches_embedded_default() {
+    let s = System::from_file(&repo("configs/topology.yaml")).unwrap();
+    assert_eq!(s.spec, System::embedded_default().spec);
+    assert!(s.origin.ends_with("topology.yaml"), "{}", s.origin);
+}
+
+#[test]
+fn every_preset_loads() {
+    let dir = repo("configs/topologies");
+    let mut loaded = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "yaml") {
+            let s = System::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+            loaded.push((path.file_name().unwrap().to_string_lossy().into_owned(), s));
+        }
+    }
+    loaded.sort_by(|a, b| a.0.cmp(&b.0));
+    let names: Vec<&str> = loaded.iter().map(|(n, _)| n.as_str()).collect();
+    for want in [
+        "mesh_16.yaml",
+        "ring_4096.yaml",
+        "ring_4096_lean.yaml",
+        "torus_4096.yaml",
+        "torus_6_rect.yaml",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let get = |n: &str| &loaded.iter().find(|(name, _)| name == n).unwrap().1;
+    let shape = |s: &System| {
+        (
+            s.n_sips(),
+            s.spec.system.sips.topology,
+            s.sip_grid,
+            s.cubes_per_sip(),
+            s.pes_per_cube(),
+        )
+    };
+    assert_eq!(
+        shape(get("ring_4096.yaml")),
+        (4096, SipTopology::Ring1d, (4096, 1), 16, 8)
+    );
+    assert_eq!(
+        shape(get("torus_4096.yaml")),
+        (4096, SipTopology::Torus2d, (64, 64), 16, 8)
+    );
+    assert_eq!(
+        shape(get("mesh_16.yaml")),
+        (16, SipTopology::Mesh2dNoWrap, (4, 4), 16, 8)
+    );
+    assert_eq!(
+        shape(get("torus_6_rect.yaml")),
+        (6, SipTopology::Torus2d, (3, 2), 16, 8)
+    );
+    let lean = get("ring_4096_lean.yaml");
+    assert_eq!(shape(lean), (4096, SipTopology::Ring1d, (4096, 1), 1, 1));
+    assert_eq!(lean.spec.cube.noc_mesh.w * lean.spec.cube.noc_mesh.h, 1);
+    let m = &lean.spec.memory;
+    assert!(m.tcm.ideal && m.sram.ideal && m.hbm.ideal);
+    let l = &lean.spec.links;
+    assert!(l.noc.ideal && l.ucie.ideal && l.pcie.ideal && !l.inter_sip.ideal);
+}
+
+fn default_with(edits: &[(&str, &str)]) -> String {
+    let mut text = kernbench::spec::DEFAULT_SYSTEM_YAML.to_string();
+    for (from, to) in edits {
+        assert!(text.contains(from), "{from:?} not in the default spec");
+        text = text.replacen(from, to, 1);
+    }
+    text
+}
+
+#[test]
+fn rectangular_torus_of_six() {
+    let text = default_with(&[
+        ("count: 4", "count: 6"),
+        ("topology: ring_1d", "topology: torus_2d"),
+        ("# w: 2", "w: 3"),
+        ("# h: 2", "h: 2"),
+    ]);
+    let s = System::from_yaml(&text, "t").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((s.n_sips(), s.sip_grid), (6, (3, 2)));
+}
+
+#[test]
+fn square_fallback_of_sixteen() {
+    for topology in ["torus_2d", "mesh_2d_no_wrap"] {
+        let text = default_with(&[
+            ("count: 4", "count: 16"),
+            ("topology: ring_1d", &format!("topology: {topology}")),
+        ]);
+        let s = System::from_yaml(&text, "t").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((s.spec.system.sips.w, s.spec.system.sips.h), (None, None));
+        assert_eq!(s.sip_grid, (4, 4), "{topology}");
+    }
+}
+
+#[test]
+fn inter_sip_cubes_are_sorted() {
+    let text = default_with(&[("# inter_sip_cubes: [0, 5]", "inter_sip_cubes: [15, 0, 5]")]);
+    let s = System::from_yaml(&text, "t").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(s.inter_sip_cubes(), vec![0, 5, 15]);
+}
+
+#[test]
+fn to_yaml_round_trips() {
+    let torus = default_with(&[
+        ("count: 4", "count: 6"),
+        ("topology: ring_1d", "topology: mesh_2d_no_wrap"),
+        ("# w: 2", "w: 3"),
+        ("# h: 2", "h: 2"),
+        ("# inter_sip_cubes: [0, 5]", "inter_sip_cubes: [5, 0]"),
+        ("tick_ns: 1.0", "tick_ns: 0.25"),
+    ]);
+    let mut systems = vec![
+        System::embedded_default(),
+        System::from_yaml(&torus, "t").unwrap(),
+    ];
+    systems.push(System::from_file(&repo("configs/topologies/ring_4096_lean.yaml")).unwrap());
+    for s in systems {
+        let yaml = s.to_yaml();
+        let back = System::from_yaml(&yaml, "round trip").unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+        assert_eq!(back.spec, s.spec);
+        assert_eq!(back.sip_grid, s.sip_grid);
+    }
+}
+
+#[test]
+fn from_spec_validates_without_lines() {
+    let mut spec = System::embedded_default().spec;
+    assert!(System::from_spec(spec.clone(), "built").is_ok());
+    spec.cube.pe_layout.corners = 0;
+    let e = System::from_spec(spec, "built").unwrap_err();
+    assert_eq!(
+        (e.file.as_str(), e.path.as_str(), e.line),
+        ("built", "cube.pe_layout.corners", None)
+    );
+    assert!(
+        e.to_string().starts_with("built: cube.pe_layout.corners: "),
+        "{e}"
+    );
+}
