@@ -1,1 +1,246 @@
-fn main(){}
+//! The kernbench command line.
+
+use anyhow::{Context, Result, bail};
+use clap::{Args, Parser, Subcommand};
+use kernbench::machine::Machine;
+use kernbench::spec::{System, presets};
+use kernbench::topology::{EDGE_KINDS, Node};
+use kernbench::workload::RingRounds;
+use kernbench_systems::hierarchy::{Cube, Pe, Sip};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// kernbench: a simulator of multi-chip AI accelerators (SIPs → cube mesh →
+/// PEs), their inter-PE queues and the collectives that run on them.
+///
+/// Every command works from any directory: the default system spec
+/// (configs/topology.yaml) and the presets (configs/topologies/) are built
+/// into the binary. Units: time in ticks (tick_ns in the spec, default 1 ns),
+/// bandwidth in GB/s = 1e9 bytes/s.
+#[derive(Parser)]
+#[command(name = "kernbench", version, about, long_about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build a system and describe it: node and link counts, SIP/cube/PE
+    /// totals, network diameter, build time; optionally Graphviz views.
+    ///
+    /// Example: kernbench topo --preset torus_4096 --dot out/
+    Topo(TopoArgs),
+    /// Measure the simulator: build the 4096-SIP system, then run ring
+    /// traffic (each SIP sends to its right neighbour, round after round) and
+    /// report messages and link traversals per second.
+    ///
+    /// Example: cargo run --release -- bench --rounds 8190
+    Bench(BenchArgs),
+}
+
+/// Which system to use: the embedded default unless --system or --preset.
+#[derive(Args)]
+struct SystemArg {
+    /// System spec YAML file (default: the embedded configs/topology.yaml).
+    #[arg(long, value_name = "FILE", conflicts_with = "preset")]
+    system: Option<PathBuf>,
+    /// A built-in preset from configs/topologies/ (mesh_16, ring_4096,
+    /// ring_4096_lean, torus_4096, torus_6_rect).
+    #[arg(long, value_name = "NAME")]
+    preset: Option<String>,
+}
+
+impl SystemArg {
+    fn load(&self) -> Result<System> {
+        Ok(match (&self.system, &self.preset) {
+            (Some(path), _) => System::from_file(path)?,
+            (None, Some(name)) => presets::preset(name)?,
+            (None, None) => System::embedded_default(),
+        })
+    }
+}
+
+#[derive(Args)]
+struct TopoArgs {
+    #[command(flatten)]
+    system: SystemArg,
+    /// Write Graphviz views into DIR: sips.dot (SIP network) and cube.dot
+    /// (the NoC of sip0.cube0). Render with `neato -n -Tsvg`.
+    #[arg(long, value_name = "DIR")]
+    dot: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct BenchArgs {
+    /// SIPs on the benchmark ring (1 cube, 1 PE each; only inter-SIP links cost time).
+    #[arg(long, default_value_t = 4096)]
+    sips: u32,
+    /// Rounds of ring traffic; round r+1 of a SIP starts when it received round r.
+    #[arg(long, default_value_t = 8190)]
+    rounds: u64,
+    /// Bytes each SIP sends per round.
+    #[arg(long, default_value_t = 16384)]
+    bytes: u64,
+    /// Skip the 4096-SIP × 4×4-cube × 8-PE build measurement.
+    #[arg(long)]
+    no_build: bool,
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Topo(a) => topo(a),
+        Command::Bench(a) => bench(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+/// Peak resident memory of this process so far, from /proc (Linux only).
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn gib(bytes: Option<u64>) -> String {
+    bytes.map_or("n/a".into(), |b| format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64))
+}
+
+fn topo(a: TopoArgs) -> Result<()> {
+    let sys = a.system.load()?;
+    let t0 = Instant::now();
+    let mut m = Machine::build(&sys)?;
+    let build = t0.elapsed();
+    let t = &m.topology;
+    let s = &sys.spec;
+    println!("system      {}", sys.origin);
+    println!(
+        "sips        {} ({}, grid {}x{})",
+        t.sips,
+        t.kind.name(),
+        t.grid.0,
+        t.grid.1
+    );
+    println!(
+        "per SIP     {} cubes ({}x{} mesh), {} PEs per cube ({} per corner x {} corners), {}x{} NoC routers per cube",
+        t.cubes_per_sip(),
+        t.cube_mesh.0,
+        t.cube_mesh.1,
+        t.pes_per_cube,
+        s.cube.pe_layout.pe_per_corner,
+        s.cube.pe_layout.corners,
+        t.noc.0,
+        t.noc.1
+    );
+    let cubes = t.sips as u64 * t.cubes_per_sip() as u64;
+    println!(
+        "totals      {} SIPs x {} cubes x {} PEs = {} PEs ({} cubes)",
+        t.sips,
+        t.cubes_per_sip(),
+        t.pes_per_cube,
+        cubes * t.pes_per_cube as u64,
+        cubes
+    );
+    println!("\nnodes by kind");
+    for (kind, n) in t.node_counts() {
+        println!("  {:<16}{n:>12}", kind.name());
+    }
+    let links = m.engine.links();
+    let mut per_kind = [0u64; 4];
+    for l in 0..links.len() as u32 {
+        per_kind[links.class_index(l) as usize] += 1;
+    }
+    println!("\ndirected links by edge kind");
+    println!(
+        "  {:<12}{:>12}{:>16}{:>14}{:>14}  ideal",
+        "kind", "links", "bandwidth GB/s", "latency ns", "packet bytes"
+    );
+    for (i, name) in EDGE_KINDS.iter().enumerate() {
+        let spec = [&s.links.noc, &s.links.ucie, &s.links.inter_sip, &s.links.pcie][i];
+        println!(
+            "  {name:<12}{:>12}{:>16}{:>14}{:>14}  {}",
+            per_kind[i], spec.bandwidth_gbps, spec.latency_ns, spec.packet_bytes, spec.ideal
+        );
+    }
+    let world = &mut m.engine.world;
+    let entities = [
+        ("Sip", world.query::<&Sip>().iter(world).count()),
+        ("Cube", world.query::<&Cube>().iter(world).count()),
+        ("Pe", world.query::<&Pe>().iter(world).count()),
+    ];
+    println!("\nECS entities");
+    for (name, n) in entities {
+        println!("  {name:<16}{n:>12}");
+    }
+    let (hops, from, to) = m.topology.diameter();
+    println!(
+        "\ndiameter    {hops} hops (PE to PE, e.g. {} -> {})",
+        m.topology.node(from),
+        m.topology.node(to)
+    );
+    println!(
+        "build       {:.3} s, peak memory {}",
+        build.as_secs_f64(),
+        gib(peak_rss_bytes())
+    );
+    if let Some(dir) = a.dot {
+        write_dot(&m, &dir)?;
+    }
+    Ok(())
+}
+
+fn write_dot(m: &Machine, dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create --dot directory {}", dir.display()))?;
+    for (name, text) in [("sips.dot", m.topology.sip_dot()), ("cube.dot", m.topology.cube_dot(0, 0))] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        println!("wrote       {}", path.display());
+    }
+    Ok(())
+}
+
+fn bench(a: BenchArgs) -> Result<()> {
+    if a.sips < 2 {
+        bail!("--sips must be at least 2 for ring traffic (got {})", a.sips);
+    }
+    if !a.no_build {
+        let sys = presets::preset("ring_4096")?;
+        let t0 = Instant::now();
+        let m = Machine::build(&sys)?;
+        let secs = t0.elapsed().as_secs_f64();
+        println!(
+            "build   ring_4096: {} PEs, {} directed links in {secs:.3} s, peak memory {}",
+            sys.total_pes(),
+            m.engine.links().len(),
+            gib(peak_rss_bytes())
+        );
+    }
+    let mut spec = presets::preset("ring_4096_lean")?.spec;
+    spec.system.sips.count = a.sips;
+    let sys = System::from_spec(spec, "ring_4096_lean (--sips)")?;
+    let mut m = Machine::build(&sys)?;
+    let nodes = (0..a.sips).map(|s| m.topology.id(Node::Pe { sip: s, cube: 0, pe: 0 })).collect();
+    let work = RingRounds::new(nodes, a.bytes, a.rounds);
+    let messages = work.messages();
+    m.engine.set_traffic(work);
+    let t0 = Instant::now();
+    let r = m.engine.run().map_err(anyhow::Error::msg)?;
+    let secs = t0.elapsed().as_secs_f64();
+    assert_eq!(r.messages, messages, "every message is delivered");
+    println!(
+        "ring    {} SIPs x {} rounds x {} B: {} messages, {} link traversals (packet-hops), simulated {} ticks",
+        a.sips, a.rounds, a.bytes, r.messages, r.hops, r.end_tick
+    );
+    println!(
+        "        {secs:.3} s wall: {:.2} M messages/s, {:.2} M link traversals/s, {} schedule runs",
+        r.messages as f64 / secs / 1e6,
+        r.hops as f64 / secs / 1e6,
+        r.steps
+    );
+    Ok(())
+}

@@ -123,46 +123,18 @@ fn parse_error(
     text: &str,
     origin: &str,
 ) -> SpecError {
-    let path = known_path(e.path());
-    let message = bare_message(e.inner(), &path);
+    let parent = known_path(e.path());
+    let message = bare_message(e.inner(), &parent);
     let mut line = flow_start_line(&message).or(e.inner().location().map(|l| l.line()));
-    let (path, problem, allowed) = if let Some(field) = backticked(&message, "missing field `") {
+    if message.starts_with("missing field `") {
         // Point at the mapping that lacks the field; a missing top-level key has no line.
-        line = if path.is_empty() {
+        line = if parent.is_empty() {
             None
         } else {
-            line_of(text, &path).or(line)
+            line_of(text, &parent).or(line)
         };
-        let allowed = format!(
-            "add `{field}:` {} (configs/topology.yaml lists every field)",
-            if path.is_empty() {
-                "at the top level".to_string()
-            } else {
-                format!("under `{path}`")
-            }
-        );
-        (join(&path, field), message.clone(), allowed)
-    } else if message.starts_with("duplicate field `") {
-        (
-            path,
-            message.clone(),
-            "each field at most once; delete the repeated key".to_string(),
-        )
-    } else if let Some((head, expected)) = message.split_once(", expected ") {
-        let allowed = if head.starts_with("unknown field") {
-            format!(
-                "field names here: {}",
-                expected.trim_start_matches("one of ")
-            )
-        } else {
-            humanize_expected(expected)
-        };
-        (path, head.to_string(), allowed)
-    } else {
-        let allowed = "well-formed YAML: indent nested keys consistently with spaces (no tabs), \
-                       close every { and [, one `key: value` per entry";
-        (path, message.clone(), allowed.to_string())
-    };
+    }
+    let (path, problem, allowed) = explain(parent, &message);
     SpecError {
         file: origin.into(),
         path: if path.is_empty() {
@@ -174,6 +146,37 @@ fn parse_error(
         problem,
         allowed,
     }
+}
+
+/// (path, problem, allowed) for a serde message: reuses serde's "expected ..." as the fix.
+fn explain(path: String, message: &str) -> (String, String, String) {
+    if let Some(field) = backticked(message, "missing field `") {
+        let place = if path.is_empty() {
+            "at the top level".to_string()
+        } else {
+            format!("under `{path}`")
+        };
+        let allowed = format!("add `{field}:` {place} (configs/topology.yaml lists every field)");
+        return (join(&path, field), message.to_string(), allowed);
+    }
+    if message.starts_with("duplicate field `") {
+        let allowed = "each field at most once; delete the repeated key";
+        return (path, message.to_string(), allowed.to_string());
+    }
+    if let Some((head, expected)) = message.split_once(", expected ") {
+        let allowed = if head.starts_with("unknown field") {
+            format!(
+                "field names here: {}",
+                expected.trim_start_matches("one of ")
+            )
+        } else {
+            humanize_expected(expected)
+        };
+        return (path, head.to_string(), allowed);
+    }
+    let allowed = "well-formed YAML: indent nested keys consistently with spaces (no tabs), \
+                   close every { and [, one `key: value` per entry";
+    (path, message.to_string(), allowed.to_string())
 }
 
 /// The error path as `a.b[2].c`, cut at the first segment serde could not name.
@@ -419,7 +422,7 @@ fn given_grid_key(sips: &SipsSpec) -> Option<&'static str> {
 fn squarest(n: u32) -> (u32, u32) {
     let h = (1..=n.isqrt().max(1))
         .rev()
-        .find(|d| n % d == 0)
+        .find(|&d| n.is_multiple_of(d))
         .unwrap_or(1);
     (n / h, h)
 }
