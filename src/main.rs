@@ -108,7 +108,9 @@ fn peak_rss_bytes() -> Option<u64> {
 }
 
 fn gib(bytes: Option<u64>) -> String {
-    bytes.map_or("n/a".into(), |b| format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64))
+    bytes.map_or("n/a".into(), |b| {
+        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+    })
 }
 
 fn topo(a: TopoArgs) -> Result<()> {
@@ -161,7 +163,12 @@ fn topo(a: TopoArgs) -> Result<()> {
         "kind", "links", "bandwidth GB/s", "latency ns", "packet bytes"
     );
     for (i, name) in EDGE_KINDS.iter().enumerate() {
-        let spec = [&s.links.noc, &s.links.ucie, &s.links.inter_sip, &s.links.pcie][i];
+        let spec = [
+            &s.links.noc,
+            &s.links.ucie,
+            &s.links.inter_sip,
+            &s.links.pcie,
+        ][i];
         println!(
             "  {name:<12}{:>12}{:>16}{:>14}{:>14}  {}",
             per_kind[i], spec.bandwidth_gbps, spec.latency_ns, spec.packet_bytes, spec.ideal
@@ -195,8 +202,12 @@ fn topo(a: TopoArgs) -> Result<()> {
 }
 
 fn write_dot(m: &Machine, dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create --dot directory {}", dir.display()))?;
-    for (name, text) in [("sips.dot", m.topology.sip_dot()), ("cube.dot", m.topology.cube_dot(0, 0))] {
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("cannot create --dot directory {}", dir.display()))?;
+    for (name, text) in [
+        ("sips.dot", m.topology.sip_dot()),
+        ("cube.dot", m.topology.cube_dot(0, 0)),
+    ] {
         let path = dir.join(name);
         std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
         println!("wrote       {}", path.display());
@@ -206,7 +217,10 @@ fn write_dot(m: &Machine, dir: &Path) -> Result<()> {
 
 fn bench(a: BenchArgs) -> Result<()> {
     if a.sips < 2 {
-        bail!("--sips must be at least 2 for ring traffic (got {})", a.sips);
+        bail!(
+            "--sips must be at least 2 for ring traffic (got {})",
+            a.sips
+        );
     }
     if !a.no_build {
         let sys = presets::preset("ring_4096")?;
@@ -224,7 +238,15 @@ fn bench(a: BenchArgs) -> Result<()> {
     spec.system.sips.count = a.sips;
     let sys = System::from_spec(spec, "ring_4096_lean (--sips)")?;
     let mut m = Machine::build(&sys)?;
-    let nodes = (0..a.sips).map(|s| m.topology.id(Node::Pe { sip: s, cube: 0, pe: 0 })).collect();
+    let nodes = (0..a.sips)
+        .map(|s| {
+            m.topology.id(Node::Pe {
+                sip: s,
+                cube: 0,
+                pe: 0,
+            })
+        })
+        .collect();
     let work = RingRounds::new(nodes, a.bytes, a.rounds);
     let messages = work.messages();
     m.engine.set_traffic(work);

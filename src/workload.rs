@@ -16,7 +16,12 @@ pub struct RingRounds {
 impl RingRounds {
     pub fn new(nodes: Vec<NodeId>, bytes: u64, rounds: u64) -> Self {
         let finished = vec![0; nodes.len()];
-        Self { nodes, bytes, rounds, finished }
+        Self {
+            nodes,
+            bytes,
+            rounds,
+            finished,
+        }
     }
 
     /// Messages the workload sends in total.

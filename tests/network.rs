@@ -37,10 +37,23 @@ fn all_to_all(sys: &kernbench::spec::System) -> AllToAll {
     }
     m.engine.set_traffic(t);
     let end = m.engine.run().unwrap().end_tick;
-    let arrivals = m.engine.traffic::<ScheduledTraffic>().unwrap().arrivals().iter().map(|a| a.unwrap()).collect();
+    let arrivals = m
+        .engine
+        .traffic::<ScheduledTraffic>()
+        .unwrap()
+        .arrivals()
+        .iter()
+        .map(|a| a.unwrap())
+        .collect();
     let links = m.engine.links();
-    let stats = (0..links.len() as u32).map(|l| (links.class_index(l), links.stats(l))).collect();
-    AllToAll { end, arrivals, stats }
+    let stats = (0..links.len() as u32)
+        .map(|l| (links.class_index(l), links.stats(l)))
+        .collect();
+    AllToAll {
+        end,
+        arrivals,
+        stats,
+    }
 }
 
 #[test]
@@ -54,7 +67,12 @@ fn ring16_all_to_all_is_deterministic_and_conserves_bytes() {
 
     // Every message crosses min(d, 16-d) inter-SIP links (shortest direction).
     let sip_hops: u64 = (1..16u64).map(|d| d.min(16 - d)).sum::<u64>() * 16;
-    let inter: Vec<_> = a.stats.iter().filter(|s| s.0 == INTER_SIP).map(|s| s.1).collect();
+    let inter: Vec<_> = a
+        .stats
+        .iter()
+        .filter(|s| s.0 == INTER_SIP)
+        .map(|s| s.1)
+        .collect();
     assert_eq!(inter.len(), 32, "16 SIPs x (east + west) lanes");
     let bytes: u64 = inter.iter().map(|s| s.bytes).sum();
     let busy: u64 = inter.iter().map(|s| s.busy).sum();
@@ -64,7 +82,12 @@ fn ring16_all_to_all_is_deterministic_and_conserves_bytes() {
         assert_eq!(s.busy * 64, s.bytes);
     }
     // Ideal links carry bytes but are never busy.
-    assert!(a.stats.iter().filter(|s| s.0 != INTER_SIP).all(|s| s.1.busy == 0));
+    assert!(
+        a.stats
+            .iter()
+            .filter(|s| s.0 != INTER_SIP)
+            .all(|s| s.1.busy == 0)
+    );
     // No message beats its uncontended time: d hops x (L + S/B).
     assert!(a.end >= 8 * (100 + MIB / 64));
     // The busiest lane carried every byte it could not overlap.
@@ -77,7 +100,12 @@ fn ring16_all_to_all_finish_tick_is_pinned() {
     // Shortest-direction all-to-all on a 16-ring: by symmetry every lane
     // carries the same load, sum_{d=1..8} (messages per lane crossing it).
     let a = all_to_all(&ring16());
-    let inter: Vec<_> = a.stats.iter().filter(|s| s.0 == INTER_SIP).map(|s| s.1).collect();
+    let inter: Vec<_> = a
+        .stats
+        .iter()
+        .filter(|s| s.0 == INTER_SIP)
+        .map(|s| s.1)
+        .collect();
     let east_loads: Vec<u64> = inter.iter().map(|s| s.bytes / MIB).collect();
     // East lanes carry d=1..8 (d=8 ties go east): 1+2+...+8 = 36 message crossings; west 1+..+7 = 28.
     let mut loads = east_loads.clone();
@@ -92,7 +120,10 @@ fn ring16_all_to_all_finish_tick_is_pinned() {
 fn ring_rounds_finish_at_rounds_times_one_hop() {
     // Lockstep: every round is one uncontended inter-SIP hop of L + S/B.
     let mut sys = lean(8, SipTopology::Ring1d, None);
-    (sys.spec.links.inter_sip.bandwidth_gbps, sys.spec.links.inter_sip.latency_ns) = (32.0, 50.0);
+    (
+        sys.spec.links.inter_sip.bandwidth_gbps,
+        sys.spec.links.inter_sip.latency_ns,
+    ) = (32.0, 50.0);
     let sys = kernbench::spec::System::from_spec(sys.spec, "test").unwrap();
     let mut m = Machine::build(&sys).unwrap();
     let nodes = (0..8).map(|s| m.pe(s, 0, 0)).collect();
@@ -120,7 +151,12 @@ fn packets_pipeline_through_a_real_machine_path() {
     t.add(a, b, 200, Start::At(3));
     m.engine.set_traffic(t);
     m.engine.run().unwrap();
-    let at = m.engine.traffic::<ScheduledTraffic>().unwrap().arrival(0).unwrap();
+    let at = m
+        .engine
+        .traffic::<ScheduledTraffic>()
+        .unwrap()
+        .arrival(0)
+        .unwrap();
     // 200 B < every packet size: one packet. NoC: 256 GB/s = 256 B/tick -> 1 tick, L 2.
     // UCIe: 128 B/tick -> 2 ticks, L 10. One UCIe hop, the rest NoC.
     assert_eq!(at, 3 + (hops - 1) * (2 + 1) + (10 + 2));

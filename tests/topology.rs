@@ -45,9 +45,21 @@ fn every_present_node_round_trips_through_id_and_name() {
     }
     let counted: u64 = t.node_counts().iter().map(|c| c.1).sum();
     assert_eq!(present, counted);
-    assert!(t.parse_node("sip6.io").unwrap_err().contains("does not exist"));
-    assert!(t.parse_node("sip0.cube0.pe8").unwrap_err().contains("does not exist"));
-    assert!(t.parse_node("gpu0").unwrap_err().contains("not a node name"));
+    assert!(
+        t.parse_node("sip6.io")
+            .unwrap_err()
+            .contains("does not exist")
+    );
+    assert!(
+        t.parse_node("sip0.cube0.pe8")
+            .unwrap_err()
+            .contains("does not exist")
+    );
+    assert!(
+        t.parse_node("gpu0")
+            .unwrap_err()
+            .contains("not a node name")
+    );
 }
 
 /// Every consecutive pair of a route is a link of the compiled table.
@@ -60,18 +72,35 @@ fn assert_valid_routes(sys: &kernbench::spec::System, pairs: &[(u32, u32)]) {
         t.route(a, b, &mut path).unwrap();
         assert_eq!((path[0], *path.last().unwrap()), (a, b));
         for w in path.windows(2) {
-            assert!(links.find(w[0], w[1]).is_some(), "{} -> {} not a link on route {} -> {}", t.node(w[0]), t.node(w[1]), t.node(a), t.node(b));
+            assert!(
+                links.find(w[0], w[1]).is_some(),
+                "{} -> {} not a link on route {} -> {}",
+                t.node(w[0]),
+                t.node(w[1]),
+                t.node(a),
+                t.node(b)
+            );
         }
         let mut seen = path.clone();
         seen.sort_unstable();
         seen.dedup();
-        assert_eq!(seen.len(), path.len(), "route {} -> {} revisits a node", t.node(a), t.node(b));
+        assert_eq!(
+            seen.len(),
+            path.len(),
+            "route {} -> {} revisits a node",
+            t.node(a),
+            t.node(b)
+        );
     }
 }
 
 #[test]
 fn routes_are_loop_free_paths_of_existing_links() {
-    for topo in [SipTopology::Ring1d, SipTopology::Torus2d, SipTopology::Mesh2dNoWrap] {
+    for topo in [
+        SipTopology::Ring1d,
+        SipTopology::Torus2d,
+        SipTopology::Mesh2dNoWrap,
+    ] {
         let sys = system(|s| {
             s.system.sips.count = 6;
             s.system.sips.topology = topo;
@@ -84,9 +113,16 @@ fn routes_are_loop_free_paths_of_existing_links() {
             s.system.sips.inter_sip_cubes = Some(vec![1, 5]);
         });
         let t = Topology::new(&sys);
-        let nodes: Vec<u32> = (0..t.node_count()).filter(|&i| t.present(t.node(i))).collect();
+        let nodes: Vec<u32> = (0..t.node_count())
+            .filter(|&i| t.present(t.node(i)))
+            .collect();
         let pairs: Vec<(u32, u32)> = (0..4000u32)
-            .map(|i| (nodes[(i as usize * 7919) % nodes.len()], nodes[(i as usize * 104_729 + 13) % nodes.len()]))
+            .map(|i| {
+                (
+                    nodes[(i as usize * 7919) % nodes.len()],
+                    nodes[(i as usize * 104_729 + 13) % nodes.len()],
+                )
+            })
             .collect();
         assert_valid_routes(&sys, &pairs);
     }
@@ -97,8 +133,23 @@ fn sip_hops(t: &Topology, sys: &kernbench::spec::System, a: u32, b: u32) -> usiz
     use kernbench_systems::RouteSource;
     let links = t.links(sys).unwrap();
     let mut path = Vec::new();
-    t.route(t.id(Node::Pe { sip: a, cube: 0, pe: 0 }), t.id(Node::Pe { sip: b, cube: 0, pe: 0 }), &mut path).unwrap();
-    path.windows(2).filter(|w| links.class_index(links.find(w[0], w[1]).unwrap()) == INTER_SIP).count()
+    t.route(
+        t.id(Node::Pe {
+            sip: a,
+            cube: 0,
+            pe: 0,
+        }),
+        t.id(Node::Pe {
+            sip: b,
+            cube: 0,
+            pe: 0,
+        }),
+        &mut path,
+    )
+    .unwrap();
+    path.windows(2)
+        .filter(|w| links.class_index(links.find(w[0], w[1]).unwrap()) == INTER_SIP)
+        .count()
 }
 
 #[test]
@@ -116,7 +167,21 @@ fn torus_wraps_and_mesh_does_not() {
     assert_eq!(tt.sip_steps(0, 3), vec![Dir::W]);
     assert_eq!(tm.sip_steps(0, 3), vec![Dir::E, Dir::E, Dir::E]);
     // Whole route: pe -> router -> port, then 3 hops per SIP crossing, then port -> router -> pe.
-    assert_eq!(tt.hops(tt.id(Node::Pe { sip: 0, cube: 0, pe: 0 }), tt.id(Node::Pe { sip: 15, cube: 0, pe: 0 })), Ok(2 + 3 * 2));
+    assert_eq!(
+        tt.hops(
+            tt.id(Node::Pe {
+                sip: 0,
+                cube: 0,
+                pe: 0
+            }),
+            tt.id(Node::Pe {
+                sip: 15,
+                cube: 0,
+                pe: 0
+            })
+        ),
+        Ok(2 + 3 * 2)
+    );
     // Diameters: torus 2+2 SIP hops, mesh 3+3.
     assert_eq!(tt.diameter().0, 2 + 3 * 4);
     assert_eq!(tm.diameter().0, 2 + 3 * 6);
@@ -134,7 +199,11 @@ fn rectangular_torus_and_ring_hop_counts() {
     let ring = lean(16, SipTopology::Ring1d, None);
     let r = Topology::new(&ring);
     for b in 0..16u32 {
-        assert_eq!(sip_hops(&r, &ring, 0, b), b.min(16 - b) as usize, "0 -> {b}");
+        assert_eq!(
+            sip_hops(&r, &ring, 0, b),
+            b.min(16 - b) as usize,
+            "0 -> {b}"
+        );
     }
 }
 
@@ -142,10 +211,26 @@ fn rectangular_torus_and_ring_hop_counts() {
 fn host_reaches_every_sip_over_pcie() {
     let sys = system(|s| s.system.sips.count = 3);
     let t = Topology::new(&sys);
-    let pe = t.id(Node::Pe { sip: 2, cube: 5, pe: 3 });
+    let pe = t.id(Node::Pe {
+        sip: 2,
+        cube: 5,
+        pe: 3,
+    });
     let hbm = t.id(Node::Hbm { sip: 1, cube: 0 });
     let io = t.id(Node::SipIo { sip: 1 });
-    assert_valid_routes(&sys, &[(0, pe), (pe, 0), (0, hbm), (hbm, 0), (0, io), (io, 0), (io, pe), (pe, io)]);
+    assert_valid_routes(
+        &sys,
+        &[
+            (0, pe),
+            (pe, 0),
+            (0, hbm),
+            (hbm, 0),
+            (0, io),
+            (io, 0),
+            (io, pe),
+            (pe, io),
+        ],
+    );
     assert_eq!(t.hops(0, io), Ok(1));
 }
 

@@ -5,11 +5,26 @@ use super::{SpecError, System};
 
 /// (name, YAML) of every preset, sorted by name.
 pub const PRESETS: [(&str, &str); 5] = [
-    ("mesh_16", include_str!("../../configs/topologies/mesh_16.yaml")),
-    ("ring_4096", include_str!("../../configs/topologies/ring_4096.yaml")),
-    ("ring_4096_lean", include_str!("../../configs/topologies/ring_4096_lean.yaml")),
-    ("torus_4096", include_str!("../../configs/topologies/torus_4096.yaml")),
-    ("torus_6_rect", include_str!("../../configs/topologies/torus_6_rect.yaml")),
+    (
+        "mesh_16",
+        include_str!("../../configs/topologies/mesh_16.yaml"),
+    ),
+    (
+        "ring_4096",
+        include_str!("../../configs/topologies/ring_4096.yaml"),
+    ),
+    (
+        "ring_4096_lean",
+        include_str!("../../configs/topologies/ring_4096_lean.yaml"),
+    ),
+    (
+        "torus_4096",
+        include_str!("../../configs/topologies/torus_4096.yaml"),
+    ),
+    (
+        "torus_6_rect",
+        include_str!("../../configs/topologies/torus_6_rect.yaml"),
+    ),
 ];
 
 /// Loads a preset by name; an unknown name lists the known ones.

@@ -65,7 +65,11 @@ impl AddressResolver {
                 "addresses need {total} bits for sip/cube/pe/offset ({bits:?}); at most 62 fit beside the 2-bit space; reduce memory sizes or the SIP count"
             ));
         }
-        Ok(Self { limits, sizes, bits })
+        Ok(Self {
+            limits,
+            sizes,
+            bits,
+        })
     }
 
     pub fn encode(&self, l: Location) -> Result<u64, String> {
@@ -79,11 +83,17 @@ impl AddressResolver {
         ];
         for (name, v, limit) in checks {
             if v >= limit {
-                return Err(format!("{} address {name} {v} out of range (< {limit})", l.space.name()));
+                return Err(format!(
+                    "{} address {name} {v} out of range (< {limit})",
+                    l.space.name()
+                ));
             }
         }
         let mut a = l.space as u64;
-        for (i, v) in [l.sip as u64, l.cube as u64, l.pe as u64, l.offset].into_iter().enumerate() {
+        for (i, v) in [l.sip as u64, l.cube as u64, l.pe as u64, l.offset]
+            .into_iter()
+            .enumerate()
+        {
             a = (a << self.bits[i]) | v;
         }
         Ok(a)
@@ -113,7 +123,11 @@ impl AddressResolver {
     pub fn node(&self, topo: &Topology, l: Location) -> NodeId {
         let (sip, cube) = (l.sip, l.cube);
         topo.id(match l.space {
-            Space::Tcm => Node::Pe { sip, cube, pe: l.pe },
+            Space::Tcm => Node::Pe {
+                sip,
+                cube,
+                pe: l.pe,
+            },
             Space::Sram => Node::Sram { sip, cube },
             Space::Hbm => Node::Hbm { sip, cube },
         })

@@ -16,7 +16,9 @@ impl Topology {
             self.kind.name(),
             self.grid.0,
             self.grid.1,
-            (0..self.cubes_per_sip()).filter(|&c| self.is_lane(c)).count()
+            (0..self.cubes_per_sip())
+                .filter(|&c| self.is_lane(c))
+                .count()
         );
         for sip in 0..self.sips {
             let (x, y) = self.sip_coord(sip);
@@ -46,29 +48,66 @@ impl Topology {
         for y in 0..self.noc.1 {
             for x in 0..self.noc.0 {
                 let r = Node::Router { sip, cube, x, y };
-                let _ = writeln!(s, "  {} [shape=circle, pos=\"{},{}!\"];", q(r), x * 3, -(y as i64) * 3);
+                let _ = writeln!(
+                    s,
+                    "  {} [shape=circle, pos=\"{},{}!\"];",
+                    q(r),
+                    x * 3,
+                    -(y as i64) * 3
+                );
             }
         }
         for y in 0..self.noc.1 {
             for x in 0..self.noc.0 {
                 let r = Node::Router { sip, cube, x, y };
                 if x + 1 < self.noc.0 {
-                    let _ = writeln!(s, "  {} -- {};", q(r), q(Node::Router { sip, cube, x: x + 1, y }));
+                    let _ = writeln!(
+                        s,
+                        "  {} -- {};",
+                        q(r),
+                        q(Node::Router {
+                            sip,
+                            cube,
+                            x: x + 1,
+                            y
+                        })
+                    );
                 }
                 if y + 1 < self.noc.1 {
-                    let _ = writeln!(s, "  {} -- {};", q(r), q(Node::Router { sip, cube, x, y: y + 1 }));
+                    let _ = writeln!(
+                        s,
+                        "  {} -- {};",
+                        q(r),
+                        q(Node::Router {
+                            sip,
+                            cube,
+                            x,
+                            y: y + 1
+                        })
+                    );
                 }
             }
         }
-        let mut endpoints: Vec<Node> = (0..self.pes_per_cube).map(|pe| Node::Pe { sip, cube, pe }).collect();
-        endpoints.extend([Node::MCpu { sip, cube }, Node::Sram { sip, cube }, Node::Hbm { sip, cube }]);
+        let mut endpoints: Vec<Node> = (0..self.pes_per_cube)
+            .map(|pe| Node::Pe { sip, cube, pe })
+            .collect();
+        endpoints.extend([
+            Node::MCpu { sip, cube },
+            Node::Sram { sip, cube },
+            Node::Hbm { sip, cube },
+        ]);
         for dir in Dir::ALL {
             endpoints.push(Node::Ucie { sip, cube, dir });
             endpoints.push(Node::XSip { sip, cube, dir });
         }
         for n in endpoints.into_iter().filter(|&n| self.present(n)) {
             let (_, _, r) = self.entry(n).expect("cube node");
-            let router = Node::Router { sip, cube, x: r % self.noc.0, y: r / self.noc.0 };
+            let router = Node::Router {
+                sip,
+                cube,
+                x: r % self.noc.0,
+                y: r / self.noc.0,
+            };
             let shape = match n {
                 Node::Pe { .. } => "box",
                 Node::Ucie { .. } | Node::XSip { .. } => "diamond",

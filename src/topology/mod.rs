@@ -121,7 +121,9 @@ impl Topology {
             nodes_per_sip: 0,
         };
         t.nodes_per_sip = 1 + cubes * t.nodes_per_cube;
-        t.attach = (0..t.nodes_per_cube).map(|i| t.attach_router(t.slot(i))).collect();
+        t.attach = (0..t.nodes_per_cube)
+            .map(|i| t.attach_router(t.slot(i)))
+            .collect();
         t
     }
 
@@ -210,7 +212,11 @@ impl Topology {
         let rel = id.checked_sub(1)?;
         let (sip, in_sip) = (rel / self.nodes_per_sip, rel % self.nodes_per_sip);
         let in_cubes = in_sip.checked_sub(1)?;
-        Some((sip, in_cubes / self.nodes_per_cube, in_cubes % self.nodes_per_cube))
+        Some((
+            sip,
+            in_cubes / self.nodes_per_cube,
+            in_cubes % self.nodes_per_cube,
+        ))
     }
 
     /// The node with a dense id.
@@ -219,10 +225,17 @@ impl Topology {
             return Node::Host;
         }
         let Some((sip, cube, slot)) = self.split(id) else {
-            return Node::SipIo { sip: (id - 1) / self.nodes_per_sip };
+            return Node::SipIo {
+                sip: (id - 1) / self.nodes_per_sip,
+            };
         };
         match self.slot(slot) {
-            Slot::Router(i) => Node::Router { sip, cube, x: i % self.noc.0, y: i / self.noc.0 },
+            Slot::Router(i) => Node::Router {
+                sip,
+                cube,
+                x: i % self.noc.0,
+                y: i / self.noc.0,
+            },
             Slot::Pe(pe) => Node::Pe { sip, cube, pe },
             Slot::MCpu => Node::MCpu { sip, cube },
             Slot::Sram => Node::Sram { sip, cube },
@@ -244,7 +257,9 @@ impl Topology {
             Node::MCpu { sip, cube } | Node::Sram { sip, cube } | Node::Hbm { sip, cube } => {
                 ok(sip, cube)
             }
-            Node::Ucie { sip, cube, dir } => ok(sip, cube) && self.cube_neighbor(cube, dir).is_some(),
+            Node::Ucie { sip, cube, dir } => {
+                ok(sip, cube) && self.cube_neighbor(cube, dir).is_some()
+            }
             Node::XSip { sip, cube, dir } => {
                 ok(sip, cube) && self.lane[cube as usize] && self.sip_neighbor(sip, dir).is_some()
             }
@@ -259,7 +274,11 @@ impl Topology {
         if !self.present(n) {
             return Err(format!(
                 "node '{name}' does not exist in this system ({} SIPs, {} cubes/SIP, {} PEs/cube, {}x{} NoC)",
-                self.sips, self.cubes_per_sip(), self.pes_per_cube, self.noc.0, self.noc.1
+                self.sips,
+                self.cubes_per_sip(),
+                self.pes_per_cube,
+                self.noc.0,
+                self.noc.1
             ));
         }
         Ok(self.id(n))
@@ -316,12 +335,18 @@ impl Topology {
         let cubes = sips * self.cubes_per_sip() as u64;
         let mut ucie = 0u64;
         for c in 0..self.cubes_per_sip() {
-            ucie += Dir::ALL.iter().filter(|&&d| self.cube_neighbor(c, d).is_some()).count() as u64;
+            ucie += Dir::ALL
+                .iter()
+                .filter(|&&d| self.cube_neighbor(c, d).is_some())
+                .count() as u64;
         }
         let lanes = self.lane.iter().filter(|&&l| l).count() as u64;
         let mut xsip_dirs = 0u64;
         for s in 0..self.sips {
-            xsip_dirs += Dir::ALL.iter().filter(|&&d| self.sip_neighbor(s, d).is_some()).count() as u64;
+            xsip_dirs += Dir::ALL
+                .iter()
+                .filter(|&&d| self.sip_neighbor(s, d).is_some())
+                .count() as u64;
         }
         vec![
             (NodeKind::Host, 1),
@@ -345,10 +370,15 @@ impl Topology {
     pub fn links(&self, sys: &System) -> Result<LinkTable, TopologyError> {
         let l = &sys.spec.links;
         let tick_ps = (sys.spec.system.tick_ns * 1000.0).round() as u64;
-        let classes = [(&l.noc, "noc"), (&l.ucie, "ucie"), (&l.inter_sip, "inter_sip"), (&l.pcie, "pcie")]
-            .into_iter()
-            .map(|(spec, name)| link_class(name, spec, tick_ps, &sys.origin))
-            .collect::<Result<Vec<_>, _>>()?;
+        let classes = [
+            (&l.noc, "noc"),
+            (&l.ucie, "ucie"),
+            (&l.inter_sip, "inter_sip"),
+            (&l.pcie, "pcie"),
+        ]
+        .into_iter()
+        .map(|(spec, name)| link_class(name, spec, tick_ps, &sys.origin))
+        .collect::<Result<Vec<_>, _>>()?;
         let mut b = LinkTableBuilder::new(self.node_count(), classes);
         let (nw, nh) = self.noc;
         let per_cube = 2 * ((nw - 1) * nh + nw * (nh - 1) + self.nodes_per_cube) as usize + 8;
@@ -378,7 +408,11 @@ impl Topology {
                     match slot {
                         Slot::Ucie(d @ (Dir::E | Dir::S)) => {
                             if let Some(peer) = self.cube_neighbor(c, d) {
-                                let p = self.local_id(s, peer, self.slot_index(Slot::Ucie(d.opposite())));
+                                let p = self.local_id(
+                                    s,
+                                    peer,
+                                    self.slot_index(Slot::Ucie(d.opposite())),
+                                );
                                 b.duplex(node, p, UCIE);
                             }
                         }
@@ -386,7 +420,11 @@ impl Topology {
                             // Each port owns its outgoing link; the peer's port of the
                             // opposite direction owns the way back.
                             if let Some(peer) = self.sip_neighbor(s, d) {
-                                let p = self.local_id(peer, c, self.slot_index(Slot::XSip(d.opposite())));
+                                let p = self.local_id(
+                                    peer,
+                                    c,
+                                    self.slot_index(Slot::XSip(d.opposite())),
+                                );
                                 b.link(node, p, INTER_SIP);
                             }
                         }
@@ -401,7 +439,12 @@ impl Topology {
 
 /// Converts a link spec into engine ticks: `ser(s) = ⌈s·den/num⌉` with
 /// num/den = bytes per tick as a reduced fraction, latency rounded up to ticks.
-pub fn link_class(name: &str, spec: &LinkSpec, tick_ps: u64, origin: &str) -> Result<LinkClass, TopologyError> {
+pub fn link_class(
+    name: &str,
+    spec: &LinkSpec,
+    tick_ps: u64,
+    origin: &str,
+) -> Result<LinkClass, TopologyError> {
     let bytes_per_s = (spec.bandwidth_gbps * 1e9).round() as u128;
     let (mut num, mut den) = (bytes_per_s * tick_ps as u128, 1_000_000_000_000u128);
     let g = gcd(num, den);
@@ -412,7 +455,9 @@ pub fn link_class(name: &str, spec: &LinkSpec, tick_ps: u64, origin: &str) -> Re
         problem,
     };
     if num == 0 {
-        return Err(err("bandwidth rounds to 0 bytes/s; use at least 1e-9 GB/s".into()));
+        return Err(err(
+            "bandwidth rounds to 0 bytes/s; use at least 1e-9 GB/s".into()
+        ));
     }
     let (num, den) = (u64::try_from(num), u64::try_from(den));
     let (Ok(num), Ok(den)) = (num, den) else {

@@ -139,14 +139,31 @@ impl Node {
             "hbm" => Node::Hbm { sip, cube },
             _ => {
                 if let Some(p) = part.strip_prefix("pe") {
-                    Node::Pe { sip, cube, pe: p.parse().ok()? }
+                    Node::Pe {
+                        sip,
+                        cube,
+                        pe: p.parse().ok()?,
+                    }
                 } else if let Some(d) = part.strip_prefix("ucie_") {
-                    Node::Ucie { sip, cube, dir: Dir::from_letter(d)? }
+                    Node::Ucie {
+                        sip,
+                        cube,
+                        dir: Dir::from_letter(d)?,
+                    }
                 } else if let Some(d) = part.strip_prefix("xsip_") {
-                    Node::XSip { sip, cube, dir: Dir::from_letter(d)? }
+                    Node::XSip {
+                        sip,
+                        cube,
+                        dir: Dir::from_letter(d)?,
+                    }
                 } else {
                     let (x, y) = part.strip_prefix('r')?.split_once('_')?;
-                    Node::Router { sip, cube, x: x.parse().ok()?, y: y.parse().ok()? }
+                    Node::Router {
+                        sip,
+                        cube,
+                        x: x.parse().ok()?,
+                        y: y.parse().ok()?,
+                    }
                 }
             }
         })
@@ -178,18 +195,42 @@ mod tests {
         let nodes = [
             Node::Host,
             Node::SipIo { sip: 3 },
-            Node::Router { sip: 1, cube: 15, x: 2, y: 0 },
-            Node::Pe { sip: 4095, cube: 7, pe: 6 },
+            Node::Router {
+                sip: 1,
+                cube: 15,
+                x: 2,
+                y: 0,
+            },
+            Node::Pe {
+                sip: 4095,
+                cube: 7,
+                pe: 6,
+            },
             Node::MCpu { sip: 0, cube: 0 },
             Node::Sram { sip: 2, cube: 1 },
             Node::Hbm { sip: 2, cube: 9 },
-            Node::Ucie { sip: 0, cube: 5, dir: Dir::W },
-            Node::XSip { sip: 9, cube: 10, dir: Dir::S },
+            Node::Ucie {
+                sip: 0,
+                cube: 5,
+                dir: Dir::W,
+            },
+            Node::XSip {
+                sip: 9,
+                cube: 10,
+                dir: Dir::S,
+            },
         ];
         for n in nodes {
             assert_eq!(Node::parse(&n.to_string()), Some(n), "{n}");
         }
-        for bad in ["", "hostx", "sip.io", "sip1.cube2.pe", "sip1.cube2.ucie_q", "sip1.cube2.r1"] {
+        for bad in [
+            "",
+            "hostx",
+            "sip.io",
+            "sip1.cube2.pe",
+            "sip1.cube2.ucie_q",
+            "sip1.cube2.r1",
+        ] {
             assert_eq!(Node::parse(bad), None, "{bad}");
         }
     }

@@ -48,16 +48,36 @@ impl Topology {
     fn cross(&self, out: &mut Vec<NodeId>, at: At, dir: Dir, xsip: bool) -> At {
         let (s, c, _) = at;
         let (port, peer) = if xsip {
-            let peer_sip = self.sip_neighbor(s, dir).expect("route steps only to existing SIPs");
+            let peer_sip = self
+                .sip_neighbor(s, dir)
+                .expect("route steps only to existing SIPs");
             (
-                Node::XSip { sip: s, cube: c, dir },
-                Node::XSip { sip: peer_sip, cube: c, dir: dir.opposite() },
+                Node::XSip {
+                    sip: s,
+                    cube: c,
+                    dir,
+                },
+                Node::XSip {
+                    sip: peer_sip,
+                    cube: c,
+                    dir: dir.opposite(),
+                },
             )
         } else {
-            let peer_cube = self.cube_neighbor(c, dir).expect("route steps only to existing cubes");
+            let peer_cube = self
+                .cube_neighbor(c, dir)
+                .expect("route steps only to existing cubes");
             (
-                Node::Ucie { sip: s, cube: c, dir },
-                Node::Ucie { sip: s, cube: peer_cube, dir: dir.opposite() },
+                Node::Ucie {
+                    sip: s,
+                    cube: c,
+                    dir,
+                },
+                Node::Ucie {
+                    sip: s,
+                    cube: peer_cube,
+                    dir: dir.opposite(),
+                },
             )
         };
         let port_at = self.entry(port).expect("ports are in a cube");
@@ -120,7 +140,11 @@ impl Topology {
 
     /// Where the host's traffic enters SIP `sip`'s NoC, after host → io.
     fn io_at(&self, sip: u32) -> At {
-        (sip, 0, self.attach[self.slot_index(super::Slot::MCpu) as usize])
+        (
+            sip,
+            0,
+            self.attach[self.slot_index(super::Slot::MCpu) as usize],
+        )
     }
 
     /// Route between two node ids; both must be present.
@@ -222,7 +246,9 @@ impl Topology {
         } else {
             corners(self.cube_mesh.0, self.cube_mesh.1)
         };
-        let pes: Vec<u32> = (0..self.pes_per_cube).step_by(self.pe_per_corner as usize).collect();
+        let pes: Vec<u32> = (0..self.pes_per_cube)
+            .step_by(self.pe_per_corner as usize)
+            .collect();
         let mut best = (0, 0, 0);
         let mut buf = Vec::new();
         for &(s, d) in &sip_pairs {
@@ -230,8 +256,16 @@ impl Topology {
                 for &cd in &cubes {
                     for &ps in &pes {
                         for &pd in &pes {
-                            let a = self.id(Node::Pe { sip: s, cube: cs, pe: ps });
-                            let b = self.id(Node::Pe { sip: d, cube: cd, pe: pd });
+                            let a = self.id(Node::Pe {
+                                sip: s,
+                                cube: cs,
+                                pe: ps,
+                            });
+                            let b = self.id(Node::Pe {
+                                sip: d,
+                                cube: cd,
+                                pe: pd,
+                            });
                             buf.clear();
                             self.path(a, b, &mut buf).expect("PEs exist");
                             if buf.len() - 1 > best.0 {

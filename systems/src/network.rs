@@ -11,7 +11,7 @@
 
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Dense index of a network node (host, router, PE, memory, port...).
 pub type NodeId = u32;
@@ -64,7 +64,8 @@ pub struct LinkTable {
     stats: Vec<LinkStats>,
 }
 
-/// What one link carried.
+/// What one link carried. Ideal links cost nothing and keep no per-link
+/// record; their traversals are counted in [`NetCounters::ideal_hops`].
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct LinkStats {
     /// Ticks the link spent serialising packets.
@@ -171,21 +172,20 @@ impl LinkTable {
         self.stats[l as usize]
     }
 
-    /// A packet of `bytes` reaches link `l` at `t`: reserve the link FIFO and
-    /// return the tick at which the packet reaches the far node.
+    /// A packet of `bytes` reaches the non-ideal link `l` at `t`: reserve the
+    /// link FIFO and return the tick at which the packet reaches the far node.
+    /// Ideal links are never reserved: routes skip them (see [`Routes`]).
     #[inline]
     pub fn reserve(&mut self, l: LinkId, t: Tick, bytes: u64) -> Tick {
         let i = l as usize;
         let class = &self.classes[self.class_of[i] as usize];
-        let st = &mut self.stats[i];
-        st.bytes += bytes;
-        st.packets += 1;
-        if class.ideal {
-            return t;
-        }
+        debug_assert!(!class.ideal, "ideal links are crossed without reservation");
         let ser = class.ser_ticks(bytes);
         let start = t.max(self.free_at[i]);
         self.free_at[i] = start + ser;
+        let st = &mut self.stats[i];
+        st.bytes += bytes;
+        st.packets += 1;
         st.busy += ser;
         start + ser + class.latency
     }
@@ -202,19 +202,35 @@ pub trait RouteSource: Send + Sync + 'static {
 pub type RouteId = u32;
 
 /// Routes cached per (src, dst) pair on first use; no all-pairs table.
+///
+/// A route is kept as its links plus, for the hot path, its *segments*: each
+/// non-ideal link with the number of ideal links crossed (in zero time) just
+/// before it. Packets take one calendar event per segment.
 #[derive(Resource)]
 pub struct Routes {
     source: Box<dyn RouteSource>,
-    cache: HashMap<(NodeId, NodeId), RouteId>,
+    cache: FxHashMap<(NodeId, NodeId), RouteId>,
     arena: Vec<LinkId>,
+    segments: Vec<Segment>,
     spans: Vec<RouteSpan>,
     scratch: Vec<NodeId>,
+}
+
+/// A non-ideal link of a route and the ideal links crossed just before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub link: LinkId,
+    pub ideal_before: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct RouteSpan {
     start: u32,
     len: u32,
+    seg_start: u32,
+    seg_len: u32,
+    /// Ideal links after the last segment.
+    ideal_after: u32,
     /// Packet size for messages on this route: the smallest packet size of its
     /// non-ideal links (a message is cut once, at the source).
     packet_bytes: u64,
@@ -224,8 +240,9 @@ impl Routes {
     pub fn new(source: Box<dyn RouteSource>) -> Self {
         Self {
             source,
-            cache: HashMap::new(),
+            cache: FxHashMap::default(),
             arena: Vec::new(),
+            segments: Vec::new(),
             spans: Vec::new(),
             scratch: Vec::new(),
         }
@@ -239,17 +256,33 @@ impl Routes {
         self.scratch.clear();
         self.source.route(src, dst, &mut self.scratch)?;
         if self.scratch.first() != Some(&src) || self.scratch.last() != Some(&dst) {
-            return Err(format!("route {src}→{dst} does not start at {src} and end at {dst}"));
+            return Err(format!(
+                "route {src}→{dst} does not start at {src} and end at {dst}"
+            ));
         }
         let start = self.arena.len() as u32;
+        let seg_start = self.segments.len() as u32;
         let mut packet_bytes = u64::MAX;
+        let mut ideal = 0;
         for w in self.scratch.windows(2) {
-            let l = links
-                .find(w[0], w[1])
-                .ok_or_else(|| format!("route {src}→{dst} uses missing link {}→{}", w[0], w[1]))?;
+            let Some(l) = links.find(w[0], w[1]) else {
+                self.arena.truncate(start as usize);
+                self.segments.truncate(seg_start as usize);
+                return Err(format!(
+                    "route {src}→{dst} uses missing link {}→{}",
+                    w[0], w[1]
+                ));
+            };
             let class = links.class(l);
-            if !class.ideal {
+            if class.ideal {
+                ideal += 1;
+            } else {
                 packet_bytes = packet_bytes.min(class.packet_bytes);
+                self.segments.push(Segment {
+                    link: l,
+                    ideal_before: ideal,
+                });
+                ideal = 0;
             }
             self.arena.push(l);
         }
@@ -257,6 +290,9 @@ impl Routes {
         self.spans.push(RouteSpan {
             start,
             len: self.arena.len() as u32 - start,
+            seg_start,
+            seg_len: self.segments.len() as u32 - seg_start,
+            ideal_after: ideal,
             packet_bytes,
         });
         self.cache.insert((src, dst), id);
@@ -268,6 +304,15 @@ impl Routes {
     pub fn links(&self, r: RouteId) -> &[LinkId] {
         let s = self.spans[r as usize];
         &self.arena[s.start as usize..(s.start + s.len) as usize]
+    }
+
+    /// The non-ideal links of a route with the ideal links before each, and
+    /// the number of ideal links after the last one.
+    #[inline]
+    pub fn segments(&self, r: RouteId) -> (&[Segment], u32) {
+        let s = self.spans[r as usize];
+        let segs = &self.segments[s.seg_start as usize..(s.seg_start + s.seg_len) as usize];
+        (segs, s.ideal_after)
     }
 
     pub fn packet_bytes(&self, r: RouteId) -> u64 {
@@ -283,7 +328,10 @@ impl Routes {
 /// Engine-assigned message id: injection order, the network's tie-break key.
 pub type MsgId = u64;
 
-/// An in-flight message: an entity from injection until its last packet arrives.
+/// A message: an entity that is in flight from injection until its last
+/// packet arrives (`delivered < packets`). A delivered message's entity is
+/// parked in [`MessagePool`] and reused by the next injection, because
+/// spawning and despawning tens of millions of entities would dominate a run.
 #[derive(Component, Debug, Clone)]
 pub struct Message {
     pub id: MsgId,
@@ -311,18 +359,32 @@ impl Message {
     }
 }
 
-/// "Packet `pkt` of message `entity` is at the near end of route hop `hop` now."
+/// "Packets `pkt .. pkt + count` of message `entity` are at the near end of
+/// route segment `seg` now." A message's packets enter the network as one
+/// train event; after their first link they travel as single packets.
 #[derive(Debug, Clone, Copy)]
 pub struct HopEvent {
     pub msg: MsgId,
-    pub pkt: u32,
-    pub hop: u32,
     pub entity: Entity,
+    pub pkt: u32,
+    pub count: u32,
+    pub seg: u32,
 }
 
 /// Packets waiting to enter their next link, by tick.
 #[derive(Resource, Default, Debug)]
 pub struct NetCalendar(pub Calendar<HopEvent>);
+
+/// Entities of delivered messages, ready for reuse.
+#[derive(Resource, Default, Debug)]
+pub struct MessagePool(pub Vec<Entity>);
+
+impl Message {
+    /// Whether some packet has yet to arrive.
+    pub fn in_flight(&self) -> bool {
+        self.delivered < self.packets
+    }
+}
 
 /// Messages whose last packet arrived this tick, in arrival-processing order.
 #[derive(Resource, Default, Debug)]
@@ -333,28 +395,29 @@ pub struct Arrived(pub Vec<Entity>);
 pub struct NetCounters {
     /// Packet-hops taken (every link of every route, ideal ones included).
     pub hops: u64,
+    /// The part of `hops` on ideal links.
+    pub ideal_hops: u64,
     /// Messages whose last packet has arrived.
     pub delivered: u64,
 }
 
 /// Queues the packets of a new message at its source at tick `at`.
 pub fn schedule_packets(cal: &mut NetCalendar, id: MsgId, packets: u32, entity: Entity, at: Tick) {
-    for pkt in 0..packets {
-        cal.0.push(
-            at,
-            HopEvent {
-                msg: id,
-                pkt,
-                hop: 0,
-                entity,
-            },
-        );
-    }
+    cal.0.push(
+        at,
+        HopEvent {
+            msg: id,
+            entity,
+            pkt: 0,
+            count: packets,
+            seg: 0,
+        },
+    );
 }
 
-/// The `routing` stage: every packet due now enters its next link (crossing
-/// ideal links in zero time within this tick) or, at the end of its route,
-/// arrives; a message whose last packet arrives goes to [`Arrived`].
+/// The `routing` stage: every packet due now crosses the ideal links ahead of
+/// it and enters its next non-ideal link or, at the end of its route, arrives;
+/// a message whose last packet arrives goes to [`Arrived`].
 pub fn routing(
     clock: Res<Clock>,
     mut cal: ResMut<NetCalendar>,
@@ -368,37 +431,37 @@ pub fn routing(
     let Some(mut due) = cal.0.take_due(now) else {
         return;
     };
-    due.sort_unstable_by_key(|e| (e.msg, e.pkt, e.hop));
+    due.sort_unstable_by_key(|e| (e.msg, e.pkt));
+    let (mut hops, mut ideal_hops) = (0, 0);
     for ev in &due {
         let Ok(mut msg) = msgs.get_mut(ev.entity) else {
             unreachable!("hop event for a message entity that no longer exists");
         };
-        let route = routes.links(msg.route);
-        let size = msg.packet_size(ev.pkt);
-        let mut hop = ev.hop as usize;
-        loop {
-            if hop == route.len() {
-                msg.delivered += 1;
-                if msg.delivered == msg.packets {
-                    arrived.0.push(ev.entity);
-                    counters.delivered += 1;
-                }
-                break;
+        let (segs, ideal_after) = routes.segments(msg.route);
+        if let Some(seg) = segs.get(ev.seg as usize) {
+            ideal_hops += (seg.ideal_before * ev.count) as u64;
+            hops += ((seg.ideal_before + 1) * ev.count) as u64;
+            for pkt in ev.pkt..ev.pkt + ev.count {
+                let at = links.reserve(seg.link, now, msg.packet_size(pkt));
+                let next = HopEvent {
+                    pkt,
+                    count: 1,
+                    seg: ev.seg + 1,
+                    ..*ev
+                };
+                cal.0.push(at, next);
             }
-            let at = links.reserve(route[hop], now, size);
-            counters.hops += 1;
-            hop += 1;
-            if at > now {
-                cal.0.push(
-                    at,
-                    HopEvent {
-                        hop: hop as u32,
-                        ..*ev
-                    },
-                );
-                break;
+        } else {
+            ideal_hops += (ideal_after * ev.count) as u64;
+            hops += (ideal_after * ev.count) as u64;
+            msg.delivered += ev.count;
+            if msg.delivered == msg.packets {
+                arrived.0.push(ev.entity);
+                counters.delivered += 1;
             }
         }
     }
+    counters.hops += hops;
+    counters.ideal_hops += ideal_hops;
     cal.0.recycle(due);
 }

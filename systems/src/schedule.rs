@@ -1,7 +1,9 @@
 //! The per-tick pipeline: one `Schedule` run per visited tick, its stages in a
 //! fixed order, and the [`Engine`] that drives it until nothing is due.
 
-use crate::network::{self, Arrived, LinkTable, NetCalendar, NetCounters, RouteSource, Routes};
+use crate::network::{
+    self, Arrived, LinkTable, MessagePool, NetCalendar, NetCounters, RouteSource, Routes,
+};
 use crate::time::{Clock, Tick};
 use crate::traffic::{self, Traffic, TrafficState};
 use bevy_ecs::prelude::*;
@@ -63,9 +65,7 @@ fn stats(
         run.delivered_seen = counters.delivered;
         run.last_delivery = clock.now;
     }
-    run.peak_in_flight = run
-        .peak_in_flight
-        .max(traffic.next_id - counters.delivered);
+    run.peak_in_flight = run.peak_in_flight.max(traffic.next_id - counters.delivered);
 }
 
 /// Moves the clock to the earliest tick at which any calendar has work.
@@ -78,7 +78,11 @@ fn advance(mut clock: ResMut<Clock>, net: Res<NetCalendar>, traffic: Res<Traffic
     };
     match next {
         Some(t) => {
-            debug_assert!(t >= clock.now, "clock would go back from {} to {t}", clock.now);
+            debug_assert!(
+                t >= clock.now,
+                "clock would go back from {} to {t}",
+                clock.now
+            );
             clock.now = t;
         }
         None => clock.idle = true,
@@ -135,6 +139,7 @@ impl Engine {
         world.init_resource::<Clock>();
         world.init_resource::<NetCalendar>();
         world.init_resource::<Arrived>();
+        world.init_resource::<MessagePool>();
         world.init_resource::<NetCounters>();
         world.init_resource::<TrafficState>();
         world.init_resource::<RunStats>();

@@ -3,7 +3,7 @@
 //! IPCQ and DMA models inject their chunks and credits the same way.
 
 use crate::network::{
-    Arrived, LinkTable, Message, MsgId, NetCalendar, NodeId, Routes, schedule_packets,
+    Arrived, LinkTable, Message, MessagePool, MsgId, NetCalendar, NodeId, Routes, schedule_packets,
 };
 use crate::time::{Clock, Tick};
 use bevy_ecs::prelude::*;
@@ -92,7 +92,7 @@ impl TrafficState {
 /// Turns pending sends into message entities with packets on the calendar.
 pub fn spawn_pending(
     traffic: &mut TrafficState,
-    commands: &mut Commands,
+    mut spawn: impl FnMut(Message) -> Entity,
     routes: &mut Routes,
     links: &LinkTable,
     cal: &mut NetCalendar,
@@ -119,21 +119,29 @@ pub fn spawn_pending(
             injected_at: s.at,
             tag: s.tag,
         };
-        let entity = commands.spawn(msg).id();
+        let entity = spawn(msg);
         schedule_packets(cal, id, packets, entity, s.at);
     }
 }
 
-/// The `delivery` stage: reports arrived messages to the workload, despawns
-/// them, and injects whatever the workload sends in reaction.
+/// The network side of the delivery stage.
+#[derive(bevy_ecs::system::SystemParam)]
+pub struct NetAccess<'w> {
+    pub routes: ResMut<'w, Routes>,
+    pub links: Res<'w, LinkTable>,
+    pub cal: ResMut<'w, NetCalendar>,
+    pub pool: ResMut<'w, MessagePool>,
+}
+
+/// The `delivery` stage: reports arrived messages to the workload, parks
+/// their entities for reuse, and injects whatever the workload sends in
+/// reaction.
 pub fn delivery(
     clock: Res<Clock>,
     mut arrived: ResMut<Arrived>,
-    msgs: Query<&Message>,
+    mut msgs: Query<&mut Message>,
     mut traffic: ResMut<TrafficState>,
-    mut routes: ResMut<Routes>,
-    links: Res<LinkTable>,
-    mut cal: ResMut<NetCalendar>,
+    mut net: NetAccess,
     mut commands: Commands,
 ) {
     let now = clock.now;
@@ -154,9 +162,18 @@ pub fn delivery(
             at: now,
         };
         traffic.inject(now, |t, inj| t.on_arrival(arrival, inj));
-        commands.entity(entity).despawn();
+        net.pool.0.push(entity);
     }
-    spawn_pending(traffic, &mut commands, &mut routes, &links, &mut cal);
+    // New messages reuse parked entities first.
+    let pool = &mut net.pool.0;
+    let spawn = |msg: Message| match pool.pop() {
+        Some(e) => {
+            *msgs.get_mut(e).expect("parked message entity exists") = msg;
+            e
+        }
+        None => commands.spawn(msg).id(),
+    };
+    spawn_pending(traffic, spawn, &mut net.routes, &net.links, &mut net.cal);
 }
 
 /// When a scheduled message enters the network.

@@ -62,7 +62,12 @@ fn closed_form(k: u64, s: u64, p: u64, b: u64, l: u64) -> u64 {
 
 #[test]
 fn one_packet_over_k_hops_is_k_times_latency_plus_serialisation() {
-    for (k, s, b, l) in [(1, 1000, 7, 3), (4, 4096, 64, 10), (9, 1, 1, 0), (6, 12_345, 100, 250)] {
+    for (k, s, b, l) in [
+        (1, 1000, 7, 3),
+        (4, 4096, 64, 10),
+        (9, 1, 1, 0),
+        (6, 12_345, 100, 250),
+    ] {
         let mut t = ScheduledTraffic::new();
         t.add(0, k as u32, s, Start::At(0));
         let (_, a) = run(line(k as u32 + 1, class(b, l, 1 << 40)), t);
@@ -75,14 +80,18 @@ fn packets_pipeline_across_hops_per_the_closed_form() {
     for (k, s, p, b, l) in [
         (1, 4096, 1024, 64, 5),
         (3, 4096, 1024, 64, 5),
-        (5, 10_000, 1024, 64, 7),  // short last packet
+        (5, 10_000, 1024, 64, 7), // short last packet
         (4, 1_000_000, 4096, 100, 300),
         (2, 100, 64, 3, 0),
     ] {
         let mut t = ScheduledTraffic::new();
         t.add(0, k as u32, s, Start::At(0));
         let (_, a) = run(line(k as u32 + 1, class(b, l, p)), t);
-        assert_eq!(a[0], closed_form(k, s, p, b, l), "k={k} s={s} P={p} B={b} L={l}");
+        assert_eq!(
+            a[0],
+            closed_form(k, s, p, b, l),
+            "k={k} s={s} P={p} B={b} L={l}"
+        );
     }
 }
 
@@ -119,7 +128,10 @@ fn link_stats_count_busy_ticks_bytes_and_packets() {
     let links = e.links();
     let l01 = links.find(0, 1).unwrap();
     let st = links.stats(l01);
-    assert_eq!((st.bytes, st.packets, st.busy), (1000, 4, 30 + 30 + 30 + 10));
+    assert_eq!(
+        (st.bytes, st.packets, st.busy),
+        (1000, 4, 30 + 30 + 30 + 10)
+    );
     assert_eq!(links.stats(links.find(1, 0).unwrap()).packets, 0);
 }
 
@@ -127,7 +139,15 @@ fn link_stats_count_busy_ticks_bytes_and_packets() {
 fn dependent_message_starts_when_its_predecessor_arrives() {
     let mut t = ScheduledTraffic::new();
     let first = t.add(0, 3, 640, Start::At(5));
-    t.add(3, 0, 640, Start::After { after: first, delay: 2 });
+    t.add(
+        3,
+        0,
+        640,
+        Start::After {
+            after: first,
+            delay: 2,
+        },
+    );
     let (_, a) = run(line(4, class(64, 10, 1 << 20)), t);
     assert_eq!(a[0], 5 + 3 * (10 + 10));
     assert_eq!(a[1], a[0] + 2 + 3 * (10 + 10));
@@ -143,7 +163,15 @@ fn ideal_links_cost_nothing_and_are_never_contended() {
     let (e, a) = run(line(6, c), t);
     assert_eq!(a, vec![7, 7]);
     let st = e.links().stats(e.links().find(0, 1).unwrap());
-    assert_eq!((st.busy, st.bytes), (0, 2 << 20));
+    assert_eq!(
+        (st.busy, st.bytes),
+        (0, 0),
+        "ideal links keep no per-link record"
+    );
+    let run = e
+        .world
+        .resource::<kernbench_systems::network::NetCounters>();
+    assert_eq!((run.hops, run.ideal_hops), (2 * 5, 2 * 5));
 }
 
 #[test]
@@ -151,7 +179,12 @@ fn runs_are_bit_identical() {
     let make = || {
         let mut t = ScheduledTraffic::new();
         for i in 0..20u32 {
-            t.add(i % 7, (i * 5 + 3) % 9, 1000 + 37 * i as u64, Start::At((i % 3) as u64));
+            t.add(
+                i % 7,
+                (i * 5 + 3) % 9,
+                1000 + 37 * i as u64,
+                Start::At((i % 3) as u64),
+            );
         }
         t
     };
