@@ -1,35 +1,127 @@
 //! A built machine: the compiled topology plus an engine world holding the
-//! SIP/cube/PE entities, the link table and the route cache.
+//! SIP/cube/PE entities, the link table, memory ports and the route cache.
 
+use crate::kernel::{Kernel, trace};
 use crate::spec::System;
-use crate::topology::{Node, Topology, TopologyError};
-use kernbench_systems::Engine;
-use kernbench_systems::hierarchy::spawn_hardware;
+use crate::topology::address::{AddressResolver, Location};
+use crate::topology::{Node, Topology, TopologyError, memory_classes, ns_to_ticks};
+use half::f16;
+use kernbench_systems::exec::{ExecParams, OpLog};
+use kernbench_systems::ipcq::Entry;
+use kernbench_systems::memory::MemoryStore;
+use kernbench_systems::{Engine, RunError, RunSummary, Tick};
+use kernbench_systems::hierarchy::{HardwareNodes, spawn_hardware};
+use kernbench_systems::ipcq::QueueParams;
+use kernbench_systems::memory::{DataMode, MemPorts};
 
 pub struct Machine {
     pub topology: Topology,
     pub engine: Engine,
+    pub addresses: AddressResolver,
+}
+
+/// Why a launch failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LaunchError {
+    #[error("kernel trace failed: {0}")]
+    Trace(String),
+    #[error("{0}")]
+    Run(#[from] RunError),
 }
 
 impl Machine {
-    /// Compiles the topology and spawns the hardware entities.
+    /// Compiles the topology and spawns the hardware entities; functional data mode.
     pub fn build(sys: &System) -> Result<Self, TopologyError> {
+        Self::build_with(sys, DataMode::Functional)
+    }
+
+    /// As [`Machine::build`], choosing whether values travel with the timing.
+    pub fn build_with(sys: &System, mode: DataMode) -> Result<Self, TopologyError> {
         let topology = Topology::new(sys);
+        let addresses = AddressResolver::new(sys).map_err(|problem| TopologyError {
+            origin: sys.origin.clone(),
+            field: "memory".into(),
+            problem,
+        })?;
         let links = topology.links(sys)?;
         let mut engine = Engine::new(links, Box::new(topology.clone()));
         let t = &topology;
-        spawn_hardware(
-            &mut engine.world,
-            t.sips,
-            t.cubes_per_sip(),
-            t.pes_per_cube,
-            |sip, cube, pe| t.id(Node::Pe { sip, cube, pe }),
-        );
-        Ok(Self { topology, engine })
+        let nodes = HardwareNodes {
+            host: t.id(Node::Host),
+            pe: &|sip, cube, pe| t.id(Node::Pe { sip, cube, pe }),
+            sram: &|sip, cube| t.id(Node::Sram { sip, cube }),
+            hbm: &|sip, cube| t.id(Node::Hbm { sip, cube }),
+        };
+        spawn_hardware(&mut engine.world, t.sips, t.cubes_per_sip(), t.pes_per_cube, nodes);
+        let cubes = t.sips as usize * t.cubes_per_sip() as usize;
+        let w = &mut engine.world;
+        w.insert_resource(MemPorts::new(memory_classes(sys)?, cubes * t.pes_per_cube as usize, cubes));
+        let (pe, c) = (&sys.spec.pe, &sys.spec.control);
+        w.insert_resource(ExecParams {
+            vector_lanes: pe.vector_lanes as u64,
+            macs_per_tick: pe.macs_per_tick,
+            launch_overhead: ns_to_ticks(sys, pe.launch_overhead_ns),
+            launch_bytes: c.launch_bytes,
+            install_entry_bytes: c.install_entry_bytes,
+        });
+        w.insert_resource(QueueParams { credit_bytes: c.credit_bytes });
+        w.insert_resource(mode);
+        Ok(Self { topology, engine, addresses })
     }
 
     /// Node id of PE `pe` of `cube` on `sip`.
     pub fn pe(&self, sip: u32, cube: u32, pe: u32) -> u32 {
         self.topology.id(Node::Pe { sip, cube, pe })
+    }
+
+    /// Global index of PE `pe` of `cube` on `sip` (the engine's PE numbering).
+    pub fn pe_index(&self, sip: u32, cube: u32, pe: u32) -> u32 {
+        (sip * self.topology.cubes_per_sip() + cube) * self.topology.pes_per_cube + pe
+    }
+}
+
+impl Machine {
+    /// Sends the neighbour tables from the host and runs until every one is
+    /// applied; returns the tick at which the last install landed.
+    pub fn install(&mut self, tables: Vec<(u32, Vec<Entry>)>) -> Result<Tick, RunError> {
+        self.engine.install(tables);
+        self.engine.run()?;
+        Ok(self.engine.now())
+    }
+
+    /// Traces `kernel` for each PE in `pes` (global indices), launches it from
+    /// the host and runs until every PE has finished (or the run deadlocks).
+    pub fn launch<A>(&mut self, kernel: Kernel<A>, args: &A, pes: &[u32]) -> Result<RunSummary, LaunchError> {
+        let (cps, ppc) = (self.topology.cubes_per_sip(), self.topology.pes_per_cube);
+        let coords: Vec<(u32, [u32; 3])> = pes
+            .iter()
+            .map(|&g| (g, [g / ppc / cps, (g / ppc) % cps, g % ppc]))
+            .collect();
+        let programs = trace(kernel, args, &coords, &self.addresses, &self.topology).map_err(LaunchError::Trace)?;
+        self.engine.launch(programs);
+        Ok(self.engine.run()?)
+    }
+
+    /// Writes f16 values into memory (functional mode).
+    pub fn write(&mut self, at: Location, data: &[f16]) -> Result<(), String> {
+        self.addresses.encode(at)?;
+        let loc = self.addresses.mem_loc(&self.topology, at);
+        self.engine.world.resource_mut::<MemoryStore>().write(loc, data)
+    }
+
+    /// Reads f16 values from memory (functional mode).
+    pub fn read(&self, at: Location, elems: usize) -> Result<Vec<f16>, String> {
+        self.addresses.encode(at)?;
+        let loc = self.addresses.mem_loc(&self.topology, at);
+        self.engine.world.resource::<MemoryStore>().read(loc, elems as u32)
+    }
+
+    /// Turns the op log on or off (off by default: large runs need no log).
+    pub fn set_oplog(&mut self, on: bool) {
+        self.engine.world.resource_mut::<OpLog>().enabled = on;
+    }
+
+    pub fn oplog(&self) -> &OpLog {
+        self.engine.world.resource::<OpLog>()
     }
 }

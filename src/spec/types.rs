@@ -16,6 +16,46 @@ pub struct SystemSpec {
     pub memory: Memories,
     pub links: LinkKinds,
     pub pe: PeSpec,
+    /// Sizes of control messages (defaults apply when omitted).
+    #[serde(default)]
+    pub control: ControlSpec,
+}
+
+/// Sizes of the small messages the model sends besides data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSpec {
+    /// One IPCQ credit, receiver to sender.
+    #[serde(default = "default_credit_bytes")]
+    pub credit_bytes: u64,
+    /// One neighbour-table entry of an install message from the host.
+    #[serde(default = "default_install_entry_bytes")]
+    pub install_entry_bytes: u64,
+    /// A kernel launch message from the host to one PE.
+    #[serde(default = "default_launch_bytes")]
+    pub launch_bytes: u64,
+}
+
+fn default_credit_bytes() -> u64 {
+    16
+}
+
+fn default_install_entry_bytes() -> u64 {
+    32
+}
+
+fn default_launch_bytes() -> u64 {
+    64
+}
+
+impl Default for ControlSpec {
+    fn default() -> Self {
+        Self {
+            credit_bytes: default_credit_bytes(),
+            install_entry_bytes: default_install_entry_bytes(),
+            launch_bytes: default_launch_bytes(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

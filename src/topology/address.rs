@@ -9,21 +9,8 @@ use super::{Node, Topology};
 use crate::spec::System;
 use kernbench_systems::NodeId;
 
-/// A memory space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Space {
-    Tcm,
-    Sram,
-    Hbm,
-}
-
-impl Space {
-    pub const ALL: [Space; 3] = [Space::Tcm, Space::Sram, Space::Hbm];
-
-    pub fn name(self) -> &'static str {
-        ["tcm", "sram", "hbm"][self as usize]
-    }
-}
+pub use kernbench_systems::program::Space;
+use kernbench_systems::program::MemLoc;
 
 /// A decoded address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -117,6 +104,16 @@ impl AddressResolver {
         };
         self.encode(l)?; // range check
         Ok(l)
+    }
+
+    /// The engine's memory location of a decoded address.
+    pub fn mem_loc(&self, topo: &Topology, l: Location) -> MemLoc {
+        let cube = l.sip * topo.cubes_per_sip() + l.cube;
+        let instance = match l.space {
+            Space::Tcm => cube * topo.pes_per_cube + l.pe,
+            Space::Sram | Space::Hbm => cube,
+        };
+        MemLoc { space: l.space, instance, offset: l.offset }
     }
 
     /// The network node that serves an address: the PE for TCM, the cube's SRAM or HBM.

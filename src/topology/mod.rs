@@ -377,7 +377,7 @@ impl Topology {
             (&l.pcie, "pcie"),
         ]
         .into_iter()
-        .map(|(spec, name)| link_class(name, spec, tick_ps, &sys.origin))
+        .map(|(spec, name)| link_class(&format!("links.{name}"), name, spec, tick_ps, &sys.origin))
         .collect::<Result<Vec<_>, _>>()?;
         let mut b = LinkTableBuilder::new(self.node_count(), classes);
         let (nw, nh) = self.noc;
@@ -437,9 +437,33 @@ impl Topology {
     }
 }
 
-/// Converts a link spec into engine ticks: `ser(s) = ⌈s·den/num⌉` with
-/// num/den = bytes per tick as a reduced fraction, latency rounded up to ticks.
+/// Memory-port timing of the three spaces (tcm, sram, hbm), for `MemPorts`.
+pub fn memory_classes(sys: &System) -> Result<[LinkClass; 3], TopologyError> {
+    let m = &sys.spec.memory;
+    let tick_ps = (sys.spec.system.tick_ns * 1000.0).round() as u64;
+    let class = |name: &str, mem: &crate::spec::MemSpec| {
+        let as_link = LinkSpec {
+            bandwidth_gbps: mem.bandwidth_gbps,
+            latency_ns: mem.latency_ns,
+            packet_bytes: u64::MAX,
+            ideal: mem.ideal,
+        };
+        link_class(&format!("memory.{name}"), name, &as_link, tick_ps, &sys.origin)
+    };
+    Ok([class("tcm", &m.tcm)?, class("sram", &m.sram)?, class("hbm", &m.hbm)?])
+}
+
+/// Ticks of a duration in ns, rounded up.
+pub fn ns_to_ticks(sys: &System, ns: f64) -> u64 {
+    let tick_ps = (sys.spec.system.tick_ns * 1000.0).round() as u64;
+    ((ns * 1000.0).round() as u64).div_ceil(tick_ps)
+}
+
+/// Converts a link spec (or a memory, as a link without packets) into engine
+/// ticks: `ser(s) = ⌈s·den/num⌉` with num/den = bytes per tick as a reduced
+/// fraction, latency rounded up to ticks. `field` names the spec entry in errors.
 pub fn link_class(
+    field: &str,
     name: &str,
     spec: &LinkSpec,
     tick_ps: u64,
@@ -451,7 +475,7 @@ pub fn link_class(
     (num, den) = (num / g, den / g);
     let err = |problem: String| TopologyError {
         origin: origin.to_string(),
-        field: format!("links.{name}.bandwidth_gbps"),
+        field: format!("{field}.bandwidth_gbps"),
         problem,
     };
     if num == 0 {

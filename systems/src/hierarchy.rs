@@ -2,6 +2,7 @@
 //! (bevy `ChildOf` relationships), each PE knows its network node.
 
 use crate::network::NodeId;
+use crate::program::{MemLoc, Space};
 use bevy_ecs::prelude::*;
 
 /// A SIP: one device, one rank.
@@ -26,8 +27,9 @@ pub struct Pe {
     pub node: NodeId,
 }
 
-/// Entity handles of the hierarchy, dense by index, so systems reach a PE
-/// without a query scan.
+/// Entity handles and network nodes of the hierarchy, dense by global index
+/// (PE `g = (sip·cubes_per_sip + cube)·pes_per_cube + pe`, cube
+/// `sip·cubes_per_sip + cube`), so systems reach a PE without a query scan.
 #[derive(Resource, Debug, Default)]
 pub struct Hardware {
     pub sips: Vec<Entity>,
@@ -35,26 +37,51 @@ pub struct Hardware {
     pub pes: Vec<Entity>,
     pub cubes_per_sip: u32,
     pub pes_per_cube: u32,
+    pub host_node: NodeId,
+    pub pe_nodes: Vec<NodeId>,
+    pub sram_nodes: Vec<NodeId>,
+    pub hbm_nodes: Vec<NodeId>,
 }
 
 impl Hardware {
+    /// Global index of a PE.
+    pub fn pe_index(&self, sip: u32, cube: u32, pe: u32) -> u32 {
+        (sip * self.cubes_per_sip + cube) * self.pes_per_cube + pe
+    }
+
     pub fn pe(&self, sip: u32, cube: u32, pe: u32) -> Entity {
-        let i = (sip as usize * self.cubes_per_sip as usize + cube as usize)
-            * self.pes_per_cube as usize
-            + pe as usize;
-        self.pes[i]
+        self.pes[self.pe_index(sip, cube, pe) as usize]
+    }
+
+    /// (sip, cube, pe) of a global PE index.
+    pub fn coords(&self, g: u32) -> (u32, u32, u32) {
+        let cube = g / self.pes_per_cube;
+        (cube / self.cubes_per_sip, cube % self.cubes_per_sip, g % self.pes_per_cube)
+    }
+
+    /// The network node that serves a memory location.
+    pub fn mem_node(&self, loc: MemLoc) -> NodeId {
+        let i = loc.instance as usize;
+        match loc.space {
+            Space::Tcm => self.pe_nodes[i],
+            Space::Sram => self.sram_nodes[i],
+            Space::Hbm => self.hbm_nodes[i],
+        }
     }
 }
 
+/// Network nodes of the hardware, from the topology layer.
+pub struct HardwareNodes<'a> {
+    pub host: NodeId,
+    pub pe: &'a dyn Fn(u32, u32, u32) -> NodeId,
+    pub sram: &'a dyn Fn(u32, u32) -> NodeId,
+    pub hbm: &'a dyn Fn(u32, u32) -> NodeId,
+}
+
 /// Spawns `sips × cubes × pes` entities with their relationships and inserts
-/// the [`Hardware`] index. `pe_node(sip, cube, pe)` gives each PE's node.
-pub fn spawn_hardware(
-    world: &mut World,
-    sips: u32,
-    cubes_per_sip: u32,
-    pes_per_cube: u32,
-    pe_node: impl Fn(u32, u32, u32) -> NodeId,
-) {
+/// the [`Hardware`] index.
+pub fn spawn_hardware(world: &mut World, sips: u32, cubes_per_sip: u32, pes_per_cube: u32, nodes: HardwareNodes) {
+    let pe_node = nodes.pe;
     let sip_entities: Vec<Entity> = world
         .spawn_batch((0..sips).map(|index| Sip { index }))
         .collect();
@@ -82,11 +109,19 @@ pub fn spawn_hardware(
             })
         }))
         .collect();
+    let cubes = (0..sips).flat_map(|s| (0..cubes_per_sip).map(move |c| (s, c)));
     world.insert_resource(Hardware {
         sips: sip_entities,
         cubes: cube_entities,
         pes: pe_entities,
         cubes_per_sip,
         pes_per_cube,
+        host_node: nodes.host,
+        pe_nodes: (0..sips)
+            .flat_map(|s| (0..cubes_per_sip).flat_map(move |c| (0..pes_per_cube).map(move |p| (s, c, p))))
+            .map(|(s, c, p)| pe_node(s, c, p))
+            .collect(),
+        sram_nodes: cubes.clone().map(|(s, c)| (nodes.sram)(s, c)).collect(),
+        hbm_nodes: cubes.map(|(s, c)| (nodes.hbm)(s, c)).collect(),
     });
 }

@@ -2,16 +2,35 @@
 //!
 //! Components, resources, the per-tick systems and their schedule. This crate
 //! knows nothing of YAML, the CLI or collectives: the topology layer hands it a
-//! [`network::LinkTable`] and a [`network::RouteSource`], and workloads talk to
-//! it through [`traffic::Traffic`].
+//! [`network::LinkTable`], a [`network::RouteSource`] and the hardware shape;
+//! workloads talk to it through [`traffic::Traffic`] or by installing
+//! neighbour tables and launching op programs.
 
+pub mod exec;
 pub mod hierarchy;
+pub mod ipcq;
+pub mod memory;
 pub mod network;
+pub mod program;
 pub mod schedule;
 pub mod time;
 pub mod traffic;
 
+use bevy_ecs::prelude::Resource;
+
 pub use network::{LinkClass, LinkId, LinkStats, LinkTable, LinkTableBuilder, NodeId, RouteSource};
-pub use schedule::{Engine, RunSummary, Stage};
+pub use schedule::{Engine, RunError, RunSummary, Stage};
 pub use time::{Calendar, Clock, Tick};
 pub use traffic::{Arrival, Injector, ScheduledTraffic, Send, Start, Traffic};
+
+/// The first error met during a run; the run stops at the end of that tick.
+#[derive(Resource, Debug, Default)]
+pub struct RunErrors {
+    pub first: Option<String>,
+}
+
+impl RunErrors {
+    pub fn report(&mut self, e: impl Into<String>) {
+        self.first.get_or_insert(e.into());
+    }
+}

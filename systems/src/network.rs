@@ -193,7 +193,7 @@ impl LinkTable {
 
 /// Produces the node path between two nodes; implemented by the topology layer,
 /// which knows coordinates. The engine only caches what it returns.
-pub trait RouteSource: Send + Sync + 'static {
+pub trait RouteSource: std::marker::Send + Sync + 'static {
     /// Appends the nodes from `src` to `dst` inclusive to `out`.
     fn route(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String>;
 }
@@ -328,6 +328,110 @@ impl Routes {
 /// Engine-assigned message id: injection order, the network's tie-break key.
 pub type MsgId = u64;
 
+/// What a message is for; arrivals are sorted into one inbox per purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Purpose {
+    /// Synthetic traffic of a [`crate::traffic::Traffic`] source.
+    Traffic,
+    /// An IPCQ data chunk (tag: queue id).
+    Chunk,
+    /// An IPCQ credit (tag: queue id).
+    Credit,
+    /// A neighbour-table install from the host (tag: install index).
+    Install,
+    /// A kernel launch from the host (tag: global PE index).
+    Launch,
+    /// Data of a load from a remote memory (tag: PE << 16 | register).
+    LoadData,
+    /// Data of a store to a remote memory (tag: store job id).
+    StoreData,
+    /// A slot read from an SRAM/HBM IPCQ buffer to its PE (tag: queue id).
+    SlotData,
+}
+
+impl Purpose {
+    pub const COUNT: usize = 8;
+}
+
+/// A message to inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Send {
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub bytes: u64,
+    /// Tick at which the message is at its source, ready to enter the first link.
+    pub at: Tick,
+    pub purpose: Purpose,
+    /// Meaning depends on `purpose`; handed back in [`Arrival::tag`].
+    pub tag: u64,
+}
+
+/// A delivered message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    pub id: MsgId,
+    pub purpose: Purpose,
+    pub tag: u64,
+    pub src: NodeId,
+    pub dst: NodeId,
+    pub bytes: u64,
+    pub injected_at: Tick,
+    /// Tick at which the last packet reached `dst`.
+    pub at: Tick,
+}
+
+/// Messages waiting to be spawned into the network; every model module sends
+/// through it, so ids (the tie-break order) follow one global send order.
+#[derive(Resource, Debug, Default)]
+pub struct Outbox {
+    next_id: MsgId,
+    pending: Vec<(MsgId, Send)>,
+}
+
+impl Outbox {
+    /// Queues a message and returns its id.
+    pub fn send(&mut self, s: Send) -> MsgId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.push((id, s));
+        id
+    }
+
+    /// Messages ever sent.
+    pub fn sent(&self) -> u64 {
+        self.next_id
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
+
+/// Arrivals of the current tick, one list per [`Purpose`].
+#[derive(Resource, Debug, Default)]
+pub struct Inbox {
+    lists: [Vec<Arrival>; Purpose::COUNT],
+}
+
+impl Inbox {
+    /// Takes the arrivals of one purpose; give the vector back with [`Inbox::restore`].
+    pub fn take(&mut self, p: Purpose) -> Vec<Arrival> {
+        std::mem::take(&mut self.lists[p as usize])
+    }
+
+    /// Returns an emptied list (keeps its allocation).
+    pub fn restore(&mut self, p: Purpose, mut v: Vec<Arrival>) {
+        v.clear();
+        if self.lists[p as usize].is_empty() {
+            self.lists[p as usize] = v;
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lists.iter().all(|l| l.is_empty())
+    }
+}
+
 /// A message: an entity that is in flight from injection until its last
 /// packet arrives (`delivered < packets`). A delivered message's entity is
 /// parked in [`MessagePool`] and reused by the next injection, because
@@ -343,7 +447,8 @@ pub struct Message {
     pub packets: u32,
     pub delivered: u32,
     pub injected_at: Tick,
-    /// Opaque value of the sender's choosing, handed back on arrival.
+    pub purpose: Purpose,
+    /// Meaning depends on `purpose`, handed back on arrival.
     pub tag: u64,
 }
 
@@ -386,10 +491,6 @@ impl Message {
     }
 }
 
-/// Messages whose last packet arrived this tick, in arrival-processing order.
-#[derive(Resource, Default, Debug)]
-pub struct Arrived(pub Vec<Entity>);
-
 /// Counters of the network stage.
 #[derive(Resource, Default, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NetCounters {
@@ -415,16 +516,72 @@ pub fn schedule_packets(cal: &mut NetCalendar, id: MsgId, packets: u32, entity: 
     );
 }
 
+/// Spawns the outbox's messages: each gets a route (computed and cached on
+/// first use), a message entity (a parked one if any), and one train event
+/// for all its packets at its start tick. Runs at the start of `routing`, so
+/// messages sent by `kernel_step` and `dma` move this tick, and again before
+/// `advance`, so the clock sees what later stages sent.
+pub fn inject(
+    mut outbox: ResMut<Outbox>,
+    mut routes: ResMut<Routes>,
+    links: Res<LinkTable>,
+    mut cal: ResMut<NetCalendar>,
+    mut pool: ResMut<MessagePool>,
+    mut msgs: Query<&mut Message>,
+    mut errors: ResMut<crate::RunErrors>,
+    mut commands: Commands,
+) {
+    if outbox.pending.is_empty() {
+        return;
+    }
+    let mut pending = std::mem::take(&mut outbox.pending);
+    for (id, s) in pending.drain(..) {
+        let route = match routes.get(&links, s.src, s.dst) {
+            Ok(r) => r,
+            Err(e) => {
+                errors.report(e);
+                continue;
+            }
+        };
+        let packet_bytes = routes.packet_bytes(route).min(s.bytes.max(1));
+        let packets = s.bytes.div_ceil(packet_bytes).max(1) as u32;
+        let msg = Message {
+            id,
+            src: s.src,
+            dst: s.dst,
+            bytes: s.bytes,
+            route,
+            packet_bytes,
+            packets,
+            delivered: 0,
+            injected_at: s.at,
+            purpose: s.purpose,
+            tag: s.tag,
+        };
+        let entity = match pool.0.pop() {
+            Some(e) => {
+                *msgs.get_mut(e).expect("parked message entity exists") = msg;
+                e
+            }
+            None => commands.spawn(msg).id(),
+        };
+        schedule_packets(&mut cal, id, packets, entity, s.at);
+    }
+    outbox.pending = pending;
+}
+
 /// The `routing` stage: every packet due now crosses the ideal links ahead of
 /// it and enters its next non-ideal link or, at the end of its route, arrives;
-/// a message whose last packet arrives goes to [`Arrived`].
+/// a message whose last packet arrives goes to the [`Inbox`] of its purpose
+/// and its entity is parked for reuse.
 pub fn routing(
     clock: Res<Clock>,
     mut cal: ResMut<NetCalendar>,
     mut links: ResMut<LinkTable>,
     routes: Res<Routes>,
     mut msgs: Query<&mut Message>,
-    mut arrived: ResMut<Arrived>,
+    mut inbox: ResMut<Inbox>,
+    mut pool: ResMut<MessagePool>,
     mut counters: ResMut<NetCounters>,
 ) {
     let now = clock.now;
@@ -456,7 +613,17 @@ pub fn routing(
             hops += (ideal_after * ev.count) as u64;
             msg.delivered += ev.count;
             if msg.delivered == msg.packets {
-                arrived.0.push(ev.entity);
+                inbox.lists[msg.purpose as usize].push(Arrival {
+                    id: msg.id,
+                    purpose: msg.purpose,
+                    tag: msg.tag,
+                    src: msg.src,
+                    dst: msg.dst,
+                    bytes: msg.bytes,
+                    injected_at: msg.injected_at,
+                    at: now,
+                });
+                pool.0.push(ev.entity);
                 counters.delivered += 1;
             }
         }

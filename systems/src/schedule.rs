@@ -1,27 +1,32 @@
 //! The per-tick pipeline: one `Schedule` run per visited tick, its stages in a
 //! fixed order, and the [`Engine`] that drives it until nothing is due.
 
-use crate::network::{
-    self, Arrived, LinkTable, MessagePool, NetCalendar, NetCounters, RouteSource, Routes,
-};
+use crate::exec::{self, ExecParams, HostQueue, KernelCalendar, OpLog, PeExec, PeState};
+use crate::hierarchy::Hardware;
+use crate::ipcq::{self, DmaCalendar, Entry, QueueParams, Queues};
+use crate::memory::{DataMode, MemPorts, MemoryStore};
+use crate::network::{self, Inbox, LinkClass, LinkTable, MessagePool, NetCalendar, NetCounters, Outbox, RouteSource, Routes};
+use crate::program::Program;
 use crate::time::{Clock, Tick};
 use crate::traffic::{self, Traffic, TrafficState};
+use crate::RunErrors;
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{ScheduleLabel, SingleThreadedExecutor};
+use std::sync::Arc;
 
 /// The stages of one tick, run in this order. Each model module registers its
-/// systems into its stage; stages that no module fills yet are still ordered.
+/// systems into its stage.
 #[derive(SystemSet, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Stage {
     /// Runnable PEs issue their next ops.
     KernelStep,
-    /// Memory transfers progress and complete.
+    /// Memory transfers that complete now take effect.
     Dma,
     /// Packets due now enter their next link or arrive.
     Routing,
     /// Arrived messages are handed to their receivers.
     Delivery,
-    /// Freed queue slots send credits back.
+    /// Freed queue slots send credits back; arriving credits release senders.
     CreditReturn,
     /// Counters and occupancy records.
     Stats,
@@ -43,7 +48,7 @@ impl Stage {
 
 /// Label of the tick schedule.
 #[derive(ScheduleLabel, Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Tick_;
+pub struct TickSchedule;
 
 /// Whole-run counters kept by the `stats` stage.
 #[derive(Resource, Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -55,34 +60,46 @@ pub struct RunStats {
     delivered_seen: u64,
 }
 
-fn stats(
-    clock: Res<Clock>,
-    counters: Res<NetCounters>,
-    traffic: Res<TrafficState>,
-    mut run: ResMut<RunStats>,
-) {
+fn stats(clock: Res<Clock>, counters: Res<NetCounters>, outbox: Res<Outbox>, mut run: ResMut<RunStats>) {
     if counters.delivered != run.delivered_seen {
         run.delivered_seen = counters.delivered;
         run.last_delivery = clock.now;
     }
-    run.peak_in_flight = run.peak_in_flight.max(traffic.next_id - counters.delivered);
+    run.peak_in_flight = run.peak_in_flight.max(outbox.sent() - counters.delivered);
 }
 
-/// Moves the clock to the earliest tick at which any calendar has work.
-fn advance(mut clock: ResMut<Clock>, net: Res<NetCalendar>, traffic: Res<TrafficState>) {
+/// What `advance` looks at to find the next due tick.
+#[derive(bevy_ecs::system::SystemParam)]
+pub struct Due<'w> {
+    net: Res<'w, NetCalendar>,
+    kernel: Res<'w, KernelCalendar>,
+    dma: Res<'w, DmaCalendar>,
+    outbox: Res<'w, Outbox>,
+    inbox: Res<'w, Inbox>,
+    queues: Res<'w, Queues>,
+    errors: Res<'w, RunErrors>,
+}
+
+impl Due<'_> {
+    /// The earliest tick with work, `now` if work was left for this tick.
+    fn next(&self, now: Tick) -> Option<Tick> {
+        if self.errors.first.is_some() {
+            return None;
+        }
+        let q = &self.queues;
+        if !self.outbox.is_empty() || !self.inbox.is_empty() || !q.pe_events.is_empty() || !q.credit_due.is_empty() || !q.kick.is_empty() {
+            return Some(now);
+        }
+        [self.net.0.next_due(), self.kernel.0.next_due(), self.dma.0.next_due()].into_iter().flatten().min()
+    }
+}
+
+/// Moves the clock to the earliest tick at which anything is due.
+fn advance(mut clock: ResMut<Clock>, due: Due) {
     clock.steps += 1;
-    let next = if traffic.error.is_some() {
-        None
-    } else {
-        net.0.next_due()
-    };
-    match next {
+    match due.next(clock.now) {
         Some(t) => {
-            debug_assert!(
-                t >= clock.now,
-                "clock would go back from {} to {t}",
-                clock.now
-            );
+            debug_assert!(t >= clock.now, "clock would go back from {} to {t}", clock.now);
             clock.now = t;
         }
         None => clock.idle = true,
@@ -91,7 +108,7 @@ fn advance(mut clock: ResMut<Clock>, net: Res<NetCalendar>, traffic: Res<Traffic
 
 /// Builds the tick schedule with every stage chained in [`Stage::ORDER`].
 pub fn tick_schedule() -> Schedule {
-    let mut s = Schedule::new(Tick_);
+    let mut s = Schedule::new(TickSchedule);
     s.set_executor(SingleThreadedExecutor::new());
     s.configure_sets(
         (
@@ -105,18 +122,27 @@ pub fn tick_schedule() -> Schedule {
         )
             .chain(),
     );
-    s.add_systems(network::routing.in_set(Stage::Routing));
-    s.add_systems(traffic::delivery.in_set(Stage::Delivery));
+    s.add_systems(exec::kernel_step.in_set(Stage::KernelStep));
+    s.add_systems(ipcq::dma.in_set(Stage::Dma));
+    s.add_systems((network::inject, network::routing).chain().in_set(Stage::Routing));
+    s.add_systems(
+        (traffic::delivery, exec::deliver_control, ipcq::deliver_chunks, ipcq::deliver_slot_data)
+            .chain()
+            .in_set(Stage::Delivery),
+    );
+    s.add_systems(ipcq::credit_return.in_set(Stage::CreditReturn));
     s.add_systems(stats.in_set(Stage::Stats));
-    s.add_systems(advance.in_set(Stage::Advance));
+    s.add_systems((network::inject, advance).chain().in_set(Stage::Advance));
     s
 }
 
 /// What a finished run reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunSummary {
-    /// Tick of the last event (the makespan when the run started at 0).
+    /// Tick of the last event.
     pub end_tick: Tick,
+    /// Latest completion tick of any launched PE (0 if none).
+    pub kernel_end: Tick,
     /// Schedule runs (visited ticks plus same-tick re-runs).
     pub steps: u64,
     pub messages: u64,
@@ -124,29 +150,63 @@ pub struct RunSummary {
     pub peak_in_flight: u64,
 }
 
+/// Why a run stopped early.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunError {
+    /// A model error: bad route, double install, bad op operands, ...
+    Failed(String),
+    /// Nothing was due but some PE had not finished; the report says why.
+    Deadlock(String),
+}
+
+impl std::fmt::Display for RunError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunError::Failed(e) | RunError::Deadlock(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for RunError {}
+
 /// A simulation world and its tick schedule.
 pub struct Engine {
     pub world: World,
     schedule: Schedule,
 }
 
+fn ideal_class() -> LinkClass {
+    LinkClass { name: "ideal".into(), latency: 0, rate_num: 1, rate_den: 1, packet_bytes: u64::MAX, ideal: true }
+}
+
 impl Engine {
-    /// A world over `links`, routing through `routes`.
+    /// A world over `links`, routing through `routes`. Memories start ideal and
+    /// empty: [`Engine::set_memories`] sizes them once the hardware is spawned.
     pub fn new(links: LinkTable, routes: Box<dyn RouteSource>) -> Self {
         let mut world = World::new();
         world.insert_resource(links);
         world.insert_resource(Routes::new(routes));
+        world.insert_resource(MemPorts::new([ideal_class(), ideal_class(), ideal_class()], 0, 0));
         world.init_resource::<Clock>();
         world.init_resource::<NetCalendar>();
-        world.init_resource::<Arrived>();
+        world.init_resource::<Inbox>();
+        world.init_resource::<Outbox>();
         world.init_resource::<MessagePool>();
         world.init_resource::<NetCounters>();
         world.init_resource::<TrafficState>();
         world.init_resource::<RunStats>();
-        Self {
-            world,
-            schedule: tick_schedule(),
-        }
+        world.init_resource::<RunErrors>();
+        world.init_resource::<Hardware>();
+        world.init_resource::<Queues>();
+        world.init_resource::<QueueParams>();
+        world.init_resource::<DmaCalendar>();
+        world.init_resource::<KernelCalendar>();
+        world.init_resource::<ExecParams>();
+        world.init_resource::<HostQueue>();
+        world.init_resource::<OpLog>();
+        world.init_resource::<DataMode>();
+        world.init_resource::<MemoryStore>();
+        Self { world, schedule: tick_schedule() }
     }
 
     /// Installs the workload that the next [`Engine::run`] starts.
@@ -168,20 +228,54 @@ impl Engine {
         self.world.resource::<Clock>().now
     }
 
-    /// Runs ticks until nothing is due. Errors if a message could not be routed.
-    pub fn run(&mut self) -> Result<RunSummary, String> {
+    /// Sends neighbour tables from the host (global PE index, entries); they
+    /// apply when their messages arrive during the next run.
+    pub fn install(&mut self, tables: Vec<(u32, Vec<Entry>)>) {
+        exec::send_installs(&mut self.world, tables);
+    }
+
+    /// Sends launch messages from the host; each PE starts its program when
+    /// its message arrives, plus the launch overhead.
+    pub fn launch(&mut self, programs: Vec<(u32, Arc<Program>)>) {
+        exec::send_launches(&mut self.world, programs);
+    }
+
+    /// Runs one schedule (one visited tick); returns true when nothing is due.
+    pub fn step(&mut self) -> bool {
         self.world.resource_mut::<Clock>().idle = false;
-        while !self.world.resource::<Clock>().idle {
-            self.schedule.run(&mut self.world);
+        self.schedule.run(&mut self.world);
+        self.world.resource::<Clock>().idle
+    }
+
+    /// Runs ticks until nothing is due.
+    pub fn run(&mut self) -> Result<RunSummary, RunError> {
+        while !self.step() {}
+        self.finish()
+    }
+
+    /// The outcome once [`Engine::step`] reported idle.
+    pub fn finish(&mut self) -> Result<RunSummary, RunError> {
+        if let Some(e) = self.world.resource_mut::<RunErrors>().first.take() {
+            return Err(RunError::Failed(e));
         }
-        if let Some(e) = self.world.resource_mut::<TrafficState>().error.take() {
-            return Err(e);
+        if let Some(report) = exec::deadlock_report(&mut self.world) {
+            return Err(RunError::Deadlock(report));
         }
+        let mut q = self.world.query::<&PeExec>();
+        let kernel_end = q
+            .iter(&self.world)
+            .filter_map(|ex| match ex.state {
+                PeState::Done(t) => Some(t),
+                PeState::Running => None,
+            })
+            .max()
+            .unwrap_or(0);
         let clock = self.world.resource::<Clock>();
         let net = self.world.resource::<NetCounters>();
         let run = self.world.resource::<RunStats>();
         Ok(RunSummary {
             end_tick: clock.now,
+            kernel_end,
             steps: clock.steps,
             messages: net.delivered,
             hops: net.hops,

@@ -2,13 +2,12 @@
 //! arrival. Tests and benches drive the engine through this seam; later the
 //! IPCQ and DMA models inject their chunks and credits the same way.
 
-use crate::network::{
-    Arrived, LinkTable, Message, MessagePool, MsgId, NetCalendar, NodeId, Routes, schedule_packets,
-};
+pub use crate::network::Arrival;
+use crate::network::{Inbox, MsgId, NodeId, Outbox, Purpose};
 use crate::time::{Clock, Tick};
 use bevy_ecs::prelude::*;
 
-/// A message to inject.
+/// A message a traffic source sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Send {
     pub src: NodeId,
@@ -20,24 +19,10 @@ pub struct Send {
     pub tag: u64,
 }
 
-/// A delivered message, as reported to its traffic source.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arrival {
-    pub id: MsgId,
-    pub tag: u64,
-    pub src: NodeId,
-    pub dst: NodeId,
-    pub bytes: u64,
-    pub injected_at: Tick,
-    /// Tick at which the last packet reached `dst`.
-    pub at: Tick,
-}
-
 /// Collects the sends of a traffic source; ids are assigned in call order.
 pub struct Injector<'a> {
     now: Tick,
-    next_id: &'a mut MsgId,
-    out: &'a mut Vec<(MsgId, Send)>,
+    out: &'a mut Outbox,
 }
 
 impl Injector<'_> {
@@ -47,12 +32,15 @@ impl Injector<'_> {
     }
 
     /// Queues a message and returns its id. `at` earlier than now is treated as now.
-    pub fn send(&mut self, mut s: Send) -> MsgId {
-        s.at = s.at.max(self.now);
-        let id = *self.next_id;
-        *self.next_id += 1;
-        self.out.push((id, s));
-        id
+    pub fn send(&mut self, s: Send) -> MsgId {
+        self.out.send(crate::network::Send {
+            src: s.src,
+            dst: s.dst,
+            bytes: s.bytes,
+            at: s.at.max(self.now),
+            purpose: Purpose::Traffic,
+            tag: s.tag,
+        })
     }
 }
 
@@ -62,118 +50,42 @@ pub trait Traffic: std::any::Any + std::marker::Send + Sync {
     fn on_arrival(&mut self, arrival: Arrival, net: &mut Injector);
 }
 
-/// The installed workload and the message-id counter.
+/// The installed workload.
 #[derive(Resource, Default)]
 pub struct TrafficState {
     pub source: Option<Box<dyn Traffic>>,
-    pub next_id: MsgId,
-    pending: Vec<(MsgId, Send)>,
-    /// First route error met; the run stops with it.
-    pub error: Option<String>,
     started: bool,
 }
 
 impl TrafficState {
-    /// Runs `f` with an injector; the sends wait in `pending` until [`spawn_pending`].
-    pub fn inject(&mut self, now: Tick, f: impl FnOnce(&mut dyn Traffic, &mut Injector)) {
-        let Some(mut source) = self.source.take() else {
-            return;
-        };
-        let mut inj = Injector {
-            now,
-            next_id: &mut self.next_id,
-            out: &mut self.pending,
-        };
-        f(source.as_mut(), &mut inj);
-        self.source = Some(source);
+    /// Runs `f` on the source with an injector into `out`.
+    fn inject(&mut self, now: Tick, out: &mut Outbox, f: impl FnOnce(&mut dyn Traffic, &mut Injector)) {
+        if let Some(source) = self.source.as_deref_mut() {
+            f(source, &mut Injector { now, out });
+        }
     }
 }
 
-/// Turns pending sends into message entities with packets on the calendar.
-pub fn spawn_pending(
-    traffic: &mut TrafficState,
-    mut spawn: impl FnMut(Message) -> Entity,
-    routes: &mut Routes,
-    links: &LinkTable,
-    cal: &mut NetCalendar,
-) {
-    for (id, s) in traffic.pending.drain(..) {
-        let route = match routes.get(links, s.src, s.dst) {
-            Ok(r) => r,
-            Err(e) => {
-                traffic.error.get_or_insert(e);
-                continue;
-            }
-        };
-        let packet_bytes = routes.packet_bytes(route).min(s.bytes.max(1));
-        let packets = s.bytes.div_ceil(packet_bytes).max(1) as u32;
-        let msg = Message {
-            id,
-            src: s.src,
-            dst: s.dst,
-            bytes: s.bytes,
-            route,
-            packet_bytes,
-            packets,
-            delivered: 0,
-            injected_at: s.at,
-            tag: s.tag,
-        };
-        let entity = spawn(msg);
-        schedule_packets(cal, id, packets, entity, s.at);
-    }
-}
-
-/// The network side of the delivery stage.
-#[derive(bevy_ecs::system::SystemParam)]
-pub struct NetAccess<'w> {
-    pub routes: ResMut<'w, Routes>,
-    pub links: Res<'w, LinkTable>,
-    pub cal: ResMut<'w, NetCalendar>,
-    pub pool: ResMut<'w, MessagePool>,
-}
-
-/// The `delivery` stage: reports arrived messages to the workload, parks
-/// their entities for reuse, and injects whatever the workload sends in
+/// The traffic part of the `delivery` stage: starts the workload on the first
+/// tick, reports arrived traffic messages to it, and queues what it sends in
 /// reaction.
 pub fn delivery(
     clock: Res<Clock>,
-    mut arrived: ResMut<Arrived>,
-    mut msgs: Query<&mut Message>,
+    mut inbox: ResMut<Inbox>,
     mut traffic: ResMut<TrafficState>,
-    mut net: NetAccess,
-    mut commands: Commands,
+    mut outbox: ResMut<Outbox>,
 ) {
     let now = clock.now;
     let traffic = &mut *traffic;
     if !traffic.started {
         traffic.started = true;
-        traffic.inject(now, |t, inj| t.start(inj));
+        traffic.inject(now, &mut outbox, |t, inj| t.start(inj));
     }
-    for entity in arrived.0.drain(..) {
-        let m = msgs.get(entity).expect("arrived message entity exists");
-        let arrival = Arrival {
-            id: m.id,
-            tag: m.tag,
-            src: m.src,
-            dst: m.dst,
-            bytes: m.bytes,
-            injected_at: m.injected_at,
-            at: now,
-        };
-        traffic.inject(now, |t, inj| t.on_arrival(arrival, inj));
-        net.pool.0.push(entity);
+    let arrived = inbox.take(Purpose::Traffic);
+    for &a in &arrived {
+        traffic.inject(now, &mut outbox, |t, inj| t.on_arrival(a, inj));
     }
-    // New messages reuse parked entities first.
-    let pool = &mut net.pool.0;
-    let spawn = |msg: Message| match pool.pop() {
-        Some(e) => {
-            *msgs.get_mut(e).expect("parked message entity exists") = msg;
-            e
-        }
-        None => commands.spawn(msg).id(),
-    };
-    spawn_pending(traffic, spawn, &mut net.routes, &net.links, &mut net.cal);
+    inbox.restore(Purpose::Traffic, arrived);
 }
 
 /// When a scheduled message enters the network.

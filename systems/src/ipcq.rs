@@ -1,0 +1,441 @@
+//! IPCQ: inter-PE queues with credit flow control (docs/model.md §IPCQ).
+//!
+//! A queue is named by its receiving end (receiver PE, direction). Its
+//! `n_slots` slots of `slot_size` bytes live in the receiver's buffer memory
+//! and are entities with a [`SlotState`]. A send becomes chunks of at most
+//! `slot_size` bytes; each chunk takes a credit (the sender starts with
+//! `n_slots`), is read from the sender's TCM, travels as a [`Purpose::Chunk`]
+//! message, and is written into the next slot (slot Full). A recv consumes
+//! full slots in order, reading each from the buffer memory; each freed slot
+//! sends a [`Purpose::Credit`] message back, which returns the credit.
+//!
+//! Invariant per queue, at every tick:
+//! `credits + chunks_in_flight + full + credits_in_flight = n_slots`.
+
+use crate::memory::MemPorts;
+use crate::network::{Inbox, NodeId, Outbox, Purpose, Send};
+use crate::program::{QDir, Reg, Space};
+use crate::time::{Calendar, Clock, Tick};
+use bevy_ecs::prelude::*;
+use half::f16;
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
+
+/// One neighbour-table entry of a PE: where direction `dir` leads and the
+/// receive buffer of this PE's queue for `dir`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Entry {
+    pub dir: QDir,
+    /// The direction under which the peer knows this PE (normally `dir.opposite()`).
+    pub peer_dir: QDir,
+    /// Global index of the peer PE.
+    pub peer: u32,
+    /// Memory holding this PE's receive slots for `dir`.
+    pub buffer: Space,
+    /// Offset of slot 0 in the buffer memory.
+    pub base: u64,
+    pub n_slots: u32,
+    pub slot_size: u64,
+}
+
+/// A PE's installed neighbour table.
+#[derive(Component, Debug, Clone, PartialEq, Eq)]
+pub struct NeighborTable {
+    pub entries: Vec<Entry>,
+}
+
+impl NeighborTable {
+    pub fn get(&self, dir: QDir) -> Option<&Entry> {
+        self.entries.iter().find(|e| e.dir == dir)
+    }
+}
+
+/// Index of a queue in [`Queues`].
+pub type QueueId = u32;
+
+/// State of one receive slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SlotState {
+    Free,
+    /// A chunk holds its credit and is on its way (or being written).
+    InFlight,
+    /// Written, waiting for a recv.
+    Full,
+}
+
+/// A receive slot, an entity of its own.
+#[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Slot {
+    pub queue: QueueId,
+    pub index: u32,
+    pub state: SlotState,
+    /// Bytes of the chunk it holds (Full) or will hold (InFlight).
+    pub bytes: u64,
+}
+
+/// A send in progress on a queue.
+#[derive(Debug, Clone)]
+pub struct SendJob {
+    pub pe: u32,
+    pub bytes: u64,
+    pub sent: u64,
+    pub data: Option<Vec<f16>>,
+    pub oplog: Option<u32>,
+}
+
+/// A recv in progress on a queue.
+#[derive(Debug, Clone)]
+pub struct RecvJob {
+    pub pe: u32,
+    pub reg: Reg,
+    pub bytes: u64,
+    pub got: u64,
+    /// Slot reads still travelling from an SRAM/HBM buffer to the PE.
+    pub landing: u32,
+    pub ready: Tick,
+    pub data: Vec<f16>,
+    pub oplog: Option<u32>,
+}
+
+/// One queue: the receive side's buffer and the sender's credits.
+#[derive(Debug, Clone)]
+pub struct Queue {
+    pub receiver: u32,
+    pub dir: QDir,
+    /// Set when the receiver's table is installed.
+    pub installed: bool,
+    /// The PE that sends into this queue (the receiver's entry's peer).
+    pub sender_pe: Option<u32>,
+    pub buffer: Space,
+    pub buffer_instance: u32,
+    pub buffer_node: NodeId,
+    pub base: u64,
+    pub n_slots: u32,
+    pub slot_size: u64,
+    pub slots: Vec<Entity>,
+    /// Credits held by the sender.
+    pub credits: u32,
+    pub chunks_in_flight: u32,
+    pub full: u32,
+    pub credits_in_flight: u32,
+    /// Chunks that took a credit / were written / were consumed, ever.
+    pub reserved: u64,
+    pub filled: u64,
+    pub consumed: u64,
+    pub sends: VecDeque<SendJob>,
+    pub recvs: VecDeque<RecvJob>,
+    /// Functional mode: chunk values in order, from credit use to consumption.
+    pub payloads: VecDeque<Vec<f16>>,
+}
+
+/// A PE-side effect of queue progress, applied by `kernel_step`.
+#[derive(Debug, Clone)]
+pub enum PeEvent {
+    /// Register `reg` holds its value from tick `at`.
+    Resolve { pe: u32, reg: Reg, at: Tick, data: Option<Vec<f16>> },
+    /// An asynchronous op (send, store) finished at `at`.
+    Complete { pe: u32, at: Tick },
+}
+
+/// All queues, by (receiver PE, direction).
+#[derive(Resource, Debug, Default)]
+pub struct Queues {
+    pub list: Vec<Queue>,
+    index: FxHashMap<(u32, QDir), QueueId>,
+    /// Slots freed this tick whose credits leave at the given tick.
+    pub credit_due: Vec<(QueueId, Tick)>,
+    pub pe_events: Vec<PeEvent>,
+    /// Queues just installed: waiting sends may proceed.
+    pub kick: Vec<QueueId>,
+}
+
+/// Slot writes that complete after the chunk arrived (non-ideal buffer memory).
+#[derive(Resource, Debug, Default)]
+pub struct DmaCalendar(pub Calendar<(QueueId, u32)>);
+
+/// Engine-side facts the queue logic needs about the machine.
+#[derive(Resource, Debug, Clone, Default)]
+pub struct QueueParams {
+    pub credit_bytes: u64,
+}
+
+/// Everything queue progress touches, bundled so every stage can drive it.
+pub struct QueueCtx<'a, 'w, 's> {
+    pub now: Tick,
+    pub queues: &'a mut Queues,
+    pub slots: &'a mut Query<'w, 's, &'static mut Slot>,
+    pub ports: &'a mut MemPorts,
+    pub outbox: &'a mut Outbox,
+    pub oplog: &'a mut crate::exec::OpLog,
+    pub pe_nodes: &'a [NodeId],
+}
+
+impl Queues {
+    /// The queue (receiver, dir), created empty (not installed) on first use.
+    pub fn queue(&mut self, receiver: u32, dir: QDir) -> QueueId {
+        if let Some(&q) = self.index.get(&(receiver, dir)) {
+            return q;
+        }
+        let q = self.list.len() as QueueId;
+        self.list.push(Queue {
+            receiver,
+            dir,
+            installed: false,
+            sender_pe: None,
+            buffer: Space::Tcm,
+            buffer_instance: 0,
+            buffer_node: 0,
+            base: 0,
+            n_slots: 0,
+            slot_size: 0,
+            slots: Vec::new(),
+            credits: 0,
+            chunks_in_flight: 0,
+            full: 0,
+            credits_in_flight: 0,
+            reserved: 0,
+            filled: 0,
+            consumed: 0,
+            sends: VecDeque::new(),
+            recvs: VecDeque::new(),
+            payloads: VecDeque::new(),
+        });
+        self.index.insert((receiver, dir), q);
+        q
+    }
+
+    pub fn find(&self, receiver: u32, dir: QDir) -> Option<QueueId> {
+        self.index.get(&(receiver, dir)).copied()
+    }
+}
+
+/// Issues chunks of the queue's front sends while credits last.
+pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
+    let qu = &mut ctx.queues.list[q as usize];
+    while qu.credits > 0 {
+        let Some(job) = qu.sends.front_mut() else {
+            return;
+        };
+        let bytes = (job.bytes - job.sent).min(qu.slot_size);
+        qu.credits -= 1;
+        qu.chunks_in_flight += 1;
+        let slot = qu.slots[(qu.reserved % qu.n_slots as u64) as usize];
+        qu.reserved += 1;
+        if let Ok(mut s) = ctx.slots.get_mut(slot) {
+            s.state = SlotState::InFlight;
+            s.bytes = bytes;
+        }
+        let read = ctx.ports.access(Space::Tcm, job.pe, ctx.now, bytes);
+        ctx.outbox.send(Send {
+            src: ctx.pe_nodes[job.pe as usize],
+            dst: qu.buffer_node,
+            bytes,
+            at: read,
+            purpose: Purpose::Chunk,
+            tag: q as u64,
+        });
+        if let Some(data) = &job.data {
+            let from = (job.sent / 2) as usize;
+            qu.payloads.push_back(data[from..from + (bytes / 2) as usize].to_vec());
+        }
+        job.sent += bytes;
+        if job.sent == job.bytes {
+            let job = qu.sends.pop_front().expect("front job");
+            ctx.oplog.finish(job.oplog, read);
+            ctx.queues.pe_events.push(PeEvent::Complete { pe: job.pe, at: read });
+            return pump_send(ctx, q);
+        }
+    }
+}
+
+/// Consumes full slots in order for the front recv.
+pub fn pump_recv(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
+    let qu = &mut ctx.queues.list[q as usize];
+    while qu.full > 0 {
+        let Some(job) = qu.recvs.front_mut() else {
+            return Ok(());
+        };
+        if job.got == job.bytes {
+            break; // waiting for slot reads to land
+        }
+        let slot = qu.slots[(qu.consumed % qu.n_slots as u64) as usize];
+        qu.consumed += 1;
+        let mut s = ctx.slots.get_mut(slot).expect("slot entity exists");
+        debug_assert_eq!(s.state, SlotState::Full);
+        let bytes = s.bytes;
+        s.state = SlotState::Free;
+        qu.full -= 1;
+        let read = ctx.ports.access(qu.buffer, qu.buffer_instance, ctx.now, bytes);
+        qu.credits_in_flight += 1;
+        ctx.queues.credit_due.push((q, read));
+        if let Some(p) = qu.payloads.pop_front() {
+            job.data.extend_from_slice(&p);
+        }
+        job.got += bytes;
+        if job.got > job.bytes {
+            return Err(format!(
+                "recv of {} bytes on {} at PE {} got chunks totalling {} bytes: sends and recvs on a queue must match in size",
+                job.bytes,
+                qu.dir.name(),
+                job.pe,
+                job.got
+            ));
+        }
+        if qu.buffer == Space::Tcm {
+            job.ready = job.ready.max(read);
+        } else {
+            job.landing += 1;
+            ctx.outbox.send(Send {
+                src: qu.buffer_node,
+                dst: ctx.pe_nodes[job.pe as usize],
+                bytes,
+                at: read,
+                purpose: Purpose::SlotData,
+                tag: q as u64,
+            });
+        }
+    }
+    finish_recv(ctx, q);
+    Ok(())
+}
+
+/// Resolves the front recv once all its bytes are read and landed.
+fn finish_recv(ctx: &mut QueueCtx, q: QueueId) {
+    let qu = &mut ctx.queues.list[q as usize];
+    let done = qu.recvs.front().is_some_and(|j| j.got == j.bytes && j.landing == 0);
+    if done {
+        let job = qu.recvs.pop_front().expect("front job");
+        ctx.oplog.finish(job.oplog, job.ready);
+        ctx.queues.pe_events.push(PeEvent::Resolve {
+            pe: job.pe,
+            reg: job.reg,
+            at: job.ready,
+            data: (!job.data.is_empty() || job.bytes == 0).then_some(job.data),
+        });
+    }
+}
+
+/// Marks a written slot Full and lets a waiting recv consume it.
+pub fn slot_filled(ctx: &mut QueueCtx, q: QueueId, slot: u32) -> Result<(), String> {
+    let qu = &mut ctx.queues.list[q as usize];
+    let mut s = ctx.slots.get_mut(qu.slots[slot as usize]).expect("slot entity exists");
+    s.state = SlotState::Full;
+    qu.chunks_in_flight -= 1;
+    qu.full += 1;
+    pump_recv(ctx, q)
+}
+
+/// The queue-facing resources of a system, as one parameter.
+#[derive(bevy_ecs::system::SystemParam)]
+pub struct QueueAccess<'w, 's> {
+    pub clock: Res<'w, Clock>,
+    pub queues: ResMut<'w, Queues>,
+    pub slots: Query<'w, 's, &'static mut Slot>,
+    pub ports: ResMut<'w, MemPorts>,
+    pub outbox: ResMut<'w, Outbox>,
+    pub oplog: ResMut<'w, crate::exec::OpLog>,
+    pub hw: Res<'w, crate::hierarchy::Hardware>,
+    pub errors: ResMut<'w, crate::RunErrors>,
+}
+
+impl<'w, 's> QueueAccess<'w, 's> {
+    pub fn ctx(&mut self) -> (QueueCtx<'_, 'w, 's>, &mut crate::RunErrors) {
+        (
+            QueueCtx {
+                now: self.clock.now,
+                queues: &mut self.queues,
+                slots: &mut self.slots,
+                ports: &mut self.ports,
+                outbox: &mut self.outbox,
+                oplog: &mut self.oplog,
+                pe_nodes: &self.hw.pe_nodes,
+            },
+            &mut self.errors,
+        )
+    }
+}
+
+/// Delivery of chunks: each is written into its slot through the buffer
+/// memory's port; the slot turns Full when the write completes.
+pub fn deliver_chunks(mut inbox: ResMut<Inbox>, mut dma: ResMut<DmaCalendar>, mut qa: QueueAccess) {
+    let arrived = inbox.take(Purpose::Chunk);
+    if arrived.is_empty() {
+        return inbox.restore(Purpose::Chunk, arrived);
+    }
+    let (mut ctx, errors) = qa.ctx();
+    for a in &arrived {
+        let q = a.tag as QueueId;
+        let qu = &mut ctx.queues.list[q as usize];
+        let slot = (qu.filled % qu.n_slots as u64) as u32;
+        qu.filled += 1;
+        let written = ctx.ports.access(qu.buffer, qu.buffer_instance, ctx.now, a.bytes);
+        if written == ctx.now {
+            if let Err(e) = slot_filled(&mut ctx, q, slot) {
+                errors.report(e);
+            }
+        } else {
+            dma.0.push(written, (q, slot));
+        }
+    }
+    inbox.restore(Purpose::Chunk, arrived);
+}
+
+/// Delivery of slot reads from SRAM/HBM buffers: the front recv's data lands.
+pub fn deliver_slot_data(mut inbox: ResMut<Inbox>, mut qa: QueueAccess) {
+    let arrived = inbox.take(Purpose::SlotData);
+    let (mut ctx, _) = qa.ctx();
+    for a in &arrived {
+        let q = a.tag as QueueId;
+        let job = ctx.queues.list[q as usize].recvs.front_mut().expect("a recv awaits its data");
+        job.landing -= 1;
+        job.ready = job.ready.max(a.at);
+        finish_recv(&mut ctx, q);
+    }
+    inbox.restore(Purpose::SlotData, arrived);
+}
+
+/// The `dma` stage: slot writes that complete now make their slots Full.
+pub fn dma(mut dma: ResMut<DmaCalendar>, mut qa: QueueAccess) {
+    let now = qa.clock.now;
+    let Some(mut due) = dma.0.take_due(now) else {
+        return;
+    };
+    due.sort_unstable();
+    let (mut ctx, errors) = qa.ctx();
+    for &(q, slot) in &due {
+        if let Err(e) = slot_filled(&mut ctx, q, slot) {
+            errors.report(e);
+        }
+    }
+    dma.0.recycle(due);
+}
+
+/// The `credit_return` stage: freed slots send their credits back to the
+/// sender; arriving credits return to the sender and release waiting chunks.
+pub fn credit_return(mut inbox: ResMut<Inbox>, params: Res<QueueParams>, mut qa: QueueAccess) {
+    let (mut ctx, _) = qa.ctx();
+    for q in std::mem::take(&mut ctx.queues.kick) {
+        pump_send(&mut ctx, q);
+    }
+    for (q, at) in std::mem::take(&mut ctx.queues.credit_due) {
+        let qu = &ctx.queues.list[q as usize];
+        let sender = qu.sender_pe.expect("a consumed slot had a sender");
+        ctx.outbox.send(Send {
+            src: ctx.pe_nodes[qu.receiver as usize],
+            dst: ctx.pe_nodes[sender as usize],
+            bytes: params.credit_bytes,
+            at,
+            purpose: Purpose::Credit,
+            tag: q as u64,
+        });
+    }
+    let arrived = inbox.take(Purpose::Credit);
+    for a in &arrived {
+        let q = a.tag as QueueId;
+        let qu = &mut ctx.queues.list[q as usize];
+        qu.credits += 1;
+        qu.credits_in_flight -= 1;
+        pump_send(&mut ctx, q);
+    }
+    inbox.restore(Purpose::Credit, arrived);
+}

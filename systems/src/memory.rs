@@ -1,0 +1,156 @@
+//! Memories: contended ports with the timing of a link (bandwidth, latency),
+//! and, in functional mode, the f16 values they hold.
+
+use crate::network::LinkClass;
+use crate::program::{MemLoc, Space};
+use crate::time::Tick;
+use bevy_ecs::prelude::*;
+use half::f16;
+use std::collections::BTreeMap;
+
+/// Whether values travel with the timing.
+#[derive(Resource, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DataMode {
+    /// f16 values are computed, stored and carried in messages.
+    #[default]
+    Functional,
+    /// Sizes only; identical timing, no values.
+    TimingOnly,
+}
+
+/// One port per memory instance (a TCM per PE, an SRAM and an HBM per cube),
+/// served FIFO like a link: an access of `b` bytes that reaches a free port at
+/// `t` completes at `t + ⌈b/B⌉ + L`.
+#[derive(Resource, Debug)]
+pub struct MemPorts {
+    /// Timing per space, indexed by `Space as usize`.
+    pub classes: [LinkClass; 3],
+    free_at: [Vec<Tick>; 3],
+    busy: [Vec<Tick>; 3],
+}
+
+impl MemPorts {
+    pub fn new(classes: [LinkClass; 3], pes: usize, cubes: usize) -> Self {
+        Self {
+            classes,
+            free_at: [vec![0; pes], vec![0; cubes], vec![0; cubes]],
+            busy: [vec![0; pes], vec![0; cubes], vec![0; cubes]],
+        }
+    }
+
+    /// An access of `bytes` to the memory of `loc` starts no earlier than
+    /// `t`; returns the tick at which it completes.
+    #[inline]
+    pub fn access(&mut self, space: Space, instance: u32, t: Tick, bytes: u64) -> Tick {
+        let s = space as usize;
+        let class = &self.classes[s];
+        if class.ideal {
+            return t;
+        }
+        let i = instance as usize;
+        let ser = class.ser_ticks(bytes);
+        let start = t.max(self.free_at[s][i]);
+        self.free_at[s][i] = start + ser;
+        self.busy[s][i] += ser;
+        start + ser + class.latency
+    }
+
+    /// Ticks the port of one memory instance spent transferring.
+    pub fn busy(&self, space: Space, instance: u32) -> Tick {
+        self.busy[space as usize][instance as usize]
+    }
+}
+
+/// Functional-mode memory contents (ADR-0052): tensors of f16 keyed by the
+/// location of their first element. A read may address any sub-range of one
+/// stored tensor; a write patches a tensor that contains it or replaces the
+/// tensors it covers.
+#[derive(Resource, Debug, Default)]
+pub struct MemoryStore {
+    tensors: BTreeMap<MemLoc, Vec<f16>>,
+}
+
+/// Bytes per element (all data is f16).
+pub const ELEM_BYTES: u64 = 2;
+
+impl MemoryStore {
+    /// The stored tensor that starts at or before `at` in the same memory.
+    fn containing(&self, at: MemLoc) -> Option<(MemLoc, &Vec<f16>)> {
+        let first = MemLoc { offset: 0, ..at };
+        self.tensors.range(first..=at).next_back().map(|(&k, v)| (k, v))
+    }
+
+    pub fn write(&mut self, at: MemLoc, data: &[f16]) -> Result<(), String> {
+        let end = at.offset + data.len() as u64 * ELEM_BYTES;
+        let overlap = |base: u64| {
+            format!(
+                "write of {} bytes at {} {}+{:#x} partly overlaps the tensor at +{base:#x}",
+                end - at.offset,
+                at.space.name(),
+                at.instance,
+                at.offset
+            )
+        };
+        if let Some((base, t)) = self.containing(at) {
+            let t_end = base.offset + t.len() as u64 * ELEM_BYTES;
+            if end <= t_end {
+                let off = ((at.offset - base.offset) / ELEM_BYTES) as usize;
+                let t = self.tensors.get_mut(&base).expect("found above");
+                t[off..off + data.len()].copy_from_slice(data);
+                return Ok(());
+            }
+            if at.offset < t_end {
+                return Err(overlap(base.offset));
+            }
+        }
+        let covered: Vec<MemLoc> = self.tensors.range(at..MemLoc { offset: end, ..at }).map(|(&k, _)| k).collect();
+        for k in covered {
+            if k.offset + self.tensors[&k].len() as u64 * ELEM_BYTES > end {
+                return Err(overlap(k.offset));
+            }
+            self.tensors.remove(&k);
+        }
+        self.tensors.insert(at, data.to_vec());
+        Ok(())
+    }
+
+    /// Reads `elems` elements at `at`; the range must lie inside one written tensor.
+    pub fn read(&self, at: MemLoc, elems: u32) -> Result<Vec<f16>, String> {
+        let where_ = || format!("{} {}+{:#x}", at.space.name(), at.instance, at.offset);
+        let (base, t) = self.containing(at).ok_or_else(|| format!("read at {}: nothing was written there", where_()))?;
+        let off = ((at.offset - base.offset) / ELEM_BYTES) as usize;
+        t.get(off..off + elems as usize).map(|s| s.to_vec()).ok_or_else(|| {
+            format!("read of {elems} elements at {} runs past the tensor at +{:#x} ({} elements)", where_(), base.offset, t.len())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(xs: &[f32]) -> Vec<f16> {
+        xs.iter().map(|&x| f16::from_f32(x)).collect()
+    }
+
+    fn at(offset: u64) -> MemLoc {
+        MemLoc { space: Space::Hbm, instance: 3, offset }
+    }
+
+    #[test]
+    fn store_reads_sub_ranges_and_patches_in_place() {
+        let mut m = MemoryStore::default();
+        m.write(at(100), &v(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+        assert_eq!(m.read(at(102), 2).unwrap(), v(&[2.0, 3.0]));
+        m.write(at(104), &v(&[9.0])).unwrap();
+        assert_eq!(m.read(at(100), 4).unwrap(), v(&[1.0, 2.0, 9.0, 4.0]));
+        assert!(m.read(at(106), 2).unwrap_err().contains("runs past"));
+        assert!(m.read(at(50), 1).unwrap_err().contains("nothing was written"));
+        assert!(m.write(at(106), &v(&[0.0, 0.0])).unwrap_err().contains("partly overlaps"));
+        // Other memories are separate.
+        assert!(m.read(MemLoc { instance: 4, ..at(100) }, 1).is_err());
+        // A write covering the whole tensor replaces it.
+        m.write(at(96), &v(&[5.0; 8])).unwrap();
+        assert_eq!(m.read(at(100), 2).unwrap(), v(&[5.0, 5.0]));
+    }
+}
