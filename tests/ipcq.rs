@@ -87,3 +87,226 @@ fn p2p_with_one_slot_waits_a_credit_round_trip_per_chunk() {
         assert_eq!(run_p2p(bytes, cfg(1, slot)), expect, "{bytes} B in {slot} B slots");
     }
 }
+
+/// Per queue: credits + chunks in flight + full slots + credits in flight = n_slots,
+/// and the slot entities agree with the counters.
+fn check_credits(m: &mut Machine) {
+    let world = &mut m.engine.world;
+    let mut slots = world.query::<&Slot>();
+    let slot_states: Vec<Slot> = slots.iter(world).copied().collect();
+    let queues = world.resource::<Queues>();
+    for (q, qu) in queues.list.iter().enumerate() {
+        assert_eq!(qu.credits + qu.chunks_in_flight + qu.full + qu.credits_in_flight, qu.n_slots, "queue {q}");
+        let count = |s: SlotState| slot_states.iter().filter(|x| x.queue == q as u32 && x.state == s).count() as u32;
+        assert_eq!(count(SlotState::Full), qu.full, "queue {q} full slots");
+        assert_eq!(count(SlotState::InFlight), qu.chunks_in_flight, "queue {q} slots in flight");
+    }
+}
+
+/// Both PEs send `bytes` each way and receive from both sides.
+fn exchange(tl: &mut Tl, elems: &usize) {
+    let me = tl.program_id(0) as u64;
+    let x = tl.load(Addr::tcm(0), *elems);
+    let y = tl.load(Addr::tcm(1 << 16), *elems);
+    tl.send(QDir::E, x);
+    tl.send(QDir::W, y);
+    let from_w = tl.recv(QDir::W, &[*elems], DType::F16);
+    let from_e = tl.recv(QDir::E, &[*elems], DType::F16);
+    tl.store(Addr::tcm((2 + me) << 16), from_w);
+    tl.store(Addr::tcm((4 + me) << 16), from_e);
+}
+
+fn tcm(pe: u32, offset: u64) -> Location {
+    Location { space: Space::Tcm, sip: pe, cube: 0, pe: 0, offset }
+}
+
+fn values(seed: u32, n: usize) -> Vec<f16> {
+    (0..n).map(|i| f16::from_f32(((i as u32 * 7 + seed * 13) % 97) as f32)).collect()
+}
+
+mod props {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        #[test]
+        fn credits_are_conserved_at_every_tick(elems in 1usize..3000, n_slots in 1u32..6, slot_pow in 5u32..12) {
+            let sys = pair();
+            let mut m = installed(&sys, cfg(n_slots, 1 << slot_pow), DataMode::TimingOnly);
+            for pe in 0..2 {
+                for off in [0, 1 << 16] {
+                    m.write(tcm(pe, off), &values(pe, elems)).unwrap();
+                }
+            }
+            let coords = |g: u32| (g, [g, 0, 0]);
+            let programs = kernbench::kernel::trace(exchange, &elems, &[coords(0), coords(1)], &m.addresses, &m.topology).unwrap();
+            m.engine.launch(programs);
+            while !m.engine.step() {
+                check_credits(&mut m);
+            }
+            m.engine.finish().unwrap();
+            check_credits(&mut m);
+            let queues = m.engine.world.resource::<Queues>();
+            for qu in &queues.list {
+                prop_assert_eq!(qu.credits, qu.n_slots);
+                prop_assert_eq!(qu.full + qu.chunks_in_flight + qu.credits_in_flight, 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn two_rank_bidirectional_ring_delivers_both_directions() {
+    let elems = 1500;
+    let sys = pair();
+    let mut m = installed(&sys, cfg(2, 512), DataMode::Functional);
+    for pe in 0..2 {
+        m.write(tcm(pe, 0), &values(pe, elems)).unwrap();
+        m.write(tcm(pe, 1 << 16), &values(pe + 10, elems)).unwrap();
+    }
+    m.launch(exchange, &elems, &[0, 1]).unwrap();
+    for me in 0..2u32 {
+        let peer = 1 - me;
+        // West neighbour sent its "east" vector (offset 0), east neighbour its "west" one.
+        assert_eq!(m.read(tcm(me, (2 + me as u64) << 16), elems).unwrap(), values(peer, elems), "PE {me} from W");
+        assert_eq!(m.read(tcm(me, (4 + me as u64) << 16), elems).unwrap(), values(peer + 10, elems), "PE {me} from E");
+    }
+}
+
+#[test]
+fn installing_twice_names_the_pe() {
+    let sys = pair();
+    let mut m = Machine::build(&sys).unwrap();
+    let mut tables = ring(&[0, 1], QDir::E, cfg(2, 256)).unwrap();
+    tables.push(tables[1].clone());
+    let err = m.install(tables).unwrap_err();
+    assert!(matches!(&err, RunError::Failed(e) if e.contains("sip1.cube0.pe0") && e.contains("installed twice")), "{err}");
+}
+
+/// Every queue's settings, sorted: the observable result of an install.
+fn ipcq_state(m: &Machine) -> Vec<String> {
+    let mut v: Vec<String> = m
+        .engine
+        .world
+        .resource::<Queues>()
+        .list
+        .iter()
+        .map(|q| format!("{} {:?} from {:?} {:?}@{} {}x{} credits {}", q.receiver, q.dir, q.sender_pe, q.buffer, q.base, q.n_slots, q.slot_size, q.credits))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn install_order_does_not_change_the_final_state() {
+    let sys = lean(6, SipTopology::Ring1d, None);
+    let tables = ring(&(0..6).collect::<Vec<_>>(), QDir::GlobalE, cfg(3, 1024)).unwrap();
+    let mut a = Machine::build(&sys).unwrap();
+    a.install(tables.clone()).unwrap();
+    let mut shuffled = tables.clone();
+    shuffled.reverse();
+    shuffled.swap(1, 4);
+    let mut b = Machine::build(&sys).unwrap();
+    b.install(shuffled).unwrap();
+    assert_eq!(ipcq_state(&a), ipcq_state(&b));
+    assert_eq!(ipcq_state(&a).len(), 12);
+    assert_eq!(a.engine.now(), b.engine.now());
+}
+
+#[test]
+fn install_takes_time_that_grows_with_the_route() {
+    // Installs travel host -> PCIe -> SIP I/O -> NoC -> PE; a PE further from
+    // its SIP's I/O router installs later.
+    let sys = kernbench::spec::System::embedded_default();
+    let t_near = {
+        let mut m = Machine::build(&sys).unwrap();
+        m.install(vec![(m.pe_index(0, 0, 0), vec![])]).unwrap()
+    };
+    let t_far = {
+        let mut m = Machine::build(&sys).unwrap();
+        m.install(vec![(m.pe_index(0, 15, 7), vec![])]).unwrap()
+    };
+    assert!(t_near > 0);
+    assert!(t_far > t_near, "far {t_far} vs near {t_near}");
+    let m = Machine::build(&sys).unwrap();
+    let (near, far) = (m.topology.hops(0, m.pe(0, 0, 0)).unwrap(), m.topology.hops(0, m.pe(0, 15, 7)).unwrap());
+    assert!(far > near);
+}
+
+fn lonely_recv(tl: &mut Tl, _: &()) {
+    if tl.program_id(0) == 1 {
+        let _ = tl.recv(QDir::W, &[8], DType::F16);
+    }
+}
+
+#[test]
+fn a_recv_without_a_send_is_reported_as_a_deadlock() {
+    let sys = pair();
+    let mut m = installed(&sys, cfg(2, 256), DataMode::TimingOnly);
+    let err = m.launch(lonely_recv, &(), &[0, 1]).unwrap_err();
+    let report = err.to_string();
+    println!("{report}");
+    assert!(report.contains("deadlock"), "{report}");
+    assert!(report.contains("sip1.cube0.pe0"), "{report}");
+    assert!(report.contains("recv"), "{report}");
+    assert!(report.contains("on W"), "{report}");
+    assert!(report.contains("sender credits 2/2"), "{report}");
+    assert!(!report.contains("sip0.cube0.pe0:"), "PE 0 finished: {report}");
+}
+
+/// Loads a vector, adds what the west neighbour sends, stores the sum.
+fn add_neighbour(tl: &mut Tl, elems: &usize) {
+    let x = tl.load(Addr::tcm(0), *elems);
+    tl.send(QDir::E, x);
+    let y = tl.recv(QDir::W, &[*elems], DType::F16);
+    let z = tl.add(x, y);
+    tl.store(Addr::tcm(1 << 16), z);
+}
+
+#[test]
+fn functional_sums_are_bit_exact_and_timing_matches_timing_only() {
+    let elems = 777;
+    let sys = lean(4, SipTopology::Ring1d, None);
+    let pes: Vec<u32> = (0..4).collect();
+    let run = |mode: DataMode| {
+        let mut m = Machine::build_with(&sys, mode).unwrap();
+        m.install(ring(&pes, QDir::E, cfg(2, 256)).unwrap()).unwrap();
+        for pe in 0..4 {
+            m.write(tcm(pe, 0), &values(pe, elems)).unwrap();
+        }
+        let r = m.launch(add_neighbour, &elems, &pes).unwrap();
+        (m, r)
+    };
+    let (m, functional) = run(DataMode::Functional);
+    for pe in 0..4u32 {
+        let west = (pe + 3) % 4;
+        let expect: Vec<f16> = values(pe, elems).iter().zip(values(west, elems)).map(|(a, b)| f16::from_f32(a.to_f32() + b.to_f32())).collect();
+        assert_eq!(m.read(tcm(pe, 1 << 16), elems).unwrap(), expect, "PE {pe}");
+    }
+    let (_, timing) = run(DataMode::TimingOnly);
+    assert_eq!(functional.kernel_end, timing.kernel_end);
+    assert_eq!(functional.end_tick, timing.end_tick);
+}
+
+#[test]
+fn oplog_has_one_consistent_record_per_op() {
+    let elems = 300;
+    let sys = pair();
+    let mut m = installed(&sys, cfg(2, 256), DataMode::Functional);
+    for pe in 0..2 {
+        m.write(tcm(pe, 0), &values(pe, elems)).unwrap();
+    }
+    m.launch(add_neighbour, &elems, &[0, 1]).unwrap();
+    let log = &m.oplog().records;
+    assert_eq!(log.len(), 2 * 5, "load, send, recv, add, store on each PE");
+    for r in log {
+        assert!(r.start <= r.end, "{r:?}");
+        assert_eq!(r.bytes, elems as u64 * 2, "{r:?}");
+    }
+    let ops: Vec<&str> = log.iter().filter(|r| r.sip == 1).map(|r| r.op).collect();
+    assert_eq!(ops, ["load", "send", "recv", "add", "store"]);
+    let csv = m.oplog().to_csv();
+    assert_eq!(csv.lines().count(), 11);
+    assert!(csv.starts_with("op,sip,cube,pe,start,end,bytes,params"));
+}
