@@ -7,12 +7,12 @@ use crate::topology::address::{AddressResolver, Location};
 use crate::topology::{Node, Topology, TopologyError, memory_classes, ns_to_ticks};
 use half::f16;
 use kernbench_systems::exec::{ExecParams, OpLog};
-use kernbench_systems::ipcq::Entry;
-use kernbench_systems::memory::MemoryStore;
-use kernbench_systems::{Engine, RunError, RunSummary, Tick};
 use kernbench_systems::hierarchy::{HardwareNodes, spawn_hardware};
+use kernbench_systems::ipcq::Entry;
 use kernbench_systems::ipcq::QueueParams;
+use kernbench_systems::memory::MemoryStore;
 use kernbench_systems::memory::{DataMode, MemPorts};
+use kernbench_systems::{Engine, RunError, RunSummary, Tick};
 
 pub struct Machine {
     pub topology: Topology,
@@ -52,10 +52,20 @@ impl Machine {
             sram: &|sip, cube| t.id(Node::Sram { sip, cube }),
             hbm: &|sip, cube| t.id(Node::Hbm { sip, cube }),
         };
-        spawn_hardware(&mut engine.world, t.sips, t.cubes_per_sip(), t.pes_per_cube, nodes);
+        spawn_hardware(
+            &mut engine.world,
+            t.sips,
+            t.cubes_per_sip(),
+            t.pes_per_cube,
+            nodes,
+        );
         let cubes = t.sips as usize * t.cubes_per_sip() as usize;
         let w = &mut engine.world;
-        w.insert_resource(MemPorts::new(memory_classes(sys)?, cubes * t.pes_per_cube as usize, cubes));
+        w.insert_resource(MemPorts::new(
+            memory_classes(sys)?,
+            cubes * t.pes_per_cube as usize,
+            cubes,
+        ));
         let (pe, c) = (&sys.spec.pe, &sys.spec.control);
         w.insert_resource(ExecParams {
             vector_lanes: pe.vector_lanes as u64,
@@ -64,9 +74,15 @@ impl Machine {
             launch_bytes: c.launch_bytes,
             install_entry_bytes: c.install_entry_bytes,
         });
-        w.insert_resource(QueueParams { credit_bytes: c.credit_bytes });
+        w.insert_resource(QueueParams {
+            credit_bytes: c.credit_bytes,
+        });
         w.insert_resource(mode);
-        Ok(Self { topology, engine, addresses })
+        Ok(Self {
+            topology,
+            engine,
+            addresses,
+        })
     }
 
     /// Node id of PE `pe` of `cube` on `sip`.
@@ -91,13 +107,19 @@ impl Machine {
 
     /// Traces `kernel` for each PE in `pes` (global indices), launches it from
     /// the host and runs until every PE has finished (or the run deadlocks).
-    pub fn launch<A>(&mut self, kernel: Kernel<A>, args: &A, pes: &[u32]) -> Result<RunSummary, LaunchError> {
+    pub fn launch<A>(
+        &mut self,
+        kernel: Kernel<A>,
+        args: &A,
+        pes: &[u32],
+    ) -> Result<RunSummary, LaunchError> {
         let (cps, ppc) = (self.topology.cubes_per_sip(), self.topology.pes_per_cube);
         let coords: Vec<(u32, [u32; 3])> = pes
             .iter()
             .map(|&g| (g, [g / ppc / cps, (g / ppc) % cps, g % ppc]))
             .collect();
-        let programs = trace(kernel, args, &coords, &self.addresses, &self.topology).map_err(LaunchError::Trace)?;
+        let programs = trace(kernel, args, &coords, &self.addresses, &self.topology)
+            .map_err(LaunchError::Trace)?;
         self.engine.launch(programs);
         Ok(self.engine.run()?)
     }
@@ -106,14 +128,20 @@ impl Machine {
     pub fn write(&mut self, at: Location, data: &[f16]) -> Result<(), String> {
         self.addresses.encode(at)?;
         let loc = self.addresses.mem_loc(&self.topology, at);
-        self.engine.world.resource_mut::<MemoryStore>().write(loc, data)
+        self.engine
+            .world
+            .resource_mut::<MemoryStore>()
+            .write(loc, data)
     }
 
     /// Reads f16 values from memory (functional mode).
     pub fn read(&self, at: Location, elems: usize) -> Result<Vec<f16>, String> {
         self.addresses.encode(at)?;
         let loc = self.addresses.mem_loc(&self.topology, at);
-        self.engine.world.resource::<MemoryStore>().read(loc, elems as u32)
+        self.engine
+            .world
+            .resource::<MemoryStore>()
+            .read(loc, elems as u32)
     }
 
     /// Turns the op log on or off (off by default: large runs need no log).

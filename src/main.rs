@@ -2,11 +2,15 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use kernbench::kernel::wiring::{QueueConfig, ring};
 use kernbench::machine::Machine;
 use kernbench::spec::{System, presets};
+use kernbench::topology::address::Space;
 use kernbench::topology::{EDGE_KINDS, Node};
-use kernbench::workload::RingRounds;
+use kernbench::workload::{RingKernelArgs, RingRounds, ring_kernel};
 use kernbench_systems::hierarchy::{Cube, Pe, Sip};
+use kernbench_systems::memory::DataMode;
+use kernbench_systems::program::QDir;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -85,6 +89,20 @@ struct BenchArgs {
     /// Skip the 4096-SIP × 4×4-cube × 8-PE build measurement.
     #[arg(long)]
     no_build: bool,
+    /// Skip the ring-traffic measurement.
+    #[arg(long)]
+    no_traffic: bool,
+    /// Skip the ring-kernel measurement (the same ring as a kernel: send
+    /// east / recv west / add, through IPCQ queues with credits, timing-only).
+    #[arg(long)]
+    no_kernel: bool,
+    /// IPCQ slot size for the ring kernel, in bytes (one chunk per message
+    /// when it is at least --bytes).
+    #[arg(long, default_value_t = 16384)]
+    slot_bytes: u64,
+    /// IPCQ slots per queue for the ring kernel.
+    #[arg(long, default_value_t = 2)]
+    slots: u32,
 }
 
 fn main() {
@@ -237,7 +255,17 @@ fn bench(a: BenchArgs) -> Result<()> {
     let mut spec = presets::preset("ring_4096_lean")?.spec;
     spec.system.sips.count = a.sips;
     let sys = System::from_spec(spec, "ring_4096_lean (--sips)")?;
-    let mut m = Machine::build(&sys)?;
+    if !a.no_traffic {
+        bench_traffic(&a, &sys)?;
+    }
+    if !a.no_kernel {
+        bench_kernel(&a, &sys)?;
+    }
+    Ok(())
+}
+
+fn bench_traffic(a: &BenchArgs, sys: &System) -> Result<()> {
+    let mut m = Machine::build_with(sys, DataMode::TimingOnly)?;
     let nodes = (0..a.sips)
         .map(|s| {
             m.topology.id(Node::Pe {
@@ -263,6 +291,47 @@ fn bench(a: BenchArgs) -> Result<()> {
         r.messages as f64 / secs / 1e6,
         r.hops as f64 / secs / 1e6,
         r.steps
+    );
+    Ok(())
+}
+
+fn bench_kernel(a: &BenchArgs, sys: &System) -> Result<()> {
+    if !a.bytes.is_multiple_of(2) || a.slot_bytes == 0 || a.slots == 0 {
+        bail!("--bytes must be even (f16 elements), --slot-bytes and --slots at least 1");
+    }
+    let mut m = Machine::build_with(sys, DataMode::TimingOnly)?;
+    let pes: Vec<u32> = (0..a.sips).collect();
+    let q = QueueConfig {
+        buffer: Space::Tcm,
+        n_slots: a.slots,
+        slot_size: a.slot_bytes,
+        base: 0,
+    };
+    let t0 = Instant::now();
+    let installed_at = m.install(ring(&pes, QDir::E, q).map_err(anyhow::Error::msg)?)?;
+    let install_secs = t0.elapsed().as_secs_f64();
+    let args = RingKernelArgs {
+        rounds: a.rounds as usize,
+        elems: (a.bytes / 2) as usize,
+    };
+    let messages_before = m
+        .engine
+        .world
+        .resource::<kernbench_systems::network::NetCounters>()
+        .delivered;
+    let t0 = Instant::now();
+    let r = m.launch(ring_kernel, &args, &pes)?;
+    let secs = t0.elapsed().as_secs_f64();
+    let chunks = a.sips as u64 * a.rounds * a.bytes.div_ceil(a.slot_bytes);
+    println!(
+        "kernel  {} PEs x {} rounds x (send {} B / recv / add), {} slots x {} B: installed at tick {installed_at} ({install_secs:.3} s), kernels done at tick {}",
+        a.sips, a.rounds, a.bytes, a.slots, a.slot_bytes, r.kernel_end
+    );
+    println!(
+        "        {secs:.3} s wall: {chunks} chunk transfers ({:.2} M/s), {} messages with credits and launches ({:.2} M/s)",
+        chunks as f64 / secs / 1e6,
+        r.messages - messages_before,
+        (r.messages - messages_before) as f64 / secs / 1e6
     );
     Ok(())
 }

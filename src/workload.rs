@@ -1,5 +1,7 @@
 //! Synthetic traffic for tests, benches and `kernbench bench`.
 
+use crate::kernel::{Addr, DType, Tl};
+use kernbench_systems::program::QDir;
 use kernbench_systems::{Arrival, Injector, NodeId, Send, Traffic};
 
 /// Ring rounds: node i sends `bytes` to node i+1 (mod n); its round r+1 starts
@@ -58,5 +60,23 @@ impl Traffic for RingRounds {
         if round + 1 < self.rounds {
             self.send(receiver, round + 1, a.at, net);
         }
+    }
+}
+
+/// Arguments of [`ring_kernel`].
+#[derive(Debug, Clone, Copy)]
+pub struct RingKernelArgs {
+    pub rounds: usize,
+    pub elems: usize,
+}
+
+/// Ring rounds as a kernel: each PE loads a vector, then `rounds` times sends
+/// its accumulator east, receives the west neighbour's and adds it in.
+pub fn ring_kernel(tl: &mut Tl, a: &RingKernelArgs) {
+    let mut acc = tl.load(Addr::tcm(0), a.elems);
+    for _ in 0..a.rounds {
+        tl.send(QDir::E, acc);
+        let x = tl.recv(QDir::W, &[a.elems], DType::F16);
+        acc = tl.add(acc, x);
     }
 }

@@ -19,7 +19,11 @@ const L: u64 = 100; // inter-SIP latency in ticks
 /// Two SIPs of one PE, only the inter-SIP link costs time (B, L), whole-chunk packets.
 fn pair() -> System {
     let mut s = lean(2, SipTopology::Ring1d, None).spec;
-    (s.links.inter_sip.bandwidth_gbps, s.links.inter_sip.latency_ns, s.links.inter_sip.packet_bytes) = (B as f64, L as f64, 1 << 30);
+    (
+        s.links.inter_sip.bandwidth_gbps,
+        s.links.inter_sip.latency_ns,
+        s.links.inter_sip.packet_bytes,
+    ) = (B as f64, L as f64, 1 << 30);
     for m in [&mut s.memory.tcm, &mut s.memory.sram, &mut s.memory.hbm] {
         m.ideal = true;
     }
@@ -27,7 +31,12 @@ fn pair() -> System {
 }
 
 fn cfg(n_slots: u32, slot_size: u64) -> QueueConfig {
-    QueueConfig { buffer: Space::Tcm, n_slots, slot_size, base: 0 }
+    QueueConfig {
+        buffer: Space::Tcm,
+        n_slots,
+        slot_size,
+        base: 0,
+    }
 }
 
 fn installed(sys: &System, q: QueueConfig, mode: DataMode) -> Machine {
@@ -67,11 +76,20 @@ fn run_p2p(bytes: u64, q: QueueConfig) -> u64 {
 
 #[test]
 fn p2p_with_enough_slots_pipelines_chunks() {
-    for (bytes, slot) in [(4096u64, 1024u64), (10_000, 1024), (64, 64), (1 << 20, 1 << 16)] {
+    for (bytes, slot) in [
+        (4096u64, 1024u64),
+        (10_000, 1024),
+        (64, 64),
+        (1 << 20, 1 << 16),
+    ] {
         let c = bytes.div_ceil(slot);
         let last = bytes - (c - 1) * slot;
         let expect = L + (c - 1) * slot.div_ceil(B) + last.div_ceil(B);
-        assert_eq!(run_p2p(bytes, cfg(c as u32, slot)), expect, "{bytes} B in {slot} B slots");
+        assert_eq!(
+            run_p2p(bytes, cfg(c as u32, slot)),
+            expect,
+            "{bytes} B in {slot} B slots"
+        );
     }
 }
 
@@ -84,7 +102,11 @@ fn p2p_with_one_slot_waits_a_credit_round_trip_per_chunk() {
         let a = L + slot.div_ceil(B);
         let cr = L + credit.div_ceil(B);
         let expect = (c - 1) * (a + cr) + L + last.div_ceil(B);
-        assert_eq!(run_p2p(bytes, cfg(1, slot)), expect, "{bytes} B in {slot} B slots");
+        assert_eq!(
+            run_p2p(bytes, cfg(1, slot)),
+            expect,
+            "{bytes} B in {slot} B slots"
+        );
     }
 }
 
@@ -96,10 +118,23 @@ fn check_credits(m: &mut Machine) {
     let slot_states: Vec<Slot> = slots.iter(world).copied().collect();
     let queues = world.resource::<Queues>();
     for (q, qu) in queues.list.iter().enumerate() {
-        assert_eq!(qu.credits + qu.chunks_in_flight + qu.full + qu.credits_in_flight, qu.n_slots, "queue {q}");
-        let count = |s: SlotState| slot_states.iter().filter(|x| x.queue == q as u32 && x.state == s).count() as u32;
+        assert_eq!(
+            qu.credits + qu.chunks_in_flight + qu.full + qu.credits_in_flight,
+            qu.n_slots,
+            "queue {q}"
+        );
+        let count = |s: SlotState| {
+            slot_states
+                .iter()
+                .filter(|x| x.queue == q as u32 && x.state == s)
+                .count() as u32
+        };
         assert_eq!(count(SlotState::Full), qu.full, "queue {q} full slots");
-        assert_eq!(count(SlotState::InFlight), qu.chunks_in_flight, "queue {q} slots in flight");
+        assert_eq!(
+            count(SlotState::InFlight),
+            qu.chunks_in_flight,
+            "queue {q} slots in flight"
+        );
     }
 }
 
@@ -117,11 +152,19 @@ fn exchange(tl: &mut Tl, elems: &usize) {
 }
 
 fn tcm(pe: u32, offset: u64) -> Location {
-    Location { space: Space::Tcm, sip: pe, cube: 0, pe: 0, offset }
+    Location {
+        space: Space::Tcm,
+        sip: pe,
+        cube: 0,
+        pe: 0,
+        offset,
+    }
 }
 
 fn values(seed: u32, n: usize) -> Vec<f16> {
-    (0..n).map(|i| f16::from_f32(((i as u32 * 7 + seed * 13) % 97) as f32)).collect()
+    (0..n)
+        .map(|i| f16::from_f32(((i as u32 * 7 + seed * 13) % 97) as f32))
+        .collect()
 }
 
 mod props {
@@ -169,8 +212,16 @@ fn two_rank_bidirectional_ring_delivers_both_directions() {
     for me in 0..2u32 {
         let peer = 1 - me;
         // West neighbour sent its "east" vector (offset 0), east neighbour its "west" one.
-        assert_eq!(m.read(tcm(me, (2 + me as u64) << 16), elems).unwrap(), values(peer, elems), "PE {me} from W");
-        assert_eq!(m.read(tcm(me, (4 + me as u64) << 16), elems).unwrap(), values(peer + 10, elems), "PE {me} from E");
+        assert_eq!(
+            m.read(tcm(me, (2 + me as u64) << 16), elems).unwrap(),
+            values(peer, elems),
+            "PE {me} from W"
+        );
+        assert_eq!(
+            m.read(tcm(me, (4 + me as u64) << 16), elems).unwrap(),
+            values(peer + 10, elems),
+            "PE {me} from E"
+        );
     }
 }
 
@@ -181,7 +232,10 @@ fn installing_twice_names_the_pe() {
     let mut tables = ring(&[0, 1], QDir::E, cfg(2, 256)).unwrap();
     tables.push(tables[1].clone());
     let err = m.install(tables).unwrap_err();
-    assert!(matches!(&err, RunError::Failed(e) if e.contains("sip1.cube0.pe0") && e.contains("installed twice")), "{err}");
+    assert!(
+        matches!(&err, RunError::Failed(e) if e.contains("sip1.cube0.pe0") && e.contains("installed twice")),
+        "{err}"
+    );
 }
 
 /// Every queue's settings, sorted: the observable result of an install.
@@ -192,7 +246,12 @@ fn ipcq_state(m: &Machine) -> Vec<String> {
         .resource::<Queues>()
         .list
         .iter()
-        .map(|q| format!("{} {:?} from {:?} {:?}@{} {}x{} credits {}", q.receiver, q.dir, q.sender_pe, q.buffer, q.base, q.n_slots, q.slot_size, q.credits))
+        .map(|q| {
+            format!(
+                "{} {:?} from {:?} {:?}@{} {}x{} credits {}",
+                q.receiver, q.dir, q.sender_pe, q.buffer, q.base, q.n_slots, q.slot_size, q.credits
+            )
+        })
         .collect();
     v.sort();
     v
@@ -230,7 +289,10 @@ fn install_takes_time_that_grows_with_the_route() {
     assert!(t_near > 0);
     assert!(t_far > t_near, "far {t_far} vs near {t_near}");
     let m = Machine::build(&sys).unwrap();
-    let (near, far) = (m.topology.hops(0, m.pe(0, 0, 0)).unwrap(), m.topology.hops(0, m.pe(0, 15, 7)).unwrap());
+    let (near, far) = (
+        m.topology.hops(0, m.pe(0, 0, 0)).unwrap(),
+        m.topology.hops(0, m.pe(0, 15, 7)).unwrap(),
+    );
     assert!(far > near);
 }
 
@@ -252,7 +314,10 @@ fn a_recv_without_a_send_is_reported_as_a_deadlock() {
     assert!(report.contains("recv"), "{report}");
     assert!(report.contains("on W"), "{report}");
     assert!(report.contains("sender credits 2/2"), "{report}");
-    assert!(!report.contains("sip0.cube0.pe0:"), "PE 0 finished: {report}");
+    assert!(
+        !report.contains("sip0.cube0.pe0:"),
+        "PE 0 finished: {report}"
+    );
 }
 
 /// Loads a vector, adds what the west neighbour sends, stores the sum.
@@ -271,7 +336,8 @@ fn functional_sums_are_bit_exact_and_timing_matches_timing_only() {
     let pes: Vec<u32> = (0..4).collect();
     let run = |mode: DataMode| {
         let mut m = Machine::build_with(&sys, mode).unwrap();
-        m.install(ring(&pes, QDir::E, cfg(2, 256)).unwrap()).unwrap();
+        m.install(ring(&pes, QDir::E, cfg(2, 256)).unwrap())
+            .unwrap();
         for pe in 0..4 {
             m.write(tcm(pe, 0), &values(pe, elems)).unwrap();
         }
@@ -281,7 +347,11 @@ fn functional_sums_are_bit_exact_and_timing_matches_timing_only() {
     let (m, functional) = run(DataMode::Functional);
     for pe in 0..4u32 {
         let west = (pe + 3) % 4;
-        let expect: Vec<f16> = values(pe, elems).iter().zip(values(west, elems)).map(|(a, b)| f16::from_f32(a.to_f32() + b.to_f32())).collect();
+        let expect: Vec<f16> = values(pe, elems)
+            .iter()
+            .zip(values(west, elems))
+            .map(|(a, b)| f16::from_f32(a.to_f32() + b.to_f32()))
+            .collect();
         assert_eq!(m.read(tcm(pe, 1 << 16), elems).unwrap(), expect, "PE {pe}");
     }
     let (_, timing) = run(DataMode::TimingOnly);

@@ -75,7 +75,16 @@ pub struct Tl<'a> {
 
 impl<'a> Tl<'a> {
     fn new(ids: [u32; 3], resolver: &'a AddressResolver, topo: &'a Topology) -> Self {
-        Self { ids, used_ids: false, ops: Vec::new(), values: Vec::new(), uses: Vec::new(), resolver, topo, error: None }
+        Self {
+            ids,
+            used_ids: false,
+            ops: Vec::new(),
+            values: Vec::new(),
+            uses: Vec::new(),
+            resolver,
+            topo,
+            error: None,
+        }
     }
 
     /// This PE's coordinates: axis 0 = SIP (the rank), 1 = cube, 2 = PE in its cube.
@@ -84,7 +93,9 @@ impl<'a> Tl<'a> {
         match self.ids.get(axis) {
             Some(&id) => id,
             None => {
-                self.fail(format!("program_id({axis}): axis must be 0 (sip), 1 (cube) or 2 (pe)"));
+                self.fail(format!(
+                    "program_id({axis}): axis must be 0 (sip), 1 (cube) or 2 (pe)"
+                ));
                 0
             }
         }
@@ -96,7 +107,10 @@ impl<'a> Tl<'a> {
 
     fn def(&mut self, elems: usize) -> Tile {
         self.values.push(elems);
-        Tile { value: self.values.len() as u32 - 1, elems }
+        Tile {
+            value: self.values.len() as u32 - 1,
+            elems,
+        }
     }
 
     fn push(&mut self, op: Op, reads: &[Tile], out: Option<Tile>) {
@@ -110,12 +124,20 @@ impl<'a> Tl<'a> {
 
     fn loc(&mut self, a: Addr) -> MemLoc {
         match a {
-            Addr::Local(space, offset) => MemLoc { space, instance: MemLoc::LOCAL, offset },
+            Addr::Local(space, offset) => MemLoc {
+                space,
+                instance: MemLoc::LOCAL,
+                offset,
+            },
             Addr::Global(g) => match self.resolver.decode(g) {
                 Ok(l) => self.resolver.mem_loc(self.topo, l),
                 Err(e) => {
                     self.fail(format!("address {g:#x}: {e}"));
-                    MemLoc { space: Space::Tcm, instance: MemLoc::LOCAL, offset: 0 }
+                    MemLoc {
+                        space: Space::Tcm,
+                        instance: MemLoc::LOCAL,
+                        offset: 0,
+                    }
                 }
             },
         }
@@ -125,7 +147,15 @@ impl<'a> Tl<'a> {
     pub fn load(&mut self, at: impl Into<Addr>, elems: usize) -> Tile {
         let src = self.loc(at.into());
         let t = self.def(elems);
-        self.push(Op::Load { dst: 0, src, elems: elems as u32 }, &[], Some(t));
+        self.push(
+            Op::Load {
+                dst: 0,
+                src,
+                elems: elems as u32,
+            },
+            &[],
+            Some(t),
+        );
         t
     }
 
@@ -145,16 +175,38 @@ impl<'a> Tl<'a> {
         let DType::F16 = dtype;
         let elems = shape.iter().product();
         let t = self.def(elems);
-        self.push(Op::Recv { dir, dst: 0, elems: elems as u32 }, &[], Some(t));
+        self.push(
+            Op::Recv {
+                dir,
+                dst: 0,
+                elems: elems as u32,
+            },
+            &[],
+            Some(t),
+        );
         t
     }
 
     fn binary(&mut self, op: BinOp, a: Tile, b: Tile) -> Tile {
         if a.elems != b.elems {
-            self.fail(format!("{}: operands have {} and {} elements", op.name(), a.elems, b.elems));
+            self.fail(format!(
+                "{}: operands have {} and {} elements",
+                op.name(),
+                a.elems,
+                b.elems
+            ));
         }
         let t = self.def(a.elems);
-        self.push(Op::Binary { op, dst: 0, a: 0, b: 0 }, &[a, b], Some(t));
+        self.push(
+            Op::Binary {
+                op,
+                dst: 0,
+                a: 0,
+                b: 0,
+            },
+            &[a, b],
+            Some(t),
+        );
         t
     }
 
@@ -177,7 +229,15 @@ impl<'a> Tl<'a> {
     /// `a · factor` (factor rounded to f16).
     pub fn scale(&mut self, a: Tile, factor: f32) -> Tile {
         let t = self.def(a.elems);
-        self.push(Op::Scale { dst: 0, src: 0, factor }, &[a], Some(t));
+        self.push(
+            Op::Scale {
+                dst: 0,
+                src: 0,
+                factor,
+            },
+            &[a],
+            Some(t),
+        );
         t
     }
 
@@ -190,10 +250,24 @@ impl<'a> Tl<'a> {
     /// `a[m×k] · b[k×n]`, row-major, accumulated in f32.
     pub fn gemm(&mut self, a: Tile, b: Tile, m: usize, n: usize, k: usize) -> Tile {
         if a.elems != m * k || b.elems != k * n {
-            self.fail(format!("gemm {m}x{k} · {k}x{n}: operands have {} and {} elements", a.elems, b.elems));
+            self.fail(format!(
+                "gemm {m}x{k} · {k}x{n}: operands have {} and {} elements",
+                a.elems, b.elems
+            ));
         }
         let t = self.def(m * n);
-        self.push(Op::Gemm { dst: 0, a: 0, b: 0, m: m as u32, n: n as u32, k: k as u32 }, &[a, b], Some(t));
+        self.push(
+            Op::Gemm {
+                dst: 0,
+                a: 0,
+                b: 0,
+                m: m as u32,
+                n: n as u32,
+                k: k as u32,
+            },
+            &[a, b],
+            Some(t),
+        );
         t
     }
 
@@ -233,7 +307,9 @@ impl<'a> Tl<'a> {
             });
             let op = &mut self.ops[i];
             match op {
-                Op::Load { dst: d, .. } | Op::Recv { dst: d, .. } => *d = dst.expect("defines a value"),
+                Op::Load { dst: d, .. } | Op::Recv { dst: d, .. } => {
+                    *d = dst.expect("defines a value")
+                }
                 Op::Store { src, .. } | Op::Send { src, .. } => *src = ins[0],
                 Op::Scale { dst: d, src, .. } | Op::Copy { dst: d, src } => {
                     *d = dst.expect("defines a value");
@@ -245,7 +321,13 @@ impl<'a> Tl<'a> {
                 }
             }
         }
-        Ok((Program { ops: self.ops, regs }, self.used_ids))
+        Ok((
+            Program {
+                ops: self.ops,
+                regs,
+            },
+            self.used_ids,
+        ))
     }
 }
 
@@ -271,7 +353,9 @@ pub fn trace<A>(
         }
         let mut tl = Tl::new(ids, resolver, topo);
         kernel(&mut tl, args);
-        let (program, used_ids) = tl.finish().map_err(|e| format!("sip{}.cube{}.pe{}: {e}", ids[0], ids[1], ids[2]))?;
+        let (program, used_ids) = tl
+            .finish()
+            .map_err(|e| format!("sip{}.cube{}.pe{}: {e}", ids[0], ids[1], ids[2]))?;
         let program = Arc::new(program);
         if !used_ids {
             shared = Some(program.clone());

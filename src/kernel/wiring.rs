@@ -35,7 +35,10 @@ pub fn ring(pes: &[u32], fwd: QDir, q: QueueConfig) -> Result<Vec<(u32, Vec<Entr
                 n_slots: q.n_slots,
                 slot_size: q.slot_size,
             };
-            let entries = vec![entry(fwd, pes[(i + 1) % n], 0), entry(fwd.opposite(), pes[(i + n - 1) % n], 1)];
+            let entries = vec![
+                entry(fwd, pes[(i + 1) % n], 0),
+                entry(fwd.opposite(), pes[(i + n - 1) % n], 1),
+            ];
             (pes[i], entries)
         })
         .collect())

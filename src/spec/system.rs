@@ -312,9 +312,21 @@ fn validate(spec: &SystemSpec) -> Result<(u32, u32), Issue> {
     }
     check_pe(&spec.pe)?;
     let c = &spec.control;
-    at_least_one("control.credit_bytes", c.credit_bytes, "a credit would carry nothing")?;
-    at_least_one("control.install_entry_bytes", c.install_entry_bytes, "installs would be free")?;
-    at_least_one("control.launch_bytes", c.launch_bytes, "launches would be free")?;
+    at_least_one(
+        "control.credit_bytes",
+        c.credit_bytes,
+        "a credit would carry nothing",
+    )?;
+    at_least_one(
+        "control.install_entry_bytes",
+        c.install_entry_bytes,
+        "installs would be free",
+    )?;
+    at_least_one(
+        "control.launch_bytes",
+        c.launch_bytes,
+        "launches would be free",
+    )?;
     check_total_pes(spec)?;
     Ok(grid)
 }

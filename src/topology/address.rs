@@ -9,8 +9,8 @@ use super::{Node, Topology};
 use crate::spec::System;
 use kernbench_systems::NodeId;
 
-pub use kernbench_systems::program::Space;
 use kernbench_systems::program::MemLoc;
+pub use kernbench_systems::program::Space;
 
 /// A decoded address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -113,7 +113,11 @@ impl AddressResolver {
             Space::Tcm => cube * topo.pes_per_cube + l.pe,
             Space::Sram | Space::Hbm => cube,
         };
-        MemLoc { space: l.space, instance, offset: l.offset }
+        MemLoc {
+            space: l.space,
+            instance,
+            offset: l.offset,
+        }
     }
 
     /// The network node that serves an address: the PE for TCM, the cube's SRAM or HBM.

@@ -448,9 +448,19 @@ pub fn memory_classes(sys: &System) -> Result<[LinkClass; 3], TopologyError> {
             packet_bytes: u64::MAX,
             ideal: mem.ideal,
         };
-        link_class(&format!("memory.{name}"), name, &as_link, tick_ps, &sys.origin)
+        link_class(
+            &format!("memory.{name}"),
+            name,
+            &as_link,
+            tick_ps,
+            &sys.origin,
+        )
     };
-    Ok([class("tcm", &m.tcm)?, class("sram", &m.sram)?, class("hbm", &m.hbm)?])
+    Ok([
+        class("tcm", &m.tcm)?,
+        class("sram", &m.sram)?,
+        class("hbm", &m.hbm)?,
+    ])
 }
 
 /// Ticks of a duration in ns, rounded up.

@@ -151,7 +151,11 @@ impl Topology {
     fn path(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String> {
         let base = out.len();
         self.raw_path(src, dst, out)?;
-        remove_cycles(out, base);
+        // Only a port endpoint makes the walk pass the same node twice.
+        let port = |n: Node| matches!(n, Node::Ucie { .. } | Node::XSip { .. });
+        if port(self.node(src)) || port(self.node(dst)) {
+            remove_cycles(out, base);
+        }
         Ok(())
     }
 
@@ -280,16 +284,25 @@ impl Topology {
     }
 }
 
-/// Cuts every cycle out of `path[base..]` (a node seen again resumes from its
-/// first visit). Routes are a few dozen nodes, so the quadratic scan is cheap.
+/// Cuts every cycle out of `path[base..]`: when a node comes back, the walk
+/// resumes from its first visit (loop erasure, linear time).
 fn remove_cycles(path: &mut Vec<NodeId>, base: usize) {
-    let mut i = base;
-    while i < path.len() {
-        if let Some(j) = path[i + 1..].iter().rposition(|&n| n == path[i]) {
-            path.drain(i + 1..i + 2 + j);
+    let mut seen: rustc_hash::FxHashMap<NodeId, usize> = rustc_hash::FxHashMap::default();
+    let mut out = base;
+    for i in base..path.len() {
+        let n = path[i];
+        if let Some(&j) = seen.get(&n) {
+            for erased in &path[j + 1..out] {
+                seen.remove(erased);
+            }
+            out = j + 1;
+        } else {
+            seen.insert(n, out);
+            path[out] = n;
+            out += 1;
         }
-        i += 1;
     }
+    path.truncate(out);
 }
 
 impl RouteSource for Topology {

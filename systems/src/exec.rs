@@ -9,7 +9,10 @@
 //! register written by a recv or remote load is *pending* until it lands.
 
 use crate::hierarchy::Hardware;
-use crate::ipcq::{Entry, NeighborTable, PeEvent, QueueAccess, RecvJob, SendJob, Slot, SlotState, pump_recv, pump_send};
+use crate::ipcq::{
+    Entry, NeighborTable, PeEvent, QueueAccess, RecvJob, SendJob, Slot, SlotState, pump_recv,
+    pump_send,
+};
 use crate::memory::{DataMode, ELEM_BYTES, MemoryStore};
 use crate::network::{Inbox, Outbox, Purpose, Send};
 use crate::program::{BinOp, MemLoc, Op, Program, Reg, Space};
@@ -36,10 +39,15 @@ pub enum PeState {
     Done(Tick),
 }
 
+/// Launched programs; PEs refer to them by index (many PEs share one).
+#[derive(Resource, Debug, Default)]
+pub struct Programs(pub Vec<Arc<Program>>);
+
 /// Execution state of a launched PE.
 #[derive(Component, Debug, Clone)]
 pub struct PeExec {
-    pub program: Arc<Program>,
+    /// Index into [`Programs`].
+    pub program: u32,
     pub pc: u32,
     pub regs: Vec<RegState>,
     pub vector_free: Tick,
@@ -85,7 +93,7 @@ pub struct KernelCalendar(pub Calendar<u32>);
 #[derive(Resource, Debug, Default)]
 pub struct HostQueue {
     pub installs: Vec<Option<(u32, Vec<Entry>)>>,
-    pub launches: Vec<Option<(u32, Arc<Program>)>>,
+    pub launches: Vec<Option<(u32, u32)>>,
     pub stores: Vec<Option<StoreJob>>,
     pub loads: Vec<Option<LoadJob>>,
     installed: rustc_hash::FxHashSet<u32>,
@@ -130,12 +138,30 @@ pub struct OpLog {
 }
 
 impl OpLog {
-    fn record(&mut self, hw: &Hardware, pe: u32, op: &'static str, start: Tick, end: Tick, bytes: u64, params: impl FnOnce() -> String) -> Option<u32> {
+    fn record(
+        &mut self,
+        hw: &Hardware,
+        pe: u32,
+        op: &'static str,
+        start: Tick,
+        end: Tick,
+        bytes: u64,
+        params: impl FnOnce() -> String,
+    ) -> Option<u32> {
         if !self.enabled {
             return None;
         }
         let (sip, cube, local) = hw.coords(pe);
-        self.records.push(OpRecord { op, sip, cube, pe: local, start, end, bytes, params: params() });
+        self.records.push(OpRecord {
+            op,
+            sip,
+            cube,
+            pe: local,
+            start,
+            end,
+            bytes,
+            params: params(),
+        });
         Some(self.records.len() as u32 - 1)
     }
 
@@ -150,7 +176,17 @@ impl OpLog {
     pub fn to_csv(&self) -> String {
         let mut s = String::from("op,sip,cube,pe,start,end,bytes,params\n");
         for r in &self.records {
-            s.push_str(&format!("{},{},{},{},{},{},{},\"{}\"\n", r.op, r.sip, r.cube, r.pe, r.start, r.end, r.bytes, r.params.replace('"', "'")));
+            s.push_str(&format!(
+                "{},{},{},{},{},{},{},\"{}\"\n",
+                r.op,
+                r.sip,
+                r.cube,
+                r.pe,
+                r.start,
+                r.end,
+                r.bytes,
+                r.params.replace('"', "'")
+            ));
         }
         s
     }
@@ -164,35 +200,54 @@ pub struct KernelAccess<'w> {
     pub mode: Res<'w, DataMode>,
     pub store: ResMut<'w, MemoryStore>,
     pub host: ResMut<'w, HostQueue>,
+    pub programs: Res<'w, Programs>,
 }
 
 /// The `kernel_step` stage: applies queue results to PEs, then lets every PE
 /// woken now issue ops until it blocks. PEs woken in the same tick step in PE
 /// index order.
-pub fn kernel_step(mut pes: Query<(&mut PeExec, Option<&NeighborTable>)>, mut ka: KernelAccess, mut qa: QueueAccess) {
+pub fn kernel_step(
+    mut pes: Query<(&mut PeExec, Option<&NeighborTable>)>,
+    mut ka: KernelAccess,
+    mut qa: QueueAccess,
+) {
     let now = qa.clock.now;
     let mut woken: Vec<u32> = ka.kcal.0.take_due(now).unwrap_or_default();
     loop {
         for ev in std::mem::take(&mut qa.queues.pe_events) {
-            let (pe, at) = match ev {
-                PeEvent::Resolve { pe, reg, at, data } => {
-                    let Ok((mut ex, _)) = pes.get_mut(qa.hw.pes[pe as usize]) else { continue };
+            let (pe, reg, at) = match ev {
+                PeEvent::Resolve { pe, reg, at, .. } => (pe, Some(reg), at),
+                PeEvent::Complete { pe, at } => (pe, None, at),
+            };
+            let Ok((mut ex, _)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+                continue;
+            };
+            match ev {
+                PeEvent::Resolve { reg, data, .. } => {
                     let r = &mut ex.regs[reg as usize];
                     r.ready_at = at;
                     if data.is_some() {
                         r.data = data;
                     }
                     ex.pending_regs -= 1;
-                    ex.finish = ex.finish.max(at);
-                    (pe, at)
                 }
-                PeEvent::Complete { pe, at } => {
-                    let Ok((mut ex, _)) = pes.get_mut(qa.hw.pes[pe as usize]) else { continue };
-                    ex.outstanding -= 1;
-                    ex.finish = ex.finish.max(at);
-                    (pe, at)
+                PeEvent::Complete { .. } => ex.outstanding -= 1,
+            }
+            ex.finish = ex.finish.max(at);
+            // Wake the PE only if it waits for this: its current op touches the
+            // register, or it has issued everything and waits to finish.
+            let program = &ka.programs.0[ex.program as usize];
+            let waits = match (program.ops.get(ex.pc as usize), reg) {
+                (None, _) => true,
+                (Some(op), Some(reg)) => {
+                    let (inputs, n) = op.inputs();
+                    inputs[..n].contains(&reg) || op.output() == Some(reg)
                 }
+                (Some(_), None) => false,
             };
+            if !waits {
+                continue;
+            }
             if at > now {
                 ka.kcal.0.push(at, pe);
             } else {
@@ -205,7 +260,9 @@ pub fn kernel_step(mut pes: Query<(&mut PeExec, Option<&NeighborTable>)>, mut ka
         woken.sort_unstable();
         woken.dedup();
         for pe in woken.drain(..) {
-            let Ok((mut ex, table)) = pes.get_mut(qa.hw.pes[pe as usize]) else { continue };
+            let Ok((mut ex, table)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+                continue;
+            };
             if let Err(e) = step(pe, &mut ex, table, &mut ka, &mut qa) {
                 qa.errors.report(e);
                 return;
@@ -215,25 +272,45 @@ pub fn kernel_step(mut pes: Query<(&mut PeExec, Option<&NeighborTable>)>, mut ka
 }
 
 /// Issues ops of one PE until it blocks or finishes.
-fn step(pe: u32, ex: &mut PeExec, table: Option<&NeighborTable>, ka: &mut KernelAccess, qa: &mut QueueAccess) -> Result<(), String> {
+fn step(
+    pe: u32,
+    ex: &mut PeExec,
+    table: Option<&NeighborTable>,
+    ka: &mut KernelAccess,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
     let now = qa.clock.now;
     if ex.state != PeState::Running {
         return Ok(());
     }
-    let program = ex.program.clone();
+    let KernelAccess {
+        kcal,
+        params,
+        mode,
+        store,
+        host,
+        programs,
+    } = ka;
+    let program = &programs.0[ex.program as usize];
+    let mut ic = IssueCtx {
+        params,
+        functional: **mode == DataMode::Functional,
+        store,
+        host,
+    };
     while let Some(op) = program.ops.get(ex.pc as usize) {
         let (inputs, n) = op.inputs();
         for &r in inputs[..n].iter().chain(op.output().as_ref()) {
             match ex.regs[r as usize].ready_at {
                 PENDING => return Ok(()),
                 t if t > now => {
-                    ka.kcal.0.push(t, pe);
+                    kcal.0.push(t, pe);
                     return Ok(());
                 }
                 _ => {}
             }
         }
-        issue(pe, ex, op, table, ka, qa).map_err(|e| {
+        issue(pe, ex, op, table, &mut ic, qa).map_err(|e| {
             let (s, c, p) = qa.hw.coords(pe);
             format!("sip{s}.cube{c}.pe{p}: op {} ({}): {e}", ex.pc, op.name())
         })?;
@@ -263,7 +340,9 @@ fn gemm(a: &[f16], b: &[f16], m: usize, n: usize, k: usize) -> Vec<f16> {
     let mut out = Vec::with_capacity(m * n);
     for i in 0..m {
         for j in 0..n {
-            let acc: f32 = (0..k).map(|p| a[i * k + p].to_f32() * b[p * n + j].to_f32()).sum();
+            let acc: f32 = (0..k)
+                .map(|p| a[i * k + p].to_f32() * b[p * n + j].to_f32())
+                .sum();
             out.push(f16::from_f32(acc));
         }
     }
@@ -271,65 +350,154 @@ fn gemm(a: &[f16], b: &[f16], m: usize, n: usize, k: usize) -> Vec<f16> {
 }
 
 /// Issues one op at `now`.
-fn issue(pe: u32, ex: &mut PeExec, op: &Op, table: Option<&NeighborTable>, ka: &mut KernelAccess, qa: &mut QueueAccess) -> Result<(), String> {
+/// What issuing an op touches besides the queues.
+struct IssueCtx<'a> {
+    params: &'a ExecParams,
+    functional: bool,
+    store: &'a mut MemoryStore,
+    host: &'a mut HostQueue,
+}
+
+fn issue(
+    pe: u32,
+    ex: &mut PeExec,
+    op: &Op,
+    table: Option<&NeighborTable>,
+    ka: &mut IssueCtx,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
     let now = qa.clock.now;
-    let functional = *ka.mode == DataMode::Functional;
+    let functional = ka.functional;
     let hw = &*qa.hw;
     match *op {
         Op::Binary { op: bop, dst, a, b } => {
             let (ra, rb) = (&ex.regs[a as usize], &ex.regs[b as usize]);
             if ra.elems != rb.elems {
-                return Err(format!("operands have {} and {} elements", ra.elems, rb.elems));
+                return Err(format!(
+                    "operands have {} and {} elements",
+                    ra.elems, rb.elems
+                ));
             }
             let elems = ra.elems;
-            let data = functional.then(|| elementwise(bop, ra.data.as_deref().unwrap_or(&[]), rb.data.as_deref().unwrap_or(&[])));
+            let data = functional.then(|| {
+                elementwise(
+                    bop,
+                    ra.data.as_deref().unwrap_or(&[]),
+                    rb.data.as_deref().unwrap_or(&[]),
+                )
+            });
             let done = vector(ex, now, elems as u64, ka.params.vector_lanes);
-            qa.oplog.record(hw, pe, bop.name(), now, done, elems as u64 * ELEM_BYTES, || format!("elems={elems}"));
+            qa.oplog.record(
+                hw,
+                pe,
+                bop.name(),
+                now,
+                done,
+                elems as u64 * ELEM_BYTES,
+                || format!("elems={elems}"),
+            );
             set(ex, dst, done, elems, data);
         }
         Op::Scale { dst, src, factor } => {
             let r = &ex.regs[src as usize];
             let elems = r.elems;
-            let data = functional.then(|| r.data.as_deref().unwrap_or(&[]).iter().map(|x| f16::from_f32(x.to_f32() * f16::from_f32(factor).to_f32())).collect());
+            let data = functional.then(|| {
+                r.data
+                    .as_deref()
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|x| f16::from_f32(x.to_f32() * f16::from_f32(factor).to_f32()))
+                    .collect()
+            });
             let done = vector(ex, now, elems as u64, ka.params.vector_lanes);
-            qa.oplog.record(hw, pe, "scale", now, done, elems as u64 * ELEM_BYTES, || format!("elems={elems} factor={factor}"));
+            qa.oplog.record(
+                hw,
+                pe,
+                "scale",
+                now,
+                done,
+                elems as u64 * ELEM_BYTES,
+                || format!("elems={elems} factor={factor}"),
+            );
             set(ex, dst, done, elems, data);
         }
         Op::Copy { dst, src } => {
             let r = &ex.regs[src as usize];
             let (elems, data) = (r.elems, r.data.clone());
             let done = vector(ex, now, elems as u64, ka.params.vector_lanes);
-            qa.oplog.record(hw, pe, "copy", now, done, elems as u64 * ELEM_BYTES, || format!("elems={elems}"));
+            qa.oplog
+                .record(hw, pe, "copy", now, done, elems as u64 * ELEM_BYTES, || {
+                    format!("elems={elems}")
+                });
             set(ex, dst, done, elems, data);
         }
         Op::Gemm { dst, a, b, m, n, k } => {
             let (ra, rb) = (&ex.regs[a as usize], &ex.regs[b as usize]);
             if ra.elems != m * k || rb.elems != k * n {
-                return Err(format!("gemm {m}x{k} · {k}x{n} got operands of {} and {} elements", ra.elems, rb.elems));
+                return Err(format!(
+                    "gemm {m}x{k} · {k}x{n} got operands of {} and {} elements",
+                    ra.elems, rb.elems
+                ));
             }
-            let data = functional.then(|| gemm(ra.data.as_deref().unwrap_or(&[]), rb.data.as_deref().unwrap_or(&[]), m as usize, n as usize, k as usize));
+            let data = functional.then(|| {
+                gemm(
+                    ra.data.as_deref().unwrap_or(&[]),
+                    rb.data.as_deref().unwrap_or(&[]),
+                    m as usize,
+                    n as usize,
+                    k as usize,
+                )
+            });
             let macs = m as u64 * n as u64 * k as u64;
             let start = now.max(ex.mac_free);
             let done = start + macs.div_ceil(ka.params.macs_per_tick);
             ex.mac_free = done;
-            qa.oplog.record(hw, pe, "gemm", now, done, (m * k + k * n + m * n) as u64 * ELEM_BYTES, || format!("m={m} n={n} k={k}"));
+            qa.oplog.record(
+                hw,
+                pe,
+                "gemm",
+                now,
+                done,
+                (m * k + k * n + m * n) as u64 * ELEM_BYTES,
+                || format!("m={m} n={n} k={k}"),
+            );
             set(ex, dst, done, m * n, data);
         }
         Op::Load { dst, src, elems } => {
             let src = src.resolve(pe, hw.pes_per_cube);
             let bytes = elems as u64 * ELEM_BYTES;
-            let data = if functional { Some(ka.store.read(src, elems)?) } else { None };
+            let data = if functional {
+                Some(ka.store.read(src, elems)?)
+            } else {
+                None
+            };
             let done = qa.ports.access(src.space, src.instance, now, bytes);
             let local = src.space == Space::Tcm && src.instance == pe;
             if local {
-                qa.oplog.record(hw, pe, "load", now, done, bytes, || format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset));
+                qa.oplog.record(hw, pe, "load", now, done, bytes, || {
+                    format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
+                });
                 set(ex, dst, done, elems, data);
             } else {
-                let oplog = qa.oplog.record(hw, pe, "load", now, PENDING, bytes, || format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset));
+                let oplog = qa.oplog.record(hw, pe, "load", now, PENDING, bytes, || {
+                    format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
+                });
                 set(ex, dst, PENDING, elems, data);
                 ex.pending_regs += 1;
-                ka.host.loads.push(Some(LoadJob { pe, reg: dst, oplog }));
-                qa.outbox.send(Send { src: hw.mem_node(src), dst: hw.pe_nodes[pe as usize], bytes, at: done, purpose: Purpose::LoadData, tag: ka.host.loads.len() as u64 - 1 });
+                ka.host.loads.push(Some(LoadJob {
+                    pe,
+                    reg: dst,
+                    oplog,
+                }));
+                qa.outbox.send(Send {
+                    src: hw.mem_node(src),
+                    dst: hw.pe_nodes[pe as usize],
+                    bytes,
+                    at: done,
+                    purpose: Purpose::LoadData,
+                    tag: ka.host.loads.len() as u64 - 1,
+                    route: None,
+                });
             }
         }
         Op::Store { src, dst } => {
@@ -341,21 +509,45 @@ fn issue(pe: u32, ex: &mut PeExec, op: &Op, table: Option<&NeighborTable>, ka: &
             }
             if dst.space == Space::Tcm && dst.instance == pe {
                 let done = qa.ports.access(dst.space, dst.instance, now, bytes);
-                qa.oplog.record(hw, pe, "store", now, done, bytes, || format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset));
+                qa.oplog.record(hw, pe, "store", now, done, bytes, || {
+                    format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset)
+                });
                 ex.finish = ex.finish.max(done);
             } else {
-                let oplog = qa.oplog.record(hw, pe, "store", now, PENDING, bytes, || format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset));
-                ka.host.stores.push(Some(StoreJob { pe, dst, bytes, oplog }));
+                let oplog = qa.oplog.record(hw, pe, "store", now, PENDING, bytes, || {
+                    format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset)
+                });
+                ka.host.stores.push(Some(StoreJob {
+                    pe,
+                    dst,
+                    bytes,
+                    oplog,
+                }));
                 ex.outstanding += 1;
-                qa.outbox.send(Send { src: hw.pe_nodes[pe as usize], dst: hw.mem_node(dst), bytes, at: now, purpose: Purpose::StoreData, tag: ka.host.stores.len() as u64 - 1 });
+                qa.outbox.send(Send {
+                    src: hw.pe_nodes[pe as usize],
+                    dst: hw.mem_node(dst),
+                    bytes,
+                    at: now,
+                    purpose: Purpose::StoreData,
+                    tag: ka.host.stores.len() as u64 - 1,
+                    route: None,
+                });
             }
         }
         Op::Send { dir, src } => {
-            let e = table.and_then(|t| t.get(dir)).ok_or_else(|| format!("send on {}: this PE has no neighbour-table entry for {}", dir.name(), dir.name()))?;
-            let q = qa.queues.queue(e.peer, e.peer_dir);
+            let (e, q) = table.and_then(|t| t.send(dir)).ok_or_else(|| {
+                format!(
+                    "send on {}: this PE has no neighbour-table entry for {}",
+                    dir.name(),
+                    dir.name()
+                )
+            })?;
             let r = &ex.regs[src as usize];
             let bytes = r.elems as u64 * ELEM_BYTES;
-            let oplog = qa.oplog.record(hw, pe, "send", now, PENDING, bytes, || format!("dir={} peer={}", dir.name(), e.peer));
+            let oplog = qa.oplog.record(hw, pe, "send", now, PENDING, bytes, || {
+                format!("dir={} peer={}", dir.name(), e.peer)
+            });
             ex.outstanding += 1;
             let data = if functional { r.data.clone() } else { None };
             let (mut ctx, _) = qa.ctx();
@@ -363,18 +555,41 @@ fn issue(pe: u32, ex: &mut PeExec, op: &Op, table: Option<&NeighborTable>, ka: &
                 ctx.oplog.finish(oplog, now);
                 ctx.queues.pe_events.push(PeEvent::Complete { pe, at: now });
             } else {
-                ctx.queues.list[q as usize].sends.push_back(SendJob { pe, bytes, sent: 0, data, oplog });
+                ctx.queues.list[q as usize].sends.push_back(SendJob {
+                    pe,
+                    bytes,
+                    sent: 0,
+                    data,
+                    oplog,
+                });
                 pump_send(&mut ctx, q);
             }
         }
         Op::Recv { dir, dst, elems } => {
-            let q = qa.queues.find(pe, dir).filter(|&q| qa.queues.list[q as usize].installed).ok_or_else(|| format!("recv on {}: this PE has no neighbour-table entry for {}", dir.name(), dir.name()))?;
+            let q = table.and_then(|t| t.recv(dir)).ok_or_else(|| {
+                format!(
+                    "recv on {}: this PE has no neighbour-table entry for {}",
+                    dir.name(),
+                    dir.name()
+                )
+            })?;
             let bytes = elems as u64 * ELEM_BYTES;
-            let oplog = qa.oplog.record(hw, pe, "recv", now, PENDING, bytes, || format!("dir={}", dir.name()));
+            let oplog = qa.oplog.record(hw, pe, "recv", now, PENDING, bytes, || {
+                format!("dir={}", dir.name())
+            });
             set(ex, dst, PENDING, elems, None);
             ex.pending_regs += 1;
             let (mut ctx, _) = qa.ctx();
-            ctx.queues.list[q as usize].recvs.push_back(RecvJob { pe, reg: dst, bytes, got: 0, landing: 0, ready: now, data: Vec::new(), oplog });
+            ctx.queues.list[q as usize].recvs.push_back(RecvJob {
+                pe,
+                reg: dst,
+                bytes,
+                got: 0,
+                landing: 0,
+                ready: now,
+                data: Vec::new(),
+                oplog,
+            });
             pump_recv(&mut ctx, q)?;
         }
     }
@@ -392,7 +607,11 @@ fn set(ex: &mut PeExec, reg: Reg, ready_at: Tick, elems: u32, data: Option<Vec<f
     if ready_at != PENDING {
         ex.finish = ex.finish.max(ready_at);
     }
-    ex.regs[reg as usize] = RegState { ready_at, elems, data };
+    ex.regs[reg as usize] = RegState {
+        ready_at,
+        elems,
+        data,
+    };
 }
 
 /// Delivery of host messages and remote memory data: installs neighbour
@@ -409,23 +628,45 @@ pub fn deliver_control(
     let now = qa.clock.now;
     let installs = inbox.take(Purpose::Install);
     for a in &installs {
-        let (pe, entries) = ka.host.installs[a.tag as usize].take().expect("install payload");
+        let (pe, entries) = ka.host.installs[a.tag as usize]
+            .take()
+            .expect("install payload");
         if !ka.host.installed.insert(pe) {
             let (s, c, p) = qa.hw.coords(pe);
             qa.errors.report(format!("sip{s}.cube{c}.pe{p}: neighbour table installed twice; install each PE once per process group"));
             continue;
         }
+        let mut send_q = Vec::with_capacity(entries.len());
+        let mut recv_q = Vec::with_capacity(entries.len());
         for e in &entries {
+            send_q.push(qa.queues.queue(e.peer, e.peer_dir));
             let q = qa.queues.queue(pe, e.dir);
+            recv_q.push(q);
             let (buffer_instance, buffer_node) = match e.buffer {
                 Space::Tcm => (pe, qa.hw.pe_nodes[pe as usize]),
                 space => {
                     let cube = pe / qa.hw.pes_per_cube;
-                    (cube, qa.hw.mem_node(MemLoc { space, instance: cube, offset: 0 }))
+                    (
+                        cube,
+                        qa.hw.mem_node(MemLoc {
+                            space,
+                            instance: cube,
+                            offset: 0,
+                        }),
+                    )
                 }
             };
             let slots = (0..e.n_slots)
-                .map(|index| commands.spawn(Slot { queue: q, index, state: SlotState::Free, bytes: 0 }).id())
+                .map(|index| {
+                    commands
+                        .spawn(Slot {
+                            queue: q,
+                            index,
+                            state: SlotState::Free,
+                            bytes: 0,
+                        })
+                        .id()
+                })
                 .collect();
             let qu = &mut qa.queues.list[q as usize];
             qu.installed = true;
@@ -440,22 +681,47 @@ pub fn deliver_control(
             qu.credits = e.n_slots;
             qa.queues.kick.push(q);
         }
-        commands.entity(qa.hw.pes[pe as usize]).insert(NeighborTable { entries });
+        commands
+            .entity(qa.hw.pes[pe as usize])
+            .insert(NeighborTable {
+                entries,
+                send_q,
+                recv_q,
+            });
     }
     inbox.restore(Purpose::Install, installs);
 
     let launches = inbox.take(Purpose::Launch);
     for a in &launches {
-        let (pe, program) = ka.host.launches[a.tag as usize].take().expect("launch payload");
+        let (pe, program) = ka.host.launches[a.tag as usize]
+            .take()
+            .expect("launch payload");
+        let regs = ka.programs.0[program as usize].regs as usize;
         let entity = qa.hw.pes[pe as usize];
-        if running.get(entity).is_ok_and(|ex| ex.state == PeState::Running) {
+        if running
+            .get(entity)
+            .is_ok_and(|ex| ex.state == PeState::Running)
+        {
             let (s, c, p) = qa.hw.coords(pe);
-            qa.errors.report(format!("sip{s}.cube{c}.pe{p}: launched while its previous kernel is still running"));
+            qa.errors.report(format!(
+                "sip{s}.cube{c}.pe{p}: launched while its previous kernel is still running"
+            ));
             continue;
         }
         let start = now + ka.params.launch_overhead;
-        let regs = vec![RegState::default(); program.regs as usize];
-        commands.entity(entity).insert(PeExec { program, pc: 0, regs, vector_free: start, mac_free: start, outstanding: 0, pending_regs: 0, finish: start, started: start, state: PeState::Running });
+        let regs = vec![RegState::default(); regs];
+        commands.entity(entity).insert(PeExec {
+            program,
+            pc: 0,
+            regs,
+            vector_free: start,
+            mac_free: start,
+            outstanding: 0,
+            pending_regs: 0,
+            finish: start,
+            started: start,
+            state: PeState::Running,
+        });
         ka.kcal.0.push(start, pe);
     }
     inbox.restore(Purpose::Launch, launches);
@@ -464,16 +730,26 @@ pub fn deliver_control(
     for a in &loads {
         let job = ka.host.loads[a.tag as usize].take().expect("load job");
         qa.oplog.finish(job.oplog, now);
-        qa.queues.pe_events.push(PeEvent::Resolve { pe: job.pe, reg: job.reg, at: now, data: None });
+        qa.queues.pe_events.push(PeEvent::Resolve {
+            pe: job.pe,
+            reg: job.reg,
+            at: now,
+            data: None,
+        });
     }
     inbox.restore(Purpose::LoadData, loads);
 
     let stores = inbox.take(Purpose::StoreData);
     for a in &stores {
         let job = ka.host.stores[a.tag as usize].take().expect("store job");
-        let done = qa.ports.access(job.dst.space, job.dst.instance, now, job.bytes);
+        let done = qa
+            .ports
+            .access(job.dst.space, job.dst.instance, now, job.bytes);
         qa.oplog.finish(job.oplog, done);
-        qa.queues.pe_events.push(PeEvent::Complete { pe: job.pe, at: done });
+        qa.queues.pe_events.push(PeEvent::Complete {
+            pe: job.pe,
+            at: done,
+        });
     }
     inbox.restore(Purpose::StoreData, stores);
 }
@@ -490,7 +766,15 @@ pub fn send_installs(world: &mut World, tables: Vec<(u32, Vec<Entry>)>) {
         let mut host = world.resource_mut::<HostQueue>();
         host.installs.push(Some((pe, entries)));
         let tag = host.installs.len() as u64 - 1;
-        world.resource_mut::<Outbox>().send(Send { src: host_node, dst, bytes, at: now, purpose: Purpose::Install, tag });
+        world.resource_mut::<Outbox>().send(Send {
+            src: host_node,
+            dst,
+            bytes,
+            at: now,
+            purpose: Purpose::Install,
+            tag,
+            route: None,
+        });
     }
 }
 
@@ -501,10 +785,26 @@ pub fn send_launches(world: &mut World, programs: Vec<(u32, Arc<Program>)>) {
     let host_node = world.resource::<Hardware>().host_node;
     for (pe, program) in programs {
         let dst = world.resource::<Hardware>().pe_nodes[pe as usize];
+        let mut all = world.resource_mut::<Programs>();
+        let index = match all.0.last() {
+            Some(last) if Arc::ptr_eq(last, &program) => all.0.len() - 1,
+            _ => {
+                all.0.push(program);
+                all.0.len() - 1
+            }
+        } as u32;
         let mut host = world.resource_mut::<HostQueue>();
-        host.launches.push(Some((pe, program)));
+        host.launches.push(Some((pe, index)));
         let tag = host.launches.len() as u64 - 1;
-        world.resource_mut::<Outbox>().send(Send { src: host_node, dst, bytes, at: now, purpose: Purpose::Launch, tag });
+        world.resource_mut::<Outbox>().send(Send {
+            src: host_node,
+            dst,
+            bytes,
+            at: now,
+            purpose: Purpose::Launch,
+            tag,
+            route: None,
+        });
     }
 }
 
@@ -524,16 +824,23 @@ pub fn deadlock_report(world: &mut World) -> Option<String> {
     }
     stuck.sort_by_key(|s| s.0);
     let queues = world.resource::<crate::ipcq::Queues>();
+    let programs = world.resource::<Programs>();
     let name = |pe: u32| {
         let (s, c, p) = hw.coords(pe);
         format!("sip{s}.cube{c}.pe{p}")
     };
-    let mut out = format!("deadlock at tick {now}: nothing is due and {} PE(s) have not finished\n", stuck.len());
+    let mut out = format!(
+        "deadlock at tick {now}: nothing is due and {} PE(s) have not finished\n",
+        stuck.len()
+    );
     for (pe, ex) in &stuck {
-        let op = ex.program.ops.get(ex.pc as usize);
-        let at = match op {
-            Some(op) => format!("op {} of {} ({})", ex.pc, ex.program.ops.len(), op.name()),
-            None => format!("after its last op ({} async op(s) and {} register(s) outstanding)", ex.outstanding, ex.pending_regs),
+        let program = &programs.0[ex.program as usize];
+        let at = match program.ops.get(ex.pc as usize) {
+            Some(op) => format!("op {} of {} ({})", ex.pc, program.ops.len(), op.name()),
+            None => format!(
+                "the end of its program ({} async op(s) and {} register(s) outstanding)",
+                ex.outstanding, ex.pending_regs
+            ),
         };
         out.push_str(&format!("  {}: blocked at {at}\n", name(*pe)));
         for qu in &queues.list {
@@ -543,11 +850,23 @@ pub fn deadlock_report(world: &mut World) -> Option<String> {
             );
             let from = qu.sender_pe.map_or("no installed sender".to_string(), name);
             if qu.recvs.iter().any(|j| j.pe == *pe) {
-                out.push_str(&format!("    waiting in recv on {} (queue of {} from {from}): {state}\n", qu.dir.name(), name(qu.receiver)));
+                out.push_str(&format!(
+                    "    waiting in recv on {} (queue of {} from {from}): {state}\n",
+                    qu.dir.name(),
+                    name(qu.receiver)
+                ));
             }
             if qu.sends.iter().any(|j| j.pe == *pe) {
-                let to = if qu.installed { "" } else { " (receiver not installed)" };
-                out.push_str(&format!("    waiting in send to {} {}{to}: {state}\n", name(qu.receiver), qu.dir.name()));
+                let to = if qu.installed {
+                    ""
+                } else {
+                    " (receiver not installed)"
+                };
+                out.push_str(&format!(
+                    "    waiting in send to {} {}{to}: {state}\n",
+                    name(qu.receiver),
+                    qu.dir.name()
+                ));
             }
         }
     }

@@ -56,7 +56,11 @@ impl Hardware {
     /// (sip, cube, pe) of a global PE index.
     pub fn coords(&self, g: u32) -> (u32, u32, u32) {
         let cube = g / self.pes_per_cube;
-        (cube / self.cubes_per_sip, cube % self.cubes_per_sip, g % self.pes_per_cube)
+        (
+            cube / self.cubes_per_sip,
+            cube % self.cubes_per_sip,
+            g % self.pes_per_cube,
+        )
     }
 
     /// The network node that serves a memory location.
@@ -80,7 +84,13 @@ pub struct HardwareNodes<'a> {
 
 /// Spawns `sips × cubes × pes` entities with their relationships and inserts
 /// the [`Hardware`] index.
-pub fn spawn_hardware(world: &mut World, sips: u32, cubes_per_sip: u32, pes_per_cube: u32, nodes: HardwareNodes) {
+pub fn spawn_hardware(
+    world: &mut World,
+    sips: u32,
+    cubes_per_sip: u32,
+    pes_per_cube: u32,
+    nodes: HardwareNodes,
+) {
     let pe_node = nodes.pe;
     let sip_entities: Vec<Entity> = world
         .spawn_batch((0..sips).map(|index| Sip { index }))
@@ -118,7 +128,9 @@ pub fn spawn_hardware(world: &mut World, sips: u32, cubes_per_sip: u32, pes_per_
         pes_per_cube,
         host_node: nodes.host,
         pe_nodes: (0..sips)
-            .flat_map(|s| (0..cubes_per_sip).flat_map(move |c| (0..pes_per_cube).map(move |p| (s, c, p))))
+            .flat_map(|s| {
+                (0..cubes_per_sip).flat_map(move |c| (0..pes_per_cube).map(move |p| (s, c, p)))
+            })
             .map(|(s, c, p)| pe_node(s, c, p))
             .collect(),
         sram_nodes: cubes.clone().map(|(s, c)| (nodes.sram)(s, c)).collect(),

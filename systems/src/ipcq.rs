@@ -13,7 +13,7 @@
 //! `credits + chunks_in_flight + full + credits_in_flight = n_slots`.
 
 use crate::memory::MemPorts;
-use crate::network::{Inbox, NodeId, Outbox, Purpose, Send};
+use crate::network::{Inbox, LinkTable, NodeId, Outbox, Purpose, RouteId, Routes, Send};
 use crate::program::{QDir, Reg, Space};
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
@@ -38,15 +38,31 @@ pub struct Entry {
     pub slot_size: u64,
 }
 
-/// A PE's installed neighbour table.
+/// A PE's installed neighbour table, with the queues each entry resolves to.
 #[derive(Component, Debug, Clone, PartialEq, Eq)]
 pub struct NeighborTable {
     pub entries: Vec<Entry>,
+    /// Per entry: the queue this PE sends into (the peer's, for `peer_dir`).
+    pub send_q: Vec<QueueId>,
+    /// Per entry: the queue this PE receives from (its own, for `dir`).
+    pub recv_q: Vec<QueueId>,
 }
 
 impl NeighborTable {
     pub fn get(&self, dir: QDir) -> Option<&Entry> {
         self.entries.iter().find(|e| e.dir == dir)
+    }
+
+    /// The entry for `dir` and the queue a send on `dir` goes into.
+    pub fn send(&self, dir: QDir) -> Option<(&Entry, QueueId)> {
+        let i = self.entries.iter().position(|e| e.dir == dir)?;
+        Some((&self.entries[i], self.send_q[i]))
+    }
+
+    /// The queue a recv on `dir` reads.
+    pub fn recv(&self, dir: QDir) -> Option<QueueId> {
+        let i = self.entries.iter().position(|e| e.dir == dir)?;
+        Some(self.recv_q[i])
     }
 }
 
@@ -126,13 +142,20 @@ pub struct Queue {
     pub recvs: VecDeque<RecvJob>,
     /// Functional mode: chunk values in order, from credit use to consumption.
     pub payloads: VecDeque<Vec<f16>>,
+    /// Routes of this queue's chunks, credits and slot reads, once looked up.
+    pub routes: [Option<RouteId>; 3],
 }
 
 /// A PE-side effect of queue progress, applied by `kernel_step`.
 #[derive(Debug, Clone)]
 pub enum PeEvent {
     /// Register `reg` holds its value from tick `at`.
-    Resolve { pe: u32, reg: Reg, at: Tick, data: Option<Vec<f16>> },
+    Resolve {
+        pe: u32,
+        reg: Reg,
+        at: Tick,
+        data: Option<Vec<f16>>,
+    },
     /// An asynchronous op (send, store) finished at `at`.
     Complete { pe: u32, at: Tick },
 }
@@ -168,6 +191,45 @@ pub struct QueueCtx<'a, 'w, 's> {
     pub outbox: &'a mut Outbox,
     pub oplog: &'a mut crate::exec::OpLog,
     pub pe_nodes: &'a [NodeId],
+    pub routes: &'a mut Routes,
+    pub links: &'a LinkTable,
+}
+
+/// Which cached route of a queue.
+#[derive(Debug, Clone, Copy)]
+enum Leg {
+    Chunk = 0,
+    Credit = 1,
+    SlotData = 2,
+}
+
+impl QueueCtx<'_, '_, '_> {
+    /// Sends a message of one of a queue's legs, reusing the queue's cached route.
+    fn send(
+        &mut self,
+        q: QueueId,
+        leg: Leg,
+        src: NodeId,
+        dst: NodeId,
+        bytes: u64,
+        at: Tick,
+        purpose: Purpose,
+    ) {
+        let cached = &mut self.queues.list[q as usize].routes[leg as usize];
+        if cached.is_none() {
+            *cached = self.routes.get(self.links, src, dst).ok();
+        }
+        let route = *cached;
+        self.outbox.send(Send {
+            src,
+            dst,
+            bytes,
+            at,
+            purpose,
+            tag: q as u64,
+            route,
+        });
+    }
 }
 
 impl Queues {
@@ -199,6 +261,7 @@ impl Queues {
             sends: VecDeque::new(),
             recvs: VecDeque::new(),
             payloads: VecDeque::new(),
+            routes: [None; 3],
         });
         self.index.insert((receiver, dir), q);
         q
@@ -211,8 +274,11 @@ impl Queues {
 
 /// Issues chunks of the queue's front sends while credits last.
 pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
-    let qu = &mut ctx.queues.list[q as usize];
-    while qu.credits > 0 {
+    loop {
+        let qu = &mut ctx.queues.list[q as usize];
+        if qu.credits == 0 {
+            return;
+        }
         let Some(job) = qu.sends.front_mut() else {
             return;
         };
@@ -221,37 +287,40 @@ pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
         qu.chunks_in_flight += 1;
         let slot = qu.slots[(qu.reserved % qu.n_slots as u64) as usize];
         qu.reserved += 1;
+        if let Some(data) = &job.data {
+            let from = (job.sent / 2) as usize;
+            qu.payloads
+                .push_back(data[from..from + (bytes / 2) as usize].to_vec());
+        }
+        job.sent += bytes;
+        let (pe, done) = (job.pe, job.sent == job.bytes);
+        let (src, dst) = (ctx.pe_nodes[pe as usize], qu.buffer_node);
         if let Ok(mut s) = ctx.slots.get_mut(slot) {
             s.state = SlotState::InFlight;
             s.bytes = bytes;
         }
-        let read = ctx.ports.access(Space::Tcm, job.pe, ctx.now, bytes);
-        ctx.outbox.send(Send {
-            src: ctx.pe_nodes[job.pe as usize],
-            dst: qu.buffer_node,
-            bytes,
-            at: read,
-            purpose: Purpose::Chunk,
-            tag: q as u64,
-        });
-        if let Some(data) = &job.data {
-            let from = (job.sent / 2) as usize;
-            qu.payloads.push_back(data[from..from + (bytes / 2) as usize].to_vec());
-        }
-        job.sent += bytes;
-        if job.sent == job.bytes {
-            let job = qu.sends.pop_front().expect("front job");
+        let read = ctx.ports.access(Space::Tcm, pe, ctx.now, bytes);
+        ctx.send(q, Leg::Chunk, src, dst, bytes, read, Purpose::Chunk);
+        if done {
+            let job = ctx.queues.list[q as usize]
+                .sends
+                .pop_front()
+                .expect("front job");
             ctx.oplog.finish(job.oplog, read);
-            ctx.queues.pe_events.push(PeEvent::Complete { pe: job.pe, at: read });
-            return pump_send(ctx, q);
+            ctx.queues
+                .pe_events
+                .push(PeEvent::Complete { pe, at: read });
         }
     }
 }
 
 /// Consumes full slots in order for the front recv.
 pub fn pump_recv(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
-    let qu = &mut ctx.queues.list[q as usize];
-    while qu.full > 0 {
+    loop {
+        let qu = &mut ctx.queues.list[q as usize];
+        if qu.full == 0 {
+            break;
+        }
         let Some(job) = qu.recvs.front_mut() else {
             return Ok(());
         };
@@ -265,7 +334,9 @@ pub fn pump_recv(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
         let bytes = s.bytes;
         s.state = SlotState::Free;
         qu.full -= 1;
-        let read = ctx.ports.access(qu.buffer, qu.buffer_instance, ctx.now, bytes);
+        let read = ctx
+            .ports
+            .access(qu.buffer, qu.buffer_instance, ctx.now, bytes);
         qu.credits_in_flight += 1;
         ctx.queues.credit_due.push((q, read));
         if let Some(p) = qu.payloads.pop_front() {
@@ -285,14 +356,8 @@ pub fn pump_recv(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
             job.ready = job.ready.max(read);
         } else {
             job.landing += 1;
-            ctx.outbox.send(Send {
-                src: qu.buffer_node,
-                dst: ctx.pe_nodes[job.pe as usize],
-                bytes,
-                at: read,
-                purpose: Purpose::SlotData,
-                tag: q as u64,
-            });
+            let (src, dst) = (qu.buffer_node, ctx.pe_nodes[job.pe as usize]);
+            ctx.send(q, Leg::SlotData, src, dst, bytes, read, Purpose::SlotData);
         }
     }
     finish_recv(ctx, q);
@@ -302,7 +367,10 @@ pub fn pump_recv(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
 /// Resolves the front recv once all its bytes are read and landed.
 fn finish_recv(ctx: &mut QueueCtx, q: QueueId) {
     let qu = &mut ctx.queues.list[q as usize];
-    let done = qu.recvs.front().is_some_and(|j| j.got == j.bytes && j.landing == 0);
+    let done = qu
+        .recvs
+        .front()
+        .is_some_and(|j| j.got == j.bytes && j.landing == 0);
     if done {
         let job = qu.recvs.pop_front().expect("front job");
         ctx.oplog.finish(job.oplog, job.ready);
@@ -318,7 +386,10 @@ fn finish_recv(ctx: &mut QueueCtx, q: QueueId) {
 /// Marks a written slot Full and lets a waiting recv consume it.
 pub fn slot_filled(ctx: &mut QueueCtx, q: QueueId, slot: u32) -> Result<(), String> {
     let qu = &mut ctx.queues.list[q as usize];
-    let mut s = ctx.slots.get_mut(qu.slots[slot as usize]).expect("slot entity exists");
+    let mut s = ctx
+        .slots
+        .get_mut(qu.slots[slot as usize])
+        .expect("slot entity exists");
     s.state = SlotState::Full;
     qu.chunks_in_flight -= 1;
     qu.full += 1;
@@ -336,6 +407,8 @@ pub struct QueueAccess<'w, 's> {
     pub oplog: ResMut<'w, crate::exec::OpLog>,
     pub hw: Res<'w, crate::hierarchy::Hardware>,
     pub errors: ResMut<'w, crate::RunErrors>,
+    pub routes: ResMut<'w, Routes>,
+    pub links: Res<'w, LinkTable>,
 }
 
 impl<'w, 's> QueueAccess<'w, 's> {
@@ -349,6 +422,8 @@ impl<'w, 's> QueueAccess<'w, 's> {
                 outbox: &mut self.outbox,
                 oplog: &mut self.oplog,
                 pe_nodes: &self.hw.pe_nodes,
+                routes: &mut self.routes,
+                links: &self.links,
             },
             &mut self.errors,
         )
@@ -368,7 +443,9 @@ pub fn deliver_chunks(mut inbox: ResMut<Inbox>, mut dma: ResMut<DmaCalendar>, mu
         let qu = &mut ctx.queues.list[q as usize];
         let slot = (qu.filled % qu.n_slots as u64) as u32;
         qu.filled += 1;
-        let written = ctx.ports.access(qu.buffer, qu.buffer_instance, ctx.now, a.bytes);
+        let written = ctx
+            .ports
+            .access(qu.buffer, qu.buffer_instance, ctx.now, a.bytes);
         if written == ctx.now {
             if let Err(e) = slot_filled(&mut ctx, q, slot) {
                 errors.report(e);
@@ -386,7 +463,10 @@ pub fn deliver_slot_data(mut inbox: ResMut<Inbox>, mut qa: QueueAccess) {
     let (mut ctx, _) = qa.ctx();
     for a in &arrived {
         let q = a.tag as QueueId;
-        let job = ctx.queues.list[q as usize].recvs.front_mut().expect("a recv awaits its data");
+        let job = ctx.queues.list[q as usize]
+            .recvs
+            .front_mut()
+            .expect("a recv awaits its data");
         job.landing -= 1;
         job.ready = job.ready.max(a.at);
         finish_recv(&mut ctx, q);
@@ -420,14 +500,19 @@ pub fn credit_return(mut inbox: ResMut<Inbox>, params: Res<QueueParams>, mut qa:
     for (q, at) in std::mem::take(&mut ctx.queues.credit_due) {
         let qu = &ctx.queues.list[q as usize];
         let sender = qu.sender_pe.expect("a consumed slot had a sender");
-        ctx.outbox.send(Send {
-            src: ctx.pe_nodes[qu.receiver as usize],
-            dst: ctx.pe_nodes[sender as usize],
-            bytes: params.credit_bytes,
+        let (src, dst) = (
+            ctx.pe_nodes[qu.receiver as usize],
+            ctx.pe_nodes[sender as usize],
+        );
+        ctx.send(
+            q,
+            Leg::Credit,
+            src,
+            dst,
+            params.credit_bytes,
             at,
-            purpose: Purpose::Credit,
-            tag: q as u64,
-        });
+            Purpose::Credit,
+        );
     }
     let arrived = inbox.take(Purpose::Credit);
     for a in &arrived {

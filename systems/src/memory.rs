@@ -77,7 +77,10 @@ impl MemoryStore {
     /// The stored tensor that starts at or before `at` in the same memory.
     fn containing(&self, at: MemLoc) -> Option<(MemLoc, &Vec<f16>)> {
         let first = MemLoc { offset: 0, ..at };
-        self.tensors.range(first..=at).next_back().map(|(&k, v)| (k, v))
+        self.tensors
+            .range(first..=at)
+            .next_back()
+            .map(|(&k, v)| (k, v))
     }
 
     pub fn write(&mut self, at: MemLoc, data: &[f16]) -> Result<(), String> {
@@ -103,7 +106,11 @@ impl MemoryStore {
                 return Err(overlap(base.offset));
             }
         }
-        let covered: Vec<MemLoc> = self.tensors.range(at..MemLoc { offset: end, ..at }).map(|(&k, _)| k).collect();
+        let covered: Vec<MemLoc> = self
+            .tensors
+            .range(at..MemLoc { offset: end, ..at })
+            .map(|(&k, _)| k)
+            .collect();
         for k in covered {
             if k.offset + self.tensors[&k].len() as u64 * ELEM_BYTES > end {
                 return Err(overlap(k.offset));
@@ -117,11 +124,20 @@ impl MemoryStore {
     /// Reads `elems` elements at `at`; the range must lie inside one written tensor.
     pub fn read(&self, at: MemLoc, elems: u32) -> Result<Vec<f16>, String> {
         let where_ = || format!("{} {}+{:#x}", at.space.name(), at.instance, at.offset);
-        let (base, t) = self.containing(at).ok_or_else(|| format!("read at {}: nothing was written there", where_()))?;
+        let (base, t) = self
+            .containing(at)
+            .ok_or_else(|| format!("read at {}: nothing was written there", where_()))?;
         let off = ((at.offset - base.offset) / ELEM_BYTES) as usize;
-        t.get(off..off + elems as usize).map(|s| s.to_vec()).ok_or_else(|| {
-            format!("read of {elems} elements at {} runs past the tensor at +{:#x} ({} elements)", where_(), base.offset, t.len())
-        })
+        t.get(off..off + elems as usize)
+            .map(|s| s.to_vec())
+            .ok_or_else(|| {
+                format!(
+                    "read of {elems} elements at {} runs past the tensor at +{:#x} ({} elements)",
+                    where_(),
+                    base.offset,
+                    t.len()
+                )
+            })
     }
 }
 
@@ -134,7 +150,11 @@ mod tests {
     }
 
     fn at(offset: u64) -> MemLoc {
-        MemLoc { space: Space::Hbm, instance: 3, offset }
+        MemLoc {
+            space: Space::Hbm,
+            instance: 3,
+            offset,
+        }
     }
 
     #[test]
@@ -145,10 +165,27 @@ mod tests {
         m.write(at(104), &v(&[9.0])).unwrap();
         assert_eq!(m.read(at(100), 4).unwrap(), v(&[1.0, 2.0, 9.0, 4.0]));
         assert!(m.read(at(106), 2).unwrap_err().contains("runs past"));
-        assert!(m.read(at(50), 1).unwrap_err().contains("nothing was written"));
-        assert!(m.write(at(106), &v(&[0.0, 0.0])).unwrap_err().contains("partly overlaps"));
+        assert!(
+            m.read(at(50), 1)
+                .unwrap_err()
+                .contains("nothing was written")
+        );
+        assert!(
+            m.write(at(106), &v(&[0.0, 0.0]))
+                .unwrap_err()
+                .contains("partly overlaps")
+        );
         // Other memories are separate.
-        assert!(m.read(MemLoc { instance: 4, ..at(100) }, 1).is_err());
+        assert!(
+            m.read(
+                MemLoc {
+                    instance: 4,
+                    ..at(100)
+                },
+                1
+            )
+            .is_err()
+        );
         // A write covering the whole tensor replaces it.
         m.write(at(96), &v(&[5.0; 8])).unwrap();
         assert_eq!(m.read(at(100), 2).unwrap(), v(&[5.0, 5.0]));

@@ -364,6 +364,9 @@ pub struct Send {
     pub purpose: Purpose,
     /// Meaning depends on `purpose`; handed back in [`Arrival::tag`].
     pub tag: u64,
+    /// The route `src → dst` if the sender already looked it up (saves the
+    /// cache lookup on hot paths); None lets `inject` find it.
+    pub route: Option<RouteId>,
 }
 
 /// A delivered message.
@@ -536,7 +539,7 @@ pub fn inject(
     }
     let mut pending = std::mem::take(&mut outbox.pending);
     for (id, s) in pending.drain(..) {
-        let route = match routes.get(&links, s.src, s.dst) {
+        let route = match s.route.map_or_else(|| routes.get(&links, s.src, s.dst), Ok) {
             Ok(r) => r,
             Err(e) => {
                 errors.report(e);

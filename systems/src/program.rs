@@ -162,7 +162,14 @@ pub enum Op {
     /// `dst ← src`.
     Copy { dst: Reg, src: Reg },
     /// `dst[m×n] ← a[m×k] · b[k×n]`, row-major, f32 accumulation.
-    Gemm { dst: Reg, a: Reg, b: Reg, m: u32, n: u32, k: u32 },
+    Gemm {
+        dst: Reg,
+        a: Reg,
+        b: Reg,
+        m: u32,
+        n: u32,
+        k: u32,
+    },
 }
 
 impl Op {

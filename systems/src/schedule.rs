@@ -1,15 +1,18 @@
 //! The per-tick pipeline: one `Schedule` run per visited tick, its stages in a
 //! fixed order, and the [`Engine`] that drives it until nothing is due.
 
+use crate::RunErrors;
 use crate::exec::{self, ExecParams, HostQueue, KernelCalendar, OpLog, PeExec, PeState};
 use crate::hierarchy::Hardware;
 use crate::ipcq::{self, DmaCalendar, Entry, QueueParams, Queues};
 use crate::memory::{DataMode, MemPorts, MemoryStore};
-use crate::network::{self, Inbox, LinkClass, LinkTable, MessagePool, NetCalendar, NetCounters, Outbox, RouteSource, Routes};
+use crate::network::{
+    self, Inbox, LinkClass, LinkTable, MessagePool, NetCalendar, NetCounters, Outbox, RouteSource,
+    Routes,
+};
 use crate::program::Program;
 use crate::time::{Clock, Tick};
 use crate::traffic::{self, Traffic, TrafficState};
-use crate::RunErrors;
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{ScheduleLabel, SingleThreadedExecutor};
 use std::sync::Arc;
@@ -60,7 +63,12 @@ pub struct RunStats {
     delivered_seen: u64,
 }
 
-fn stats(clock: Res<Clock>, counters: Res<NetCounters>, outbox: Res<Outbox>, mut run: ResMut<RunStats>) {
+fn stats(
+    clock: Res<Clock>,
+    counters: Res<NetCounters>,
+    outbox: Res<Outbox>,
+    mut run: ResMut<RunStats>,
+) {
     if counters.delivered != run.delivered_seen {
         run.delivered_seen = counters.delivered;
         run.last_delivery = clock.now;
@@ -87,10 +95,22 @@ impl Due<'_> {
             return None;
         }
         let q = &self.queues;
-        if !self.outbox.is_empty() || !self.inbox.is_empty() || !q.pe_events.is_empty() || !q.credit_due.is_empty() || !q.kick.is_empty() {
+        if !self.outbox.is_empty()
+            || !self.inbox.is_empty()
+            || !q.pe_events.is_empty()
+            || !q.credit_due.is_empty()
+            || !q.kick.is_empty()
+        {
             return Some(now);
         }
-        [self.net.0.next_due(), self.kernel.0.next_due(), self.dma.0.next_due()].into_iter().flatten().min()
+        [
+            self.net.0.next_due(),
+            self.kernel.0.next_due(),
+            self.dma.0.next_due(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 }
 
@@ -99,7 +119,11 @@ fn advance(mut clock: ResMut<Clock>, due: Due) {
     clock.steps += 1;
     match due.next(clock.now) {
         Some(t) => {
-            debug_assert!(t >= clock.now, "clock would go back from {} to {t}", clock.now);
+            debug_assert!(
+                t >= clock.now,
+                "clock would go back from {} to {t}",
+                clock.now
+            );
             clock.now = t;
         }
         None => clock.idle = true,
@@ -124,9 +148,18 @@ pub fn tick_schedule() -> Schedule {
     );
     s.add_systems(exec::kernel_step.in_set(Stage::KernelStep));
     s.add_systems(ipcq::dma.in_set(Stage::Dma));
-    s.add_systems((network::inject, network::routing).chain().in_set(Stage::Routing));
     s.add_systems(
-        (traffic::delivery, exec::deliver_control, ipcq::deliver_chunks, ipcq::deliver_slot_data)
+        (network::inject, network::routing)
+            .chain()
+            .in_set(Stage::Routing),
+    );
+    s.add_systems(
+        (
+            traffic::delivery,
+            exec::deliver_control,
+            ipcq::deliver_chunks,
+            ipcq::deliver_slot_data,
+        )
             .chain()
             .in_set(Stage::Delivery),
     );
@@ -176,7 +209,14 @@ pub struct Engine {
 }
 
 fn ideal_class() -> LinkClass {
-    LinkClass { name: "ideal".into(), latency: 0, rate_num: 1, rate_den: 1, packet_bytes: u64::MAX, ideal: true }
+    LinkClass {
+        name: "ideal".into(),
+        latency: 0,
+        rate_num: 1,
+        rate_den: 1,
+        packet_bytes: u64::MAX,
+        ideal: true,
+    }
 }
 
 impl Engine {
@@ -186,7 +226,11 @@ impl Engine {
         let mut world = World::new();
         world.insert_resource(links);
         world.insert_resource(Routes::new(routes));
-        world.insert_resource(MemPorts::new([ideal_class(), ideal_class(), ideal_class()], 0, 0));
+        world.insert_resource(MemPorts::new(
+            [ideal_class(), ideal_class(), ideal_class()],
+            0,
+            0,
+        ));
         world.init_resource::<Clock>();
         world.init_resource::<NetCalendar>();
         world.init_resource::<Inbox>();
@@ -203,10 +247,14 @@ impl Engine {
         world.init_resource::<KernelCalendar>();
         world.init_resource::<ExecParams>();
         world.init_resource::<HostQueue>();
+        world.init_resource::<exec::Programs>();
         world.init_resource::<OpLog>();
         world.init_resource::<DataMode>();
         world.init_resource::<MemoryStore>();
-        Self { world, schedule: tick_schedule() }
+        Self {
+            world,
+            schedule: tick_schedule(),
+        }
     }
 
     /// Installs the workload that the next [`Engine::run`] starts.

@@ -40,6 +40,7 @@ impl Injector<'_> {
             at: s.at.max(self.now),
             purpose: Purpose::Traffic,
             tag: s.tag,
+            route: None,
         })
     }
 }
@@ -59,7 +60,12 @@ pub struct TrafficState {
 
 impl TrafficState {
     /// Runs `f` on the source with an injector into `out`.
-    fn inject(&mut self, now: Tick, out: &mut Outbox, f: impl FnOnce(&mut dyn Traffic, &mut Injector)) {
+    fn inject(
+        &mut self,
+        now: Tick,
+        out: &mut Outbox,
+        f: impl FnOnce(&mut dyn Traffic, &mut Injector),
+    ) {
         if let Some(source) = self.source.as_deref_mut() {
             f(source, &mut Injector { now, out });
         }
