@@ -53,9 +53,7 @@ impl System {
 
     /// Parses and validates YAML text; errors carry `origin` as the file name and the line.
     pub fn from_yaml(text: &str, origin: &str) -> Result<System, SpecError> {
-        let de = serde_yaml::Deserializer::from_str(text);
-        let spec: SystemSpec =
-            serde_path_to_error::deserialize(de).map_err(|e| parse_error(&e, text, origin))?;
+        let spec: SystemSpec = parse_yaml(text, origin)?;
         let sip_grid = validate(&spec).map_err(|i| {
             let line = line_of(text, &i.path);
             i.at(origin, line)
@@ -118,6 +116,16 @@ impl System {
 // ---------------------------------------------------------------------------
 
 /// Turns a serde error into a `SpecError` with the field path, line and a fix.
+/// Parses YAML into `T`; errors name the file, the field path and the line.
+/// Every config file (system spec, ccl.yaml, sweep plans) parses through here.
+pub fn parse_yaml<T: serde::de::DeserializeOwned>(
+    text: &str,
+    origin: &str,
+) -> Result<T, SpecError> {
+    let de = serde_yaml::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| parse_error(&e, text, origin))
+}
+
 fn parse_error(
     e: &serde_path_to_error::Error<serde_yaml::Error>,
     text: &str,

@@ -291,25 +291,7 @@ impl Topology {
 
     /// The SIP one hop away in `dir`, per `sips.topology`.
     pub fn sip_neighbor(&self, sip: u32, dir: Dir) -> Option<u32> {
-        let (w, h) = self.grid;
-        let (x, y) = self.sip_coord(sip);
-        let wrap = !matches!(self.kind, SipTopology::Mesh2dNoWrap);
-        let step = |v: u32, n: u32, fwd: bool| -> Option<u32> {
-            match (fwd, wrap) {
-                _ if n < 2 => None,
-                (true, _) if v + 1 < n => Some(v + 1),
-                (true, true) => Some(0),
-                (false, _) if v > 0 => Some(v - 1),
-                (false, true) => Some(n - 1),
-                _ => None,
-            }
-        };
-        match dir {
-            Dir::E => step(x, w, true).map(|nx| y * w + nx),
-            Dir::W => step(x, w, false).map(|nx| y * w + nx),
-            Dir::S => step(y, h, true).map(|ny| ny * w + x),
-            Dir::N => step(y, h, false).map(|ny| ny * w + x),
-        }
+        grid_neighbor(self.kind, self.grid, sip, dir)
     }
 
     /// The cube one hop away in `dir` inside a SIP (no wrap).
@@ -467,6 +449,30 @@ pub fn memory_classes(sys: &System) -> Result<[LinkClass; 3], TopologyError> {
 pub fn ns_to_ticks(sys: &System, ns: f64) -> u64 {
     let tick_ps = (sys.spec.system.tick_ns * 1000.0).round() as u64;
     ((ns * 1000.0).round() as u64).div_ceil(tick_ps)
+}
+
+/// The SIP one hop from `sip` in `dir` on a `grid` of the given kind: rings
+/// and tori wrap, meshes do not; y grows southwards.
+pub fn grid_neighbor(kind: SipTopology, grid: (u32, u32), sip: u32, dir: Dir) -> Option<u32> {
+    let (w, h) = grid;
+    let (x, y) = (sip % w, sip / w);
+    let wrap = !matches!(kind, SipTopology::Mesh2dNoWrap);
+    let step = |v: u32, n: u32, fwd: bool| -> Option<u32> {
+        match (fwd, wrap) {
+            _ if n < 2 => None,
+            (true, _) if v + 1 < n => Some(v + 1),
+            (true, true) => Some(0),
+            (false, _) if v > 0 => Some(v - 1),
+            (false, true) => Some(n - 1),
+            _ => None,
+        }
+    };
+    match dir {
+        Dir::E => step(x, w, true).map(|nx| y * w + nx),
+        Dir::W => step(x, w, false).map(|nx| y * w + nx),
+        Dir::S => step(y, h, true).map(|ny| ny * w + x),
+        Dir::N => step(y, h, false).map(|ny| ny * w + x),
+    }
 }
 
 /// Converts a link spec (or a memory, as a link without packets) into engine

@@ -22,6 +22,9 @@ pub enum QDir {
     IntraE,
     IntraS,
     IntraW,
+    /// Logical channel `k`, for partners that are not compass neighbours
+    /// (trees, recursive doubling). Its opposite is itself.
+    Chan(u8),
 }
 
 impl QDir {
@@ -40,10 +43,12 @@ impl QDir {
         QDir::IntraW,
     ];
 
-    /// N↔S, E↔W, global_N↔global_S, global_E↔global_W, intra_N↔intra_S, intra_E↔intra_W.
+    /// N↔S, E↔W, global_N↔global_S, global_E↔global_W, intra_N↔intra_S,
+    /// intra_E↔intra_W, chan k ↔ chan k.
     pub fn opposite(self) -> QDir {
         use QDir::*;
         match self {
+            Chan(k) => Chan(k),
             N => S,
             S => N,
             E => W,
@@ -59,9 +64,10 @@ impl QDir {
         }
     }
 
-    pub fn name(self) -> &'static str {
+    pub fn name(self) -> std::borrow::Cow<'static, str> {
         use QDir::*;
-        match self {
+        std::borrow::Cow::Borrowed(match self {
+            Chan(k) => return format!("chan{k}").into(),
             N => "N",
             E => "E",
             S => "S",
@@ -74,10 +80,13 @@ impl QDir {
             IntraE => "intra_E",
             IntraS => "intra_S",
             IntraW => "intra_W",
-        }
+        })
     }
 
     pub fn parse(s: &str) -> Option<QDir> {
+        if let Some(k) = s.strip_prefix("chan") {
+            return k.parse().ok().map(QDir::Chan);
+        }
         QDir::ALL.into_iter().find(|d| d.name() == s)
     }
 }

@@ -174,6 +174,8 @@ pub fn tick_schedule() -> Schedule {
 pub struct RunSummary {
     /// Tick of the last event.
     pub end_tick: Tick,
+    /// Earliest start of any launched PE's program (0 if none).
+    pub kernel_start: Tick,
     /// Latest completion tick of any launched PE (0 if none).
     pub kernel_end: Tick,
     /// Schedule runs (visited ticks plus same-tick re-runs).
@@ -310,19 +312,24 @@ impl Engine {
             return Err(RunError::Deadlock(report));
         }
         let mut q = self.world.query::<&PeExec>();
-        let kernel_end = q
-            .iter(&self.world)
-            .filter_map(|ex| match ex.state {
-                PeState::Done(t) => Some(t),
-                PeState::Running => None,
-            })
-            .max()
-            .unwrap_or(0);
+        let (mut kernel_start, mut kernel_end) = (Tick::MAX, 0);
+        for ex in q.iter(&self.world) {
+            if let PeState::Done(t) = ex.state {
+                kernel_start = kernel_start.min(ex.started);
+                kernel_end = kernel_end.max(t);
+            }
+        }
+        let kernel_start = if kernel_start == Tick::MAX {
+            0
+        } else {
+            kernel_start
+        };
         let clock = self.world.resource::<Clock>();
         let net = self.world.resource::<NetCounters>();
         let run = self.world.resource::<RunStats>();
         Ok(RunSummary {
             end_tick: clock.now,
+            kernel_start,
             kernel_end,
             steps: clock.steps,
             messages: net.delivered,

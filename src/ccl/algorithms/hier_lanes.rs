@@ -1,0 +1,229 @@
+//! `hier_lanes`: a hierarchical all-reduce that uses every cube's inter-SIP
+//! lane. Within a SIP, a reduce-scatter over a ring through the cube mesh
+//! leaves each cube with 1/C of the SIP's sum; each cube then all-reduces
+//! its share with the same cube of the other SIPs over its own lanes (a ring
+//! per grid dimension: rows on global_E/W, then columns on global_S/N); an
+//! all-gather over the cube ring completes the result. Every ring runs in
+//! both directions at once (half of the data each way) so every link
+//! direction carries traffic, and `chunks` pipelines each transfer.
+
+use super::ring::me;
+use crate::ccl::kernels::{Buffer, Ring, RingJob, all_gather, reduce_scatter};
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
+use crate::kernel::Tl;
+use kernbench_systems::ipcq::Entry;
+use kernbench_systems::program::QDir;
+
+pub struct HierLanes;
+
+/// Cube ids in ring order: a Hamiltonian cycle of the cube mesh when one side
+/// is even (every ring hop is one UCIe link), otherwise a row snake whose
+/// closing hop crosses the mesh.
+pub fn cube_ring(w: u32, h: u32) -> Vec<u32> {
+    let cycle = |w: u32, h: u32, id: &dyn Fn(u32, u32) -> u32| -> Vec<u32> {
+        // Row 0 west→east, rows 1.. snake over columns 1.., back up column 0.
+        let mut v: Vec<u32> = (0..w).map(|x| id(x, 0)).collect();
+        for y in 1..h {
+            let xs: Vec<u32> = if y % 2 == 1 {
+                (1..w).rev().collect()
+            } else {
+                (1..w).collect()
+            };
+            v.extend(xs.into_iter().map(|x| id(x, y)));
+        }
+        v.extend((1..h).rev().map(|y| id(0, y)));
+        v
+    };
+    if w >= 2 && h >= 2 && h % 2 == 0 {
+        cycle(w, h, &|x, y| y * w + x)
+    } else if w >= 2 && h >= 2 && w % 2 == 0 {
+        cycle(h, w, &|x, y| x * w + y)
+    } else {
+        (0..h)
+            .flat_map(|y| {
+                (0..w).map(move |x| {
+                    if y % 2 == 0 {
+                        y * w + x
+                    } else {
+                        y * w + (w - 1 - x)
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
+fn kernel(tl: &mut Tl, a: &KernelArgs) {
+    let g = a.group;
+    let me = me(tl, &g);
+    let c = g.cubes_per_sip() as usize;
+    let (sip, cube) = ((me / c) as u32, (me % c) as u32);
+    let order = cube_ring(g.cubes.0, g.cubes.1);
+    let pos = order
+        .iter()
+        .position(|&x| x == cube)
+        .expect("every cube is on the ring");
+    let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
+    let (sx, sy) = (sip as usize % w, sip as usize / w);
+    let op = a.job.op;
+    let mut buf = Buffer::new(a.job.elems, &[2, c, 2, w, h, a.chunks]);
+    let all = buf.range(&[]);
+    buf.load(tl, all.clone());
+
+    // Level 0: the cube ring, both directions (half of the buffer each).
+    let intra = Ring {
+        n: c,
+        me: pos,
+        next: QDir::IntraE,
+        prev: QDir::IntraW,
+    };
+    let l0: Vec<RingJob> = (0..2)
+        .map(|half| RingJob {
+            ring: if half == 0 { intra } else { intra.reversed() },
+            blocks: (0..c).map(|b| buf.range(&[half, b])).collect(),
+        })
+        .collect();
+    reduce_scatter(tl, op, &mut buf, &l0);
+    let own0: Vec<usize> = l0.iter().map(|j| j.owned()).collect();
+
+    // Level 1: rows of SIPs on global_E/W; level 2: columns on global_S/N.
+    let row = Ring {
+        n: w,
+        me: sx,
+        next: QDir::GlobalE,
+        prev: QDir::GlobalW,
+    };
+    let col = Ring {
+        n: h,
+        me: sy,
+        next: QDir::GlobalS,
+        prev: QDir::GlobalN,
+    };
+    let pieces = [(0, 0), (0, 1), (1, 0), (1, 1)]; // (cube-ring half, lane direction)
+    let l1: Vec<RingJob> = pieces
+        .iter()
+        .map(|&(half, q)| RingJob {
+            ring: if q == 0 { row } else { row.reversed() },
+            blocks: (0..w)
+                .map(|b| buf.range(&[half, own0[half], q, b]))
+                .collect(),
+        })
+        .collect();
+    reduce_scatter(tl, op, &mut buf, &l1);
+    let own1: Vec<usize> = l1.iter().map(|j| j.owned()).collect();
+    let l2: Vec<RingJob> = pieces
+        .iter()
+        .zip(&own1)
+        .map(|(&(half, q), &o1)| RingJob {
+            ring: if q == 0 { col } else { col.reversed() },
+            blocks: (0..h)
+                .map(|b| buf.range(&[half, own0[half], q, o1, b]))
+                .collect(),
+        })
+        .collect();
+    reduce_scatter(tl, op, &mut buf, &l2);
+    let own2: Vec<usize> = l2.iter().map(|j| j.owned()).collect();
+    all_gather(tl, &mut buf, &l2, &own2);
+    all_gather(tl, &mut buf, &l1, &own1);
+    all_gather(tl, &mut buf, &l0, &own0);
+    buf.store(tl, all);
+}
+
+impl Algorithm for HierLanes {
+    fn name(&self) -> &'static str {
+        "hier_lanes"
+    }
+    fn summary(&self) -> &'static str {
+        "intra-SIP reduce-scatter, per-cube inter-SIP all-reduce on every lane, intra-SIP all-gather; bidirectional rings"
+    }
+    fn collectives(&self) -> &'static [Collective] {
+        &[Collective::AllReduce]
+    }
+    fn wiring(&self, g: &Group, q: &QueueSettings) -> Vec<(u32, Vec<Entry>)> {
+        let c = g.cubes_per_sip() as usize;
+        let order = cube_ring(g.cubes.0, g.cubes.1);
+        let (w, h) = g.grid;
+        let mut out = Vec::new();
+        for sip in 0..g.sips {
+            let (sx, sy) = (sip % w, sip / w);
+            for (pos, &cube) in order.iter().enumerate() {
+                let mut e = Vec::new();
+                let pe = |s: u32, cb: u32| g.pe(g.participant(s, cb));
+                if c > 1 {
+                    e.push(q.entry(QDir::IntraE, pe(sip, order[(pos + 1) % c]), QDir::IntraW, 0));
+                    e.push(q.entry(
+                        QDir::IntraW,
+                        pe(sip, order[(pos + c - 1) % c]),
+                        QDir::IntraE,
+                        1,
+                    ));
+                }
+                if w > 1 {
+                    e.push(q.entry(
+                        QDir::GlobalE,
+                        pe(sy * w + (sx + 1) % w, cube),
+                        QDir::GlobalW,
+                        2,
+                    ));
+                    e.push(q.entry(
+                        QDir::GlobalW,
+                        pe(sy * w + (sx + w - 1) % w, cube),
+                        QDir::GlobalE,
+                        3,
+                    ));
+                }
+                if h > 1 {
+                    e.push(q.entry(
+                        QDir::GlobalS,
+                        pe(((sy + 1) % h) * w + sx, cube),
+                        QDir::GlobalN,
+                        4,
+                    ));
+                    e.push(q.entry(
+                        QDir::GlobalN,
+                        pe(((sy + h - 1) % h) * w + sx, cube),
+                        QDir::GlobalS,
+                        5,
+                    ));
+                }
+                out.push((pe(sip, cube), e));
+            }
+        }
+        out
+    }
+    fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
+        kernel
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cube_ring;
+
+    /// Every cube once; with an even side, consecutive cubes (cyclically) are mesh neighbours.
+    #[test]
+    fn cube_ring_is_a_hamiltonian_cycle_when_a_side_is_even() {
+        for (w, h) in [
+            (4, 4),
+            (2, 2),
+            (3, 2),
+            (2, 3),
+            (3, 5),
+            (1, 1),
+            (5, 1),
+            (4, 3),
+        ] {
+            let r = cube_ring(w, h);
+            let mut seen = r.clone();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..w * h).collect::<Vec<_>>(), "{w}x{h}");
+            if (w % 2 == 0 || h % 2 == 0) && w >= 2 && h >= 2 {
+                for i in 0..r.len() {
+                    let (a, b) = (r[i], r[(i + 1) % r.len()]);
+                    let d = (a % w).abs_diff(b % w) + (a / w).abs_diff(b / w);
+                    assert_eq!(d, 1, "{w}x{h}: {a} -> {b} in {r:?}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! The algorithm registry. To add an algorithm: write one file here that
+//! implements [`Algorithm`](super::Algorithm), list it in [`ALL`], and add an
+//! entry to `configs/ccl.yaml` (docs/guide.md walks through it).
+
+mod adr0032;
+mod hier_lanes;
+mod ring;
+mod tree;
+
+use super::{Algorithm, CclError};
+
+/// Every registered algorithm.
+pub static ALL: [&dyn Algorithm; 4] = [
+    &adr0032::Adr0032,
+    &ring::RingAlgo,
+    &hier_lanes::HierLanes,
+    &tree::Tree,
+];
+
+pub fn names() -> Vec<&'static str> {
+    ALL.iter().map(|a| a.name()).collect()
+}
+
+/// The algorithm registered as `name`; an unknown name lists the known ones.
+pub fn find(name: &str) -> Result<&'static dyn Algorithm, CclError> {
+    ALL.iter()
+        .copied()
+        .find(|a| a.name() == name)
+        .ok_or_else(|| {
+            CclError::Config(format!(
+                "unknown algorithm '{name}'; registered: {}",
+                names().join(", ")
+            ))
+        })
+}

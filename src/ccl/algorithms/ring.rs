@@ -1,0 +1,129 @@
+//! `ring`: one logical ring over all participants in index order.
+//! All-reduce is reduce-scatter + all-gather (bandwidth-optimal: each
+//! participant sends 2(n−1)/n of the buffer); broadcast and reduce are
+//! pipelined chains along the ring.
+
+use crate::ccl::kernels::{Buffer, Ring, RingJob, all_gather, reduce_scatter};
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
+use crate::kernel::Tl;
+use kernbench_systems::ipcq::Entry;
+use kernbench_systems::program::QDir;
+
+pub struct RingAlgo;
+
+/// This participant's index from its program ids.
+pub fn me(tl: &mut Tl, g: &Group) -> usize {
+    let (sip, cube) = (tl.program_id(0), tl.program_id(1));
+    g.participant(sip, cube)
+}
+
+fn kernel(tl: &mut Tl, a: &KernelArgs) {
+    let n = a.group.size();
+    let me = me(tl, &a.group);
+    if n == 1 {
+        return;
+    }
+    let (job, op, chunks) = (a.job, a.job.op, a.chunks);
+    let ring = Ring {
+        n,
+        me,
+        next: QDir::E,
+        prev: QDir::W,
+    };
+    match job.collective {
+        Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
+            let mut buf = Buffer::new(job.elems, &[n, chunks]);
+            // Reduce-scatter leaves member `me` with ring block me+1; rotate the
+            // blocks so that reduce-scatter ends with data block `me` (nccl layout).
+            let rotate = if job.collective == Collective::ReduceScatter {
+                n - 1
+            } else {
+                0
+            };
+            let blocks = (0..n).map(|b| buf.range(&[(b + rotate) % n])).collect();
+            let j = [RingJob { ring, blocks }];
+            if job.collective == Collective::AllGather {
+                buf.load(tl, j[0].blocks[me].clone());
+                all_gather(tl, &mut buf, &j, &[me]);
+                let all = buf.range(&[]);
+                buf.store(tl, all);
+                return;
+            }
+            let all = buf.range(&[]);
+            buf.load(tl, all.clone());
+            reduce_scatter(tl, op, &mut buf, &j);
+            if job.collective == Collective::ReduceScatter {
+                buf.store(tl, j[0].blocks[j[0].owned()].clone());
+                return;
+            }
+            all_gather(tl, &mut buf, &j, &[j[0].owned()]);
+            buf.store(tl, all);
+        }
+        Collective::Broadcast => {
+            // Chain 0 → 1 → … → n−1, atom by atom.
+            let mut buf = Buffer::new(job.elems, &[chunks]);
+            let all = buf.range(&[]);
+            if me == 0 {
+                buf.load(tl, all.clone());
+                buf.send(tl, all, QDir::E);
+                return;
+            }
+            let to = (me + 1 < n).then_some(QDir::E);
+            for c in all.clone() {
+                buf.recv_replace(tl, c, QDir::W, to);
+            }
+            buf.store(tl, all);
+        }
+        Collective::Reduce => {
+            // Chain n−1 → … → 0, reducing on the way.
+            let mut buf = Buffer::new(job.elems, &[chunks]);
+            let all = buf.range(&[]);
+            buf.load(tl, all.clone());
+            if me == n - 1 {
+                buf.send(tl, all, QDir::W);
+                return;
+            }
+            let to = (me > 0).then_some(QDir::W);
+            for c in all.clone() {
+                buf.recv_combine(tl, op, c, QDir::E, to);
+            }
+            if me == 0 {
+                buf.store(tl, all);
+            }
+        }
+    }
+}
+
+impl Algorithm for RingAlgo {
+    fn name(&self) -> &'static str {
+        "ring"
+    }
+    fn summary(&self) -> &'static str {
+        "one ring over all participants: reduce-scatter + all-gather; chains for broadcast and reduce"
+    }
+    fn collectives(&self) -> &'static [Collective] {
+        &Collective::ALL
+    }
+    fn wiring(&self, g: &Group, q: &QueueSettings) -> Vec<(u32, Vec<Entry>)> {
+        let n = g.size();
+        if n < 2 {
+            return Vec::new();
+        }
+        (0..n)
+            .map(|p| {
+                let next = g.pe((p + 1) % n);
+                let prev = g.pe((p + n - 1) % n);
+                (
+                    g.pe(p),
+                    vec![
+                        q.entry(QDir::E, next, QDir::W, 0),
+                        q.entry(QDir::W, prev, QDir::E, 1),
+                    ],
+                )
+            })
+            .collect()
+    }
+    fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
+        kernel
+    }
+}

@@ -1,0 +1,121 @@
+//! `tree`: binomial trees over all participants, ⌈log2 n⌉ steps each way —
+//! latency-optimal for small messages. Reduce climbs the tree to participant
+//! 0, broadcast descends from it, all-reduce does both. The partner at level
+//! k is `me XOR 2^k`, reached on logical channel k.
+
+use super::ring::me;
+use crate::ccl::kernels::Buffer;
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
+use crate::kernel::Tl;
+use kernbench_systems::ipcq::Entry;
+use kernbench_systems::program::QDir;
+
+pub struct Tree;
+
+fn levels(n: usize) -> usize {
+    (usize::BITS - (n.max(1) - 1).leading_zeros()) as usize
+}
+
+fn reduce_up(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, me: usize) {
+    let n = a.group.size();
+    let all = buf.range(&[]);
+    for k in 0..levels(n) {
+        let bit = 1 << k;
+        if me & bit != 0 {
+            buf.send(tl, all, QDir::Chan(k as u8));
+            return;
+        }
+        if me + bit < n {
+            for c in all.clone() {
+                buf.recv_combine(tl, a.job.op, c, QDir::Chan(k as u8), None);
+            }
+        }
+    }
+}
+
+fn broadcast_down(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, me: usize) {
+    let n = a.group.size();
+    let all = buf.range(&[]);
+    for k in (0..levels(n)).rev() {
+        let bit = 1 << k;
+        if me % (2 * bit) == bit {
+            for c in all.clone() {
+                buf.recv_replace(tl, c, QDir::Chan(k as u8), None);
+            }
+        } else if me % (2 * bit) == 0 && me + bit < n {
+            buf.send(tl, all.clone(), QDir::Chan(k as u8));
+        }
+    }
+}
+
+fn kernel(tl: &mut Tl, a: &KernelArgs) {
+    let me = me(tl, &a.group);
+    if a.group.size() == 1 {
+        return;
+    }
+    let mut buf = Buffer::new(a.job.elems, &[a.chunks]);
+    let all = buf.range(&[]);
+    match a.job.collective {
+        Collective::Reduce => {
+            buf.load(tl, all.clone());
+            reduce_up(tl, a, &mut buf, me);
+            if me == 0 {
+                buf.store(tl, all);
+            }
+        }
+        Collective::Broadcast => {
+            if me == 0 {
+                buf.load(tl, all.clone());
+            }
+            broadcast_down(tl, a, &mut buf, me);
+            if me != 0 {
+                buf.store(tl, all);
+            }
+        }
+        _ => {
+            buf.load(tl, all.clone());
+            reduce_up(tl, a, &mut buf, me);
+            broadcast_down(tl, a, &mut buf, me);
+            buf.store(tl, all);
+        }
+    }
+}
+
+impl Algorithm for Tree {
+    fn name(&self) -> &'static str {
+        "tree"
+    }
+    fn summary(&self) -> &'static str {
+        "binomial trees: reduce to participant 0 and broadcast back, 2⌈log2 n⌉ steps"
+    }
+    fn collectives(&self) -> &'static [Collective] {
+        &[
+            Collective::AllReduce,
+            Collective::Reduce,
+            Collective::Broadcast,
+        ]
+    }
+    fn wiring(&self, g: &Group, q: &QueueSettings) -> Vec<(u32, Vec<Entry>)> {
+        let n = g.size();
+        (0..n)
+            .filter(|_| n > 1)
+            .map(|p| {
+                let entries = (0..levels(n))
+                    .filter(|k| (p ^ (1 << k)) < n)
+                    .map(|k| {
+                        q.entry(
+                            QDir::Chan(k as u8),
+                            g.pe(p ^ (1 << k)),
+                            QDir::Chan(k as u8),
+                            k as u64,
+                        )
+                    })
+                    .collect();
+                (g.pe(p), entries)
+            })
+            .collect()
+    }
+    fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
+        kernel
+    }
+}

@@ -1,0 +1,174 @@
+//! The α-β lower bound of a collective on a system (docs/model.md §Bounds):
+//! the largest of several terms, each a time no algorithm can beat.
+//!
+//! * bandwidth terms: bytes a participant, its cube, or its SIP must receive,
+//!   over the bandwidth of the links that enter it (2(n−1)/n·S for all-reduce
+//!   and (n−1)/n·S for reduce-scatter and all-gather, S for a broadcast
+//!   receiver or the reduce root), with n counted at that level;
+//! * memory term: bytes the cube's HBM port must read and write;
+//! * latency term: the summed link latency between participant 0 and the
+//!   participant farthest from it (every result depends on both).
+//!
+//! Ideal links or memories make their terms vanish.
+
+use super::{Collective, Group, Job};
+use crate::machine::Machine;
+use crate::spec::System;
+use crate::topology::{INTER_SIP, Node, UCIE};
+use kernbench_systems::{LinkTable, NodeId, RouteSource, Tick};
+
+/// The bound and the terms it is the maximum of.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bound {
+    pub ticks: Tick,
+    pub terms: Vec<(&'static str, Tick)>,
+}
+
+/// Bytes one member must receive when `n` members take part.
+fn inbound(job: &Job, n: usize) -> f64 {
+    if n < 2 {
+        return 0.0;
+    }
+    let (s, n) = (job.bytes() as f64, n as f64);
+    match job.collective {
+        Collective::AllReduce => 2.0 * (n - 1.0) / n * s,
+        Collective::ReduceScatter | Collective::AllGather => (n - 1.0) / n * s,
+        Collective::Broadcast | Collective::Reduce => s,
+    }
+}
+
+/// Bytes per tick of the links entering `node` from the nodes `from` selects;
+/// None if one of them is ideal (unbounded).
+fn inbound_rate(links: &LinkTable, node: NodeId, from: impl Fn(u8) -> bool) -> Option<f64> {
+    let mut rate = 0.0;
+    for l in links.out_links(node) {
+        let (_, peer) = links.endpoints(l);
+        let Some(back) = links.find(peer, node) else {
+            continue;
+        };
+        if !from(links.class_index(back)) {
+            continue;
+        }
+        let c = links.class(back);
+        if c.ideal {
+            return None;
+        }
+        rate += c.rate_num as f64 / c.rate_den as f64;
+    }
+    Some(rate)
+}
+
+fn term(bytes: f64, rate: Option<f64>) -> Tick {
+    match rate {
+        Some(r) if r > 0.0 => (bytes / r).floor() as Tick,
+        _ => 0,
+    }
+}
+
+pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
+    let (t, links) = (&m.topology, m.engine.links());
+    let n = g.size();
+    let mut terms = Vec::new();
+    if n < 2 {
+        return Bound { ticks: 0, terms };
+    }
+    // Participant: the PE's own NoC port.
+    let pe0 = t.id(Node::Pe {
+        sip: 0,
+        cube: 0,
+        pe: 0,
+    });
+    terms.push((
+        "participant port",
+        term(inbound(job, n), inbound_rate(links, pe0, |_| true)),
+    ));
+    // Cube: UCIe and inter-SIP links into its ports; the worst-connected cube.
+    let cubes = g.cubes_per_sip();
+    let port_rate = |sip: u32, cube: u32, kinds: &dyn Fn(u8) -> bool| -> Option<f64> {
+        let mut total = 0.0;
+        for dir in crate::topology::Dir::ALL {
+            for port in [Node::Ucie { sip, cube, dir }, Node::XSip { sip, cube, dir }] {
+                if t.present(port) {
+                    total += inbound_rate(links, t.id(port), kinds)?;
+                }
+            }
+        }
+        Some(total)
+    };
+    if n > 1 {
+        let worst = (0..cubes)
+            .map(|c| port_rate(0, c, &|k| k == UCIE || k == INTER_SIP))
+            .fold(Some(f64::INFINITY), |a, r| match (a, r) {
+                (Some(a), Some(r)) => Some(a.min(r)),
+                _ => None,
+            });
+        terms.push((
+            "cube links",
+            term(inbound(job, n), worst.filter(|r| r.is_finite())),
+        ));
+    }
+    // SIP: inter-SIP lanes into it; the worst-connected SIP.
+    if g.sips > 1 {
+        let mut worst = Some(f64::INFINITY);
+        for sip in 0..g.sips {
+            let mut rate = Some(0.0);
+            for c in 0..cubes {
+                rate = match (rate, port_rate(sip, c, &|k| k == INTER_SIP)) {
+                    (Some(a), Some(r)) => Some(a + r),
+                    _ => None,
+                };
+            }
+            worst = match (worst, rate) {
+                (Some(a), Some(r)) => Some(a.min(r)),
+                _ => None,
+            };
+        }
+        terms.push((
+            "SIP lanes",
+            term(
+                inbound(job, g.sips as usize),
+                worst.filter(|r| r.is_finite()),
+            ),
+        ));
+    }
+    // Memory: the cube's HBM port reads its input and writes its output.
+    let hbm = &sys.spec.memory.hbm;
+    if !hbm.ideal {
+        let s = job.bytes() as f64;
+        let moved = match job.collective {
+            Collective::AllReduce | Collective::Reduce => 2.0 * s,
+            Collective::ReduceScatter | Collective::AllGather => s + s / n as f64,
+            Collective::Broadcast => s,
+        };
+        let rate = hbm.bandwidth_gbps * sys.spec.system.tick_ns;
+        terms.push(("HBM port", term(moved, Some(rate))));
+    }
+    // Latency: participant 0 to the farthest SIP's farthest cube.
+    let (w, h) = g.grid;
+    let far_sip = match g.topology {
+        crate::spec::SipTopology::Mesh2dNoWrap => w * h - 1,
+        _ => (h / 2) * w + w / 2,
+    };
+    let far = t.id(Node::Pe {
+        sip: far_sip,
+        cube: cubes - 1,
+        pe: 0,
+    });
+    let mut path = Vec::new();
+    if t.route(pe0, far, &mut path).is_ok() {
+        let lat: Tick = path
+            .windows(2)
+            .filter_map(|p| links.find(p[0], p[1]))
+            .map(|l| {
+                if links.class(l).ideal {
+                    0
+                } else {
+                    links.class(l).latency
+                }
+            })
+            .sum();
+        terms.push(("latency", lat));
+    }
+    let ticks = terms.iter().map(|t| t.1).max().unwrap_or(0);
+    Bound { ticks, terms }
+}

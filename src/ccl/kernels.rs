@@ -1,0 +1,245 @@
+//! Building blocks of collective kernels, written against the tracer.
+//!
+//! A participant's buffer is cut into *atoms* by a list of radices: the
+//! buffer splits into `radices[0]` blocks, each of those into `radices[1]`,
+//! and so on; the last radix is usually the pipeline depth (`chunks`). Every
+//! block of every level is then a contiguous run of atoms, and every atom is
+//! one tile, so hierarchical algorithms never need to slice a tile.
+
+use super::ReduceOp;
+use crate::kernel::{Addr, DType, Tile, Tl};
+use kernbench_systems::program::QDir;
+use std::ops::Range;
+
+/// `n` elements in `parts` contiguous blocks, the first `n % parts` one larger:
+/// (offset, length) pairs.
+pub fn split(n: usize, parts: usize) -> Vec<(usize, usize)> {
+    let (q, r) = (n / parts, n % parts);
+    let mut off = 0;
+    (0..parts)
+        .map(|i| {
+            let len = q + usize::from(i < r);
+            off += len;
+            (off - len, len)
+        })
+        .collect()
+}
+
+/// This participant's buffer (HBM offset 0), cut into atoms.
+pub struct Buffer {
+    radices: Vec<usize>,
+    /// (offset, length) in elements, per atom.
+    pub atoms: Vec<(usize, usize)>,
+    pub tiles: Vec<Option<Tile>>,
+}
+
+impl Buffer {
+    pub fn new(elems: usize, radices: &[usize]) -> Self {
+        let mut atoms = vec![(0, elems)];
+        for &r in radices {
+            atoms = atoms
+                .iter()
+                .flat_map(|&(off, len)| split(len, r).into_iter().map(move |(o, l)| (off + o, l)))
+                .collect();
+        }
+        let tiles = vec![None; atoms.len()];
+        Self {
+            radices: radices.to_vec(),
+            atoms,
+            tiles,
+        }
+    }
+
+    /// Atoms whose leading indices are `prefix`.
+    pub fn range(&self, prefix: &[usize]) -> Range<usize> {
+        let mut start = 0;
+        let mut size: usize = self.radices.iter().product();
+        for (level, &i) in prefix.iter().enumerate() {
+            size /= self.radices[level];
+            start += i * size;
+        }
+        start..start + size
+    }
+
+    /// Loads the atoms of `r` from HBM.
+    pub fn load(&mut self, tl: &mut Tl, r: Range<usize>) {
+        for a in r {
+            let (off, len) = self.atoms[a];
+            self.tiles[a] = Some(tl.load(Addr::hbm(off as u64 * 2), len));
+        }
+    }
+
+    /// Stores the atoms of `r` to HBM.
+    pub fn store(&mut self, tl: &mut Tl, r: Range<usize>) {
+        for a in r {
+            let t = self.tile(a);
+            tl.store(Addr::hbm(self.atoms[a].0 as u64 * 2), t);
+        }
+    }
+
+    pub fn tile(&self, a: usize) -> Tile {
+        self.tiles[a].expect("the kernel loaded or received this atom before using it")
+    }
+
+    pub fn len(&self, a: usize) -> usize {
+        self.atoms[a].1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.atoms.is_empty()
+    }
+
+    /// Sends the atoms of `r` on `dir`.
+    pub fn send(&self, tl: &mut Tl, r: Range<usize>, dir: QDir) {
+        for a in r {
+            tl.send(dir, self.tile(a));
+        }
+    }
+
+    /// Receives atom `a` on `from`, combines it in, forwards the result on `to`.
+    pub fn recv_combine(
+        &mut self,
+        tl: &mut Tl,
+        op: ReduceOp,
+        a: usize,
+        from: QDir,
+        to: Option<QDir>,
+    ) {
+        let x = tl.recv(from, &[self.len(a)], DType::F16);
+        let t = combine(tl, op, self.tile(a), x);
+        self.tiles[a] = Some(t);
+        if let Some(d) = to {
+            tl.send(d, t);
+        }
+    }
+
+    /// Receives atom `a` on `from` (replacing it) and forwards it on `to`.
+    pub fn recv_replace(&mut self, tl: &mut Tl, a: usize, from: QDir, to: Option<QDir>) {
+        let x = tl.recv(from, &[self.len(a)], DType::F16);
+        self.tiles[a] = Some(x);
+        if let Some(d) = to {
+            tl.send(d, x);
+        }
+    }
+}
+
+/// `a ∘ b` for the reduction.
+pub fn combine(tl: &mut Tl, op: ReduceOp, a: Tile, b: Tile) -> Tile {
+    match op {
+        ReduceOp::Sum => tl.add(a, b),
+        ReduceOp::Max => tl.max(a, b),
+        ReduceOp::Min => tl.min(a, b),
+    }
+}
+
+/// A ring of `n` members; this one is at `me`; it sends on `next` and receives on `prev`.
+#[derive(Debug, Clone, Copy)]
+pub struct Ring {
+    pub n: usize,
+    pub me: usize,
+    pub next: QDir,
+    pub prev: QDir,
+}
+
+impl Ring {
+    /// The same members walked the other way round.
+    pub fn reversed(self) -> Ring {
+        Ring {
+            n: self.n,
+            me: (self.n - self.me) % self.n,
+            next: self.prev,
+            prev: self.next,
+        }
+    }
+}
+
+/// A ring collective over blocks of a buffer: `blocks[b]` are block b's atoms.
+#[derive(Debug, Clone)]
+pub struct RingJob {
+    pub ring: Ring,
+    pub blocks: Vec<Range<usize>>,
+}
+
+impl RingJob {
+    /// The block this member holds reduced after [`reduce_scatter`].
+    pub fn owned(&self) -> usize {
+        (self.ring.me + 1) % self.ring.n
+    }
+}
+
+/// Ring reduce-scatter (n − 1 steps) of several rings at once, step by step,
+/// atom by atom: a member forwards an atom as soon as it is reduced, so
+/// consecutive atoms pipeline. Afterwards member `me` of each job holds block
+/// `(me + 1) mod n` reduced.
+pub fn reduce_scatter(tl: &mut Tl, op: ReduceOp, buf: &mut Buffer, jobs: &[RingJob]) {
+    for j in jobs.iter().filter(|j| j.ring.n > 1) {
+        buf.send(tl, j.blocks[j.ring.me].clone(), j.ring.next);
+    }
+    let steps = jobs
+        .iter()
+        .map(|j| j.ring.n.saturating_sub(1))
+        .max()
+        .unwrap_or(0);
+    for s in 0..steps {
+        for j in jobs.iter().filter(|j| s + 1 < j.ring.n) {
+            let Ring { n, me, next, prev } = j.ring;
+            let block = (me + n - s - 1) % n;
+            let forward = (s + 2 < n).then_some(next);
+            for a in j.blocks[block].clone() {
+                buf.recv_combine(tl, op, a, prev, forward);
+            }
+        }
+    }
+}
+
+/// Ring all-gather (n − 1 steps): member `me` of job `i` starts with block
+/// `own[i]` and ends with all blocks.
+pub fn all_gather(tl: &mut Tl, buf: &mut Buffer, jobs: &[RingJob], own: &[usize]) {
+    for (j, &o) in jobs.iter().zip(own).filter(|(j, _)| j.ring.n > 1) {
+        buf.send(tl, j.blocks[o].clone(), j.ring.next);
+    }
+    let steps = jobs
+        .iter()
+        .map(|j| j.ring.n.saturating_sub(1))
+        .max()
+        .unwrap_or(0);
+    for s in 0..steps {
+        for (j, &o) in jobs.iter().zip(own).filter(|(j, _)| s + 1 < j.ring.n) {
+            let Ring { n, next, prev, .. } = j.ring;
+            let block = (o + n - s - 1) % n;
+            let forward = (s + 2 < n).then_some(next);
+            for a in j.blocks[block].clone() {
+                buf.recv_replace(tl, a, prev, forward);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_covers_exactly_with_larger_blocks_first() {
+        assert_eq!(split(10, 4), vec![(0, 3), (3, 3), (6, 2), (8, 2)]);
+        assert_eq!(split(2, 4), vec![(0, 1), (1, 1), (2, 0), (2, 0)]);
+        assert_eq!(split(0, 2), vec![(0, 0), (0, 0)]);
+    }
+
+    #[test]
+    fn nested_atoms_make_contiguous_blocks() {
+        let b = Buffer::new(100, &[2, 3, 2]);
+        assert_eq!(b.atoms.len(), 12);
+        assert_eq!(b.range(&[1]), 6..12);
+        assert_eq!(b.range(&[1, 2]), 10..12);
+        assert_eq!(b.range(&[]), 0..12);
+        // Atoms tile the buffer in order.
+        let mut next = 0;
+        for &(off, len) in &b.atoms {
+            assert_eq!(off, next);
+            next += len;
+        }
+        assert_eq!(next, 100);
+        assert_eq!(b.atoms[b.range(&[1]).start].0, 50);
+    }
+}

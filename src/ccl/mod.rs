@@ -1,0 +1,479 @@
+//! The collective library (ADR-0050 contract, ADR-0032 algorithm and
+//! bandwidth-optimal successors).
+//!
+//! Participants are the pe0 of every cube of every SIP (the per-cube
+//! data-parallel layout of ADR-0032 D2): participant `p = sip · cubes + cube`.
+//! Each holds a vector of `elems` f16 in its cube's HBM at offset 0; a
+//! collective works in place there (docs/model.md §Collectives gives the
+//! layout of each collective). An [`Algorithm`] declares what it supports,
+//! its IPCQ wiring and its kernel; a [`Communicator`] builds the machine,
+//! installs the wiring once (like NCCL communicator creation) and runs
+//! collectives on it.
+
+pub mod algorithms;
+pub mod bound;
+pub mod config;
+pub mod kernels;
+
+use crate::kernel::Tl;
+use crate::machine::{LaunchError, Machine};
+use crate::spec::{SipTopology, System};
+use crate::topology::address::{Location, Space};
+use half::f16;
+use kernbench_systems::ipcq::Entry;
+use kernbench_systems::memory::DataMode;
+use kernbench_systems::{RunError, Tick};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+pub use config::{AlgoConfig, CclConfig};
+
+/// A collective operation.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum Collective {
+    AllReduce,
+    ReduceScatter,
+    AllGather,
+    Broadcast,
+    Reduce,
+}
+
+impl Collective {
+    pub const ALL: [Collective; 5] = [
+        Collective::AllReduce,
+        Collective::ReduceScatter,
+        Collective::AllGather,
+        Collective::Broadcast,
+        Collective::Reduce,
+    ];
+
+    pub fn name(self) -> &'static str {
+        [
+            "all_reduce",
+            "reduce_scatter",
+            "all_gather",
+            "broadcast",
+            "reduce",
+        ][self as usize]
+    }
+
+    /// nccl-tests bus-bandwidth factor for `n` participants.
+    pub fn bus_factor(self, n: usize) -> f64 {
+        let n = n as f64;
+        match self {
+            Collective::AllReduce => 2.0 * (n - 1.0) / n,
+            Collective::ReduceScatter | Collective::AllGather => (n - 1.0) / n,
+            Collective::Broadcast | Collective::Reduce => 1.0,
+        }
+    }
+
+    pub fn reduces(self) -> bool {
+        !matches!(self, Collective::AllGather | Collective::Broadcast)
+    }
+}
+
+impl fmt::Display for Collective {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The reduction of reducing collectives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum ReduceOp {
+    Sum,
+    Max,
+    Min,
+}
+
+impl ReduceOp {
+    pub fn name(self) -> &'static str {
+        ["sum", "max", "min"][self as usize]
+    }
+
+    pub fn apply(self, a: f32, b: f32) -> f32 {
+        match self {
+            ReduceOp::Sum => a + b,
+            ReduceOp::Max => a.max(b),
+            ReduceOp::Min => a.min(b),
+        }
+    }
+}
+
+/// The participants and their arrangement, as kernels see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Group {
+    pub sips: u32,
+    pub topology: SipTopology,
+    /// SIP grid (w, h); ring_1d is (sips, 1).
+    pub grid: (u32, u32),
+    /// Cube mesh (w, h) of every SIP.
+    pub cubes: (u32, u32),
+    pub pes_per_cube: u32,
+}
+
+impl Group {
+    pub fn new(sys: &System) -> Self {
+        let s = &sys.spec;
+        Self {
+            sips: s.system.sips.count,
+            topology: s.system.sips.topology,
+            grid: sys.sip_grid,
+            cubes: (s.sip.cube_mesh.w, s.sip.cube_mesh.h),
+            pes_per_cube: s.cube.pe_layout.pes(),
+        }
+    }
+
+    pub fn cubes_per_sip(&self) -> u32 {
+        self.cubes.0 * self.cubes.1
+    }
+
+    /// Number of participants.
+    pub fn size(&self) -> usize {
+        (self.sips * self.cubes_per_sip()) as usize
+    }
+
+    /// Global PE index of participant `p` (pe0 of its cube).
+    pub fn pe(&self, p: usize) -> u32 {
+        p as u32 * self.pes_per_cube
+    }
+
+    /// Participant of (sip, cube).
+    pub fn participant(&self, sip: u32, cube: u32) -> usize {
+        (sip * self.cubes_per_sip() + cube) as usize
+    }
+}
+
+/// One collective call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Job {
+    pub collective: Collective,
+    pub op: ReduceOp,
+    /// f16 elements of each participant's buffer (the nccl "count"; for
+    /// all-gather and reduce-scatter, of the full buffer).
+    pub elems: usize,
+}
+
+impl Job {
+    pub fn bytes(&self) -> u64 {
+        self.elems as u64 * 2
+    }
+}
+
+/// What a kernel of an algorithm receives.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelArgs {
+    pub group: Group,
+    pub job: Job,
+    /// Pipeline depth: each transfer is cut into this many pieces.
+    pub chunks: usize,
+}
+
+/// A collective algorithm (ADR-0050): what it supports, its wiring, its kernel.
+pub trait Algorithm: Sync {
+    /// Registry name, used as `algorithm:` in ccl.yaml.
+    fn name(&self) -> &'static str;
+    /// One line for `--help` and reports.
+    fn summary(&self) -> &'static str;
+    fn collectives(&self) -> &'static [Collective];
+    fn topologies(&self) -> &'static [SipTopology] {
+        &[
+            SipTopology::Ring1d,
+            SipTopology::Torus2d,
+            SipTopology::Mesh2dNoWrap,
+        ]
+    }
+    /// Neighbour tables to install (the SFR configuration), per global PE index.
+    fn wiring(&self, g: &Group, q: &QueueSettings) -> Vec<(u32, Vec<Entry>)>;
+    /// The kernel every participant runs.
+    fn kernel(&self) -> fn(&mut Tl, &KernelArgs);
+}
+
+/// Receive-buffer settings of every queue an algorithm installs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueSettings {
+    pub buffer: Space,
+    pub n_slots: u32,
+    pub slot_size: u64,
+}
+
+impl QueueSettings {
+    /// An entry `dir → peer` whose slots sit in the `k`-th queue area of the
+    /// buffer memory; in HBM the areas start at 1 GiB, above the data.
+    pub fn entry(
+        &self,
+        dir: kernbench_systems::program::QDir,
+        peer: u32,
+        peer_dir: kernbench_systems::program::QDir,
+        k: u64,
+    ) -> Entry {
+        let area = self.n_slots as u64 * self.slot_size;
+        let start = if self.buffer == Space::Hbm {
+            1 << 30
+        } else {
+            0
+        };
+        Entry {
+            dir,
+            peer_dir,
+            peer,
+            buffer: self.buffer,
+            base: start + k * area,
+            n_slots: self.n_slots,
+            slot_size: self.slot_size,
+        }
+    }
+}
+
+/// Why a collective could not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CclError {
+    #[error("algorithm '{algorithm}' does not support {what}; it supports {supported}")]
+    Unsupported {
+        algorithm: String,
+        what: String,
+        supported: String,
+    },
+    #[error("{0}")]
+    Config(String),
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error("{0}")]
+    Run(#[from] RunError),
+}
+
+/// Measures of one collective run (nccl-tests definitions).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollResult {
+    pub collective: Collective,
+    pub algorithm: String,
+    pub op: ReduceOp,
+    pub participants: usize,
+    pub bytes: u64,
+    pub elems: usize,
+    /// First PE start to last PE finish, in ticks and ns.
+    pub ticks: Tick,
+    pub time_ns: f64,
+    /// bytes / time, GB/s.
+    pub algbw_gbps: f64,
+    /// algbw × the collective's bus factor.
+    pub busbw_gbps: f64,
+    /// The α-β lower bound of this system and collective, ticks.
+    pub bound_ticks: Tick,
+    /// bound / time × 100.
+    pub pct_of_bound: f64,
+    /// Some(true) when every participant's output matched the reference.
+    pub verified: Option<bool>,
+}
+
+/// A machine with an algorithm's wiring installed.
+pub struct Communicator {
+    pub machine: Machine,
+    pub group: Group,
+    pub config: AlgoConfig,
+    pub algorithm: &'static dyn Algorithm,
+    pub system: System,
+    /// Tick at which the last neighbour table landed.
+    pub installed_at: Tick,
+}
+
+impl Communicator {
+    /// Builds the machine and installs the algorithm's wiring. Fails loudly on a
+    /// SIP topology the algorithm does not support.
+    pub fn new(sys: &System, config: &AlgoConfig, mode: DataMode) -> Result<Self, CclError> {
+        let algorithm = algorithms::find(&config.algorithm)?;
+        let topo = sys.spec.system.sips.topology;
+        if !algorithm.topologies().contains(&topo) {
+            return Err(CclError::Unsupported {
+                algorithm: algorithm.name().into(),
+                what: format!("SIP topology {}", topo.name()),
+                supported: algorithm
+                    .topologies()
+                    .iter()
+                    .map(|t| t.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        let group = Group::new(sys);
+        let mut machine =
+            Machine::build_with(sys, mode).map_err(|e| CclError::Config(e.to_string()))?;
+        let q = QueueSettings {
+            buffer: config.buffer_kind,
+            n_slots: config.n_slots,
+            slot_size: config.slot_size,
+        };
+        let installed_at = machine.install(algorithm.wiring(&group, &q))?;
+        Ok(Self {
+            machine,
+            group,
+            config: config.clone(),
+            algorithm,
+            system: sys.clone(),
+            installed_at,
+        })
+    }
+
+    fn check(&self, job: &Job) -> Result<(), CclError> {
+        if !self.algorithm.collectives().contains(&job.collective) {
+            return Err(CclError::Unsupported {
+                algorithm: self.algorithm.name().into(),
+                what: format!("the {} collective", job.collective),
+                supported: self
+                    .algorithm
+                    .collectives()
+                    .iter()
+                    .map(|c| c.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs one collective; in functional mode also writes inputs and checks outputs.
+    pub fn run(&mut self, job: Job) -> Result<CollResult, CclError> {
+        self.check(&job)?;
+        let functional = *self.machine.engine.world.resource::<DataMode>() == DataMode::Functional;
+        if functional {
+            self.write_inputs(&job);
+        }
+        let pes: Vec<u32> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
+        let args = KernelArgs {
+            group: self.group,
+            job,
+            chunks: self.config.chunks as usize,
+        };
+        let run = self.machine.launch(self.algorithm.kernel(), &args, &pes)?;
+        let ticks = run.kernel_end - run.kernel_start;
+        let verified = functional.then(|| self.outputs_match(&job));
+        let bound_ticks = bound::lower_bound(&self.machine, &self.system, &self.group, &job).ticks;
+        let tick_ns = self.system.spec.system.tick_ns;
+        let time_ns = ticks as f64 * tick_ns;
+        let n = self.group.size();
+        let algbw = if time_ns > 0.0 {
+            job.bytes() as f64 / time_ns
+        } else {
+            0.0
+        };
+        Ok(CollResult {
+            collective: job.collective,
+            algorithm: self.config.name.clone(),
+            op: job.op,
+            participants: n,
+            bytes: job.bytes(),
+            elems: job.elems,
+            ticks,
+            time_ns,
+            algbw_gbps: algbw,
+            busbw_gbps: algbw * job.collective.bus_factor(n),
+            bound_ticks,
+            pct_of_bound: if ticks > 0 {
+                bound_ticks as f64 / ticks as f64 * 100.0
+            } else {
+                100.0
+            },
+            verified,
+        })
+    }
+
+    fn hbm(&self, p: usize) -> Location {
+        let c = self.group.cubes_per_sip() as usize;
+        Location {
+            space: Space::Hbm,
+            sip: (p / c) as u32,
+            cube: (p % c) as u32,
+            pe: 0,
+            offset: 0,
+        }
+    }
+
+    /// Writes every participant's input (and zeroes the rest of its buffer).
+    fn write_inputs(&mut self, job: &Job) {
+        for p in 0..self.group.size() {
+            let data = verify::input(job, self.group.size(), p);
+            let at = self.hbm(p);
+            self.machine.write(at, &data).expect("HBM holds the buffer");
+        }
+    }
+
+    fn outputs_match(&self, job: &Job) -> bool {
+        let n = self.group.size();
+        (0..n).all(|p| {
+            let got = self
+                .machine
+                .read(self.hbm(p), job.elems)
+                .expect("buffer written");
+            verify::output_matches(job, n, p, &got)
+        })
+    }
+}
+
+/// Inputs and the independent reference.
+pub mod verify {
+    use super::*;
+    use kernels::split;
+
+    /// Small integer values, so every sum of up to 2048/4 participants is exact in f16.
+    fn value(p: usize, i: usize) -> f32 {
+        ((p * 7 + i * 3 + (i >> 4)) % 5) as f32
+    }
+
+    /// Participant `p`'s buffer before the collective.
+    pub fn input(job: &Job, n: usize, p: usize) -> Vec<f16> {
+        let blocks = split(job.elems, n);
+        (0..job.elems)
+            .map(|i| {
+                let owned = match job.collective {
+                    Collective::AllGather => blocks[p].0 <= i && i < blocks[p].0 + blocks[p].1,
+                    Collective::Broadcast => p == 0,
+                    _ => true,
+                };
+                f16::from_f32(if owned { value(p, i) } else { 0.0 })
+            })
+            .collect()
+    }
+
+    /// The reduction of element `i` over all participants.
+    fn reduced(job: &Job, n: usize, i: usize) -> f32 {
+        (1..n).fold(value(0, i), |acc, p| job.op.apply(acc, value(p, i)))
+    }
+
+    /// Whether participant `p`'s buffer after the collective is right.
+    pub fn output_matches(job: &Job, n: usize, p: usize, got: &[f16]) -> bool {
+        let blocks = split(job.elems, n);
+        let owner = |i: usize| {
+            blocks
+                .iter()
+                .position(|b| b.0 <= i && i < b.0 + b.1)
+                .unwrap_or(0)
+        };
+        (0..job.elems).all(|i| {
+            let expect = match job.collective {
+                Collective::AllReduce => reduced(job, n, i),
+                Collective::ReduceScatter if owner(i) == p => reduced(job, n, i),
+                Collective::ReduceScatter => return true,
+                Collective::AllGather => value(owner(i), i),
+                Collective::Broadcast => value(0, i),
+                Collective::Reduce if p == 0 => reduced(job, n, i),
+                Collective::Reduce => return true,
+            };
+            got[i] == f16::from_f32(expect)
+        })
+    }
+}
