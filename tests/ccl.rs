@@ -42,3 +42,168 @@ fn smoke_every_algorithm_all_reduce() {
         assert_eq!(r.verified, Some(true), "{algo}");
     }
 }
+
+const B: u64 = 64; // inter-SIP bytes per tick
+const L: u64 = 100; // inter-SIP latency, ticks
+const LANES: u64 = 64; // pe.vector_lanes of the default spec
+
+/// n SIPs of one cube on a ring; only inter-SIP links and the PE's vector unit cost time.
+fn lean_ring(n: u32) -> System {
+    let mut s = lean(n, SipTopology::Ring1d, None).spec;
+    (
+        s.links.inter_sip.bandwidth_gbps,
+        s.links.inter_sip.latency_ns,
+        s.links.inter_sip.packet_bytes,
+    ) = (B as f64, L as f64, 1 << 30);
+    for m in [&mut s.memory.tcm, &mut s.memory.sram, &mut s.memory.hbm] {
+        m.ideal = true;
+    }
+    System::from_spec(s, "test").unwrap()
+}
+
+fn ticks(sys: &System, algo: &str, elems: usize) -> u64 {
+    let mut config = cfg(algo, Space::Tcm, 1);
+    config.slot_size = 1 << 24;
+    let mut c = Communicator::new(sys, &config, DataMode::Functional).unwrap();
+    let r = c
+        .run(Job {
+            collective: Collective::AllReduce,
+            op: ReduceOp::Sum,
+            elems,
+        })
+        .unwrap();
+    assert_eq!(r.verified, Some(true));
+    assert!(r.ticks >= r.bound_ticks, "{algo} beat its bound: {r:?}");
+    r.ticks
+}
+
+#[test]
+fn ring_all_reduce_closed_form() {
+    // 2(n−1) steps of L + ⌈S/(nB)⌉, plus one vector add of S/n per reduce-scatter step.
+    for n in [2u64, 3, 4, 8] {
+        for s in [n * 128, n * 4096, n * 20_000] {
+            let expect =
+                2 * (n - 1) * (L + (s / n).div_ceil(B)) + (n - 1) * (s / n / 2).div_ceil(LANES);
+            assert_eq!(
+                ticks(&lean_ring(n as u32), "ring", (s / 2) as usize),
+                expect,
+                "n={n} S={s}"
+            );
+        }
+    }
+}
+
+#[test]
+fn adr0032_single_cube_ring_closed_form() {
+    // n−1 rounds of the whole vector, L + ⌈S/B⌉ each; the received vector is
+    // forwarded before it is added, so only the last add is exposed.
+    for n in [2u64, 3, 4, 8] {
+        for s in [256u64, 8192, 40_000] {
+            let expect = (n - 1) * (L + s.div_ceil(B)) + (s / 2).div_ceil(LANES);
+            assert_eq!(
+                ticks(&lean_ring(n as u32), "adr0032", (s / 2) as usize),
+                expect,
+                "n={n} S={s}"
+            );
+        }
+    }
+}
+
+const ALGORITHMS: [&str; 4] = ["ring", "tree", "adr0032", "hier_lanes"];
+const CUBE_MESHES: [(u32, u32); 4] = [(1, 1), (2, 2), (4, 4), (3, 5)];
+const BUFFERS: [Space; 3] = [Space::Tcm, Space::Sram, Space::Hbm];
+const OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
+
+fn sips(n: u32, topology: SipTopology, grid: Option<(u32, u32)>, cubes: (u32, u32)) -> System {
+    system(|s| {
+        s.system.sips.count = n;
+        s.system.sips.topology = topology;
+        (s.system.sips.w, s.system.sips.h) = (grid.map(|g| g.0), grid.map(|g| g.1));
+        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = cubes;
+    })
+}
+
+/// Every algorithm × collective × cube mesh × buffer kind on one SIP
+/// topology, in functional mode: values match the reference on every
+/// participant, unsupported collectives fail naming algorithm and collective,
+/// and no run beats its bound.
+fn matrix(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) {
+    let mut runs = 0;
+    for cubes in CUBE_MESHES {
+        let sys = sips(n, topology, grid, cubes);
+        for (b, buffer) in BUFFERS.into_iter().enumerate() {
+            for algo in ALGORITHMS {
+                let mut c =
+                    Communicator::new(&sys, &cfg(algo, buffer, 2), DataMode::Functional).unwrap();
+                for (k, collective) in Collective::ALL.into_iter().enumerate() {
+                    let op = OPS[(b + k) % 3];
+                    let job = Job {
+                        collective,
+                        op,
+                        elems: 131,
+                    };
+                    let what = format!(
+                        "{algo} {collective} {op:?} on {n} SIPs {topology:?} {grid:?}, cubes {cubes:?}, {buffer:?}"
+                    );
+                    match c.run(job) {
+                        Ok(r) => {
+                            assert_eq!(r.verified, Some(true), "wrong values: {what}");
+                            assert!(r.ticks >= r.bound_ticks, "beat the bound: {what}: {r:?}");
+                            runs += 1;
+                        }
+                        Err(CclError::Unsupported {
+                            algorithm, what: w, ..
+                        }) => {
+                            assert_eq!(algorithm, algo);
+                            assert!(w.contains(collective.name()), "{w}");
+                            assert!(
+                                !c.algorithm.collectives().contains(&collective),
+                                "{what} claimed support"
+                            );
+                        }
+                        Err(e) => panic!("{what}: {e}"),
+                    }
+                }
+            }
+        }
+    }
+    // 10 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
+    assert_eq!(runs, 10 * 4 * 3);
+}
+
+#[test]
+fn matrix_ring_1d_2() {
+    matrix(2, SipTopology::Ring1d, None);
+}
+#[test]
+fn matrix_ring_1d_3() {
+    matrix(3, SipTopology::Ring1d, None);
+}
+#[test]
+fn matrix_ring_1d_4() {
+    matrix(4, SipTopology::Ring1d, None);
+}
+#[test]
+fn matrix_ring_1d_8() {
+    matrix(8, SipTopology::Ring1d, None);
+}
+#[test]
+fn matrix_torus_2x2() {
+    matrix(4, SipTopology::Torus2d, Some((2, 2)));
+}
+#[test]
+fn matrix_torus_3x2() {
+    matrix(6, SipTopology::Torus2d, Some((3, 2)));
+}
+#[test]
+fn matrix_torus_4x4() {
+    matrix(16, SipTopology::Torus2d, Some((4, 4)));
+}
+#[test]
+fn matrix_mesh_2x3() {
+    matrix(6, SipTopology::Mesh2dNoWrap, Some((2, 3)));
+}
+#[test]
+fn matrix_mesh_4x4() {
+    matrix(16, SipTopology::Mesh2dNoWrap, Some((4, 4)));
+}

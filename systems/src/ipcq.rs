@@ -314,18 +314,27 @@ pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
     }
 }
 
-/// Consumes full slots in order for the front recv.
+/// Consumes full slots in order for the queued recvs, front first; a recv
+/// that has all its bytes (and, for SRAM/HBM buffers, has them landed)
+/// resolves and the next one continues.
 pub fn pump_recv(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
     loop {
-        let qu = &mut ctx.queues.list[q as usize];
-        if qu.full == 0 {
-            break;
+        consume(ctx, q)?;
+        if !finish_recv(ctx, q) {
+            return Ok(());
         }
+    }
+}
+
+/// Reads full slots into the front recv until it has its bytes or none is full.
+fn consume(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
+    loop {
+        let qu = &mut ctx.queues.list[q as usize];
         let Some(job) = qu.recvs.front_mut() else {
             return Ok(());
         };
-        if job.got == job.bytes {
-            break; // waiting for slot reads to land
+        if qu.full == 0 || job.got == job.bytes {
+            return Ok(());
         }
         let slot = qu.slots[(qu.consumed % qu.n_slots as u64) as usize];
         qu.consumed += 1;
@@ -360,12 +369,10 @@ pub fn pump_recv(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
             ctx.send(q, Leg::SlotData, src, dst, bytes, read, Purpose::SlotData);
         }
     }
-    finish_recv(ctx, q);
-    Ok(())
 }
 
-/// Resolves the front recv once all its bytes are read and landed.
-fn finish_recv(ctx: &mut QueueCtx, q: QueueId) {
+/// Resolves the front recv once all its bytes are read and landed; true if it did.
+fn finish_recv(ctx: &mut QueueCtx, q: QueueId) -> bool {
     let qu = &mut ctx.queues.list[q as usize];
     let done = qu
         .recvs
@@ -381,6 +388,7 @@ fn finish_recv(ctx: &mut QueueCtx, q: QueueId) {
             data: (!job.data.is_empty() || job.bytes == 0).then_some(job.data),
         });
     }
+    done
 }
 
 /// Marks a written slot Full and lets a waiting recv consume it.
@@ -460,7 +468,7 @@ pub fn deliver_chunks(mut inbox: ResMut<Inbox>, mut dma: ResMut<DmaCalendar>, mu
 /// Delivery of slot reads from SRAM/HBM buffers: the front recv's data lands.
 pub fn deliver_slot_data(mut inbox: ResMut<Inbox>, mut qa: QueueAccess) {
     let arrived = inbox.take(Purpose::SlotData);
-    let (mut ctx, _) = qa.ctx();
+    let (mut ctx, errors) = qa.ctx();
     for a in &arrived {
         let q = a.tag as QueueId;
         let job = ctx.queues.list[q as usize]
@@ -469,7 +477,10 @@ pub fn deliver_slot_data(mut inbox: ResMut<Inbox>, mut qa: QueueAccess) {
             .expect("a recv awaits its data");
         job.landing -= 1;
         job.ready = job.ready.max(a.at);
-        finish_recv(&mut ctx, q);
+        // The finished recv may leave full slots for the next one.
+        if let Err(e) = pump_recv(&mut ctx, q) {
+            errors.report(e);
+        }
     }
     inbox.restore(Purpose::SlotData, arrived);
 }
