@@ -6,6 +6,7 @@
 pub mod ccl;
 pub mod kernel;
 pub mod machine;
+pub mod report;
 pub mod spec;
 pub mod topology;
 pub mod workload;

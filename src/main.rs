@@ -2,8 +2,10 @@
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
+use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
 use kernbench::kernel::wiring::{QueueConfig, ring};
 use kernbench::machine::Machine;
+use kernbench::report::Usage;
 use kernbench::spec::{System, presets};
 use kernbench::topology::address::Space;
 use kernbench::topology::{EDGE_KINDS, Node};
@@ -35,6 +37,11 @@ enum Command {
     ///
     /// Example: kernbench topo --preset torus_4096 --dot out/
     Topo(TopoArgs),
+    /// Run one collective over a range of sizes and print an nccl-tests-style
+    /// table: size, count, time, algbw, busbw, % of the α-β bound, verified.
+    ///
+    /// Example: kernbench run --collective all_reduce --algorithm hier_lanes --preset mesh_16 --max-bytes 64M
+    Run(RunArgs),
     /// Measure the simulator: build the 4096-SIP system, then run ring
     /// traffic (each SIP sends to its right neighbour, round after round) and
     /// report messages and link traversals per second.
@@ -76,6 +83,54 @@ struct TopoArgs {
 }
 
 #[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    system: SystemArg,
+    /// Collective configuration YAML (default: the embedded configs/ccl.yaml).
+    #[arg(long, value_name = "FILE")]
+    ccl: Option<PathBuf>,
+    #[arg(long, value_enum, default_value = "all_reduce")]
+    collective: Collective,
+    /// An entry of the ccl config (e.g. ring, hier_lanes, adr0032, tree);
+    /// default: the config's `defaults`.
+    #[arg(long, default_value = "defaults")]
+    algorithm: String,
+    /// Reduction of reducing collectives.
+    #[arg(long, value_enum, default_value = "sum")]
+    op: ReduceOp,
+    /// Smallest buffer per participant, bytes (K, M, G = 2^10, 2^20, 2^30).
+    #[arg(long, default_value = "1K", value_parser = parse_bytes)]
+    min_bytes: u64,
+    /// Largest buffer per participant, bytes.
+    #[arg(long, default_value = "1M", value_parser = parse_bytes)]
+    max_bytes: u64,
+    /// Size multiplier from one row to the next.
+    #[arg(long, default_value_t = 2)]
+    step_factor: u64,
+    /// Carry f16 values and check every participant's output against a
+    /// reference (slower); otherwise timing only.
+    #[arg(long)]
+    verify: bool,
+}
+
+/// "64M" → 67108864; K, M, G are powers of 1024, an optional trailing B or iB is allowed.
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim().trim_end_matches("iB").trim_end_matches('B');
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size; use e.g. 4096, 64K, 16M, 1G"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+#[derive(Args)]
 struct BenchArgs {
     /// SIPs on the benchmark ring (1 cube, 1 PE each; only inter-SIP links cost time).
     #[arg(long, default_value_t = 4096)]
@@ -110,6 +165,7 @@ fn main() {
     let result = match cli.command {
         Command::Topo(a) => topo(a),
         Command::Bench(a) => bench(a),
+        Command::Run(a) => run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
@@ -333,5 +389,80 @@ fn bench_kernel(a: &BenchArgs, sys: &System) -> Result<()> {
         r.messages - messages_before,
         (r.messages - messages_before) as f64 / secs / 1e6
     );
+    Ok(())
+}
+
+fn run(a: RunArgs) -> Result<()> {
+    let sys = a.system.load()?;
+    let ccl = match &a.ccl {
+        Some(path) => CclConfig::from_file(path)?,
+        None => CclConfig::embedded_default(),
+    };
+    let config = ccl.entry(&a.algorithm).map_err(anyhow::Error::msg)?.clone();
+    if a.min_bytes < 2 || a.max_bytes < a.min_bytes || a.step_factor < 2 {
+        bail!(
+            "sizes: need 2 <= --min-bytes <= --max-bytes and --step-factor >= 2 (got {}, {}, {})",
+            a.min_bytes,
+            a.max_bytes,
+            a.step_factor
+        );
+    }
+    let mode = if a.verify {
+        DataMode::Functional
+    } else {
+        DataMode::TimingOnly
+    };
+    let mut comm = Communicator::new(&sys, &config, mode)?;
+    println!(
+        "# {} / {} ({}: buffer {}, {} slots x {} B, {} chunks) on {} ({} participants), op {}",
+        a.collective,
+        config.name,
+        config.algorithm,
+        config.buffer_kind.name(),
+        config.n_slots,
+        config.slot_size,
+        config.chunks,
+        sys.origin,
+        comm.group.size(),
+        a.op.name()
+    );
+    println!(
+        "{:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>9}",
+        "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "%bound", "verified"
+    );
+    let mut bytes = a.min_bytes - a.min_bytes % 2;
+    let mut last = None;
+    while bytes <= a.max_bytes {
+        let job = Job {
+            collective: a.collective,
+            op: a.op,
+            elems: (bytes / 2) as usize,
+        };
+        let before = Usage::snapshot(&comm.machine);
+        let r = comm.run(job)?;
+        last = Some((before, r.ticks));
+        let verified = match r.verified {
+            Some(true) => "ok",
+            Some(false) => "WRONG",
+            None => "-",
+        };
+        println!(
+            "{:>12} {:>12} {:>12.3} {:>10.2} {:>10.2} {:>10.1} {:>9}",
+            r.bytes,
+            r.elems,
+            r.time_ns / 1000.0,
+            r.algbw_gbps,
+            r.busbw_gbps,
+            r.pct_of_bound,
+            verified
+        );
+        bytes = bytes.saturating_mul(a.step_factor);
+    }
+    if let Some((before, ticks)) = last {
+        print!(
+            "\nlargest size, {}",
+            Usage::snapshot(&comm.machine).summary(&before, &comm.machine, ticks)
+        );
+    }
     Ok(())
 }

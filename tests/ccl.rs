@@ -45,7 +45,7 @@ fn smoke_every_algorithm_all_reduce() {
 
 const B: u64 = 64; // inter-SIP bytes per tick
 const L: u64 = 100; // inter-SIP latency, ticks
-const LANES: u64 = 64; // pe.vector_lanes of the default spec
+const LANES: u64 = 256; // pe.vector_lanes of the default spec
 
 /// n SIPs of one cube on a ring; only inter-SIP links and the PE's vector unit cost time.
 fn lean_ring(n: u32) -> System {
@@ -206,4 +206,35 @@ fn matrix_mesh_2x3() {
 #[test]
 fn matrix_mesh_4x4() {
     matrix(16, SipTopology::Mesh2dNoWrap, Some((4, 4)));
+}
+
+/// ADR-0032 against the every-lane hierarchical all-reduce on a 16-SIP 4×4
+/// torus of 4×4-cube SIPs at 64 MiB per participant (timing only).
+#[test]
+fn every_lane_beats_adr0032_by_8x_and_reaches_70_percent_of_bound() {
+    let sys = sips(16, SipTopology::Torus2d, Some((4, 4)), (4, 4));
+    let job = Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems: 32 << 20,
+    };
+    let ccl = CclConfig::embedded_default();
+    let run = |name: &str| {
+        let mut c =
+            Communicator::new(&sys, ccl.entry(name).unwrap(), DataMode::TimingOnly).unwrap();
+        c.run(job).unwrap()
+    };
+    let (adr, lanes) = (run("adr0032"), run("hier_lanes"));
+    let speedup = adr.ticks as f64 / lanes.ticks as f64;
+    println!(
+        "adr0032 {} ticks ({:.1}% of bound), hier_lanes {} ticks ({:.1}% of bound), {speedup:.1}x",
+        adr.ticks, adr.pct_of_bound, lanes.ticks, lanes.pct_of_bound
+    );
+    assert!(speedup >= 8.0, "hier_lanes only {speedup:.2}x faster");
+    assert!(
+        lanes.pct_of_bound >= 70.0,
+        "hier_lanes at {:.1}% of its bound",
+        lanes.pct_of_bound
+    );
+    assert!(adr.ticks >= adr.bound_ticks && lanes.ticks >= lanes.bound_ticks);
 }

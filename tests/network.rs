@@ -157,7 +157,7 @@ fn packets_pipeline_through_a_real_machine_path() {
         .unwrap()
         .arrival(0)
         .unwrap();
-    // 200 B < every packet size: one packet. NoC: 256 GB/s = 256 B/tick -> 1 tick, L 2.
+    // 200 B < every packet size: one packet. NoC: 1024 B/tick -> 1 tick, L 2.
     // UCIe: 128 B/tick -> 2 ticks, L 10. One UCIe hop, the rest NoC.
     assert_eq!(at, 3 + (hops - 1) * (2 + 1) + (10 + 2));
 }

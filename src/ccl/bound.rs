@@ -58,6 +58,13 @@ fn inbound_rate(links: &LinkTable, node: NodeId, from: impl Fn(u8) -> bool) -> O
     Some(rate)
 }
 
+/// The smallest rate; None if any is unbounded (an ideal link) or none is finite.
+fn min_rate(mut rates: impl Iterator<Item = Option<f64>>) -> Option<f64> {
+    rates
+        .try_fold(f64::INFINITY, |a, r| r.map(|r| a.min(r)))
+        .filter(|r| r.is_finite())
+}
+
 fn term(bytes: f64, rate: Option<f64>) -> Tick {
     match rate {
         Some(r) if r > 0.0 => (bytes / r).floor() as Tick,
@@ -95,41 +102,19 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
         }
         Some(total)
     };
-    if n > 1 {
-        let worst = (0..cubes)
-            .map(|c| port_rate(0, c, &|k| k == UCIE || k == INTER_SIP))
-            .fold(Some(f64::INFINITY), |a, r| match (a, r) {
-                (Some(a), Some(r)) => Some(a.min(r)),
-                _ => None,
-            });
-        terms.push((
-            "cube links",
-            term(inbound(job, n), worst.filter(|r| r.is_finite())),
-        ));
-    }
+    let all_links = |k: u8| k == UCIE || k == INTER_SIP;
+    let worst_cube = min_rate((0..cubes).map(|c| port_rate(0, c, &all_links)));
+    terms.push(("cube links", term(inbound(job, n), worst_cube)));
     // SIP: inter-SIP lanes into it; the worst-connected SIP.
     if g.sips > 1 {
-        let mut worst = Some(f64::INFINITY);
-        for sip in 0..g.sips {
-            let mut rate = Some(0.0);
-            for c in 0..cubes {
-                rate = match (rate, port_rate(sip, c, &|k| k == INTER_SIP)) {
-                    (Some(a), Some(r)) => Some(a + r),
-                    _ => None,
-                };
-            }
-            worst = match (worst, rate) {
-                (Some(a), Some(r)) => Some(a.min(r)),
-                _ => None,
-            };
-        }
-        terms.push((
-            "SIP lanes",
-            term(
-                inbound(job, g.sips as usize),
-                worst.filter(|r| r.is_finite()),
-            ),
-        ));
+        let lanes = |k: u8| k == INTER_SIP;
+        let sip_rate = |sip: u32| {
+            (0..cubes)
+                .map(|c| port_rate(sip, c, &lanes))
+                .try_fold(0.0, |a, r| r.map(|r| a + r))
+        };
+        let worst_sip = min_rate((0..g.sips).map(sip_rate));
+        terms.push(("SIP lanes", term(inbound(job, g.sips as usize), worst_sip)));
     }
     // Memory: the cube's HBM port reads its input and writes its output.
     let hbm = &sys.spec.memory.hbm;

@@ -184,7 +184,7 @@ impl CclConfig {
                     ));
                 }
             }
-            if cfg.slot_size % 2 != 0 {
+            if !cfg.slot_size.is_multiple_of(2) {
                 return Err(err(
                     format!("{path}.slot_size"),
                     format!("slot_size {} is odd: data is f16", cfg.slot_size),

@@ -69,6 +69,15 @@ impl Buffer {
         }
     }
 
+    /// Loads the atoms of `r` that are not held yet, in order.
+    pub fn ensure(&mut self, tl: &mut Tl, r: Range<usize>) {
+        for a in r {
+            if self.tiles[a].is_none() {
+                self.load(tl, a..a + 1);
+            }
+        }
+    }
+
     /// Stores the atoms of `r` to HBM.
     pub fn store(&mut self, tl: &mut Tl, r: Range<usize>) {
         for a in r {
@@ -167,51 +176,110 @@ impl RingJob {
     }
 }
 
-/// Ring reduce-scatter (n − 1 steps) of several rings at once, step by step,
-/// atom by atom: a member forwards an atom as soon as it is reduced, so
-/// consecutive atoms pipeline. Afterwards member `me` of each job holds block
-/// `(me + 1) mod n` reduced.
+/// Ring reduce-scatter (n − 1 steps) of several rings at once. Within a step
+/// the rings advance atom by atom in turn, and a member forwards an atom as
+/// soon as it is reduced, so rings in both directions stream together and
+/// consecutive atoms pipeline with few slots. Blocks are loaded one step
+/// before they are needed, so HBM streams while the ring runs. Afterwards
+/// member `me` of each job holds block `(me + 1) mod n` reduced.
 pub fn reduce_scatter(tl: &mut Tl, op: ReduceOp, buf: &mut Buffer, jobs: &[RingJob]) {
-    for j in jobs.iter().filter(|j| j.ring.n > 1) {
-        buf.send(tl, j.blocks[j.ring.me].clone(), j.ring.next);
+    let block_at = |j: &RingJob, s: usize| (j.ring.me + j.ring.n - s - 1) % j.ring.n;
+    let rings: Vec<&RingJob> = jobs.iter().filter(|j| j.ring.n > 1).collect();
+    for j in &rings {
+        buf.ensure(tl, j.blocks[j.ring.me].clone());
     }
-    let steps = jobs
-        .iter()
-        .map(|j| j.ring.n.saturating_sub(1))
-        .max()
-        .unwrap_or(0);
+    interleave(
+        &rings,
+        |j| j.blocks[j.ring.me].clone(),
+        |j, a| tl.send(j.ring.next, buf.tile(a)),
+    );
+    for j in &rings {
+        buf.ensure(tl, j.blocks[block_at(j, 0)].clone());
+    }
+    let steps = rings.iter().map(|j| j.ring.n - 1).max().unwrap_or(0);
     for s in 0..steps {
-        for j in jobs.iter().filter(|j| s + 1 < j.ring.n) {
-            let Ring { n, me, next, prev } = j.ring;
-            let block = (me + n - s - 1) % n;
-            let forward = (s + 2 < n).then_some(next);
-            for a in j.blocks[block].clone() {
-                buf.recv_combine(tl, op, a, prev, forward);
+        for j in rings.iter().filter(|j| s + 2 < j.ring.n) {
+            buf.ensure(tl, j.blocks[block_at(j, s + 1)].clone());
+        }
+        let live: Vec<&RingJob> = rings.iter().copied().filter(|j| s + 1 < j.ring.n).collect();
+        interleave(
+            &live,
+            |j| j.blocks[block_at(j, s)].clone(),
+            |j, a| {
+                let forward = (s + 2 < j.ring.n).then_some(j.ring.next);
+                buf.recv_combine(tl, op, a, j.ring.prev, forward);
+            },
+        );
+    }
+}
+
+/// Visits the atoms of each job's block round-robin: atom 0 of every job,
+/// then atom 1, and so on.
+fn interleave<'a>(
+    jobs: &[&'a RingJob],
+    block: impl Fn(&RingJob) -> Range<usize>,
+    mut visit: impl FnMut(&'a RingJob, usize),
+) {
+    let blocks: Vec<Range<usize>> = jobs.iter().map(|j| block(j)).collect();
+    let longest = blocks.iter().map(|b| b.len()).max().unwrap_or(0);
+    for i in 0..longest {
+        for (j, b) in jobs.iter().zip(&blocks) {
+            if i < b.len() {
+                visit(j, b.start + i);
             }
         }
     }
 }
 
+/// What [`all_gather`] stores to HBM as soon as it is final.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    /// The block this member starts with.
+    pub own: bool,
+    /// Blocks as they arrive.
+    pub received: bool,
+}
+
 /// Ring all-gather (n − 1 steps): member `me` of job `i` starts with block
-/// `own[i]` and ends with all blocks.
-pub fn all_gather(tl: &mut Tl, buf: &mut Buffer, jobs: &[RingJob], own: &[usize]) {
-    for (j, &o) in jobs.iter().zip(own).filter(|(j, _)| j.ring.n > 1) {
-        buf.send(tl, j.blocks[o].clone(), j.ring.next);
+/// `own[i]` and ends with all blocks; rings advance atom by atom in turn.
+/// `keep` says which atoms to store as soon as they are final, so stores
+/// overlap the rest of the ring.
+pub fn all_gather(tl: &mut Tl, buf: &mut Buffer, jobs: &[RingJob], own: &[usize], keep: Keep) {
+    let owned = |j: &RingJob| {
+        own[jobs
+            .iter()
+            .position(|x| std::ptr::eq(x, j))
+            .expect("job of this call")]
+    };
+    let all: Vec<&RingJob> = jobs.iter().collect();
+    for j in &all {
+        buf.ensure(tl, j.blocks[owned(j)].clone());
     }
-    let steps = jobs
-        .iter()
-        .map(|j| j.ring.n.saturating_sub(1))
-        .max()
-        .unwrap_or(0);
-    for s in 0..steps {
-        for (j, &o) in jobs.iter().zip(own).filter(|(j, _)| s + 1 < j.ring.n) {
-            let Ring { n, next, prev, .. } = j.ring;
-            let block = (o + n - s - 1) % n;
-            let forward = (s + 2 < n).then_some(next);
-            for a in j.blocks[block].clone() {
-                buf.recv_replace(tl, a, prev, forward);
-            }
+    let rings: Vec<&RingJob> = all.iter().copied().filter(|j| j.ring.n > 1).collect();
+    interleave(
+        &rings,
+        |j| j.blocks[owned(j)].clone(),
+        |j, a| tl.send(j.ring.next, buf.tile(a)),
+    );
+    if keep.own {
+        for j in &all {
+            buf.store(tl, j.blocks[owned(j)].clone());
         }
+    }
+    let steps = rings.iter().map(|j| j.ring.n - 1).max().unwrap_or(0);
+    for s in 0..steps {
+        let live: Vec<&RingJob> = rings.iter().copied().filter(|j| s + 1 < j.ring.n).collect();
+        interleave(
+            &live,
+            |j| j.blocks[(owned(j) + j.ring.n - s - 1) % j.ring.n].clone(),
+            |j, a| {
+                let forward = (s + 2 < j.ring.n).then_some(j.ring.next);
+                buf.recv_replace(tl, a, j.ring.prev, forward);
+                if keep.received {
+                    buf.store(tl, a..a + 1);
+                }
+            },
+        );
     }
 }
 

@@ -38,6 +38,9 @@ pub struct Calendar<E> {
 }
 
 const RECENT: usize = 4;
+/// Spare bucket vectors kept for reuse, and the capacity each keeps.
+const SPARE_BUCKETS: usize = 256;
+const SPARE_CAPACITY: usize = 8192;
 const NO_SLOT: u32 = u32::MAX;
 
 impl<E> Default for Calendar<E> {
@@ -114,10 +117,15 @@ impl<E> Calendar<E> {
         Some(bucket)
     }
 
-    /// Returns an emptied bucket for reuse.
+    /// Returns an emptied bucket for reuse. A burst can leave a bucket with a
+    /// huge capacity; keeping many of those would hold memory for nothing,
+    /// so big buckets shrink and the spare pool is bounded.
     pub fn recycle(&mut self, mut bucket: Vec<E>) {
         bucket.clear();
-        self.spare.push(bucket);
+        if self.spare.len() < SPARE_BUCKETS {
+            bucket.shrink_to(SPARE_CAPACITY);
+            self.spare.push(bucket);
+        }
     }
 
     /// Pending events.

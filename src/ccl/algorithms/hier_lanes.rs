@@ -8,7 +8,7 @@
 //! direction carries traffic, and `chunks` pipelines each transfer.
 
 use super::ring::me;
-use crate::ccl::kernels::{Buffer, Ring, RingJob, all_gather, reduce_scatter};
+use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, reduce_scatter};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
 use crate::kernel::Tl;
 use kernbench_systems::ipcq::Entry;
@@ -34,9 +34,9 @@ pub fn cube_ring(w: u32, h: u32) -> Vec<u32> {
         v.extend((1..h).rev().map(|y| id(0, y)));
         v
     };
-    if w >= 2 && h >= 2 && h % 2 == 0 {
+    if w >= 2 && h >= 2 && h.is_multiple_of(2) {
         cycle(w, h, &|x, y| y * w + x)
-    } else if w >= 2 && h >= 2 && w % 2 == 0 {
+    } else if w >= 2 && h >= 2 && w.is_multiple_of(2) {
         cycle(h, w, &|x, y| x * w + y)
     } else {
         (0..h)
@@ -66,9 +66,8 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
     let (sx, sy) = (sip as usize % w, sip as usize / w);
     let op = a.job.op;
+    // Blocks are loaded as the rings reach them and stored once final.
     let mut buf = Buffer::new(a.job.elems, &[2, c, 2, w, h, a.chunks]);
-    let all = buf.range(&[]);
-    buf.load(tl, all.clone());
 
     // Level 0: the cube ring, both directions (half of the buffer each).
     let intra = Ring {
@@ -123,10 +122,18 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         .collect();
     reduce_scatter(tl, op, &mut buf, &l2);
     let own2: Vec<usize> = l2.iter().map(|j| j.owned()).collect();
-    all_gather(tl, &mut buf, &l2, &own2);
-    all_gather(tl, &mut buf, &l1, &own1);
-    all_gather(tl, &mut buf, &l0, &own0);
-    buf.store(tl, all);
+    // After the column all-gather, every atom this cube holds is final.
+    let keep_all = Keep {
+        own: true,
+        received: true,
+    };
+    let keep_received = Keep {
+        own: false,
+        received: true,
+    };
+    all_gather(tl, &mut buf, &l2, &own2, keep_all);
+    all_gather(tl, &mut buf, &l1, &own1, keep_received);
+    all_gather(tl, &mut buf, &l0, &own0, keep_received);
 }
 
 impl Algorithm for HierLanes {

@@ -3,7 +3,7 @@
 //! participant sends 2(n−1)/n of the buffer); broadcast and reduce are
 //! pipelined chains along the ring.
 
-use crate::ccl::kernels::{Buffer, Ring, RingJob, all_gather, reduce_scatter};
+use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, reduce_scatter};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
 use crate::kernel::Tl;
 use kernbench_systems::ipcq::Entry;
@@ -44,20 +44,33 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
             let j = [RingJob { ring, blocks }];
             if job.collective == Collective::AllGather {
                 buf.load(tl, j[0].blocks[me].clone());
-                all_gather(tl, &mut buf, &j, &[me]);
-                let all = buf.range(&[]);
-                buf.store(tl, all);
+                all_gather(
+                    tl,
+                    &mut buf,
+                    &j,
+                    &[me],
+                    Keep {
+                        own: false,
+                        received: true,
+                    },
+                );
                 return;
             }
-            let all = buf.range(&[]);
-            buf.load(tl, all.clone());
             reduce_scatter(tl, op, &mut buf, &j);
             if job.collective == Collective::ReduceScatter {
                 buf.store(tl, j[0].blocks[j[0].owned()].clone());
                 return;
             }
-            all_gather(tl, &mut buf, &j, &[j[0].owned()]);
-            buf.store(tl, all);
+            all_gather(
+                tl,
+                &mut buf,
+                &j,
+                &[j[0].owned()],
+                Keep {
+                    own: true,
+                    received: true,
+                },
+            );
         }
         Collective::Broadcast => {
             // Chain 0 → 1 → … → n−1, atom by atom.

@@ -42,7 +42,7 @@ fn broadcast_down(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, me: usize) {
             for c in all.clone() {
                 buf.recv_replace(tl, c, QDir::Chan(k as u8), None);
             }
-        } else if me % (2 * bit) == 0 && me + bit < n {
+        } else if me.is_multiple_of(2 * bit) && me + bit < n {
             buf.send(tl, all.clone(), QDir::Chan(k as u8));
         }
     }
