@@ -8,6 +8,7 @@ pub mod kernel;
 pub mod machine;
 pub mod report;
 pub mod spec;
+pub mod sweep;
 pub mod topology;
 pub mod workload;
 

@@ -32,6 +32,23 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The main job: run a sweep plan — collectives × algorithms × sizes ×
+    /// topologies × buffer kinds — in parallel, and write results.csv,
+    /// results.json, the plan and system used, and SVG plots to
+    /// results/<plan>-<timestamp>/. With no arguments, runs the embedded
+    /// default plan on the embedded default system.
+    ///
+    /// Examples:
+    ///   kernbench sweep                                  # the default plan
+    ///   kernbench sweep --plan scaling --jobs 1          # 4 to 4096 SIPs, simulator cost per point
+    ///   kernbench sweep --plan my.yaml --out r/ --resume # continue an interrupted sweep
+    ///   kernbench sweep --shard 2/3 --out r2/            # one third of the points, for merge
+    Sweep(SweepArgs),
+    /// Combine result directories (shards of one plan) into one result set
+    /// with plots.
+    ///
+    /// Example: kernbench merge r1/ r2/ r3/ --out all/
+    Merge(MergeArgs),
     /// Build a system and describe it: node and link counts, SIP/cube/PE
     /// totals, network diameter, build time; optionally Graphviz views.
     ///
@@ -80,6 +97,54 @@ struct TopoArgs {
     /// (the NoC of sip0.cube0). Render with `neato -n -Tsvg`.
     #[arg(long, value_name = "DIR")]
     dot: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct SweepArgs {
+    /// A built-in plan (default, scaling, smoke) or a plan YAML file.
+    #[arg(long, default_value = "default")]
+    plan: String,
+    /// Base system spec for every point (default: the plan's, else the embedded one).
+    #[arg(long, value_name = "FILE", conflicts_with = "preset")]
+    system: Option<PathBuf>,
+    /// A built-in preset as the base system.
+    #[arg(long, value_name = "NAME")]
+    preset: Option<String>,
+    /// Collective configuration YAML (default: the embedded configs/ccl.yaml).
+    #[arg(long, value_name = "FILE")]
+    ccl: Option<PathBuf>,
+    /// Result directory (default: results/<plan>-<UTC timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Points simulated in parallel, one world each (default: all cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Continue the sweep in --out: points already written are skipped.
+    #[arg(long, requires = "out")]
+    resume: bool,
+    /// Run only shard K of N (points with index mod N = K-1), e.g. 2/3.
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let bad = || format!("'{s}' is not a shard; use K/N with 1 <= K <= N, e.g. 2/3");
+    let (k, n) = s.split_once('/').ok_or_else(bad)?;
+    let (k, n): (usize, usize) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+    if k == 0 || n == 0 || k > n {
+        return Err(bad());
+    }
+    Ok((k, n))
+}
+
+#[derive(Args)]
+struct MergeArgs {
+    /// Result directories of the same plan (e.g. its shards).
+    #[arg(required = true, value_name = "DIR")]
+    dirs: Vec<PathBuf>,
+    /// Where to write the merged result set.
+    #[arg(long, value_name = "DIR")]
+    out: PathBuf,
 }
 
 #[derive(Args)]
@@ -166,6 +231,8 @@ fn main() {
         Command::Topo(a) => topo(a),
         Command::Bench(a) => bench(a),
         Command::Run(a) => run(a),
+        Command::Sweep(a) => sweep(a),
+        Command::Merge(a) => merge(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
@@ -407,6 +474,7 @@ fn run(a: RunArgs) -> Result<()> {
             a.step_factor
         );
     }
+    Communicator::supports(&config, a.collective)?;
     let mode = if a.verify {
         DataMode::Functional
     } else {
@@ -464,5 +532,91 @@ fn run(a: RunArgs) -> Result<()> {
             Usage::snapshot(&comm.machine).summary(&before, &comm.machine, ticks)
         );
     }
+    Ok(())
+}
+
+fn sweep(a: SweepArgs) -> Result<()> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let plan = kernbench::sweep::Plan::load(&a.plan)?;
+    let system = match (&a.system, &a.preset) {
+        (Some(p), _) => Some(System::from_file(p)?),
+        (None, Some(n)) => Some(presets::preset(n)?),
+        _ => None,
+    };
+    let (ccl, ccl_text) = match &a.ccl {
+        Some(p) => (Some(CclConfig::from_file(p)?), std::fs::read_to_string(p)?),
+        None => (None, kernbench::ccl::config::DEFAULT_CCL_YAML.to_string()),
+    };
+    let plan = plan.with_base(system, ccl)?;
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!("{}-{}", plan.file.name, chrono::Utc::now().format("%Y%m%d-%H%M%S")))
+    });
+    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupted: finishing the points in progress (Ctrl-C again to quit now)");
+    })?;
+    let total = plan.points().len();
+    let shard = a.shard.map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
+    eprintln!(
+        "sweep '{}': {total} points{shard}, {jobs} job(s), {} -> {}",
+        plan.file.name,
+        if plan.file.description.is_empty() { "no description" } else { &plan.file.description },
+        out.display()
+    );
+    let opts = kernbench::sweep::Options { out: out.clone(), jobs, resume: a.resume, shard: a.shard, stop, ccl_text };
+    let t0 = Instant::now();
+    let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;
+    let secs = t0.elapsed().as_secs_f64();
+    print!("{}", kernbench::sweep::results::summary(&outcome.rows));
+    let failed = outcome.rows.iter().filter(|r| !r.error.is_empty()).count();
+    println!(
+        "\n{} of {} points done ({} run now in {secs:.1} s, {} from before, {failed} failed); results in {}",
+        outcome.rows.len(),
+        outcome.planned,
+        outcome.ran,
+        outcome.skipped,
+        out.display()
+    );
+    if outcome.interrupted {
+        println!("interrupted: continue with  kernbench sweep --plan {} --out {} --resume", a.plan, out.display());
+        std::process::exit(130);
+    }
+    Ok(())
+}
+
+fn merge(a: MergeArgs) -> Result<()> {
+    let plan_text = |d: &PathBuf| std::fs::read_to_string(d.join("plan.yaml")).with_context(|| format!("{} is not a result directory (no plan.yaml)", d.display()));
+    let first = plan_text(&a.dirs[0])?;
+    for d in &a.dirs[1..] {
+        if plan_text(d)? != first {
+            bail!("{} was produced by a different plan than {}; merge only shards of one plan", d.display(), a.dirs[0].display());
+        }
+    }
+    std::fs::create_dir_all(a.out.join("points")).with_context(|| format!("cannot create {}", a.out.display()))?;
+    for name in ["plan.yaml", "system.yaml", "ccl.yaml"] {
+        let src = a.dirs[0].join(name);
+        if src.exists() {
+            std::fs::copy(&src, a.out.join(name)).with_context(|| format!("cannot copy {}", src.display()))?;
+        }
+    }
+    let mut n = 0;
+    for d in &a.dirs {
+        for entry in std::fs::read_dir(d.join("points")).with_context(|| format!("{}/points", d.display()))? {
+            let path = entry?.path();
+            if path.extension().and_then(|e| e.to_str()) == Some("json") {
+                std::fs::copy(&path, a.out.join("points").join(path.file_name().expect("file")))?;
+                n += 1;
+            }
+        }
+    }
+    let rows = kernbench::sweep::consolidate(&a.out).map_err(anyhow::Error::msg)?;
+    print!("{}", kernbench::sweep::results::summary(&rows));
+    println!("\nmerged {n} point files from {} directories into {} ({} points)", a.dirs.len(), a.out.display(), rows.len());
     Ok(())
 }

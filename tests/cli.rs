@@ -346,3 +346,268 @@ fn bench_rejects_a_one_sip_ring() {
     assert!(r.stderr.contains("got 1"), "{}", r.stderr);
     assert!(r.stdout.is_empty(), "{}", r.stdout);
 }
+
+// ---------------------------------------------------------------------------
+// `run`: the nccl-tests-style table and its errors
+// ---------------------------------------------------------------------------
+
+/// One data row of the `run` table.
+#[derive(Debug)]
+struct RunRow {
+    size: u64,
+    count: u64,
+    time_us: f64,
+    algbw: f64,
+    busbw: f64,
+    pct_bound: f64,
+    verified: String,
+}
+
+/// Participants printed in the `# collective / entry (...) on ... (P participants)` header.
+fn participants(header: &str) -> usize {
+    let before = header
+        .split(" participants)")
+        .next()
+        .filter(|_| header.contains(" participants)"))
+        .unwrap_or_else(|| panic!("no participant count in {header:?}"));
+    before
+        .rsplit('(')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("participant count is not a number in {header:?}"))
+}
+
+/// The rows between the column header (the line with `size(B)`) and the next blank line.
+fn run_rows(stdout: &str) -> Vec<RunRow> {
+    let mut lines = stdout.lines().skip_while(|l| !l.contains("size(B)"));
+    assert!(lines.next().is_some(), "no column header in:\n{stdout}");
+    lines
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(cols.len(), 7, "row {l:?}");
+            let num = |i: usize| -> f64 {
+                cols[i]
+                    .parse()
+                    .unwrap_or_else(|e| panic!("column {i} of {l:?}: {e}"))
+            };
+            RunRow {
+                size: cols[0].parse().expect("size"),
+                count: cols[1].parse().expect("count"),
+                time_us: num(2),
+                algbw: num(3),
+                busbw: num(4),
+                pct_bound: num(5),
+                verified: cols[6].to_string(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn run_ring_all_reduce_on_torus_6_rect_prints_a_verified_table() {
+    let r = kernbench(&[
+        "run",
+        "--preset",
+        "torus_6_rect",
+        "--collective",
+        "all_reduce",
+        "--algorithm",
+        "ring",
+        "--min-bytes",
+        "4K",
+        "--max-bytes",
+        "16K",
+        "--verify",
+    ]);
+    r.expect_code(0);
+    let out = &r.stdout;
+    let header = out
+        .lines()
+        .find(|l| l.starts_with('#'))
+        .unwrap_or_else(|| panic!("no header line in:\n{out}"));
+    assert!(header.starts_with("# all_reduce / ring"), "{header}");
+    assert!(header.contains("torus_6_rect"), "{header}");
+    assert!(header.contains("op sum"), "{header}");
+    // 6 SIPs x 16 cubes, one participant per cube.
+    let p = participants(header);
+    assert_eq!(p, 96, "{header}");
+    let columns = out
+        .lines()
+        .find(|l| l.contains("size(B)"))
+        .unwrap_or_else(|| panic!("no column header in:\n{out}"));
+    for col in [
+        "size(B)",
+        "count",
+        "time(us)",
+        "algbw(GB/s)",
+        "busbw(GB/s)",
+        "%bound",
+        "verified",
+    ] {
+        assert!(columns.contains(col), "{col} missing: {columns}");
+    }
+    let rows = run_rows(out);
+    let sizes: Vec<u64> = rows.iter().map(|r| r.size).collect();
+    assert_eq!(sizes, [4096, 8192, 16384], "{out}");
+    let factor = 2.0 * (p as f64 - 1.0) / p as f64;
+    for row in &rows {
+        assert_eq!(row.verified, "ok", "{row:?}\n{out}");
+        assert_eq!(row.count, row.size / 2, "f16 elements: {row:?}");
+        assert!(row.time_us > 0.0, "{row:?}");
+        // GB/s = bytes / ns; the table shows 2 decimals, so compare with
+        // the exact value from size and time plus half a unit of the last digit.
+        let algbw = row.size as f64 / (row.time_us * 1000.0);
+        let shown = 0.005 + 1e-9;
+        assert!((row.algbw - algbw).abs() <= shown, "algbw: {row:?}");
+        let busbw = algbw * factor;
+        assert!(
+            (row.busbw - busbw).abs() <= (busbw * 0.01).max(shown),
+            "busbw must be algbw x 2(P-1)/P = {busbw:.4}: {row:?}"
+        );
+        assert!(
+            row.busbw >= row.algbw,
+            "all-reduce bus factor is > 1: {row:?}"
+        );
+        assert!(
+            row.pct_bound > 0.0 && row.pct_bound <= 100.0,
+            "%bound in (0, 100]: {row:?}"
+        );
+    }
+    assert!(
+        rows.windows(2).all(|w| w[0].time_us <= w[1].time_us),
+        "a larger all-reduce does not finish sooner:\n{out}"
+    );
+    let util = out
+        .lines()
+        .position(|l| l.contains("utilization"))
+        .unwrap_or_else(|| panic!("no utilization section in:\n{out}"));
+    let section: Vec<&str> = out.lines().skip(util + 1).collect();
+    assert!(
+        section
+            .iter()
+            .any(|l| l.trim_start().starts_with("link inter_sip")),
+        "{out}"
+    );
+    assert!(
+        section
+            .iter()
+            .any(|l| l.trim_start().starts_with("port hbm")),
+        "{out}"
+    );
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+}
+
+#[test]
+fn run_rejects_a_collective_the_algorithm_does_not_support() {
+    let r = kernbench(&[
+        "run",
+        "--algorithm",
+        "adr0032",
+        "--collective",
+        "reduce_scatter",
+        "--max-bytes",
+        "4K",
+    ]);
+    r.expect_user_error();
+    for word in ["adr0032", "reduce_scatter", "supports all_reduce"] {
+        assert!(r.stderr.contains(word), "{word}: {}", r.stderr);
+    }
+    // Nothing was measured.
+    let rows = r
+        .stdout
+        .lines()
+        .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+        .count();
+    assert_eq!(rows, 0, "{}", r.stdout);
+}
+
+#[test]
+fn run_unknown_algorithm_lists_the_entries() {
+    let r = kernbench(&["run", "--algorithm", "nope"]);
+    r.expect_user_error();
+    assert!(r.stderr.contains("'nope'"), "{}", r.stderr);
+    for name in [
+        "defaults",
+        "adr0032",
+        "adr0032_pipelined",
+        "ring",
+        "hier_lanes",
+        "tree",
+    ] {
+        assert!(r.stderr.contains(name), "{name} not listed: {}", r.stderr);
+    }
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+}
+
+#[test]
+fn run_rejects_min_bytes_above_max_bytes() {
+    let r = kernbench(&["run", "--min-bytes", "1K", "--max-bytes", "512"]);
+    r.expect_user_error();
+    assert!(r.stderr.contains("--min-bytes"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("1024") && r.stderr.contains("512"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+}
+
+#[test]
+fn run_rejects_a_size_with_an_unknown_suffix() {
+    let r = kernbench(&["run", "--min-bytes", "12Q"]);
+    assert_ne!(r.code, Some(0), "{}", r.stdout);
+    assert!(r.stderr.contains("is not a size"), "{}", r.stderr);
+    assert!(r.stderr.contains("--min-bytes"), "{}", r.stderr);
+    assert!(r.stderr.contains("12Q"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+}
+
+#[test]
+fn run_bad_ccl_file_reports_file_line_and_field() {
+    let path = manifest_path("tests/data/bad_ccl/unknown_field_entry.yaml");
+    let r = kernbench(&["run", "--ccl", path.to_str().unwrap()]);
+    r.expect_user_error();
+    let line = marked_line(&path);
+    let head = format!("error: {}:{line}: algorithms.ring.n_slot: ", path.display());
+    assert!(
+        r.stderr.starts_with(&head),
+        "expected stderr to start with\n{head}\ngot\n{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("unknown field `n_slot`"), "{}", r.stderr);
+    assert!(r.stderr.contains("; allowed: "), "{}", r.stderr);
+    assert!(r.stderr.contains("n_slots"), "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+}
+
+#[test]
+fn run_help_lists_its_options() {
+    let r = kernbench(&["run", "--help"]);
+    r.expect_code(0);
+    for opt in [
+        "--collective",
+        "--algorithm",
+        "--op",
+        "--min-bytes",
+        "--max-bytes",
+        "--step-factor",
+        "--ccl",
+        "--verify",
+        "--system",
+        "--preset",
+    ] {
+        assert!(r.stdout.contains(opt), "{opt}: {}", r.stdout);
+    }
+    // The collectives and ops clap accepts.
+    for value in [
+        "all_reduce",
+        "reduce_scatter",
+        "all_gather",
+        "broadcast",
+        "sum",
+        "max",
+    ] {
+        assert!(r.stdout.contains(value), "{value}: {}", r.stdout);
+    }
+}

@@ -330,17 +330,18 @@ impl Communicator {
     }
 
     fn check(&self, job: &Job) -> Result<(), CclError> {
-        if !self.algorithm.collectives().contains(&job.collective) {
+        Self::supports(&self.config, job.collective)
+    }
+
+    /// Whether the configured algorithm implements `collective` (checked before
+    /// anything is built, so a bad combination fails at once).
+    pub fn supports(config: &AlgoConfig, collective: Collective) -> Result<(), CclError> {
+        let algorithm = algorithms::find(&config.algorithm)?;
+        if !algorithm.collectives().contains(&collective) {
             return Err(CclError::Unsupported {
-                algorithm: self.algorithm.name().into(),
-                what: format!("the {} collective", job.collective),
-                supported: self
-                    .algorithm
-                    .collectives()
-                    .iter()
-                    .map(|c| c.name())
-                    .collect::<Vec<_>>()
-                    .join(", "),
+                algorithm: algorithm.name().into(),
+                what: format!("the {collective} collective"),
+                supported: algorithm.collectives().iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
             });
         }
         Ok(())
@@ -351,7 +352,7 @@ impl Communicator {
         self.check(&job)?;
         let functional = *self.machine.engine.world.resource::<DataMode>() == DataMode::Functional;
         if functional {
-            self.write_inputs(&job);
+            self.write_inputs(&job)?;
         }
         let pes: Vec<u32> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
         let args = KernelArgs {
@@ -404,12 +405,15 @@ impl Communicator {
     }
 
     /// Writes every participant's input (and zeroes the rest of its buffer).
-    fn write_inputs(&mut self, job: &Job) {
+    fn write_inputs(&mut self, job: &Job) -> Result<(), CclError> {
         for p in 0..self.group.size() {
             let data = verify::input(job, self.group.size(), p);
             let at = self.hbm(p);
-            self.machine.write(at, &data).expect("HBM holds the buffer");
+            self.machine
+                .write(at, &data)
+                .map_err(|e| CclError::Config(format!("writing the input of participant {p}: {e}")))?;
         }
+        Ok(())
     }
 
     fn outputs_match(&self, job: &Job) -> bool {

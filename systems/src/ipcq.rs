@@ -440,7 +440,7 @@ impl<'w, 's> QueueAccess<'w, 's> {
 
 /// Delivery of chunks: each is written into its slot through the buffer
 /// memory's port; the slot turns Full when the write completes.
-pub fn deliver_chunks(mut inbox: ResMut<Inbox>, mut dma: ResMut<DmaCalendar>, mut qa: QueueAccess) {
+pub fn deliver_chunks(inbox: &mut Inbox, dma: &mut DmaCalendar, qa: &mut QueueAccess) {
     let arrived = inbox.take(Purpose::Chunk);
     if arrived.is_empty() {
         return inbox.restore(Purpose::Chunk, arrived);
@@ -466,7 +466,7 @@ pub fn deliver_chunks(mut inbox: ResMut<Inbox>, mut dma: ResMut<DmaCalendar>, mu
 }
 
 /// Delivery of slot reads from SRAM/HBM buffers: the front recv's data lands.
-pub fn deliver_slot_data(mut inbox: ResMut<Inbox>, mut qa: QueueAccess) {
+pub fn deliver_slot_data(inbox: &mut Inbox, qa: &mut QueueAccess) {
     let arrived = inbox.take(Purpose::SlotData);
     let (mut ctx, errors) = qa.ctx();
     for a in &arrived {

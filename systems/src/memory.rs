@@ -102,7 +102,9 @@ impl MemoryStore {
                 t[off..off + data.len()].copy_from_slice(data);
                 return Ok(());
             }
-            if at.offset < t_end {
+            // A tensor that starts before the write and ends inside it would
+            // be cut in two; one that starts where the write starts is replaced.
+            if base.offset < at.offset && at.offset < t_end {
                 return Err(overlap(base.offset));
             }
         }
@@ -175,6 +177,10 @@ mod tests {
                 .unwrap_err()
                 .contains("partly overlaps")
         );
+        // A longer write at the start of a tensor replaces it.
+        m.write(at(100), &v(&[7.0; 6])).unwrap();
+        assert_eq!(m.read(at(100), 6).unwrap(), v(&[7.0; 6]));
+        m.write(at(100), &v(&[1.0, 2.0, 3.0, 4.0])).unwrap();
         // Other memories are separate.
         assert!(
             m.read(

@@ -433,6 +433,11 @@ impl Inbox {
     pub fn is_empty(&self) -> bool {
         self.lists.iter().all(|l| l.is_empty())
     }
+
+    /// Whether arrivals of purpose `p` wait.
+    pub fn has(&self, p: Purpose) -> bool {
+        !self.lists[p as usize].is_empty()
+    }
 }
 
 /// A message: an entity that is in flight from injection until its last

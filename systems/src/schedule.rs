@@ -7,6 +7,7 @@ use crate::hierarchy::Hardware;
 use crate::ipcq::{self, DmaCalendar, Entry, QueueParams, Queues};
 use crate::memory::{DataMode, MemPorts, MemoryStore};
 use crate::network::{
+    Purpose,
     self, Inbox, LinkClass, LinkTable, MessagePool, NetCalendar, NetCounters, Outbox, RouteSource,
     Routes,
 };
@@ -131,6 +132,8 @@ fn advance(mut clock: ResMut<Clock>, due: Due) {
 }
 
 /// Builds the tick schedule with every stage chained in [`Stage::ORDER`].
+/// Each system runs only when it has work this tick (a run condition reading
+/// one or two resources), so a visited tick costs what happens in it.
 pub fn tick_schedule() -> Schedule {
     let mut s = Schedule::new(TickSchedule);
     s.set_executor(SingleThreadedExecutor::new());
@@ -146,27 +149,68 @@ pub fn tick_schedule() -> Schedule {
         )
             .chain(),
     );
-    s.add_systems(exec::kernel_step.in_set(Stage::KernelStep));
-    s.add_systems(ipcq::dma.in_set(Stage::Dma));
-    s.add_systems(
-        (network::inject, network::routing)
-            .chain()
-            .in_set(Stage::Routing),
-    );
-    s.add_systems(
-        (
-            traffic::delivery,
-            exec::deliver_control,
-            ipcq::deliver_chunks,
-            ipcq::deliver_slot_data,
-        )
-            .chain()
-            .in_set(Stage::Delivery),
-    );
-    s.add_systems(ipcq::credit_return.in_set(Stage::CreditReturn));
+    s.add_systems(exec::kernel_step.run_if(kernel_work).in_set(Stage::KernelStep));
+    s.add_systems(ipcq::dma.run_if(dma_due).in_set(Stage::Dma));
+    s.add_systems((network::inject.run_if(outbox_pending), network::routing.run_if(net_due)).chain().in_set(Stage::Routing));
+    s.add_systems(delivery.run_if(delivery_work).in_set(Stage::Delivery));
+    s.add_systems(ipcq::credit_return.run_if(credit_work).in_set(Stage::CreditReturn));
     s.add_systems(stats.in_set(Stage::Stats));
-    s.add_systems((network::inject, advance).chain().in_set(Stage::Advance));
+    s.add_systems((network::inject.run_if(outbox_pending), advance).chain().in_set(Stage::Advance));
     s
+}
+
+/// The `delivery` stage: each purpose's arrivals go to the module that owns
+/// them (one system, so a tick pays for one parameter fetch).
+fn delivery(
+    mut inbox: ResMut<Inbox>,
+    mut dma: ResMut<DmaCalendar>,
+    mut traffic: ResMut<TrafficState>,
+    mut ka: exec::KernelAccess,
+    mut qa: ipcq::QueueAccess,
+    running: Query<&PeExec>,
+    mut commands: Commands,
+) {
+    if inbox.has(Purpose::Traffic) || traffic.needs_start() {
+        let now = qa.clock.now;
+        traffic::deliver_traffic(now, &mut inbox, &mut traffic, &mut qa.outbox);
+    }
+    if [Purpose::Install, Purpose::Launch, Purpose::LoadData, Purpose::StoreData].into_iter().any(|p| inbox.has(p)) {
+        exec::deliver_control(&mut inbox, &mut ka, &mut qa, &running, &mut commands);
+    }
+    if inbox.has(Purpose::Chunk) {
+        ipcq::deliver_chunks(&mut inbox, &mut dma, &mut qa);
+    }
+    if inbox.has(Purpose::SlotData) {
+        ipcq::deliver_slot_data(&mut inbox, &mut qa);
+    }
+}
+
+fn due(next: Option<Tick>, now: Tick) -> bool {
+    next.is_some_and(|t| t <= now)
+}
+
+fn kernel_work(clock: Res<Clock>, cal: Res<KernelCalendar>, q: Res<Queues>) -> bool {
+    !q.pe_events.is_empty() || due(cal.0.next_due(), clock.now)
+}
+
+fn dma_due(clock: Res<Clock>, cal: Res<DmaCalendar>) -> bool {
+    due(cal.0.next_due(), clock.now)
+}
+
+fn net_due(clock: Res<Clock>, cal: Res<NetCalendar>) -> bool {
+    due(cal.0.next_due(), clock.now)
+}
+
+fn outbox_pending(outbox: Res<Outbox>) -> bool {
+    !outbox.is_empty()
+}
+
+fn delivery_work(inbox: Res<Inbox>, t: Res<TrafficState>) -> bool {
+    !inbox.is_empty() || t.needs_start()
+}
+
+fn credit_work(inbox: Res<Inbox>, q: Res<Queues>) -> bool {
+    inbox.has(Purpose::Credit) || !q.credit_due.is_empty() || !q.kick.is_empty()
 }
 
 /// What a finished run reports.

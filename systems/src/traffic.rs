@@ -4,7 +4,7 @@
 
 pub use crate::network::Arrival;
 use crate::network::{Inbox, MsgId, NodeId, Outbox, Purpose};
-use crate::time::{Clock, Tick};
+use crate::time::Tick;
 use bevy_ecs::prelude::*;
 
 /// A message a traffic source sends.
@@ -59,6 +59,11 @@ pub struct TrafficState {
 }
 
 impl TrafficState {
+    /// Whether a source is installed and has not been started yet.
+    pub fn needs_start(&self) -> bool {
+        self.source.is_some() && !self.started
+    }
+
     /// Runs `f` on the source with an injector into `out`.
     fn inject(
         &mut self,
@@ -75,21 +80,14 @@ impl TrafficState {
 /// The traffic part of the `delivery` stage: starts the workload on the first
 /// tick, reports arrived traffic messages to it, and queues what it sends in
 /// reaction.
-pub fn delivery(
-    clock: Res<Clock>,
-    mut inbox: ResMut<Inbox>,
-    mut traffic: ResMut<TrafficState>,
-    mut outbox: ResMut<Outbox>,
-) {
-    let now = clock.now;
-    let traffic = &mut *traffic;
+pub fn deliver_traffic(now: Tick, inbox: &mut Inbox, traffic: &mut TrafficState, outbox: &mut Outbox) {
     if !traffic.started {
         traffic.started = true;
-        traffic.inject(now, &mut outbox, |t, inj| t.start(inj));
+        traffic.inject(now, outbox, |t, inj| t.start(inj));
     }
     let arrived = inbox.take(Purpose::Traffic);
     for &a in &arrived {
-        traffic.inject(now, &mut outbox, |t, inj| t.on_arrival(a, inj));
+        traffic.inject(now, outbox, |t, inj| t.on_arrival(a, inj));
     }
     inbox.restore(Purpose::Traffic, arrived);
 }

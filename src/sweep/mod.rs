@@ -1,0 +1,19 @@
+//! Sweeps: plan expansion, parallel execution with one simulation world per
+//! point, atomic per-point results, resume, sharding, merging, summaries and
+//! plots.
+//!
+//! A result directory holds `points/<id>.json` (one per finished point,
+//! written atomically: the ground truth), and, consolidated from them,
+//! `results.csv` / `results.json` (simulation results only, bit-identical
+//! across runs, resumes and shards), `simulator.csv` (the simulator's own wall
+//! time and peak memory per point), `plan.yaml`, `system.yaml`, `ccl.yaml`
+//! and the SVG plots.
+
+pub mod plan;
+pub mod plots;
+pub mod results;
+pub mod run;
+
+pub use plan::{Plan, Point};
+pub use results::{Row, consolidate};
+pub use run::{Options, Outcome, run};

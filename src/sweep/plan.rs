@@ -1,0 +1,337 @@
+//! Sweep plans (`configs/sweeps/*.yaml`): named studies whose axes range over
+//! the collective, the algorithm entry, the size, the reduction, any field of
+//! the system spec (a dotted path such as `system.sips.count`) and any field
+//! of the algorithm's ccl entry (`ccl.buffer_kind`, `ccl.n_slots`, ...).
+//! Axes under `grid` combine as a cartesian product (first axis outermost),
+//! axes under `zip` advance together; a study's points are grid × zip.
+//! Points whose algorithm does not implement their collective are skipped.
+
+use crate::ccl::{AlgoConfig, CclConfig, Collective, ReduceOp, algorithms};
+use crate::spec::{SpecError, System, parse_yaml, presets};
+use serde::{Deserialize, Serialize};
+use serde_yaml::{Mapping, Value};
+use std::path::Path;
+
+/// Plans built into the binary: (name, YAML).
+pub const PLANS: [(&str, &str); 3] = [
+    ("default", include_str!("../../configs/sweeps/default.yaml")),
+    ("scaling", include_str!("../../configs/sweeps/scaling.yaml")),
+    ("smoke", include_str!("../../configs/sweeps/smoke.yaml")),
+];
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanFile {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// System spec: a file path or `preset:NAME`; default the embedded spec.
+    #[serde(default)]
+    pub system: Option<String>,
+    /// Spec fields set on every point before its axes (dotted paths).
+    #[serde(default)]
+    pub base: Mapping,
+    /// Check every result against the reference (functional mode).
+    #[serde(default)]
+    pub verify: bool,
+    pub studies: Vec<Study>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Study {
+    pub name: String,
+    #[serde(default)]
+    pub grid: Mapping,
+    #[serde(default)]
+    pub zip: Mapping,
+}
+
+/// A loaded plan with the system and ccl config its points start from.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub file: PlanFile,
+    pub origin: String,
+    pub text: String,
+    pub system: System,
+    pub ccl: CclConfig,
+}
+
+/// One point: where it sits in the plan and what it sets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Point {
+    /// Position in the plan's expansion order (stable across runs and shards).
+    pub index: usize,
+    pub study: String,
+    /// "key=value" assignments in axis order.
+    pub assignments: Vec<(String, String)>,
+}
+
+impl Point {
+    /// A stable identifier: FNV-1a of the study and assignments.
+    pub fn id(&self) -> String {
+        let mut h: u64 = 0xcbf29ce484222325;
+        for b in self.label().bytes() {
+            h = (h ^ b as u64).wrapping_mul(0x100000001b3);
+        }
+        format!("{h:016x}")
+    }
+
+    pub fn label(&self) -> String {
+        let a: Vec<String> = self.assignments.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        format!("{}: {}", self.study, a.join(", "))
+    }
+}
+
+/// Everything a point runs with, resolved.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub system: System,
+    pub config: AlgoConfig,
+    pub collective: Collective,
+    pub op: ReduceOp,
+    pub bytes: u64,
+}
+
+fn plan_error(origin: &str, path: &str, problem: String, allowed: &str) -> SpecError {
+    SpecError { file: origin.into(), path: path.into(), line: None, problem, allowed: allowed.into() }
+}
+
+/// "64M" → 67108864 (K, M, G are powers of 1024).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim().trim_end_matches("iB").trim_end_matches('B');
+    let (num, mult) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
+        _ => (t, 1),
+    };
+    let n: u64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size; use e.g. 4096, 64K, 16M, 1G"))?;
+    n.checked_mul(mult).ok_or_else(|| format!("'{s}' is too large"))
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        Value::Bool(b) => b.to_string(),
+        other => serde_yaml::to_string(other).unwrap_or_default().trim().to_string(),
+    }
+}
+
+/// Sets a dotted path in a YAML mapping.
+fn set_path(root: &mut Value, path: &str, v: Value) -> Result<(), String> {
+    let mut cur = root;
+    let parts: Vec<&str> = path.split('.').collect();
+    for (i, p) in parts.iter().enumerate() {
+        let Value::Mapping(m) = cur else {
+            return Err(format!("'{}' is not a section", parts[..i].join(".")));
+        };
+        if i + 1 == parts.len() {
+            m.insert(Value::String((*p).into()), v);
+            return Ok(());
+        }
+        cur = m.entry(Value::String((*p).into())).or_insert_with(|| Value::Mapping(Mapping::new()));
+    }
+    Ok(())
+}
+
+impl Plan {
+    /// An embedded plan by name, or a plan file.
+    pub fn load(name_or_path: &str) -> Result<Plan, SpecError> {
+        if let Some((_, yaml)) = PLANS.iter().find(|p| p.0 == name_or_path) {
+            return Self::from_yaml(yaml, &format!("configs/sweeps/{name_or_path}.yaml"));
+        }
+        let path = Path::new(name_or_path);
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            plan_error(
+                name_or_path,
+                "(file)",
+                format!("no built-in plan of that name and the file cannot be read: {e}"),
+                &format!("a plan file, or one of: {}", PLANS.map(|p| p.0).join(", ")),
+            )
+        })?;
+        Self::from_yaml(&text, name_or_path)
+    }
+
+    pub fn from_yaml(text: &str, origin: &str) -> Result<Plan, SpecError> {
+        let file: PlanFile = parse_yaml(text, origin)?;
+        let system = match file.system.as_deref() {
+            None => System::embedded_default(),
+            Some(s) => match s.strip_prefix("preset:") {
+                Some(name) => presets::preset(name)?,
+                None => System::from_file(Path::new(s))?,
+            },
+        };
+        let plan = Plan { file, origin: origin.into(), text: text.into(), system, ccl: CclConfig::embedded_default() };
+        plan.check()?;
+        Ok(plan)
+    }
+
+    /// Uses another system spec or ccl config as the base of every point.
+    pub fn with_base(mut self, system: Option<System>, ccl: Option<CclConfig>) -> Result<Plan, SpecError> {
+        if let Some(s) = system {
+            self.system = s;
+        }
+        if let Some(c) = ccl {
+            self.ccl = c;
+        }
+        self.check()?;
+        Ok(self)
+    }
+
+    /// Static checks: studies, axis names and values, zip lengths.
+    fn check(&self) -> Result<(), SpecError> {
+        let o = &self.origin;
+        if self.file.studies.is_empty() {
+            return Err(plan_error(o, "studies", "no studies".into(), "a list of studies, each with a name and grid and/or zip axes"));
+        }
+        self.base_system().map_err(|e| plan_error(o, "base", e, "dotted system-spec paths such as sip.cube_mesh.w"))?;
+        for (i, st) in self.file.studies.iter().enumerate() {
+            let at = format!("studies[{i}]");
+            for (section, axes) in [("grid", &st.grid), ("zip", &st.zip)] {
+                let mut len = None;
+                for (k, v) in axes {
+                    let key = scalar(k);
+                    let path = format!("{at}.{section}.{key}");
+                    let Value::Sequence(values) = v else {
+                        return Err(plan_error(o, &path, "axis values must be a list".into(), "a YAML list, e.g. [4, 16, 64]"));
+                    };
+                    if values.is_empty() {
+                        return Err(plan_error(o, &path, "axis has no values".into(), "at least one value"));
+                    }
+                    if section == "zip" && *len.get_or_insert(values.len()) != values.len() {
+                        return Err(plan_error(o, &path, "zipped axes have different lengths".into(), "the same number of values on every zip axis"));
+                    }
+                    for v in values {
+                        self.check_value(&key, v).map_err(|e| plan_error(o, &path, e.0, &e.1))?;
+                    }
+                }
+            }
+            if st.grid.is_empty() && st.zip.is_empty() {
+                return Err(plan_error(o, &at, "study has no axes".into(), "grid and/or zip axes"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether `v` is a valid value for axis `key`: (problem, allowed) if not.
+    fn check_value(&self, key: &str, v: &Value) -> Result<(), (String, String)> {
+        let s = scalar(v);
+        match key {
+            "collective" => Collective::ALL.iter().find(|c| c.name() == s).map(|_| ()).ok_or_else(|| (format!("unknown collective '{s}'"), Collective::ALL.map(|c| c.name()).join(", "))),
+            "algorithm" => self.ccl.entry(&s).map(|_| ()).map_err(|e| (e, "an entry of the ccl config".into())),
+            "op" => ["sum", "max", "min"].contains(&s.as_str()).then_some(()).ok_or_else(|| (format!("unknown op '{s}'"), "sum, max, min".into())),
+            "bytes" => parse_bytes(&s).map(|_| ()).map_err(|e| (e, "sizes like 1K, 64M".into())),
+            k if k.starts_with("ccl.") => {
+                let field = &k[4..];
+                ["buffer_kind", "n_slots", "slot_size", "chunks"]
+                    .contains(&field)
+                    .then_some(())
+                    .ok_or_else(|| (format!("unknown ccl field '{field}'"), "ccl.buffer_kind, ccl.n_slots, ccl.slot_size, ccl.chunks".into()))
+            }
+            k => {
+                let mut root = serde_yaml::to_value(&self.system.spec).expect("spec serializes");
+                let Some(_) = k.split('.').try_fold(&root, |cur, p| cur.get(p)) else {
+                    return Err((format!("'{k}' is not an axis or a system-spec field"), "collective, algorithm, bytes, op, ccl.<field>, or a spec path like system.sips.count".into()));
+                };
+                set_path(&mut root, k, v.clone()).map_err(|e| (e, "a spec field".into()))?;
+                serde_yaml::from_value::<crate::spec::SystemSpec>(root).map(|_| ()).map_err(|e| (format!("{k} = {s}: {e}"), "a value of the field's type".into()))
+            }
+        }
+    }
+
+    fn base_system(&self) -> Result<System, String> {
+        let mut root = serde_yaml::to_value(&self.system.spec).expect("spec serializes");
+        for (k, v) in &self.file.base {
+            set_path(&mut root, &scalar(k), v.clone())?;
+        }
+        let spec = serde_yaml::from_value(root).map_err(|e| e.to_string())?;
+        System::from_spec(spec, &self.system.origin).map_err(|e| e.to_string())
+    }
+
+    /// Every point, in order, skipping algorithms that lack their collective.
+    pub fn points(&self) -> Vec<Point> {
+        let mut out = Vec::new();
+        for st in &self.file.studies {
+            let axes = |m: &Mapping| -> Vec<(String, Vec<String>)> {
+                m.iter()
+                    .map(|(k, v)| (scalar(k), v.as_sequence().map(|s| s.iter().map(scalar).collect()).unwrap_or_default()))
+                    .collect()
+            };
+            let (grid, zip) = (axes(&st.grid), axes(&st.zip));
+            let zip_len = zip.first().map_or(1, |z| z.1.len());
+            let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
+            for (k, vals) in &grid {
+                combos = combos.into_iter().flat_map(|c| vals.iter().map(move |v| [c.clone(), vec![(k.clone(), v.clone())]].concat())).collect();
+            }
+            for c in combos {
+                for z in 0..zip_len {
+                    let mut a = c.clone();
+                    a.extend(zip.iter().map(|(k, vals)| (k.clone(), vals[z].clone())));
+                    if self.supported(&a) {
+                        out.push(Point { index: out.len(), study: st.name.clone(), assignments: a });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn get<'a>(a: &'a [(String, String)], key: &str) -> Option<&'a str> {
+        a.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    fn supported(&self, a: &[(String, String)]) -> bool {
+        let collective = Self::get(a, "collective").unwrap_or("all_reduce");
+        let entry = self.ccl.entry(Self::get(a, "algorithm").unwrap_or("defaults"));
+        match entry.ok().and_then(|e| algorithms::find(&e.algorithm).ok()) {
+            Some(alg) => alg.collectives().iter().any(|c| c.name() == collective),
+            None => true, // an unknown entry is reported when the point runs
+        }
+    }
+
+    /// The system, algorithm config and job of a point; errors name the axis.
+    pub fn resolve(&self, p: &Point) -> Result<Resolved, String> {
+        let mut root = serde_yaml::to_value(&self.base_system()?.spec).expect("spec serializes");
+        let mut ccl_overrides = Vec::new();
+        for (k, v) in &p.assignments {
+            if !["collective", "algorithm", "bytes", "op"].contains(&k.as_str()) {
+                if let Some(field) = k.strip_prefix("ccl.") {
+                    ccl_overrides.push((field, v));
+                } else {
+                    let value: Value = serde_yaml::from_str(v).map_err(|e| format!("{k} = {v}: {e}"))?;
+                    set_path(&mut root, k, value)?;
+                }
+            }
+        }
+        let spec = serde_yaml::from_value(root).map_err(|e| e.to_string())?;
+        let system = System::from_spec(spec, &self.system.origin).map_err(|e| e.to_string())?;
+        let mut config = self.ccl.entry(Self::get(&p.assignments, "algorithm").unwrap_or("defaults"))?.clone();
+        for (field, v) in ccl_overrides {
+            let num = || v.parse::<u64>().map_err(|_| format!("ccl.{field} = {v}: not a whole number"));
+            match field {
+                "buffer_kind" => {
+                    config.buffer_kind = match v.as_str() {
+                        "tcm" => crate::topology::address::Space::Tcm,
+                        "sram" => crate::topology::address::Space::Sram,
+                        "hbm" => crate::topology::address::Space::Hbm,
+                        other => return Err(format!("ccl.buffer_kind = {other}: use tcm, sram or hbm")),
+                    }
+                }
+                "n_slots" => config.n_slots = num()? as u32,
+                "slot_size" => config.slot_size = num()?,
+                "chunks" => config.chunks = num()? as u32,
+                other => return Err(format!("unknown ccl field {other}")),
+            }
+        }
+        let collective = Collective::ALL.into_iter().find(|c| Some(c.name()) == Self::get(&p.assignments, "collective")).unwrap_or(Collective::AllReduce);
+        let op = match Self::get(&p.assignments, "op").unwrap_or("sum") {
+            "max" => ReduceOp::Max,
+            "min" => ReduceOp::Min,
+            _ => ReduceOp::Sum,
+        };
+        let bytes = parse_bytes(Self::get(&p.assignments, "bytes").unwrap_or("1M"))?;
+        Ok(Resolved { system, config, collective, op, bytes })
+    }
+}

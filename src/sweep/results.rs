@@ -1,0 +1,147 @@
+//! Result rows, their files, and the summary table.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// One point's simulation result: every column is deterministic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub index: usize,
+    pub id: String,
+    pub study: String,
+    pub point: String,
+    pub topology: String,
+    pub sips: u32,
+    pub grid: String,
+    pub cubes: String,
+    pub participants: usize,
+    pub collective: String,
+    pub algorithm: String,
+    pub implementation: String,
+    pub buffer_kind: String,
+    pub n_slots: u32,
+    pub slot_size: u64,
+    pub chunks: u32,
+    pub op: String,
+    pub bytes: u64,
+    pub ticks: u64,
+    pub time_us: f64,
+    pub algbw_gbps: f64,
+    pub busbw_gbps: f64,
+    pub bound_ticks: u64,
+    pub pct_of_bound: f64,
+    /// ok, WRONG, or - (timing only)
+    pub verified: String,
+    /// Empty unless the point failed.
+    pub error: String,
+}
+
+/// What `points/<id>.json` holds: the row and the simulator's own cost.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PointFile {
+    pub row: Row,
+    pub wall_ms: f64,
+    pub peak_mb: f64,
+}
+
+/// Writes `bytes` to `path` through a temporary file and a rename, so a
+/// reader never sees a partial file.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Every finished point of a result directory, in plan order.
+pub fn load_points(dir: &Path) -> Result<Vec<PointFile>, String> {
+    let points = dir.join("points");
+    let rd = std::fs::read_dir(&points).map_err(|e| format!("{}: {e}", points.display()))?;
+    let mut out = Vec::new();
+    for entry in rd {
+        let path = entry.map_err(|e| e.to_string())?.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        out.push(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?);
+    }
+    out.sort_by_key(|p: &PointFile| p.row.index);
+    Ok(out)
+}
+
+/// Writes results.csv, results.json, simulator.csv and the plots from the
+/// point files; returns the rows.
+pub fn consolidate(dir: &Path) -> Result<Vec<Row>, String> {
+    let points = load_points(dir)?;
+    let rows: Vec<Row> = points.iter().map(|p| p.row.clone()).collect();
+    let io = |e: std::io::Error| e.to_string();
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in &rows {
+        w.serialize(r).map_err(|e| e.to_string())?;
+    }
+    let csv_bytes = w.into_inner().map_err(|e| e.to_string())?;
+    write_atomic(&dir.join("results.csv"), &csv_bytes).map_err(io)?;
+    let json = serde_json::to_vec_pretty(&rows).map_err(|e| e.to_string())?;
+    write_atomic(&dir.join("results.json"), &json).map_err(io)?;
+    let mut sim = String::from("index,id,point,wall_ms,peak_mb\n");
+    for p in &points {
+        sim.push_str(&format!("{},{},\"{}\",{:.3},{:.1}\n", p.row.index, p.row.id, p.row.point, p.wall_ms, p.peak_mb));
+    }
+    write_atomic(&dir.join("simulator.csv"), sim.as_bytes()).map_err(io)?;
+    super::plots::write_all(dir, &rows)?;
+    Ok(rows)
+}
+
+fn human(bytes: u64) -> String {
+    match bytes {
+        b if b >= 1 << 30 && b % (1 << 30) == 0 => format!("{}G", b >> 30),
+        b if b >= 1 << 20 && b % (1 << 20) == 0 => format!("{}M", b >> 20),
+        b if b >= 1 << 10 && b % (1 << 10) == 0 => format!("{}K", b >> 10),
+        b => b.to_string(),
+    }
+}
+
+/// The best algorithm per collective, size and topology (the largest SIP
+/// count of each topology kind), by busbw, with its % of bound.
+pub fn summary(rows: &[Row]) -> String {
+    let ok: Vec<&Row> = rows.iter().filter(|r| r.error.is_empty()).collect();
+    let mut largest: BTreeMap<&str, u32> = BTreeMap::new();
+    for r in &ok {
+        let e = largest.entry(r.topology.as_str()).or_insert(0);
+        *e = (*e).max(r.sips);
+    }
+    let columns: Vec<(&str, u32)> = largest.into_iter().collect();
+    let mut out = String::new();
+    let mut collectives: Vec<&str> = ok.iter().map(|r| r.collective.as_str()).collect();
+    collectives.dedup();
+    collectives.sort();
+    collectives.dedup();
+    for c in collectives {
+        out.push_str(&format!("\n{c}: best algorithm by busbw (GB/s) and % of the α-β bound\n{:>8}", "size"));
+        for (t, n) in &columns {
+            out.push_str(&format!(" {:>32}", format!("{t} x{n}")));
+        }
+        out.push('\n');
+        let mut sizes: Vec<u64> = ok.iter().filter(|r| r.collective == c).map(|r| r.bytes).collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        for s in sizes {
+            out.push_str(&format!("{:>8}", human(s)));
+            for (t, n) in &columns {
+                let best = ok
+                    .iter()
+                    .filter(|r| r.collective == c && r.bytes == s && r.topology == *t && r.sips == *n)
+                    .max_by(|a, b| a.busbw_gbps.total_cmp(&b.busbw_gbps).then(b.index.cmp(&a.index)));
+                let cell = best.map_or("-".to_string(), |r| format!("{} {:.1} ({:.0}%)", r.algorithm, r.busbw_gbps, r.pct_of_bound));
+                out.push_str(&format!(" {cell:>32}"));
+            }
+            out.push('\n');
+        }
+    }
+    let failed = rows.len() - ok.len();
+    if failed > 0 {
+        out.push_str(&format!("\n{failed} point(s) failed; their errors are in results.csv (column error)\n"));
+    }
+    out
+}

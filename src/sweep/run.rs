@@ -1,0 +1,216 @@
+//! Running a plan: points in parallel (rayon, one world per point), each
+//! result written atomically as it completes.
+
+use super::plan::{Plan, Point};
+use super::results::{PointFile, Row, consolidate, write_atomic};
+use crate::ccl::Communicator;
+use kernbench_systems::memory::DataMode;
+use rayon::prelude::*;
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// How to run a plan.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub out: PathBuf,
+    pub jobs: usize,
+    /// Skip points whose result file exists.
+    pub resume: bool,
+    /// Run only points with `index % n == k - 1`.
+    pub shard: Option<(usize, usize)>,
+    /// Set by Ctrl-C: no new point starts.
+    pub stop: Arc<AtomicBool>,
+    /// The ccl config text, saved beside the results.
+    pub ccl_text: String,
+}
+
+/// What a run did.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub rows: Vec<Row>,
+    pub ran: usize,
+    pub skipped: usize,
+    pub planned: usize,
+    pub interrupted: bool,
+}
+
+/// Peak resident memory of this process so far (Linux), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Runs one point in its own world; failures become rows with an error.
+pub fn run_point(plan: &Plan, p: &Point, verify: bool) -> PointFile {
+    let t0 = Instant::now();
+    let mut row = Row {
+        index: p.index,
+        id: p.id(),
+        study: p.study.clone(),
+        point: p.label(),
+        topology: String::new(),
+        sips: 0,
+        grid: String::new(),
+        cubes: String::new(),
+        participants: 0,
+        collective: String::new(),
+        algorithm: String::new(),
+        implementation: String::new(),
+        buffer_kind: String::new(),
+        n_slots: 0,
+        slot_size: 0,
+        chunks: 0,
+        op: String::new(),
+        bytes: 0,
+        ticks: 0,
+        time_us: 0.0,
+        algbw_gbps: 0.0,
+        busbw_gbps: 0.0,
+        bound_ticks: 0,
+        pct_of_bound: 0.0,
+        verified: "-".into(),
+        error: String::new(),
+    };
+    let result = (|| -> Result<(), String> {
+        let r = plan.resolve(p)?;
+        let s = &r.system.spec;
+        row.topology = s.system.sips.topology.name().into();
+        row.sips = s.system.sips.count;
+        row.grid = format!("{}x{}", r.system.sip_grid.0, r.system.sip_grid.1);
+        row.cubes = format!("{}x{}", s.sip.cube_mesh.w, s.sip.cube_mesh.h);
+        row.collective = r.collective.name().into();
+        row.algorithm = r.config.name.clone();
+        row.implementation = r.config.algorithm.clone();
+        row.buffer_kind = r.config.buffer_kind.name().into();
+        (row.n_slots, row.slot_size, row.chunks) = (r.config.n_slots, r.config.slot_size, r.config.chunks);
+        row.op = r.op.name().into();
+        row.bytes = r.bytes;
+        let mode = if verify { DataMode::Functional } else { DataMode::TimingOnly };
+        let mut comm = Communicator::new(&r.system, &r.config, mode).map_err(|e| e.to_string())?;
+        row.participants = comm.group.size();
+        let job = crate::ccl::Job { collective: r.collective, op: r.op, elems: (r.bytes / 2) as usize };
+        let res = comm.run(job).map_err(|e| e.to_string())?;
+        row.ticks = res.ticks;
+        row.time_us = res.time_ns / 1000.0;
+        row.algbw_gbps = res.algbw_gbps;
+        row.busbw_gbps = res.busbw_gbps;
+        row.bound_ticks = res.bound_ticks;
+        row.pct_of_bound = res.pct_of_bound;
+        row.verified = match res.verified {
+            Some(true) => "ok",
+            Some(false) => "WRONG",
+            None => "-",
+        }
+        .into();
+        Ok(())
+    })();
+    if let Err(e) = result {
+        row.error = e.replace('\n', " | ");
+    }
+    PointFile { row, wall_ms: t0.elapsed().as_secs_f64() * 1000.0, peak_mb: peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64 }
+}
+
+fn point_path(dir: &Path, p: &Point) -> PathBuf {
+    dir.join("points").join(format!("{:06}-{}.json", p.index, p.id()))
+}
+
+/// Runs a plan into `opts.out`; returns the consolidated rows.
+pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
+    let dir = &opts.out;
+    let points_dir = dir.join("points");
+    let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
+    if points_dir.exists() && !opts.resume && std::fs::read_dir(&points_dir).map_err(|e| io(&points_dir, e))?.next().is_some() {
+        return Err(format!("{} already holds results: pass --resume to continue it, or choose another --out", dir.display()));
+    }
+    std::fs::create_dir_all(&points_dir).map_err(|e| io(&points_dir, e))?;
+    for (name, text) in [("plan.yaml", plan.text.clone()), ("system.yaml", plan.system.to_yaml()), ("ccl.yaml", opts.ccl_text.clone())] {
+        write_atomic(&dir.join(name), text.as_bytes()).map_err(|e| io(&dir.join(name), e))?;
+    }
+    let all = plan.points();
+    let mine: Vec<Point> = all.into_iter().filter(|p| opts.shard.is_none_or(|(k, n)| p.index % n == k - 1)).collect();
+    let planned = mine.len();
+    let todo: Vec<Point> = mine.into_iter().filter(|p| !(opts.resume && point_path(dir, p).exists())).collect();
+    let skipped = planned - todo.len();
+    let verify = plan.file.verify;
+    let bar = progress(todo.len() as u64);
+    let done = AtomicUsize::new(0);
+    let error = std::sync::Mutex::new(None::<String>);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.jobs.max(1)).build().map_err(|e| e.to_string())?;
+    pool.install(|| {
+        todo.par_iter().for_each(|p| {
+            if opts.stop.load(Ordering::SeqCst) {
+                return;
+            }
+            let result = run_point(plan, p, verify);
+            let path = point_path(dir, p);
+            let json = serde_json::to_vec_pretty(&result).expect("rows serialize");
+            if let Err(e) = write_atomic(&path, &json) {
+                error.lock().expect("no poisoned lock").get_or_insert(io(&path, e));
+                opts.stop.store(true, Ordering::SeqCst);
+            }
+            let n = done.fetch_add(1, Ordering::SeqCst) + 1;
+            bar.tick(n, &result.row);
+        })
+    });
+    bar.finish();
+    if let Some(e) = error.into_inner().expect("no poisoned lock") {
+        return Err(e);
+    }
+    let ran = done.into_inner();
+    let interrupted = opts.stop.load(Ordering::SeqCst) && ran < todo.len();
+    let rows = consolidate(dir)?;
+    Ok(Outcome { rows, ran, skipped, planned, interrupted })
+}
+
+/// A progress bar with ETA on a terminal, plain lines otherwise.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    total: u64,
+    start: Instant,
+    last_line: AtomicUsize,
+}
+
+fn progress(total: u64) -> Progress {
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} points, ETA {eta} {msg}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        b
+    });
+    Progress { bar, total, start: Instant::now(), last_line: AtomicUsize::new(0) }
+}
+
+impl Progress {
+    fn tick(&self, done: usize, row: &Row) {
+        match &self.bar {
+            Some(b) => {
+                b.set_position(done as u64);
+                b.set_message(format!("{} {}", row.collective, row.algorithm));
+            }
+            None => {
+                // About every 5% (and the last point), one plain line.
+                let step = (self.total as usize / 20).max(1);
+                let bucket = done / step;
+                if bucket > self.last_line.fetch_max(bucket, Ordering::SeqCst) || done as u64 == self.total {
+                    let secs = self.start.elapsed().as_secs_f64();
+                    let eta = secs / done as f64 * (self.total as f64 - done as f64);
+                    eprintln!("sweep: {done}/{} points ({:.0}%), {secs:.0} s elapsed, ETA {eta:.0} s", self.total, done as f64 / self.total.max(1) as f64 * 100.0);
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(b) = &self.bar {
+            b.finish_and_clear();
+        }
+    }
+}

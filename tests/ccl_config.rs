@@ -1,0 +1,426 @@
+//! ccl.yaml loading: every bad config in tests/data/bad_ccl must fail with the
+//! file name, the exact field path, the line and a fix; the embedded default
+//! must load, name only registered algorithms and resolve inheritance.
+
+use std::path::{Path, PathBuf};
+
+use kernbench::ccl::algorithms;
+use kernbench::ccl::config::DEFAULT_CCL_YAML;
+use kernbench::ccl::{AlgoConfig, CclConfig};
+use kernbench::spec::SpecError;
+use kernbench::topology::address::Space;
+
+fn repo(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(rel)
+}
+
+fn bad_ccl(name: &str) -> PathBuf {
+    repo("tests/data/bad_ccl").join(name)
+}
+
+/// Loads a bad config, which must exist and must be rejected.
+fn load_bad(name: &str) -> SpecError {
+    let path = bad_ccl(name);
+    assert!(path.is_file(), "{} is missing", path.display());
+    match CclConfig::from_file(&path) {
+        Ok(c) => panic!("{name} was accepted: {c:?}"),
+        Err(e) => e,
+    }
+}
+
+/// The 1-based line of the `<-- HERE` marker (the header comment, line 1,
+/// mentions the marker too); None when the file has no marker.
+fn marked_line(name: &str) -> Option<usize> {
+    let text = std::fs::read_to_string(bad_ccl(name)).unwrap();
+    let marks: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.starts_with('#') && l.contains("<-- HERE"))
+        .map(|(i, _)| i + 1)
+        .collect();
+    assert!(marks.len() <= 1, "{name}: at most one <-- HERE marker");
+    marks.first().copied()
+}
+
+/// Checks shared by every bad config: file name, exact path, the marked line
+/// (or none when the file has no marker), a fix hint in the allowed part.
+fn expect_error(name: &str, path: &str, hint: &str) -> SpecError {
+    let e = load_bad(name);
+    let shown = e.to_string();
+    let file = bad_ccl(name).display().to_string();
+    assert_eq!(e.file, file, "{shown}");
+    assert!(shown.starts_with(&file), "file name missing: {shown}");
+    assert_eq!(e.path, path, "{shown}");
+    assert!(
+        shown.contains(&format!(": {path}: ")),
+        "path missing: {shown}"
+    );
+    let line = marked_line(name);
+    assert_eq!(e.line, line, "line must be the <-- HERE line: {shown}");
+    match line {
+        Some(l) => assert!(
+            shown.starts_with(&format!("{file}:{l}: {path}: ")),
+            "line missing: {shown}"
+        ),
+        None => assert!(
+            shown.starts_with(&format!("{file}: {path}: ")),
+            "no line expected: {shown}"
+        ),
+    }
+    assert!(!e.problem.is_empty(), "{shown}");
+    assert!(
+        e.allowed.contains(hint),
+        "hint {hint:?} not in the allowed part: {shown}"
+    );
+    assert!(
+        shown.ends_with(&format!("; allowed: {}", e.allowed)),
+        "{shown}"
+    );
+    e
+}
+
+/// Every file the error tests below use, so none is left untested.
+const BAD_CCL: &[&str] = &[
+    "bad_buffer_kind.yaml",
+    "malformed_indent.yaml",
+    "malformed_unclosed_flow.yaml",
+    "missing_chunks.yaml",
+    "missing_defaults.yaml",
+    "odd_slot_size.yaml",
+    "unknown_algorithm_defaults.yaml",
+    "unknown_algorithm_entry.yaml",
+    "unknown_field_entry.yaml",
+    "unknown_field_top.yaml",
+    "wrong_type_n_slots.yaml",
+    "zero_chunks.yaml",
+    "zero_n_slots.yaml",
+    "zero_slot_size.yaml",
+];
+
+#[test]
+fn bad_ccl_dir_matches_list_and_markers() {
+    let mut names: Vec<String> = std::fs::read_dir(repo("tests/data/bad_ccl"))
+        .expect("tests/data/bad_ccl exists")
+        .map(|e| {
+            e.expect("dir entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names, BAD_CCL,
+        "keep BAD_CCL in sync with tests/data/bad_ccl"
+    );
+    assert!(names.len() >= 8);
+    for name in BAD_CCL {
+        let e = load_bad(name);
+        assert_eq!(e.line, marked_line(name), "{name}: {e}");
+        // The same text through from_yaml gives the same error, under its origin.
+        let text = std::fs::read_to_string(bad_ccl(name)).unwrap();
+        let again = CclConfig::from_yaml(&text, "inline.yaml").unwrap_err();
+        assert_eq!(
+            (again.file.as_str(), &again.path, again.line),
+            ("inline.yaml", &e.path, e.line),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn unknown_top_level_field() {
+    let e = expect_error("unknown_field_top.yaml", "algoritms", "algorithms");
+    assert!(e.problem.contains("unknown field `algoritms`"), "{e}");
+    assert!(e.allowed.contains("defaults"), "{e}");
+}
+
+#[test]
+fn unknown_field_in_entry() {
+    let e = expect_error(
+        "unknown_field_entry.yaml",
+        "algorithms.ring.n_slot",
+        "n_slots",
+    );
+    assert!(e.problem.contains("unknown field `n_slot`"), "{e}");
+    for field in ["algorithm", "buffer_kind", "slot_size", "chunks"] {
+        assert!(e.allowed.contains(field), "{field} not listed: {e}");
+    }
+}
+
+#[test]
+fn unknown_algorithm_in_defaults_lists_registered_ones() {
+    let e = expect_error(
+        "unknown_algorithm_defaults.yaml",
+        "defaults.algorithm",
+        "ring",
+    );
+    assert!(e.problem.contains("unknown algorithm 'rign'"), "{e}");
+    for name in ["ring", "tree", "adr0032", "hier_lanes"] {
+        assert!(e.allowed.contains(name), "{name} not listed: {e}");
+    }
+    for name in algorithms::names() {
+        assert!(e.allowed.contains(name), "{name} not listed: {e}");
+    }
+}
+
+#[test]
+fn unknown_algorithm_in_entry_lists_registered_ones() {
+    let e = expect_error(
+        "unknown_algorithm_entry.yaml",
+        "algorithms.fast.algorithm",
+        "hier_lanes",
+    );
+    assert!(e.problem.contains("'warp_drive'"), "{e}");
+    assert_eq!(e.allowed, algorithms::names().join(", "), "{e}");
+}
+
+#[test]
+fn zero_n_slots() {
+    let e = expect_error("zero_n_slots.yaml", "algorithms.tree.n_slots", ">= 1");
+    assert!(e.problem.contains("n_slots is 0"), "{e}");
+}
+
+#[test]
+fn zero_slot_size() {
+    let e = expect_error("zero_slot_size.yaml", "defaults.slot_size", ">= 1");
+    assert!(e.problem.contains("slot_size is 0"), "{e}");
+}
+
+#[test]
+fn odd_slot_size() {
+    let e = expect_error(
+        "odd_slot_size.yaml",
+        "algorithms.ring.slot_size",
+        "even number of bytes",
+    );
+    assert!(e.problem.contains("1001"), "{e}");
+    assert!(e.problem.contains("f16"), "{e}");
+}
+
+#[test]
+fn zero_chunks_in_flow_mapping() {
+    let e = expect_error("zero_chunks.yaml", "algorithms.tree.chunks", ">= 1");
+    assert!(e.problem.contains("chunks is 0"), "{e}");
+}
+
+#[test]
+fn bad_buffer_kind_lists_the_memories() {
+    let e = expect_error(
+        "bad_buffer_kind.yaml",
+        "algorithms.ring_dram.buffer_kind",
+        "tcm",
+    );
+    assert!(e.problem.contains("dram"), "{e}");
+    for kind in ["tcm", "sram", "hbm"] {
+        assert!(e.allowed.contains(kind), "{kind} not listed: {e}");
+    }
+}
+
+#[test]
+fn string_for_n_slots() {
+    let e = expect_error(
+        "wrong_type_n_slots.yaml",
+        "defaults.n_slots",
+        "whole number",
+    );
+    assert!(e.problem.contains("many"), "{e}");
+}
+
+#[test]
+fn missing_defaults_section() {
+    let e = expect_error("missing_defaults.yaml", "defaults", "`defaults:`");
+    assert!(e.problem.contains("missing field `defaults`"), "{e}");
+    assert!(e.allowed.contains("top level"), "{e}");
+}
+
+#[test]
+fn field_missing_from_defaults() {
+    let e = expect_error("missing_chunks.yaml", "defaults.chunks", "defaults");
+    assert!(e.problem.contains("chunks is not set"), "{e}");
+}
+
+#[test]
+fn malformed_indentation() {
+    let e = expect_error("malformed_indent.yaml", "algorithms", "indent");
+    assert!(e.problem.contains("did not find expected key"), "{e}");
+}
+
+#[test]
+fn malformed_unclosed_flow_mapping() {
+    let e = expect_error(
+        "malformed_unclosed_flow.yaml",
+        "algorithms.ring",
+        "close every {",
+    );
+    assert!(e.problem.contains("'}'"), "{e}");
+}
+
+#[test]
+fn missing_file() {
+    let path = bad_ccl("no_such_ccl.yaml");
+    assert!(!path.exists());
+    let e = CclConfig::from_file(&path).unwrap_err();
+    let shown = e.to_string();
+    assert_eq!(e.file, path.display().to_string(), "{shown}");
+    assert_eq!((e.path.as_str(), e.line), ("(file)", None), "{shown}");
+    assert!(
+        shown.starts_with(&format!("{}: (file): cannot read", path.display())),
+        "{shown}"
+    );
+    assert!(e.problem.contains("os error"), "{shown}");
+    assert!(e.allowed.contains("readable"), "{shown}");
+}
+
+// ---------------------------------------------------------------------------
+// Configs that must load
+// ---------------------------------------------------------------------------
+
+fn names(c: &CclConfig) -> Vec<&str> {
+    c.entries.iter().map(|e| e.name.as_str()).collect()
+}
+
+#[test]
+fn embedded_default_has_the_shipped_entries() {
+    let c = CclConfig::embedded_default();
+    assert_eq!(c.origin, "<embedded ccl.yaml>");
+    let got = names(&c);
+    for want in ["adr0032", "adr0032_pipelined", "ring", "hier_lanes", "tree"] {
+        assert!(got.contains(&want), "{want} missing from {got:?}");
+    }
+    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(
+        c.defaults,
+        AlgoConfig {
+            name: "defaults".into(),
+            algorithm: "ring".into(),
+            buffer_kind: Space::Tcm,
+            n_slots: 4,
+            slot_size: 65536,
+            chunks: 1,
+        }
+    );
+}
+
+#[test]
+fn embedded_default_names_only_registered_algorithms() {
+    let c = CclConfig::embedded_default();
+    let registered = algorithms::names();
+    for e in c.entries.iter().chain([&c.defaults]) {
+        assert!(
+            registered.contains(&e.algorithm.as_str()),
+            "{}: algorithm {} is not in {registered:?}",
+            e.name,
+            e.algorithm
+        );
+        assert!(algorithms::find(&e.algorithm).is_ok(), "{}", e.name);
+    }
+    // Every registered algorithm is reachable through some entry.
+    for name in registered {
+        assert!(
+            c.entries.iter().any(|e| e.algorithm == name),
+            "no entry runs {name}"
+        );
+    }
+}
+
+#[test]
+fn embedded_default_matches_the_config_file() {
+    let file = CclConfig::from_file(&repo("configs/ccl.yaml")).unwrap();
+    let embedded = CclConfig::embedded_default();
+    assert_eq!(file.defaults, embedded.defaults);
+    assert_eq!(file.entries, embedded.entries);
+    assert!(file.origin.ends_with("ccl.yaml"), "{}", file.origin);
+    assert_eq!(
+        std::fs::read_to_string(repo("configs/ccl.yaml")).unwrap(),
+        DEFAULT_CCL_YAML
+    );
+}
+
+#[test]
+fn embedded_entries_inherit_from_defaults() {
+    let c = CclConfig::embedded_default();
+    let adr = c.entry("adr0032").unwrap();
+    let piped = c.entry("adr0032_pipelined").unwrap();
+    assert_eq!(adr.algorithm, "adr0032");
+    assert_eq!(piped.algorithm, "adr0032");
+    assert_eq!(adr.chunks, c.defaults.chunks);
+    assert_eq!(piped.chunks, 8);
+    for e in &c.entries {
+        assert_eq!(e.buffer_kind, c.defaults.buffer_kind, "{}", e.name);
+        assert_eq!(e.n_slots, c.defaults.n_slots, "{}", e.name);
+        assert_eq!(e.slot_size, c.defaults.slot_size, "{}", e.name);
+    }
+}
+
+#[test]
+fn entry_fields_override_defaults_and_omitted_ones_inherit() {
+    let text = "\
+defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 65536, chunks: 1 }
+algorithms:
+  plain:
+    algorithm: tree
+  custom:
+    buffer_kind: hbm
+    n_slots: 16
+    slot_size: 4096
+    chunks: 3
+";
+    let c = CclConfig::from_yaml(text, "inline").unwrap();
+    let plain = c.entry("plain").unwrap();
+    assert_eq!(
+        (plain.algorithm.as_str(), plain.buffer_kind, plain.n_slots),
+        ("tree", Space::Tcm, 4)
+    );
+    assert_eq!((plain.slot_size, plain.chunks), (65536, 1));
+    let custom = c.entry("custom").unwrap();
+    // No algorithm given: the defaults' one.
+    assert_eq!(custom.algorithm, "ring");
+    assert_eq!(
+        (
+            custom.buffer_kind,
+            custom.n_slots,
+            custom.slot_size,
+            custom.chunks
+        ),
+        (Space::Hbm, 16, 4096, 3)
+    );
+    assert_eq!(custom.name, "custom");
+    // Entries do not change the defaults.
+    assert_eq!(c.defaults.n_slots, 4);
+}
+
+#[test]
+fn algorithms_section_is_optional() {
+    let text =
+        "defaults: { algorithm: tree, buffer_kind: sram, n_slots: 2, slot_size: 2, chunks: 1 }\n";
+    let c = CclConfig::from_yaml(text, "inline").unwrap();
+    assert!(c.entries.is_empty());
+    assert_eq!(c.entry("defaults").unwrap().buffer_kind, Space::Sram);
+}
+
+#[test]
+fn entry_defaults_is_the_defaults_entry() {
+    let c = CclConfig::embedded_default();
+    let d = c.entry("defaults").unwrap();
+    assert_eq!(d, &c.defaults);
+    assert_eq!(d.name, "defaults");
+}
+
+#[test]
+fn unknown_entry_lists_the_entry_names() {
+    let c = CclConfig::embedded_default();
+    let msg = c.entry("nope").unwrap_err();
+    assert!(msg.starts_with("<embedded ccl.yaml>: "), "{msg}");
+    assert!(msg.contains("'nope'"), "{msg}");
+    for name in [
+        "defaults",
+        "adr0032",
+        "adr0032_pipelined",
+        "ring",
+        "hier_lanes",
+        "tree",
+    ] {
+        assert!(msg.contains(name), "{name} not listed: {msg}");
+    }
+}
