@@ -130,7 +130,10 @@ struct SweepArgs {
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     let bad = || format!("'{s}' is not a shard; use K/N with 1 <= K <= N, e.g. 2/3");
     let (k, n) = s.split_once('/').ok_or_else(bad)?;
-    let (k, n): (usize, usize) = (k.trim().parse().map_err(|_| bad())?, n.trim().parse().map_err(|_| bad())?);
+    let (k, n): (usize, usize) = (
+        k.trim().parse().map_err(|_| bad())?,
+        n.trim().parse().map_err(|_| bad())?,
+    );
     if k == 0 || n == 0 || k > n {
         return Err(bad());
     }
@@ -550,9 +553,15 @@ fn sweep(a: SweepArgs) -> Result<()> {
     };
     let plan = plan.with_base(system, ccl)?;
     let out = a.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(format!("{}-{}", plan.file.name, chrono::Utc::now().format("%Y%m%d-%H%M%S")))
+        PathBuf::from("results").join(format!(
+            "{}-{}",
+            plan.file.name,
+            chrono::Utc::now().format("%Y%m%d-%H%M%S")
+        ))
     });
-    let jobs = a.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     ctrlc::set_handler(move || {
@@ -562,14 +571,27 @@ fn sweep(a: SweepArgs) -> Result<()> {
         eprintln!("\ninterrupted: finishing the points in progress (Ctrl-C again to quit now)");
     })?;
     let total = plan.points().len();
-    let shard = a.shard.map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
+    let shard = a
+        .shard
+        .map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
     eprintln!(
         "sweep '{}': {total} points{shard}, {jobs} job(s), {} -> {}",
         plan.file.name,
-        if plan.file.description.is_empty() { "no description" } else { &plan.file.description },
+        if plan.file.description.is_empty() {
+            "no description"
+        } else {
+            &plan.file.description
+        },
         out.display()
     );
-    let opts = kernbench::sweep::Options { out: out.clone(), jobs, resume: a.resume, shard: a.shard, stop, ccl_text };
+    let opts = kernbench::sweep::Options {
+        out: out.clone(),
+        jobs,
+        resume: a.resume,
+        shard: a.shard,
+        stop,
+        ccl_text,
+    };
     let t0 = Instant::now();
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;
     let secs = t0.elapsed().as_secs_f64();
@@ -584,39 +606,62 @@ fn sweep(a: SweepArgs) -> Result<()> {
         out.display()
     );
     if outcome.interrupted {
-        println!("interrupted: continue with  kernbench sweep --plan {} --out {} --resume", a.plan, out.display());
+        println!(
+            "interrupted: continue with  kernbench sweep --plan {} --out {} --resume",
+            a.plan,
+            out.display()
+        );
         std::process::exit(130);
     }
     Ok(())
 }
 
 fn merge(a: MergeArgs) -> Result<()> {
-    let plan_text = |d: &PathBuf| std::fs::read_to_string(d.join("plan.yaml")).with_context(|| format!("{} is not a result directory (no plan.yaml)", d.display()));
+    let plan_text = |d: &PathBuf| {
+        std::fs::read_to_string(d.join("plan.yaml"))
+            .with_context(|| format!("{} is not a result directory (no plan.yaml)", d.display()))
+    };
     let first = plan_text(&a.dirs[0])?;
     for d in &a.dirs[1..] {
         if plan_text(d)? != first {
-            bail!("{} was produced by a different plan than {}; merge only shards of one plan", d.display(), a.dirs[0].display());
+            bail!(
+                "{} was produced by a different plan than {}; merge only shards of one plan",
+                d.display(),
+                a.dirs[0].display()
+            );
         }
     }
-    std::fs::create_dir_all(a.out.join("points")).with_context(|| format!("cannot create {}", a.out.display()))?;
+    std::fs::create_dir_all(a.out.join("points"))
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
     for name in ["plan.yaml", "system.yaml", "ccl.yaml"] {
         let src = a.dirs[0].join(name);
         if src.exists() {
-            std::fs::copy(&src, a.out.join(name)).with_context(|| format!("cannot copy {}", src.display()))?;
+            std::fs::copy(&src, a.out.join(name))
+                .with_context(|| format!("cannot copy {}", src.display()))?;
         }
     }
     let mut n = 0;
     for d in &a.dirs {
-        for entry in std::fs::read_dir(d.join("points")).with_context(|| format!("{}/points", d.display()))? {
+        for entry in std::fs::read_dir(d.join("points"))
+            .with_context(|| format!("{}/points", d.display()))?
+        {
             let path = entry?.path();
             if path.extension().and_then(|e| e.to_str()) == Some("json") {
-                std::fs::copy(&path, a.out.join("points").join(path.file_name().expect("file")))?;
+                std::fs::copy(
+                    &path,
+                    a.out.join("points").join(path.file_name().expect("file")),
+                )?;
                 n += 1;
             }
         }
     }
     let rows = kernbench::sweep::consolidate(&a.out).map_err(anyhow::Error::msg)?;
     print!("{}", kernbench::sweep::results::summary(&rows));
-    println!("\nmerged {n} point files from {} directories into {} ({} points)", a.dirs.len(), a.out.display(), rows.len());
+    println!(
+        "\nmerged {n} point files from {} directories into {} ({} points)",
+        a.dirs.len(),
+        a.out.display(),
+        rows.len()
+    );
     Ok(())
 }

@@ -341,7 +341,12 @@ impl Communicator {
             return Err(CclError::Unsupported {
                 algorithm: algorithm.name().into(),
                 what: format!("the {collective} collective"),
-                supported: algorithm.collectives().iter().map(|c| c.name()).collect::<Vec<_>>().join(", "),
+                supported: algorithm
+                    .collectives()
+                    .iter()
+                    .map(|c| c.name())
+                    .collect::<Vec<_>>()
+                    .join(", "),
             });
         }
         Ok(())
@@ -409,9 +414,9 @@ impl Communicator {
         for p in 0..self.group.size() {
             let data = verify::input(job, self.group.size(), p);
             let at = self.hbm(p);
-            self.machine
-                .write(at, &data)
-                .map_err(|e| CclError::Config(format!("writing the input of participant {p}: {e}")))?;
+            self.machine.write(at, &data).map_err(|e| {
+                CclError::Config(format!("writing the input of participant {p}: {e}"))
+            })?;
         }
         Ok(())
     }

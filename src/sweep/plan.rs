@@ -78,7 +78,11 @@ impl Point {
     }
 
     pub fn label(&self) -> String {
-        let a: Vec<String> = self.assignments.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let a: Vec<String> = self
+            .assignments
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         format!("{}: {}", self.study, a.join(", "))
     }
 }
@@ -94,7 +98,13 @@ pub struct Resolved {
 }
 
 fn plan_error(origin: &str, path: &str, problem: String, allowed: &str) -> SpecError {
-    SpecError { file: origin.into(), path: path.into(), line: None, problem, allowed: allowed.into() }
+    SpecError {
+        file: origin.into(),
+        path: path.into(),
+        line: None,
+        problem,
+        allowed: allowed.into(),
+    }
 }
 
 /// "64M" → 67108864 (K, M, G are powers of 1024).
@@ -106,8 +116,12 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
         _ => (t, 1),
     };
-    let n: u64 = num.trim().parse().map_err(|_| format!("'{s}' is not a size; use e.g. 4096, 64K, 16M, 1G"))?;
-    n.checked_mul(mult).ok_or_else(|| format!("'{s}' is too large"))
+    let n: u64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size; use e.g. 4096, 64K, 16M, 1G"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("'{s}' is too large"))
 }
 
 fn scalar(v: &Value) -> String {
@@ -115,7 +129,10 @@ fn scalar(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
         Value::Bool(b) => b.to_string(),
-        other => serde_yaml::to_string(other).unwrap_or_default().trim().to_string(),
+        other => serde_yaml::to_string(other)
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
     }
 }
 
@@ -131,7 +148,9 @@ fn set_path(root: &mut Value, path: &str, v: Value) -> Result<(), String> {
             m.insert(Value::String((*p).into()), v);
             return Ok(());
         }
-        cur = m.entry(Value::String((*p).into())).or_insert_with(|| Value::Mapping(Mapping::new()));
+        cur = m
+            .entry(Value::String((*p).into()))
+            .or_insert_with(|| Value::Mapping(Mapping::new()));
     }
     Ok(())
 }
@@ -163,13 +182,23 @@ impl Plan {
                 None => System::from_file(Path::new(s))?,
             },
         };
-        let plan = Plan { file, origin: origin.into(), text: text.into(), system, ccl: CclConfig::embedded_default() };
+        let plan = Plan {
+            file,
+            origin: origin.into(),
+            text: text.into(),
+            system,
+            ccl: CclConfig::embedded_default(),
+        };
         plan.check()?;
         Ok(plan)
     }
 
     /// Uses another system spec or ccl config as the base of every point.
-    pub fn with_base(mut self, system: Option<System>, ccl: Option<CclConfig>) -> Result<Plan, SpecError> {
+    pub fn with_base(
+        mut self,
+        system: Option<System>,
+        ccl: Option<CclConfig>,
+    ) -> Result<Plan, SpecError> {
         if let Some(s) = system {
             self.system = s;
         }
@@ -184,9 +213,21 @@ impl Plan {
     fn check(&self) -> Result<(), SpecError> {
         let o = &self.origin;
         if self.file.studies.is_empty() {
-            return Err(plan_error(o, "studies", "no studies".into(), "a list of studies, each with a name and grid and/or zip axes"));
+            return Err(plan_error(
+                o,
+                "studies",
+                "no studies".into(),
+                "a list of studies, each with a name and grid and/or zip axes",
+            ));
         }
-        self.base_system().map_err(|e| plan_error(o, "base", e, "dotted system-spec paths such as sip.cube_mesh.w"))?;
+        self.base_system().map_err(|e| {
+            plan_error(
+                o,
+                "base",
+                e,
+                "dotted system-spec paths such as sip.cube_mesh.w",
+            )
+        })?;
         for (i, st) in self.file.studies.iter().enumerate() {
             let at = format!("studies[{i}]");
             for (section, axes) in [("grid", &st.grid), ("zip", &st.zip)] {
@@ -195,21 +236,42 @@ impl Plan {
                     let key = scalar(k);
                     let path = format!("{at}.{section}.{key}");
                     let Value::Sequence(values) = v else {
-                        return Err(plan_error(o, &path, "axis values must be a list".into(), "a YAML list, e.g. [4, 16, 64]"));
+                        return Err(plan_error(
+                            o,
+                            &path,
+                            "axis values must be a list".into(),
+                            "a YAML list, e.g. [4, 16, 64]",
+                        ));
                     };
                     if values.is_empty() {
-                        return Err(plan_error(o, &path, "axis has no values".into(), "at least one value"));
+                        return Err(plan_error(
+                            o,
+                            &path,
+                            "axis has no values".into(),
+                            "at least one value",
+                        ));
                     }
                     if section == "zip" && *len.get_or_insert(values.len()) != values.len() {
-                        return Err(plan_error(o, &path, "zipped axes have different lengths".into(), "the same number of values on every zip axis"));
+                        return Err(plan_error(
+                            o,
+                            &path,
+                            "zipped axes have different lengths".into(),
+                            "the same number of values on every zip axis",
+                        ));
                     }
                     for v in values {
-                        self.check_value(&key, v).map_err(|e| plan_error(o, &path, e.0, &e.1))?;
+                        self.check_value(&key, v)
+                            .map_err(|e| plan_error(o, &path, e.0, &e.1))?;
                     }
                 }
             }
             if st.grid.is_empty() && st.zip.is_empty() {
-                return Err(plan_error(o, &at, "study has no axes".into(), "grid and/or zip axes"));
+                return Err(plan_error(
+                    o,
+                    &at,
+                    "study has no axes".into(),
+                    "grid and/or zip axes",
+                ));
             }
         }
         Ok(())
@@ -219,16 +281,39 @@ impl Plan {
     fn check_value(&self, key: &str, v: &Value) -> Result<(), (String, String)> {
         let s = scalar(v);
         match key {
-            "collective" => Collective::ALL.iter().find(|c| c.name() == s).map(|_| ()).ok_or_else(|| (format!("unknown collective '{s}'"), Collective::ALL.map(|c| c.name()).join(", "))),
-            "algorithm" => self.ccl.entry(&s).map(|_| ()).map_err(|e| (e, "an entry of the ccl config".into())),
-            "op" => ["sum", "max", "min"].contains(&s.as_str()).then_some(()).ok_or_else(|| (format!("unknown op '{s}'"), "sum, max, min".into())),
-            "bytes" => parse_bytes(&s).map(|_| ()).map_err(|e| (e, "sizes like 1K, 64M".into())),
+            "collective" => Collective::ALL
+                .iter()
+                .find(|c| c.name() == s)
+                .map(|_| ())
+                .ok_or_else(|| {
+                    (
+                        format!("unknown collective '{s}'"),
+                        Collective::ALL.map(|c| c.name()).join(", "),
+                    )
+                }),
+            "algorithm" => self
+                .ccl
+                .entry(&s)
+                .map(|_| ())
+                .map_err(|e| (e, "an entry of the ccl config".into())),
+            "op" => ["sum", "max", "min"]
+                .contains(&s.as_str())
+                .then_some(())
+                .ok_or_else(|| (format!("unknown op '{s}'"), "sum, max, min".into())),
+            "bytes" => parse_bytes(&s)
+                .map(|_| ())
+                .map_err(|e| (e, "sizes like 1K, 64M".into())),
             k if k.starts_with("ccl.") => {
                 let field = &k[4..];
                 ["buffer_kind", "n_slots", "slot_size", "chunks"]
                     .contains(&field)
                     .then_some(())
-                    .ok_or_else(|| (format!("unknown ccl field '{field}'"), "ccl.buffer_kind, ccl.n_slots, ccl.slot_size, ccl.chunks".into()))
+                    .ok_or_else(|| {
+                        (
+                            format!("unknown ccl field '{field}'"),
+                            "ccl.buffer_kind, ccl.n_slots, ccl.slot_size, ccl.chunks".into(),
+                        )
+                    })
             }
             k => {
                 let mut root = serde_yaml::to_value(&self.system.spec).expect("spec serializes");
@@ -236,7 +321,14 @@ impl Plan {
                     return Err((format!("'{k}' is not an axis or a system-spec field"), "collective, algorithm, bytes, op, ccl.<field>, or a spec path like system.sips.count".into()));
                 };
                 set_path(&mut root, k, v.clone()).map_err(|e| (e, "a spec field".into()))?;
-                serde_yaml::from_value::<crate::spec::SystemSpec>(root).map(|_| ()).map_err(|e| (format!("{k} = {s}: {e}"), "a value of the field's type".into()))
+                serde_yaml::from_value::<crate::spec::SystemSpec>(root)
+                    .map(|_| ())
+                    .map_err(|e| {
+                        (
+                            format!("{k} = {s}: {e}"),
+                            "a value of the field's type".into(),
+                        )
+                    })
             }
         }
     }
@@ -256,21 +348,38 @@ impl Plan {
         for st in &self.file.studies {
             let axes = |m: &Mapping| -> Vec<(String, Vec<String>)> {
                 m.iter()
-                    .map(|(k, v)| (scalar(k), v.as_sequence().map(|s| s.iter().map(scalar).collect()).unwrap_or_default()))
+                    .map(|(k, v)| {
+                        (
+                            scalar(k),
+                            v.as_sequence()
+                                .map(|s| s.iter().map(scalar).collect())
+                                .unwrap_or_default(),
+                        )
+                    })
                     .collect()
             };
             let (grid, zip) = (axes(&st.grid), axes(&st.zip));
             let zip_len = zip.first().map_or(1, |z| z.1.len());
             let mut combos: Vec<Vec<(String, String)>> = vec![Vec::new()];
             for (k, vals) in &grid {
-                combos = combos.into_iter().flat_map(|c| vals.iter().map(move |v| [c.clone(), vec![(k.clone(), v.clone())]].concat())).collect();
+                combos = combos
+                    .into_iter()
+                    .flat_map(|c| {
+                        vals.iter()
+                            .map(move |v| [c.clone(), vec![(k.clone(), v.clone())]].concat())
+                    })
+                    .collect();
             }
             for c in combos {
                 for z in 0..zip_len {
                     let mut a = c.clone();
                     a.extend(zip.iter().map(|(k, vals)| (k.clone(), vals[z].clone())));
                     if self.supported(&a) {
-                        out.push(Point { index: out.len(), study: st.name.clone(), assignments: a });
+                        out.push(Point {
+                            index: out.len(),
+                            study: st.name.clone(),
+                            assignments: a,
+                        });
                     }
                 }
             }
@@ -284,10 +393,24 @@ impl Plan {
 
     fn supported(&self, a: &[(String, String)]) -> bool {
         let collective = Self::get(a, "collective").unwrap_or("all_reduce");
-        let entry = self.ccl.entry(Self::get(a, "algorithm").unwrap_or("defaults"));
+        let entry = self
+            .ccl
+            .entry(Self::get(a, "algorithm").unwrap_or("defaults"));
         match entry.ok().and_then(|e| algorithms::find(&e.algorithm).ok()) {
             Some(alg) => alg.collectives().iter().any(|c| c.name() == collective),
             None => true, // an unknown entry is reported when the point runs
+        }
+    }
+
+    /// A rough relative cost (bytes × participants) to order points by.
+    pub fn cost_estimate(&self, p: &Point) -> u64 {
+        match self.resolve(p) {
+            Ok(r) => {
+                r.bytes.max(1)
+                    * r.system.spec.system.sips.count as u64
+                    * r.system.cubes_per_sip() as u64
+            }
+            Err(_) => 0,
         }
     }
 
@@ -300,23 +423,32 @@ impl Plan {
                 if let Some(field) = k.strip_prefix("ccl.") {
                     ccl_overrides.push((field, v));
                 } else {
-                    let value: Value = serde_yaml::from_str(v).map_err(|e| format!("{k} = {v}: {e}"))?;
+                    let value: Value =
+                        serde_yaml::from_str(v).map_err(|e| format!("{k} = {v}: {e}"))?;
                     set_path(&mut root, k, value)?;
                 }
             }
         }
         let spec = serde_yaml::from_value(root).map_err(|e| e.to_string())?;
         let system = System::from_spec(spec, &self.system.origin).map_err(|e| e.to_string())?;
-        let mut config = self.ccl.entry(Self::get(&p.assignments, "algorithm").unwrap_or("defaults"))?.clone();
+        let mut config = self
+            .ccl
+            .entry(Self::get(&p.assignments, "algorithm").unwrap_or("defaults"))?
+            .clone();
         for (field, v) in ccl_overrides {
-            let num = || v.parse::<u64>().map_err(|_| format!("ccl.{field} = {v}: not a whole number"));
+            let num = || {
+                v.parse::<u64>()
+                    .map_err(|_| format!("ccl.{field} = {v}: not a whole number"))
+            };
             match field {
                 "buffer_kind" => {
                     config.buffer_kind = match v.as_str() {
                         "tcm" => crate::topology::address::Space::Tcm,
                         "sram" => crate::topology::address::Space::Sram,
                         "hbm" => crate::topology::address::Space::Hbm,
-                        other => return Err(format!("ccl.buffer_kind = {other}: use tcm, sram or hbm")),
+                        other => {
+                            return Err(format!("ccl.buffer_kind = {other}: use tcm, sram or hbm"));
+                        }
                     }
                 }
                 "n_slots" => config.n_slots = num()? as u32,
@@ -325,13 +457,22 @@ impl Plan {
                 other => return Err(format!("unknown ccl field {other}")),
             }
         }
-        let collective = Collective::ALL.into_iter().find(|c| Some(c.name()) == Self::get(&p.assignments, "collective")).unwrap_or(Collective::AllReduce);
+        let collective = Collective::ALL
+            .into_iter()
+            .find(|c| Some(c.name()) == Self::get(&p.assignments, "collective"))
+            .unwrap_or(Collective::AllReduce);
         let op = match Self::get(&p.assignments, "op").unwrap_or("sum") {
             "max" => ReduceOp::Max,
             "min" => ReduceOp::Min,
             _ => ReduceOp::Sum,
         };
         let bytes = parse_bytes(Self::get(&p.assignments, "bytes").unwrap_or("1M"))?;
-        Ok(Resolved { system, config, collective, op, bytes })
+        Ok(Resolved {
+            system,
+            config,
+            collective,
+            op,
+            bytes,
+        })
     }
 }

@@ -8,8 +8,16 @@ use std::path::Path;
 
 type Series = Vec<(String, Vec<(f64, f64)>)>;
 
-/// One line chart: x on a log scale; y linear, or log10 with `log_y`.
-fn chart(path: &Path, title: &str, x_desc: &str, y_desc: &str, log_y: bool, series: &Series) -> Result<(), String> {
+/// One line chart: x on a base-2 log scale (sizes and SIP counts are powers
+/// of two); y linear, or log10 with `log_y`.
+fn chart(
+    path: &Path,
+    title: &str,
+    x_desc: &str,
+    y_desc: &str,
+    log_y: bool,
+    series: &Series,
+) -> Result<(), String> {
     let pts = series.iter().flat_map(|s| s.1.iter());
     let ty = |y: f64| if log_y { y.max(1e-9).log10() } else { y };
     let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
@@ -32,9 +40,16 @@ fn chart(path: &Path, title: &str, x_desc: &str, y_desc: &str, log_y: bool, seri
         .margin(12)
         .x_label_area_size(48)
         .y_label_area_size(72)
-        .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
+        .build_cartesian_2d((x0..x1).log_scale().base(2.0), y0..y1)
         .map_err(|x| e(&x))?;
-    let y_fmt = move |v: &f64| if log_y { format!("{:.3}", 10f64.powf(*v)) } else { format!("{v:.1}") };
+    let y_fmt = move |v: &f64| {
+        let y = if log_y { 10f64.powf(*v) } else { *v };
+        match y.abs() {
+            a if a >= 100.0 => format!("{y:.0}"),
+            a if a >= 1.0 => format!("{y:.1}"),
+            _ => format!("{y:.3}"),
+        }
+    };
     c.configure_mesh()
         .x_desc(x_desc)
         .y_desc(y_desc)
@@ -48,10 +63,17 @@ fn chart(path: &Path, title: &str, x_desc: &str, y_desc: &str, log_y: bool, seri
         c.draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
             .map_err(|x| e(&x))?
             .label(name.as_str())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-        c.draw_series(line.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|x| e(&x))?;
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+            });
+        c.draw_series(line.iter().map(|&p| Circle::new(p, 3, color.filled())))
+            .map_err(|x| e(&x))?;
     }
-    c.configure_series_labels().background_style(WHITE.mix(0.85)).border_style(BLACK).draw().map_err(|x| e(&x))?;
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|x| e(&x))?;
     root.present().map_err(|x| e(&x))
 }
 
@@ -66,7 +88,12 @@ fn human(v: f64) -> String {
 }
 
 /// Groups rows into named series of (x, y), ordered by x.
-fn series(rows: &[&Row], name: impl Fn(&Row) -> String, x: impl Fn(&Row) -> f64, y: impl Fn(&Row) -> f64) -> Series {
+fn series(
+    rows: &[&Row],
+    name: impl Fn(&Row) -> String,
+    x: impl Fn(&Row) -> f64,
+    y: impl Fn(&Row) -> f64,
+) -> Series {
     let mut m: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for r in rows {
         m.entry(name(r)).or_default().push((x(r), y(r)));
@@ -81,19 +108,33 @@ fn series(rows: &[&Row], name: impl Fn(&Row) -> String, x: impl Fn(&Row) -> f64,
 
 /// Writes every plot the rows support into `dir`; returns the files written.
 pub fn write_all(dir: &Path, rows: &[Row]) -> Result<Vec<String>, String> {
-    let ok: Vec<&Row> = rows.iter().filter(|r| r.error.is_empty() && r.ticks > 0).collect();
+    let ok: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.error.is_empty() && r.ticks > 0)
+        .collect();
     let Some(first) = ok.first() else {
         return Ok(Vec::new());
     };
     // The reference slice: the first topology at its largest SIP count, first buffer kind.
     let topo = first.topology.clone();
-    let sips = ok.iter().filter(|r| r.topology == topo).map(|r| r.sips).max().unwrap_or(0);
+    let sips = ok
+        .iter()
+        .filter(|r| r.topology == topo)
+        .map(|r| r.sips)
+        .max()
+        .unwrap_or(0);
     let buffer = first.buffer_kind.clone();
     let mut written = Vec::new();
     let mut collectives: Vec<String> = ok.iter().map(|r| r.collective.clone()).collect();
     collectives.sort();
     collectives.dedup();
-    let mut put = |name: String, title: String, xd: &str, yd: &str, log_y: bool, s: Series| -> Result<(), String> {
+    let mut put = |name: String,
+                   title: String,
+                   xd: &str,
+                   yd: &str,
+                   log_y: bool,
+                   s: Series|
+     -> Result<(), String> {
         if s.iter().all(|x| x.1.is_empty()) {
             return Ok(());
         }
@@ -102,26 +143,98 @@ pub fn write_all(dir: &Path, rows: &[Row]) -> Result<Vec<String>, String> {
         Ok(())
     };
     for c in &collectives {
-        let slice: Vec<&Row> = ok.iter().copied().filter(|r| &r.collective == c && r.topology == topo && r.sips == sips && r.buffer_kind == buffer).collect();
+        let slice: Vec<&Row> = ok
+            .iter()
+            .copied()
+            .filter(|r| {
+                &r.collective == c
+                    && r.topology == topo
+                    && r.sips == sips
+                    && r.buffer_kind == buffer
+            })
+            .collect();
         let at = format!("{c} on {topo} x{sips}, {buffer} buffers");
-        let by_algo = |y: fn(&Row) -> f64| series(&slice, |r| r.algorithm.clone(), |r| r.bytes as f64, y);
-        put(format!("latency_{c}.svg"), format!("Latency vs size: {at}"), "size per participant (bytes)", "time (us)", true, by_algo(|r| r.time_us))?;
-        put(format!("busbw_{c}.svg"), format!("Bus bandwidth vs size: {at}"), "size per participant (bytes)", "busbw (GB/s)", false, by_algo(|r| r.busbw_gbps))?;
-        put(format!("bound_{c}.svg"), format!("% of the alpha-beta bound: {at}"), "size per participant (bytes)", "% of bound", false, by_algo(|r| r.pct_of_bound))?;
+        let by_algo =
+            |y: fn(&Row) -> f64| series(&slice, |r| r.algorithm.clone(), |r| r.bytes as f64, y);
+        put(
+            format!("latency_{c}.svg"),
+            format!("Latency vs size: {at}"),
+            "size per participant (bytes)",
+            "time (us)",
+            true,
+            by_algo(|r| r.time_us),
+        )?;
+        put(
+            format!("busbw_{c}.svg"),
+            format!("Bus bandwidth vs size: {at}"),
+            "size per participant (bytes)",
+            "busbw (GB/s)",
+            false,
+            by_algo(|r| r.busbw_gbps),
+        )?;
+        put(
+            format!("bound_{c}.svg"),
+            format!("% of the alpha-beta bound: {at}"),
+            "size per participant (bytes)",
+            "% of bound",
+            false,
+            by_algo(|r| r.pct_of_bound),
+        )?;
         // Scaling: busbw at the largest size vs SIP count, per algorithm and topology.
-        let largest = ok.iter().filter(|r| &r.collective == c).map(|r| r.bytes).max().unwrap_or(0);
-        let scale: Vec<&Row> = ok.iter().copied().filter(|r| &r.collective == c && r.bytes == largest && r.buffer_kind == buffer).collect();
+        let largest = ok
+            .iter()
+            .filter(|r| &r.collective == c)
+            .map(|r| r.bytes)
+            .max()
+            .unwrap_or(0);
+        let scale: Vec<&Row> = ok
+            .iter()
+            .copied()
+            .filter(|r| &r.collective == c && r.bytes == largest && r.buffer_kind == buffer)
+            .collect();
         let counts: std::collections::BTreeSet<u32> = scale.iter().map(|r| r.sips).collect();
         if counts.len() > 1 {
-            let s = series(&scale, |r| format!("{} {}", r.algorithm, r.topology), |r| r.sips as f64, |r| r.busbw_gbps);
-            put(format!("scaling_{c}.svg"), format!("Scaling: {c} busbw at {} per participant", human(largest as f64)), "SIPs", "busbw (GB/s)", false, s)?;
+            let s = series(
+                &scale,
+                |r| format!("{} {}", r.algorithm, r.topology),
+                |r| r.sips as f64,
+                |r| r.busbw_gbps,
+            );
+            put(
+                format!("scaling_{c}.svg"),
+                format!(
+                    "Scaling: {c} busbw at {} per participant",
+                    human(largest as f64)
+                ),
+                "SIPs",
+                "busbw (GB/s)",
+                false,
+                s,
+            )?;
         }
         // Buffer kinds at the reference topology.
-        let kinds: Vec<&Row> = ok.iter().copied().filter(|r| &r.collective == c && r.topology == topo && r.sips == sips).collect();
-        let distinct: std::collections::BTreeSet<&str> = kinds.iter().map(|r| r.buffer_kind.as_str()).collect();
+        let kinds: Vec<&Row> = ok
+            .iter()
+            .copied()
+            .filter(|r| &r.collective == c && r.topology == topo && r.sips == sips)
+            .collect();
+        let distinct: std::collections::BTreeSet<&str> =
+            kinds.iter().map(|r| r.buffer_kind.as_str()).collect();
         if distinct.len() > 1 {
-            let s = series(&kinds, |r| format!("{} {}", r.algorithm, r.buffer_kind), |r| r.bytes as f64, |r| r.busbw_gbps);
-            put(format!("buffers_{c}.svg"), format!("Buffer kinds: {c} on {topo} x{sips}"), "size per participant (bytes)", "busbw (GB/s)", false, s)?;
+            let s = series(
+                &kinds,
+                |r| format!("{} {}", r.algorithm, r.buffer_kind),
+                |r| r.bytes as f64,
+                |r| r.busbw_gbps,
+            );
+            put(
+                format!("buffers_{c}.svg"),
+                format!("Buffer kinds: {c} on {topo} x{sips}"),
+                "size per participant (bytes)",
+                "busbw (GB/s)",
+                false,
+                s,
+            )?;
         }
     }
     Ok(written)

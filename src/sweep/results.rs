@@ -63,7 +63,8 @@ pub fn load_points(dir: &Path) -> Result<Vec<PointFile>, String> {
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
         out.push(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?);
     }
     out.sort_by_key(|p: &PointFile| p.row.index);
@@ -86,7 +87,10 @@ pub fn consolidate(dir: &Path) -> Result<Vec<Row>, String> {
     write_atomic(&dir.join("results.json"), &json).map_err(io)?;
     let mut sim = String::from("index,id,point,wall_ms,peak_mb\n");
     for p in &points {
-        sim.push_str(&format!("{},{},\"{}\",{:.3},{:.1}\n", p.row.index, p.row.id, p.row.point, p.wall_ms, p.peak_mb));
+        sim.push_str(&format!(
+            "{},{},\"{}\",{:.3},{:.1}\n",
+            p.row.index, p.row.id, p.row.point, p.wall_ms, p.peak_mb
+        ));
     }
     write_atomic(&dir.join("simulator.csv"), sim.as_bytes()).map_err(io)?;
     super::plots::write_all(dir, &rows)?;
@@ -118,12 +122,19 @@ pub fn summary(rows: &[Row]) -> String {
     collectives.sort();
     collectives.dedup();
     for c in collectives {
-        out.push_str(&format!("\n{c}: best algorithm by busbw (GB/s) and % of the α-β bound\n{:>8}", "size"));
+        out.push_str(&format!(
+            "\n{c}: best algorithm by busbw (GB/s) and % of the α-β bound\n{:>8}",
+            "size"
+        ));
         for (t, n) in &columns {
             out.push_str(&format!(" {:>32}", format!("{t} x{n}")));
         }
         out.push('\n');
-        let mut sizes: Vec<u64> = ok.iter().filter(|r| r.collective == c).map(|r| r.bytes).collect();
+        let mut sizes: Vec<u64> = ok
+            .iter()
+            .filter(|r| r.collective == c)
+            .map(|r| r.bytes)
+            .collect();
         sizes.sort_unstable();
         sizes.dedup();
         for s in sizes {
@@ -131,9 +142,20 @@ pub fn summary(rows: &[Row]) -> String {
             for (t, n) in &columns {
                 let best = ok
                     .iter()
-                    .filter(|r| r.collective == c && r.bytes == s && r.topology == *t && r.sips == *n)
-                    .max_by(|a, b| a.busbw_gbps.total_cmp(&b.busbw_gbps).then(b.index.cmp(&a.index)));
-                let cell = best.map_or("-".to_string(), |r| format!("{} {:.1} ({:.0}%)", r.algorithm, r.busbw_gbps, r.pct_of_bound));
+                    .filter(|r| {
+                        r.collective == c && r.bytes == s && r.topology == *t && r.sips == *n
+                    })
+                    .max_by(|a, b| {
+                        a.busbw_gbps
+                            .total_cmp(&b.busbw_gbps)
+                            .then(b.index.cmp(&a.index))
+                    });
+                let cell = best.map_or("-".to_string(), |r| {
+                    format!(
+                        "{} {:.1} ({:.0}%)",
+                        r.algorithm, r.busbw_gbps, r.pct_of_bound
+                    )
+                });
                 out.push_str(&format!(" {cell:>32}"));
             }
             out.push('\n');
@@ -141,7 +163,9 @@ pub fn summary(rows: &[Row]) -> String {
     }
     let failed = rows.len() - ok.len();
     if failed > 0 {
-        out.push_str(&format!("\n{failed} point(s) failed; their errors are in results.csv (column error)\n"));
+        out.push_str(&format!(
+            "\n{failed} point(s) failed; their errors are in results.csv (column error)\n"
+        ));
     }
     out
 }

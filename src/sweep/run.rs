@@ -87,13 +87,22 @@ pub fn run_point(plan: &Plan, p: &Point, verify: bool) -> PointFile {
         row.algorithm = r.config.name.clone();
         row.implementation = r.config.algorithm.clone();
         row.buffer_kind = r.config.buffer_kind.name().into();
-        (row.n_slots, row.slot_size, row.chunks) = (r.config.n_slots, r.config.slot_size, r.config.chunks);
+        (row.n_slots, row.slot_size, row.chunks) =
+            (r.config.n_slots, r.config.slot_size, r.config.chunks);
         row.op = r.op.name().into();
         row.bytes = r.bytes;
-        let mode = if verify { DataMode::Functional } else { DataMode::TimingOnly };
+        let mode = if verify {
+            DataMode::Functional
+        } else {
+            DataMode::TimingOnly
+        };
         let mut comm = Communicator::new(&r.system, &r.config, mode).map_err(|e| e.to_string())?;
         row.participants = comm.group.size();
-        let job = crate::ccl::Job { collective: r.collective, op: r.op, elems: (r.bytes / 2) as usize };
+        let job = crate::ccl::Job {
+            collective: r.collective,
+            op: r.op,
+            elems: (r.bytes / 2) as usize,
+        };
         let res = comm.run(job).map_err(|e| e.to_string())?;
         row.ticks = res.ticks;
         row.time_us = res.time_ns / 1000.0;
@@ -112,11 +121,16 @@ pub fn run_point(plan: &Plan, p: &Point, verify: bool) -> PointFile {
     if let Err(e) = result {
         row.error = e.replace('\n', " | ");
     }
-    PointFile { row, wall_ms: t0.elapsed().as_secs_f64() * 1000.0, peak_mb: peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64 }
+    PointFile {
+        row,
+        wall_ms: t0.elapsed().as_secs_f64() * 1000.0,
+        peak_mb: peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64,
+    }
 }
 
 fn point_path(dir: &Path, p: &Point) -> PathBuf {
-    dir.join("points").join(format!("{:06}-{}.json", p.index, p.id()))
+    dir.join("points")
+        .join(format!("{:06}-{}.json", p.index, p.id()))
 }
 
 /// Runs a plan into `opts.out`; returns the consolidated rows.
@@ -124,25 +138,49 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     let dir = &opts.out;
     let points_dir = dir.join("points");
     let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
-    if points_dir.exists() && !opts.resume && std::fs::read_dir(&points_dir).map_err(|e| io(&points_dir, e))?.next().is_some() {
-        return Err(format!("{} already holds results: pass --resume to continue it, or choose another --out", dir.display()));
+    if points_dir.exists()
+        && !opts.resume
+        && std::fs::read_dir(&points_dir)
+            .map_err(|e| io(&points_dir, e))?
+            .next()
+            .is_some()
+    {
+        return Err(format!(
+            "{} already holds results: pass --resume to continue it, or choose another --out",
+            dir.display()
+        ));
     }
     std::fs::create_dir_all(&points_dir).map_err(|e| io(&points_dir, e))?;
-    for (name, text) in [("plan.yaml", plan.text.clone()), ("system.yaml", plan.system.to_yaml()), ("ccl.yaml", opts.ccl_text.clone())] {
+    for (name, text) in [
+        ("plan.yaml", plan.text.clone()),
+        ("system.yaml", plan.system.to_yaml()),
+        ("ccl.yaml", opts.ccl_text.clone()),
+    ] {
         write_atomic(&dir.join(name), text.as_bytes()).map_err(|e| io(&dir.join(name), e))?;
     }
     let all = plan.points();
-    let mine: Vec<Point> = all.into_iter().filter(|p| opts.shard.is_none_or(|(k, n)| p.index % n == k - 1)).collect();
+    let mine: Vec<Point> = all
+        .into_iter()
+        .filter(|p| opts.shard.is_none_or(|(k, n)| p.index % n == k - 1))
+        .collect();
     let planned = mine.len();
-    let todo: Vec<Point> = mine.into_iter().filter(|p| !(opts.resume && point_path(dir, p).exists())).collect();
+    let mut todo: Vec<Point> = mine
+        .into_iter()
+        .filter(|p| !(opts.resume && point_path(dir, p).exists()))
+        .collect();
+    // Longest points first, so no big one is left running alone at the end.
+    todo.sort_by_key(|p| std::cmp::Reverse(plan.cost_estimate(p)));
     let skipped = planned - todo.len();
     let verify = plan.file.verify;
     let bar = progress(todo.len() as u64);
     let done = AtomicUsize::new(0);
     let error = std::sync::Mutex::new(None::<String>);
-    let pool = rayon::ThreadPoolBuilder::new().num_threads(opts.jobs.max(1)).build().map_err(|e| e.to_string())?;
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(opts.jobs.max(1))
+        .build()
+        .map_err(|e| e.to_string())?;
     pool.install(|| {
-        todo.par_iter().for_each(|p| {
+        todo.par_iter().with_max_len(1).for_each(|p| {
             if opts.stop.load(Ordering::SeqCst) {
                 return;
             }
@@ -150,7 +188,10 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
             let path = point_path(dir, p);
             let json = serde_json::to_vec_pretty(&result).expect("rows serialize");
             if let Err(e) = write_atomic(&path, &json) {
-                error.lock().expect("no poisoned lock").get_or_insert(io(&path, e));
+                error
+                    .lock()
+                    .expect("no poisoned lock")
+                    .get_or_insert(io(&path, e));
                 opts.stop.store(true, Ordering::SeqCst);
             }
             let n = done.fetch_add(1, Ordering::SeqCst) + 1;
@@ -164,7 +205,13 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     let ran = done.into_inner();
     let interrupted = opts.stop.load(Ordering::SeqCst) && ran < todo.len();
     let rows = consolidate(dir)?;
-    Ok(Outcome { rows, ran, skipped, planned, interrupted })
+    Ok(Outcome {
+        rows,
+        ran,
+        skipped,
+        planned,
+        interrupted,
+    })
 }
 
 /// A progress bar with ETA on a terminal, plain lines otherwise.
@@ -179,13 +226,20 @@ fn progress(total: u64) -> Progress {
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new(total);
         b.set_style(
-            indicatif::ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} points, ETA {eta} {msg}")
-                .expect("valid template")
-                .progress_chars("=> "),
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:40}] {pos}/{len} points, ETA {eta} {msg}",
+            )
+            .expect("valid template")
+            .progress_chars("=> "),
         );
         b
     });
-    Progress { bar, total, start: Instant::now(), last_line: AtomicUsize::new(0) }
+    Progress {
+        bar,
+        total,
+        start: Instant::now(),
+        last_line: AtomicUsize::new(0),
+    }
 }
 
 impl Progress {
@@ -199,10 +253,16 @@ impl Progress {
                 // About every 5% (and the last point), one plain line.
                 let step = (self.total as usize / 20).max(1);
                 let bucket = done / step;
-                if bucket > self.last_line.fetch_max(bucket, Ordering::SeqCst) || done as u64 == self.total {
+                if bucket > self.last_line.fetch_max(bucket, Ordering::SeqCst)
+                    || done as u64 == self.total
+                {
                     let secs = self.start.elapsed().as_secs_f64();
                     let eta = secs / done as f64 * (self.total as f64 - done as f64);
-                    eprintln!("sweep: {done}/{} points ({:.0}%), {secs:.0} s elapsed, ETA {eta:.0} s", self.total, done as f64 / self.total.max(1) as f64 * 100.0);
+                    eprintln!(
+                        "sweep: {done}/{} points ({:.0}%), {secs:.0} s elapsed, ETA {eta:.0} s",
+                        self.total,
+                        done as f64 / self.total.max(1) as f64 * 100.0
+                    );
                 }
             }
         }

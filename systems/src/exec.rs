@@ -618,7 +618,13 @@ fn set(ex: &mut PeExec, reg: Reg, ready_at: Tick, elems: u32, data: Option<Vec<f
 /// tables (creating each receive queue and its slot entities), starts
 /// launched programs after the launch overhead, lands remote loads, and
 /// completes remote stores through the target memory's port.
-pub fn deliver_control(inbox: &mut Inbox, ka: &mut KernelAccess, qa: &mut QueueAccess, running: &Query<&PeExec>, commands: &mut Commands) {
+pub fn deliver_control(
+    inbox: &mut Inbox,
+    ka: &mut KernelAccess,
+    qa: &mut QueueAccess,
+    running: &Query<&PeExec>,
+    commands: &mut Commands,
+) {
     let now = qa.clock.now;
     let installs = inbox.take(Purpose::Install);
     for a in &installs {

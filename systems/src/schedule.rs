@@ -7,9 +7,8 @@ use crate::hierarchy::Hardware;
 use crate::ipcq::{self, DmaCalendar, Entry, QueueParams, Queues};
 use crate::memory::{DataMode, MemPorts, MemoryStore};
 use crate::network::{
-    Purpose,
-    self, Inbox, LinkClass, LinkTable, MessagePool, NetCalendar, NetCounters, Outbox, RouteSource,
-    Routes,
+    self, Inbox, LinkClass, LinkTable, MessagePool, NetCalendar, NetCounters, Outbox, Purpose,
+    RouteSource, Routes,
 };
 use crate::program::Program;
 use crate::time::{Clock, Tick};
@@ -149,13 +148,32 @@ pub fn tick_schedule() -> Schedule {
         )
             .chain(),
     );
-    s.add_systems(exec::kernel_step.run_if(kernel_work).in_set(Stage::KernelStep));
+    s.add_systems(
+        exec::kernel_step
+            .run_if(kernel_work)
+            .in_set(Stage::KernelStep),
+    );
     s.add_systems(ipcq::dma.run_if(dma_due).in_set(Stage::Dma));
-    s.add_systems((network::inject.run_if(outbox_pending), network::routing.run_if(net_due)).chain().in_set(Stage::Routing));
+    s.add_systems(
+        (
+            network::inject.run_if(outbox_pending),
+            network::routing.run_if(net_due),
+        )
+            .chain()
+            .in_set(Stage::Routing),
+    );
     s.add_systems(delivery.run_if(delivery_work).in_set(Stage::Delivery));
-    s.add_systems(ipcq::credit_return.run_if(credit_work).in_set(Stage::CreditReturn));
+    s.add_systems(
+        ipcq::credit_return
+            .run_if(credit_work)
+            .in_set(Stage::CreditReturn),
+    );
     s.add_systems(stats.in_set(Stage::Stats));
-    s.add_systems((network::inject.run_if(outbox_pending), advance).chain().in_set(Stage::Advance));
+    s.add_systems(
+        (network::inject.run_if(outbox_pending), advance)
+            .chain()
+            .in_set(Stage::Advance),
+    );
     s
 }
 
@@ -174,7 +192,15 @@ fn delivery(
         let now = qa.clock.now;
         traffic::deliver_traffic(now, &mut inbox, &mut traffic, &mut qa.outbox);
     }
-    if [Purpose::Install, Purpose::Launch, Purpose::LoadData, Purpose::StoreData].into_iter().any(|p| inbox.has(p)) {
+    if [
+        Purpose::Install,
+        Purpose::Launch,
+        Purpose::LoadData,
+        Purpose::StoreData,
+    ]
+    .into_iter()
+    .any(|p| inbox.has(p))
+    {
         exec::deliver_control(&mut inbox, &mut ka, &mut qa, &running, &mut commands);
     }
     if inbox.has(Purpose::Chunk) {

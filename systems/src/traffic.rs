@@ -80,7 +80,12 @@ impl TrafficState {
 /// The traffic part of the `delivery` stage: starts the workload on the first
 /// tick, reports arrived traffic messages to it, and queues what it sends in
 /// reaction.
-pub fn deliver_traffic(now: Tick, inbox: &mut Inbox, traffic: &mut TrafficState, outbox: &mut Outbox) {
+pub fn deliver_traffic(
+    now: Tick,
+    inbox: &mut Inbox,
+    traffic: &mut TrafficState,
+    outbox: &mut Outbox,
+) {
     if !traffic.started {
         traffic.started = true;
         traffic.inject(now, outbox, |t, inj| t.start(inj));

@@ -1,0 +1,230 @@
+//! Sweeps: result files, plots, determinism, resume, shards and merge.
+
+use kernbench::sweep::{Options, Plan, consolidate, run};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+fn opts(out: &Path, shard: Option<(usize, usize)>, resume: bool) -> Options {
+    Options {
+        out: out.to_path_buf(),
+        jobs: 2,
+        resume,
+        shard,
+        stop: Arc::new(AtomicBool::new(false)),
+        ccl_text: kernbench::ccl::config::DEFAULT_CCL_YAML.into(),
+    }
+}
+
+fn smoke() -> Plan {
+    Plan::load("smoke").unwrap()
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+#[test]
+fn smoke_sweep_writes_results_plots_and_is_deterministic() {
+    let plan = smoke();
+    let n = plan.points().len();
+    assert_eq!(
+        n,
+        3 * 2 * 10 * 2,
+        "3 topologies x 2 buffers x 10 (collective, algorithm) pairs x 2 sizes"
+    );
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let out = run(&plan, &opts(a.path(), None, false)).unwrap();
+    assert_eq!(
+        (out.rows.len(), out.ran, out.skipped, out.interrupted),
+        (n, n, 0, false)
+    );
+    assert!(
+        out.rows
+            .iter()
+            .all(|r| r.error.is_empty() && r.verified == "ok" && r.ticks >= r.bound_ticks),
+        "{:?}",
+        out.rows.iter().find(|r| !r.error.is_empty())
+    );
+    let csv = read(&a.path().join("results.csv"));
+    assert_eq!(csv.lines().count(), n + 1);
+    assert!(csv.starts_with("index,id,study,point,topology,sips"));
+    let json: serde_json::Value =
+        serde_json::from_str(&read(&a.path().join("results.json"))).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), n);
+    for f in ["plan.yaml", "system.yaml", "ccl.yaml", "simulator.csv"] {
+        assert!(a.path().join(f).exists(), "{f}");
+    }
+    // Plots: well-formed SVG documents with labelled axes and drawn data.
+    let svgs: Vec<_> = std::fs::read_dir(a.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "svg"))
+        .collect();
+    assert!(svgs.len() >= 5, "{} plots", svgs.len());
+    for p in &svgs {
+        let s = read(p);
+        assert!(
+            s.trim_start().starts_with("<svg") && s.trim_end().ends_with("</svg>"),
+            "{}",
+            p.display()
+        );
+        assert_eq!(
+            s.matches("<text").count(),
+            s.matches("</text>").count(),
+            "{}",
+            p.display()
+        );
+        assert!(s.contains("<polyline"), "{} has no data line", p.display());
+        let name = p.file_name().unwrap().to_str().unwrap();
+        let x_label = if name.starts_with("scaling") {
+            "SIPs"
+        } else {
+            "size per participant (bytes)"
+        };
+        assert!(s.contains(x_label), "{name}: x axis unlabelled");
+        let y_label = ["time (us)", "busbw (GB/s)", "% of bound"];
+        assert!(
+            y_label.iter().any(|l| s.contains(l)),
+            "{name}: y axis unlabelled"
+        );
+    }
+    for kind in [
+        "latency_all_reduce.svg",
+        "busbw_all_reduce.svg",
+        "bound_all_reduce.svg",
+        "buffers_all_reduce.svg",
+    ] {
+        assert!(a.path().join(kind).exists(), "{kind}");
+    }
+    // The same plan again gives byte-identical results.
+    run(&plan, &opts(b.path(), None, false)).unwrap();
+    assert_eq!(csv, read(&b.path().join("results.csv")));
+    assert_eq!(
+        read(&a.path().join("results.json")),
+        read(&b.path().join("results.json"))
+    );
+}
+
+#[test]
+fn interrupted_then_resumed_equals_uninterrupted() {
+    let plan = smoke();
+    let (full, part) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    run(&plan, &opts(full.path(), None, false)).unwrap();
+    // An interruption before any point: a valid, empty partial result set.
+    let mut o = opts(part.path(), None, false);
+    o.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let stopped = run(&plan, &o).unwrap();
+    assert!(stopped.interrupted && stopped.rows.is_empty());
+    assert_eq!(read(&part.path().join("results.csv")).lines().count(), 0);
+    // Half of the points, then lose some finished files mid-way: resume completes the set.
+    run(&plan, &opts(part.path(), Some((1, 2)), true)).unwrap();
+    let points = part.path().join("points");
+    let mut files: Vec<_> = std::fs::read_dir(&points)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for f in files.iter().step_by(7) {
+        std::fs::remove_file(f).unwrap();
+    }
+    let resumed = run(&plan, &opts(part.path(), None, true)).unwrap();
+    assert!(resumed.skipped > 0 && resumed.ran > 0);
+    assert_eq!(
+        read(&part.path().join("results.csv")),
+        read(&full.path().join("results.csv"))
+    );
+    // Without --resume a used directory is refused.
+    let err = run(&plan, &opts(part.path(), None, false)).unwrap_err();
+    assert!(err.contains("--resume"), "{err}");
+}
+
+#[test]
+fn three_shards_merged_equal_the_unsharded_set() {
+    let plan = smoke();
+    let full = tempfile::tempdir().unwrap();
+    run(&plan, &opts(full.path(), None, false)).unwrap();
+    let shards: Vec<_> = (1..=3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut total = 0;
+    for (k, d) in shards.iter().enumerate() {
+        let o = run(&plan, &opts(d.path(), Some((k + 1, 3)), false)).unwrap();
+        total += o.rows.len();
+    }
+    assert_eq!(total, plan.points().len());
+    // Merge through the command line, as a user would.
+    let merged = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .arg("merge")
+        .args(shards.iter().map(|d| d.path()))
+        .arg("--out")
+        .arg(merged.path())
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    assert_eq!(
+        read(&merged.path().join("results.csv")),
+        read(&full.path().join("results.csv"))
+    );
+    assert_eq!(
+        consolidate(merged.path()).unwrap().len(),
+        plan.points().len()
+    );
+}
+
+#[test]
+fn a_failing_point_is_recorded_and_the_sweep_goes_on() {
+    // 6 SIPs on a torus without w/h cannot use the square fallback.
+    let yaml = "name: bad\nstudies:\n  - name: s\n    grid:\n      system.sips.topology: [torus_2d]\n      system.sips.count: [4, 6]\n      bytes: [4K]\n";
+    let plan = Plan::from_yaml(yaml, "bad.yaml").unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let out = run(&plan, &opts(d.path(), None, false)).unwrap();
+    assert_eq!(out.rows.len(), 2);
+    assert!(out.rows[0].error.is_empty());
+    assert!(
+        out.rows[1].error.contains("not a square"),
+        "{}",
+        out.rows[1].error
+    );
+}
+
+#[test]
+fn bad_plans_name_the_axis() {
+    for (yaml, needle) in [
+        ("name: x\nstudies: []\n", "studies"),
+        (
+            "name: x\nstudies:\n  - name: s\n    grid:\n      colective: [all_reduce]\n",
+            "colective",
+        ),
+        (
+            "name: x\nstudies:\n  - name: s\n    grid:\n      collective: [allreduce]\n",
+            "allreduce",
+        ),
+        (
+            "name: x\nstudies:\n  - name: s\n    grid:\n      bytes: [12Q]\n",
+            "12Q",
+        ),
+        (
+            "name: x\nstudies:\n  - name: s\n    grid:\n      algorithm: [fastest]\n",
+            "fastest",
+        ),
+        (
+            "name: x\nstudies:\n  - name: s\n    zip:\n      bytes: [1K, 2K]\n      collective: [all_reduce]\n",
+            "different lengths",
+        ),
+        (
+            "name: x\nstudies:\n  - name: s\n    grid:\n      system.sips.count: [many]\n",
+            "system.sips.count",
+        ),
+        (
+            "name: x\nstudies:\n  - name: s\n    grid:\n      ccl.n_slot: [4]\n",
+            "ccl.n_slot",
+        ),
+    ] {
+        let e = Plan::from_yaml(yaml, "plan.yaml").unwrap_err().to_string();
+        assert!(e.contains("plan.yaml") && e.contains(needle), "{e}");
+    }
+}
