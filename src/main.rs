@@ -179,6 +179,11 @@ struct RunArgs {
     /// reference (slower); otherwise timing only.
     #[arg(long)]
     verify: bool,
+    /// Write a Chrome trace-event JSON of the runs (open in Perfetto or
+    /// chrome://tracing): per-PE op spans, link occupancy, message flows.
+    /// Large for big sizes: use with one size (--min-bytes = --max-bytes).
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
 }
 
 /// "64M" → 67108864; K, M, G are powers of 1024, an optional trailing B or iB is allowed.
@@ -484,6 +489,10 @@ fn run(a: RunArgs) -> Result<()> {
         DataMode::TimingOnly
     };
     let mut comm = Communicator::new(&sys, &config, mode)?;
+    if a.trace.is_some() {
+        comm.machine.set_oplog(true);
+        comm.machine.engine.world.resource_mut::<kernbench_systems::network::NetTrace>().enabled = true;
+    }
     println!(
         "# {} / {} ({}: buffer {}, {} slots x {} B, {} chunks) on {} ({} participants), op {}",
         a.collective,
@@ -534,6 +543,10 @@ fn run(a: RunArgs) -> Result<()> {
             "\nlargest size, {}",
             Usage::snapshot(&comm.machine).summary(&before, &comm.machine, ticks)
         );
+    }
+    if let Some(path) = &a.trace {
+        let n = kernbench::report::write_trace(&comm.machine, sys.spec.system.tick_ns, path).map_err(anyhow::Error::msg)?;
+        println!("wrote {} ({n} trace events)", path.display());
     }
     Ok(())
 }
@@ -595,7 +608,13 @@ fn sweep(a: SweepArgs) -> Result<()> {
     let t0 = Instant::now();
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;
     let secs = t0.elapsed().as_secs_f64();
-    print!("{}", kernbench::sweep::results::summary(&outcome.rows));
+    match plan.file.print {
+        kernbench::sweep::plan::Print::Summary => print!("{}", kernbench::sweep::results::summary(&outcome.rows)),
+        kernbench::sweep::plan::Print::Points => {
+            let points = kernbench::sweep::results::load_points(&out).map_err(anyhow::Error::msg)?;
+            print!("{}", kernbench::sweep::results::points_table(&points))
+        }
+    }
     let failed = outcome.rows.iter().filter(|r| !r.error.is_empty()).count();
     println!(
         "\n{} of {} points done ({} run now in {secs:.1} s, {} from before, {failed} failed); results in {}",

@@ -86,3 +86,54 @@ impl Usage {
         out
     }
 }
+
+/// Writes a Chrome trace-event JSON file (opens in Perfetto or
+/// chrome://tracing): one track per PE with its op spans (needs the op log),
+/// one track per used link with its packet occupancy, and a flow arrow per
+/// message from its first link to its last (needs the network trace).
+pub fn write_trace(m: &Machine, tick_ns: f64, path: &std::path::Path) -> Result<usize, String> {
+    use kernbench_systems::exec::{OpLog, PENDING};
+    use kernbench_systems::network::NetTrace;
+    use serde_json::json;
+    let us = |t: Tick| t as f64 * tick_ns / 1000.0;
+    let mut ev = Vec::new();
+    let links_pid = 1_000_000u64;
+    ev.push(json!({"ph": "M", "name": "process_name", "pid": links_pid, "args": {"name": "links"}}));
+    let log = m.engine.world.resource::<OpLog>();
+    let mut named = std::collections::BTreeSet::new();
+    for r in &log.records {
+        let (pid, tid) = (r.sip as u64, (r.cube * 1000 + r.pe) as u64);
+        if named.insert((pid, tid)) {
+            ev.push(json!({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": format!("sip{}", r.sip)}}));
+            ev.push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": format!("cube{}.pe{}", r.cube, r.pe)}}));
+        }
+        let end = if r.end == PENDING { r.start } else { r.end };
+        ev.push(json!({"ph": "X", "name": r.op, "cat": "op", "pid": pid, "tid": tid, "ts": us(r.start), "dur": us(end - r.start), "args": {"bytes": r.bytes, "params": r.params}}));
+    }
+    let trace = m.engine.world.resource::<NetTrace>();
+    let links = m.engine.links();
+    let mut first_last: std::collections::BTreeMap<u64, ((u32, Tick), (u32, Tick))> = Default::default();
+    let mut used = std::collections::BTreeSet::new();
+    for &(l, start, end, msg) in &trace.spans {
+        if used.insert(l) {
+            let (a, b) = links.endpoints(l);
+            let name = format!("{} -> {} ({})", m.topology.node(a), m.topology.node(b), links.class(l).name);
+            ev.push(json!({"ph": "M", "name": "thread_name", "pid": links_pid, "tid": l, "args": {"name": name}}));
+        }
+        ev.push(json!({"ph": "X", "name": format!("msg {msg}"), "cat": "link", "pid": links_pid, "tid": l, "ts": us(start), "dur": us(end - start)}));
+        let e = first_last.entry(msg).or_insert(((l, start), (l, start)));
+        e.1 = (l, start);
+    }
+    for a in &trace.messages {
+        if let Some(&((l0, t0), (l1, t1))) = first_last.get(&a.id) {
+            let name = format!("{:?} {} B", a.purpose, a.bytes);
+            ev.push(json!({"ph": "s", "name": name, "cat": "message", "id": a.id, "pid": links_pid, "tid": l0, "ts": us(t0)}));
+            ev.push(json!({"ph": "f", "bp": "e", "name": name, "cat": "message", "id": a.id, "pid": links_pid, "tid": l1, "ts": us(t1)}));
+        }
+    }
+    let n = ev.len();
+    let doc = json!({"traceEvents": ev, "displayTimeUnit": "ns"});
+    let bytes = serde_json::to_vec(&doc).map_err(|e| e.to_string())?;
+    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(n)
+}

@@ -34,7 +34,21 @@ pub struct PlanFile {
     /// Check every result against the reference (functional mode).
     #[serde(default)]
     pub verify: bool,
+    /// What the terminal report shows: `summary` (best algorithm per
+    /// collective, size and topology) or `points` (every point with the
+    /// simulator's own wall time and peak memory).
+    #[serde(default)]
+    pub print: Print,
     pub studies: Vec<Study>,
+}
+
+/// The terminal report of a sweep.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Print {
+    #[default]
+    Summary,
+    Points,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -106,6 +106,23 @@ fn human(bytes: u64) -> String {
     }
 }
 
+/// Every point with its simulated time and the simulator's own cost.
+pub fn points_table(points: &[PointFile]) -> String {
+    let mut out = format!(
+        "{:>6} {:>16} {:>6} {:>15} {:>12} {:>9} {:>14} {:>10} {:>9} {:>9}\n",
+        "point", "topology", "SIPs", "collective", "algorithm", "size", "sim time(us)", "busbw", "wall(s)", "peak(MB)"
+    );
+    for p in points {
+        let r = &p.row;
+        let time = if r.error.is_empty() { format!("{:.3}", r.time_us) } else { "error".into() };
+        out.push_str(&format!(
+            "{:>6} {:>16} {:>6} {:>15} {:>12} {:>9} {:>14} {:>10.2} {:>9.3} {:>9.1}\n",
+            r.index, r.topology, r.sips, r.collective, r.algorithm, human(r.bytes), time, r.busbw_gbps, p.wall_ms / 1000.0, p.peak_mb
+        ));
+    }
+    out
+}
+
 /// The best algorithm per collective, size and topology (the largest SIP
 /// count of each topology kind), by busbw, with its % of bound.
 pub fn summary(rows: &[Row]) -> String {

@@ -488,6 +488,16 @@ pub struct HopEvent {
 #[derive(Resource, Default, Debug)]
 pub struct NetCalendar(pub Calendar<HopEvent>);
 
+/// What the network did, for trace export; recorded only when enabled.
+#[derive(Resource, Debug, Default)]
+pub struct NetTrace {
+    pub enabled: bool,
+    /// (link, first tick, end tick, message id) of every packet serialisation.
+    pub spans: Vec<(LinkId, Tick, Tick, MsgId)>,
+    /// Every delivered message.
+    pub messages: Vec<Arrival>,
+}
+
 /// Entities of delivered messages, ready for reuse.
 #[derive(Resource, Default, Debug)]
 pub struct MessagePool(pub Vec<Entity>);
@@ -591,6 +601,7 @@ pub fn routing(
     mut inbox: ResMut<Inbox>,
     mut pool: ResMut<MessagePool>,
     mut counters: ResMut<NetCounters>,
+    mut trace: ResMut<NetTrace>,
 ) {
     let now = clock.now;
     let Some(mut due) = cal.0.take_due(now) else {
@@ -607,7 +618,13 @@ pub fn routing(
             ideal_hops += (seg.ideal_before * ev.count) as u64;
             hops += ((seg.ideal_before + 1) * ev.count) as u64;
             for pkt in ev.pkt..ev.pkt + ev.count {
-                let at = links.reserve(seg.link, now, msg.packet_size(pkt));
+                let size = msg.packet_size(pkt);
+                let at = links.reserve(seg.link, now, size);
+                if trace.enabled {
+                    let c = links.class(seg.link);
+                    let start = at - c.latency - c.ser_ticks(size);
+                    trace.spans.push((seg.link, start, start + c.ser_ticks(size), msg.id));
+                }
                 let next = HopEvent {
                     pkt,
                     count: 1,
@@ -621,7 +638,7 @@ pub fn routing(
             hops += (ideal_after * ev.count) as u64;
             msg.delivered += ev.count;
             if msg.delivered == msg.packets {
-                inbox.lists[msg.purpose as usize].push(Arrival {
+                let arrival = Arrival {
                     id: msg.id,
                     purpose: msg.purpose,
                     tag: msg.tag,
@@ -630,7 +647,11 @@ pub fn routing(
                     bytes: msg.bytes,
                     injected_at: msg.injected_at,
                     at: now,
-                });
+                };
+                if trace.enabled {
+                    trace.messages.push(arrival);
+                }
+                inbox.lists[msg.purpose as usize].push(arrival);
                 pool.0.push(ev.entity);
                 counters.delivered += 1;
             }

@@ -309,6 +309,7 @@ impl Engine {
         world.init_resource::<Outbox>();
         world.init_resource::<MessagePool>();
         world.init_resource::<NetCounters>();
+        world.init_resource::<network::NetTrace>();
         world.init_resource::<TrafficState>();
         world.init_resource::<RunStats>();
         world.init_resource::<RunErrors>();
