@@ -126,5 +126,24 @@ fn route_cache_miss(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, topology_build, ring_traffic, route_cache_miss);
+/// One sweep point as `kernbench sweep` runs it: build the world, install the
+/// wiring, run a 4 MiB all-reduce with `hier_lanes` on a 16-SIP torus of
+/// one-cube SIPs (timing only).
+fn sweep_point(c: &mut Criterion) {
+    let yaml = "name: bench\nbase:\n  sip.cube_mesh.w: 1\n  sip.cube_mesh.h: 1\nstudies:\n  - name: p\n    grid:\n      system.sips.topology: [torus_2d]\n      system.sips.count: [16]\n      algorithm: [hier_lanes]\n      bytes: [4M]\n";
+    let plan = kernbench::sweep::Plan::from_yaml(yaml, "bench").unwrap();
+    let point = plan.points().remove(0);
+    let mut g = c.benchmark_group("sweep_point");
+    g.sample_size(10);
+    g.bench_function("all_reduce_hier_lanes_torus16_4M", |b| {
+        b.iter(|| {
+            let r = kernbench::sweep::run::run_point(&plan, &point, false);
+            assert!(r.row.error.is_empty());
+            r.row.ticks
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, topology_build, ring_traffic, route_cache_miss, sweep_point);
 criterion_main!(benches);
