@@ -145,5 +145,11 @@ fn sweep_point(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, topology_build, ring_traffic, route_cache_miss, sweep_point);
+criterion_group!(
+    benches,
+    topology_build,
+    ring_traffic,
+    route_cache_miss,
+    sweep_point
+);
 criterion_main!(benches);

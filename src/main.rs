@@ -491,7 +491,11 @@ fn run(a: RunArgs) -> Result<()> {
     let mut comm = Communicator::new(&sys, &config, mode)?;
     if a.trace.is_some() {
         comm.machine.set_oplog(true);
-        comm.machine.engine.world.resource_mut::<kernbench_systems::network::NetTrace>().enabled = true;
+        comm.machine
+            .engine
+            .world
+            .resource_mut::<kernbench_systems::network::NetTrace>()
+            .enabled = true;
     }
     println!(
         "# {} / {} ({}: buffer {}, {} slots x {} B, {} chunks) on {} ({} participants), op {}",
@@ -545,7 +549,8 @@ fn run(a: RunArgs) -> Result<()> {
         );
     }
     if let Some(path) = &a.trace {
-        let n = kernbench::report::write_trace(&comm.machine, sys.spec.system.tick_ns, path).map_err(anyhow::Error::msg)?;
+        let n = kernbench::report::write_trace(&comm.machine, sys.spec.system.tick_ns, path)
+            .map_err(anyhow::Error::msg)?;
         println!("wrote {} ({n} trace events)", path.display());
     }
     Ok(())
@@ -609,9 +614,12 @@ fn sweep(a: SweepArgs) -> Result<()> {
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;
     let secs = t0.elapsed().as_secs_f64();
     match plan.file.print {
-        kernbench::sweep::plan::Print::Summary => print!("{}", kernbench::sweep::results::summary(&outcome.rows)),
+        kernbench::sweep::plan::Print::Summary => {
+            print!("{}", kernbench::sweep::results::summary(&outcome.rows))
+        }
         kernbench::sweep::plan::Print::Points => {
-            let points = kernbench::sweep::results::load_points(&out).map_err(anyhow::Error::msg)?;
+            let points =
+                kernbench::sweep::results::load_points(&out).map_err(anyhow::Error::msg)?;
             print!("{}", kernbench::sweep::results::points_table(&points))
         }
     }

@@ -98,7 +98,9 @@ pub fn write_trace(m: &Machine, tick_ns: f64, path: &std::path::Path) -> Result<
     let us = |t: Tick| t as f64 * tick_ns / 1000.0;
     let mut ev = Vec::new();
     let links_pid = 1_000_000u64;
-    ev.push(json!({"ph": "M", "name": "process_name", "pid": links_pid, "args": {"name": "links"}}));
+    ev.push(
+        json!({"ph": "M", "name": "process_name", "pid": links_pid, "args": {"name": "links"}}),
+    );
     let log = m.engine.world.resource::<OpLog>();
     let mut named = std::collections::BTreeSet::new();
     for r in &log.records {
@@ -112,12 +114,19 @@ pub fn write_trace(m: &Machine, tick_ns: f64, path: &std::path::Path) -> Result<
     }
     let trace = m.engine.world.resource::<NetTrace>();
     let links = m.engine.links();
-    let mut first_last: std::collections::BTreeMap<u64, ((u32, Tick), (u32, Tick))> = Default::default();
+    // Per message: the (link, tick) of its first and of its last packet span.
+    type Ends = ((u32, Tick), (u32, Tick));
+    let mut first_last: std::collections::BTreeMap<u64, Ends> = Default::default();
     let mut used = std::collections::BTreeSet::new();
     for &(l, start, end, msg) in &trace.spans {
         if used.insert(l) {
             let (a, b) = links.endpoints(l);
-            let name = format!("{} -> {} ({})", m.topology.node(a), m.topology.node(b), links.class(l).name);
+            let name = format!(
+                "{} -> {} ({})",
+                m.topology.node(a),
+                m.topology.node(b),
+                links.class(l).name
+            );
             ev.push(json!({"ph": "M", "name": "thread_name", "pid": links_pid, "tid": l, "args": {"name": name}}));
         }
         ev.push(json!({"ph": "X", "name": format!("msg {msg}"), "cat": "link", "pid": links_pid, "tid": l, "ts": us(start), "dur": us(end - start)}));

@@ -110,14 +110,36 @@ fn human(bytes: u64) -> String {
 pub fn points_table(points: &[PointFile]) -> String {
     let mut out = format!(
         "{:>6} {:>16} {:>6} {:>15} {:>12} {:>9} {:>14} {:>10} {:>9} {:>9}\n",
-        "point", "topology", "SIPs", "collective", "algorithm", "size", "sim time(us)", "busbw", "wall(s)", "peak(MB)"
+        "point",
+        "topology",
+        "SIPs",
+        "collective",
+        "algorithm",
+        "size",
+        "sim time(us)",
+        "busbw",
+        "wall(s)",
+        "peak(MB)"
     );
     for p in points {
         let r = &p.row;
-        let time = if r.error.is_empty() { format!("{:.3}", r.time_us) } else { "error".into() };
+        let time = if r.error.is_empty() {
+            format!("{:.3}", r.time_us)
+        } else {
+            "error".into()
+        };
         out.push_str(&format!(
             "{:>6} {:>16} {:>6} {:>15} {:>12} {:>9} {:>14} {:>10.2} {:>9.3} {:>9.1}\n",
-            r.index, r.topology, r.sips, r.collective, r.algorithm, human(r.bytes), time, r.busbw_gbps, p.wall_ms / 1000.0, p.peak_mb
+            r.index,
+            r.topology,
+            r.sips,
+            r.collective,
+            r.algorithm,
+            human(r.bytes),
+            time,
+            r.busbw_gbps,
+            p.wall_ms / 1000.0,
+            p.peak_mb
         ));
     }
     out

@@ -623,7 +623,9 @@ pub fn routing(
                 if trace.enabled {
                     let c = links.class(seg.link);
                     let start = at - c.latency - c.ser_ticks(size);
-                    trace.spans.push((seg.link, start, start + c.ser_ticks(size), msg.id));
+                    trace
+                        .spans
+                        .push((seg.link, start, start + c.ser_ticks(size), msg.id));
                 }
                 let next = HopEvent {
                     pkt,

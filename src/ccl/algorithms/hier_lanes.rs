@@ -67,7 +67,9 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let (sx, sy) = (sip as usize % w, sip as usize / w);
     let op = a.job.op;
     // Blocks are loaded as the rings reach them and stored once final.
-    let mut buf = Buffer::new(a.job.elems, &[2, c, 2, w, h, a.chunks]);
+    // With one cube per SIP the cube ring is empty: no point halving for it.
+    let halves = if c > 1 { 2 } else { 1 };
+    let mut buf = Buffer::new(a.job.elems, &[halves, c, 2, w, h, a.chunks]);
 
     // Level 0: the cube ring, both directions (half of the buffer each).
     let intra = Ring {
@@ -76,7 +78,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         next: QDir::IntraE,
         prev: QDir::IntraW,
     };
-    let l0: Vec<RingJob> = (0..2)
+    let l0: Vec<RingJob> = (0..halves)
         .map(|half| RingJob {
             ring: if half == 0 { intra } else { intra.reversed() },
             blocks: (0..c).map(|b| buf.range(&[half, b])).collect(),
@@ -98,7 +100,10 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         next: QDir::GlobalS,
         prev: QDir::GlobalN,
     };
-    let pieces = [(0, 0), (0, 1), (1, 0), (1, 1)]; // (cube-ring half, lane direction)
+    // (cube-ring half, lane direction) of each piece this cube all-reduces.
+    let pieces: Vec<(usize, usize)> = (0..halves)
+        .flat_map(|half| [(half, 0), (half, 1)])
+        .collect();
     let l1: Vec<RingJob> = pieces
         .iter()
         .map(|&(half, q)| RingJob {
