@@ -112,7 +112,7 @@ fn interrupted_then_resumed_equals_uninterrupted() {
     let (full, part) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     run(&plan, &opts(full.path(), None, false)).unwrap();
     // An interruption before any point: a valid, empty partial result set.
-    let mut o = opts(part.path(), None, false);
+    let o = opts(part.path(), None, false);
     o.stop.store(true, std::sync::atomic::Ordering::SeqCst);
     let stopped = run(&plan, &o).unwrap();
     assert!(stopped.interrupted && stopped.rows.is_empty());
