@@ -1,5 +1,9 @@
 //! The kernbench command line.
 
+/// Counts heap bytes so sweeps can report each point's peak memory.
+#[global_allocator]
+static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
+
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
@@ -602,6 +606,10 @@ fn sweep(a: SweepArgs) -> Result<()> {
         },
         out.display()
     );
+    let heap_peak = Some(kernbench::sweep::run::HeapPeak {
+        reset: || HEAP.reset_peak_usage(),
+        read_mb: || HEAP.peak_usage_as_mb() as f64,
+    });
     let opts = kernbench::sweep::Options {
         out: out.clone(),
         jobs,
@@ -609,6 +617,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
         shard: a.shard,
         stop,
         ccl_text,
+        heap_peak,
     };
     let t0 = Instant::now();
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;

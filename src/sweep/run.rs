@@ -25,6 +25,16 @@ pub struct Options {
     pub stop: Arc<AtomicBool>,
     /// The ccl config text, saved beside the results.
     pub ccl_text: String,
+    /// Reset and read (MB) of a heap-peak counter, if the binary installed
+    /// one; otherwise the process's resident high-water mark is reported.
+    pub heap_peak: Option<HeapPeak>,
+}
+
+/// Reset and read (MB) functions of a peak-heap counter.
+#[derive(Debug, Clone, Copy)]
+pub struct HeapPeak {
+    pub reset: fn(),
+    pub read_mb: fn() -> f64,
 }
 
 /// What a run did.
@@ -46,7 +56,12 @@ pub fn peak_rss_bytes() -> Option<u64> {
 }
 
 /// Runs one point in its own world; failures become rows with an error.
-pub fn run_point(plan: &Plan, p: &Point, verify: bool) -> PointFile {
+/// With a heap counter and one job, `peak_mb` is the point's own peak heap;
+/// with several jobs it is the peak while the point ran.
+pub fn run_point(plan: &Plan, p: &Point, verify: bool, heap: Option<HeapPeak>) -> PointFile {
+    if let Some(h) = heap {
+        (h.reset)();
+    }
     let t0 = Instant::now();
     let mut row = Row {
         index: p.index,
@@ -121,10 +136,14 @@ pub fn run_point(plan: &Plan, p: &Point, verify: bool) -> PointFile {
     if let Err(e) = result {
         row.error = e.replace('\n', " | ");
     }
+    let peak_mb = match heap {
+        Some(h) => (h.read_mb)(),
+        None => peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64,
+    };
     PointFile {
         row,
         wall_ms: t0.elapsed().as_secs_f64() * 1000.0,
-        peak_mb: peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64,
+        peak_mb,
     }
 }
 
@@ -184,7 +203,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
             if opts.stop.load(Ordering::SeqCst) {
                 return;
             }
-            let result = run_point(plan, p, verify);
+            let result = run_point(plan, p, verify, opts.heap_peak);
             let path = point_path(dir, p);
             let json = serde_json::to_vec_pretty(&result).expect("rows serialize");
             if let Err(e) = write_atomic(&path, &json) {
