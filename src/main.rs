@@ -171,10 +171,10 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "sum")]
     op: ReduceOp,
     /// Smallest buffer per participant, bytes (K, M, G = 2^10, 2^20, 2^30).
-    #[arg(long, default_value = "1K", value_parser = parse_bytes)]
+    #[arg(long, default_value = "1K", value_parser = kernbench::sweep::plan::parse_bytes)]
     min_bytes: u64,
     /// Largest buffer per participant, bytes.
-    #[arg(long, default_value = "1M", value_parser = parse_bytes)]
+    #[arg(long, default_value = "1M", value_parser = kernbench::sweep::plan::parse_bytes)]
     max_bytes: u64,
     /// Size multiplier from one row to the next.
     #[arg(long, default_value_t = 2)]
@@ -188,23 +188,6 @@ struct RunArgs {
     /// Large for big sizes: use with one size (--min-bytes = --max-bytes).
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
-}
-
-/// "64M" → 67108864; K, M, G are powers of 1024, an optional trailing B or iB is allowed.
-fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim().trim_end_matches("iB").trim_end_matches('B');
-    let (num, mult) = match t.chars().last() {
-        Some('K' | 'k') => (&t[..t.len() - 1], 1u64 << 10),
-        Some('M' | 'm') => (&t[..t.len() - 1], 1 << 20),
-        Some('G' | 'g') => (&t[..t.len() - 1], 1 << 30),
-        _ => (t, 1),
-    };
-    let n: u64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size; use e.g. 4096, 64K, 16M, 1G"))?;
-    n.checked_mul(mult)
-        .ok_or_else(|| format!("'{s}' is too large"))
 }
 
 #[derive(Args)]

@@ -1,7 +1,7 @@
 //! The collective library: closed forms, the correctness matrix, bounds.
 
 mod common;
-use common::{lean, system};
+use common::system;
 use kernbench::ccl::{AlgoConfig, CclConfig, CclError, Collective, Communicator, Job, ReduceOp};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::Space;
@@ -49,16 +49,7 @@ const LANES: u64 = 256; // pe.vector_lanes of the default spec
 
 /// n SIPs of one cube on a ring; only inter-SIP links and the PE's vector unit cost time.
 fn lean_ring(n: u32) -> System {
-    let mut s = lean(n, SipTopology::Ring1d, None).spec;
-    (
-        s.links.inter_sip.bandwidth_gbps,
-        s.links.inter_sip.latency_ns,
-        s.links.inter_sip.packet_bytes,
-    ) = (B as f64, L as f64, 1 << 30);
-    for m in [&mut s.memory.tcm, &mut s.memory.sram, &mut s.memory.hbm] {
-        m.ideal = true;
-    }
-    System::from_spec(s, "test").unwrap()
+    common::lean_links(n, B, L)
 }
 
 fn ticks(sys: &System, algo: &str, elems: usize) -> u64 {

@@ -18,16 +18,7 @@ const L: u64 = 100; // inter-SIP latency in ticks
 
 /// Two SIPs of one PE, only the inter-SIP link costs time (B, L), whole-chunk packets.
 fn pair() -> System {
-    let mut s = lean(2, SipTopology::Ring1d, None).spec;
-    (
-        s.links.inter_sip.bandwidth_gbps,
-        s.links.inter_sip.latency_ns,
-        s.links.inter_sip.packet_bytes,
-    ) = (B as f64, L as f64, 1 << 30);
-    for m in [&mut s.memory.tcm, &mut s.memory.sram, &mut s.memory.hbm] {
-        m.ideal = true;
-    }
-    System::from_spec(s, "test").unwrap()
+    common::lean_links(2, B, L)
 }
 
 fn cfg(n_slots: u32, slot_size: u64) -> QueueConfig {

@@ -28,3 +28,15 @@ pub fn lean(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) -> System {
         }
     })
 }
+
+/// `lean` with inter-SIP links of `b` bytes/tick and `l` ticks, whole-message
+/// packets and ideal memories: only inter-SIP links and PE compute cost time.
+pub fn lean_links(n: u32, b: u64, l: u64) -> System {
+    let mut s = lean(n, SipTopology::Ring1d, None).spec;
+    let link = &mut s.links.inter_sip;
+    (link.bandwidth_gbps, link.latency_ns, link.packet_bytes) = (b as f64, l as f64, 1 << 30);
+    for m in [&mut s.memory.tcm, &mut s.memory.sram, &mut s.memory.hbm] {
+        m.ideal = true;
+    }
+    System::from_spec(s, "test").expect("test spec is valid")
+}
