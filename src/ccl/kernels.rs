@@ -141,6 +141,43 @@ pub fn combine(tl: &mut Tl, op: ReduceOp, a: Tile, b: Tile) -> Tile {
     }
 }
 
+/// The ids of a w×h grid (row-major) in ring order: a Hamiltonian cycle when
+/// one side is even (every ring hop joins grid neighbours), otherwise a row
+/// snake whose closing hop crosses the grid. Starts at id 0.
+pub fn grid_cycle(w: u32, h: u32) -> Vec<u32> {
+    let cycle = |w: u32, h: u32, id: &dyn Fn(u32, u32) -> u32| -> Vec<u32> {
+        // Row 0 west→east, rows 1.. snake over columns 1.., back up column 0.
+        let mut v: Vec<u32> = (0..w).map(|x| id(x, 0)).collect();
+        for y in 1..h {
+            let xs: Vec<u32> = if y % 2 == 1 {
+                (1..w).rev().collect()
+            } else {
+                (1..w).collect()
+            };
+            v.extend(xs.into_iter().map(|x| id(x, y)));
+        }
+        v.extend((1..h).rev().map(|y| id(0, y)));
+        v
+    };
+    if w >= 2 && h >= 2 && h.is_multiple_of(2) {
+        cycle(w, h, &|x, y| y * w + x)
+    } else if w >= 2 && h >= 2 && w.is_multiple_of(2) {
+        cycle(h, w, &|x, y| x * w + y)
+    } else {
+        (0..h)
+            .flat_map(|y| {
+                (0..w).map(move |x| {
+                    if y % 2 == 0 {
+                        y * w + x
+                    } else {
+                        y * w + (w - 1 - x)
+                    }
+                })
+            })
+            .collect()
+    }
+}
+
 /// A ring of `n` members; this one is at `me`; it sends on `next` and receives on `prev`.
 #[derive(Debug, Clone, Copy)]
 pub struct Ring {
@@ -309,5 +346,32 @@ mod tests {
         }
         assert_eq!(next, 100);
         assert_eq!(b.atoms[b.range(&[1]).start].0, 50);
+    }
+
+    /// Every cube once; with an even side, consecutive cubes (cyclically) are mesh neighbours.
+    #[test]
+    fn cube_ring_is_a_hamiltonian_cycle_when_a_side_is_even() {
+        for (w, h) in [
+            (4, 4),
+            (2, 2),
+            (3, 2),
+            (2, 3),
+            (3, 5),
+            (1, 1),
+            (5, 1),
+            (4, 3),
+        ] {
+            let r = grid_cycle(w, h);
+            let mut seen = r.clone();
+            seen.sort_unstable();
+            assert_eq!(seen, (0..w * h).collect::<Vec<_>>(), "{w}x{h}");
+            if (w % 2 == 0 || h % 2 == 0) && w >= 2 && h >= 2 {
+                for i in 0..r.len() {
+                    let (a, b) = (r[i], r[(i + 1) % r.len()]);
+                    let d = (a % w).abs_diff(b % w) + (a / w).abs_diff(b / w);
+                    assert_eq!(d, 1, "{w}x{h}: {a} -> {b} in {r:?}");
+                }
+            }
+        }
     }
 }

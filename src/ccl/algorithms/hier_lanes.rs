@@ -8,7 +8,7 @@
 //! direction carries traffic, and `chunks` pipelines each transfer.
 
 use super::ring::me;
-use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, reduce_scatter};
+use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
 use crate::kernel::Tl;
 use kernbench_systems::ipcq::Entry;
@@ -16,49 +16,12 @@ use kernbench_systems::program::QDir;
 
 pub struct HierLanes;
 
-/// Cube ids in ring order: a Hamiltonian cycle of the cube mesh when one side
-/// is even (every ring hop is one UCIe link), otherwise a row snake whose
-/// closing hop crosses the mesh.
-pub fn cube_ring(w: u32, h: u32) -> Vec<u32> {
-    let cycle = |w: u32, h: u32, id: &dyn Fn(u32, u32) -> u32| -> Vec<u32> {
-        // Row 0 west→east, rows 1.. snake over columns 1.., back up column 0.
-        let mut v: Vec<u32> = (0..w).map(|x| id(x, 0)).collect();
-        for y in 1..h {
-            let xs: Vec<u32> = if y % 2 == 1 {
-                (1..w).rev().collect()
-            } else {
-                (1..w).collect()
-            };
-            v.extend(xs.into_iter().map(|x| id(x, y)));
-        }
-        v.extend((1..h).rev().map(|y| id(0, y)));
-        v
-    };
-    if w >= 2 && h >= 2 && h.is_multiple_of(2) {
-        cycle(w, h, &|x, y| y * w + x)
-    } else if w >= 2 && h >= 2 && w.is_multiple_of(2) {
-        cycle(h, w, &|x, y| x * w + y)
-    } else {
-        (0..h)
-            .flat_map(|y| {
-                (0..w).map(move |x| {
-                    if y % 2 == 0 {
-                        y * w + x
-                    } else {
-                        y * w + (w - 1 - x)
-                    }
-                })
-            })
-            .collect()
-    }
-}
-
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let g = a.group;
     let me = me(tl, &g);
     let c = g.cubes_per_sip() as usize;
     let (sip, cube) = ((me / c) as u32, (me % c) as u32);
-    let order = cube_ring(g.cubes.0, g.cubes.1);
+    let order = grid_cycle(g.cubes.0, g.cubes.1);
     let pos = order
         .iter()
         .position(|&x| x == cube)
@@ -153,7 +116,7 @@ impl Algorithm for HierLanes {
     }
     fn wiring(&self, g: &Group, q: &QueueSettings) -> Vec<(u32, Vec<Entry>)> {
         let c = g.cubes_per_sip() as usize;
-        let order = cube_ring(g.cubes.0, g.cubes.1);
+        let order = grid_cycle(g.cubes.0, g.cubes.1);
         let (w, h) = g.grid;
         let mut out = Vec::new();
         for sip in 0..g.sips {
@@ -205,37 +168,5 @@ impl Algorithm for HierLanes {
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::cube_ring;
-
-    /// Every cube once; with an even side, consecutive cubes (cyclically) are mesh neighbours.
-    #[test]
-    fn cube_ring_is_a_hamiltonian_cycle_when_a_side_is_even() {
-        for (w, h) in [
-            (4, 4),
-            (2, 2),
-            (3, 2),
-            (2, 3),
-            (3, 5),
-            (1, 1),
-            (5, 1),
-            (4, 3),
-        ] {
-            let r = cube_ring(w, h);
-            let mut seen = r.clone();
-            seen.sort_unstable();
-            assert_eq!(seen, (0..w * h).collect::<Vec<_>>(), "{w}x{h}");
-            if (w % 2 == 0 || h % 2 == 0) && w >= 2 && h >= 2 {
-                for i in 0..r.len() {
-                    let (a, b) = (r[i], r[(i + 1) % r.len()]);
-                    let d = (a % w).abs_diff(b % w) + (a / w).abs_diff(b / w);
-                    assert_eq!(d, 1, "{w}x{h}: {a} -> {b} in {r:?}");
-                }
-            }
-        }
     }
 }

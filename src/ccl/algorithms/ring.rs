@@ -3,7 +3,7 @@
 //! participant sends 2(n−1)/n of the buffer); broadcast and reduce are
 //! pipelined chains along the ring.
 
-use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, reduce_scatter};
+use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
 use crate::kernel::Tl;
 use kernbench_systems::ipcq::Entry;
@@ -17,12 +17,28 @@ pub fn me(tl: &mut Tl, g: &Group) -> usize {
     g.participant(sip, cube)
 }
 
+/// Participants in ring order: SIPs along a cycle of the SIP grid, and within
+/// each SIP its cubes along a cycle of the cube mesh, so most ring hops join
+/// neighbours. Participant 0 comes first.
+pub fn ring_order(g: &Group) -> Vec<usize> {
+    let cubes = grid_cycle(g.cubes.0, g.cubes.1);
+    grid_cycle(g.grid.0, g.grid.1)
+        .into_iter()
+        .flat_map(|s| cubes.iter().map(move |&c| g.participant(s, c)))
+        .collect()
+}
+
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let n = a.group.size();
-    let me = me(tl, &a.group);
+    let participant = me(tl, &a.group);
     if n == 1 {
         return;
     }
+    let order = ring_order(&a.group);
+    let me = order
+        .iter()
+        .position(|&p| p == participant)
+        .expect("every participant is on the ring");
     let (job, op, chunks) = (a.job, a.job.op, a.chunks);
     let ring = Ring {
         n,
@@ -33,14 +49,14 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     match job.collective {
         Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
             let mut buf = Buffer::new(job.elems, &[n, chunks]);
-            // Reduce-scatter leaves member `me` with ring block me+1; rotate the
-            // blocks so that reduce-scatter ends with data block `me` (nccl layout).
-            let rotate = if job.collective == Collective::ReduceScatter {
-                n - 1
-            } else {
-                0
-            };
-            let blocks = (0..n).map(|b| buf.range(&[(b + rotate) % n])).collect();
+            // Ring block k holds the data block of the participant at position
+            // k, so all-gather starts from each member's own block; for
+            // reduce-scatter the blocks shift by one, since it leaves position
+            // k with ring block k+1 and the member must end with its own.
+            let shift = usize::from(job.collective == Collective::ReduceScatter) * (n - 1);
+            let blocks = (0..n)
+                .map(|k| buf.range(&[order[(k + shift) % n]]))
+                .collect();
             let j = [RingJob { ring, blocks }];
             if job.collective == Collective::AllGather {
                 buf.load(tl, j[0].blocks[me].clone());
@@ -122,12 +138,13 @@ impl Algorithm for RingAlgo {
         if n < 2 {
             return Vec::new();
         }
+        let order = ring_order(g);
         (0..n)
-            .map(|p| {
-                let next = g.pe((p + 1) % n);
-                let prev = g.pe((p + n - 1) % n);
+            .map(|k| {
+                let next = g.pe(order[(k + 1) % n]);
+                let prev = g.pe(order[(k + n - 1) % n]);
                 (
-                    g.pe(p),
+                    g.pe(order[k]),
                     vec![
                         q.entry(QDir::E, next, QDir::W, 0),
                         q.entry(QDir::W, prev, QDir::E, 1),
