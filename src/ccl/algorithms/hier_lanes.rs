@@ -30,8 +30,9 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let (sx, sy) = (sip as usize % w, sip as usize / w);
     let op = a.job.op;
     // Blocks are loaded as the rings reach them and stored once final.
-    // With one cube per SIP the cube ring is empty: no point halving for it.
-    let halves = if c > 1 { 2 } else { 1 };
+    // Two halves, one per cube-ring direction; with one cube per SIP they still
+    // double the pipeline depth of the lane rings, which pays for itself.
+    let halves = 2;
     let mut buf = Buffer::new(a.job.elems, &[halves, c, 2, w, h, a.chunks]);
 
     // Level 0: the cube ring, both directions (half of the buffer each).
