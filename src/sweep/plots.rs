@@ -212,15 +212,26 @@ pub fn write_all(dir: &Path, rows: &[Row]) -> Result<Vec<String>, String> {
                 s,
             )?;
         }
-        // Buffer kinds at the reference topology.
-        let kinds: Vec<&Row> = ok
+        // Buffer kinds where the plan varies them most (ties: the first
+        // topology, the most SIPs).
+        let mut slices: BTreeMap<(&str, u32), std::collections::BTreeSet<&str>> = BTreeMap::new();
+        for r in ok.iter().filter(|r| &r.collective == c) {
+            slices
+                .entry((r.topology.as_str(), r.sips))
+                .or_default()
+                .insert(r.buffer_kind.as_str());
+        }
+        let best = slices
             .iter()
-            .copied()
-            .filter(|r| &r.collective == c && r.topology == topo && r.sips == sips)
-            .collect();
-        let distinct: std::collections::BTreeSet<&str> =
-            kinds.iter().map(|r| r.buffer_kind.as_str()).collect();
-        if distinct.len() > 1 {
+            .filter(|(_, k)| k.len() > 1)
+            .max_by_key(|((t, n), k)| (k.len(), *t == topo.as_str(), *n))
+            .map(|(s, _)| *s);
+        if let Some((t, n)) = best {
+            let kinds: Vec<&Row> = ok
+                .iter()
+                .copied()
+                .filter(|r| &r.collective == c && r.topology == t && r.sips == n)
+                .collect();
             let s = series(
                 &kinds,
                 |r| format!("{} {}", r.algorithm, r.buffer_kind),
@@ -229,7 +240,7 @@ pub fn write_all(dir: &Path, rows: &[Row]) -> Result<Vec<String>, String> {
             );
             put(
                 format!("buffers_{c}.svg"),
-                format!("Buffer kinds: {c} on {topo} x{sips}"),
+                format!("Buffer kinds: {c} on {t} x{n}"),
                 "size per participant (bytes)",
                 "busbw (GB/s)",
                 false,
