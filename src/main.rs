@@ -235,14 +235,6 @@ fn main() {
     }
 }
 
-/// Peak resident memory of this process so far, from /proc (Linux only).
-fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 fn gib(bytes: Option<u64>) -> String {
     bytes.map_or("n/a".into(), |b| {
         format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
@@ -329,7 +321,7 @@ fn topo(a: TopoArgs) -> Result<()> {
     println!(
         "build       {:.3} s, peak memory {}",
         build.as_secs_f64(),
-        gib(peak_rss_bytes())
+        gib(kernbench::report::peak_rss_bytes())
     );
     if let Some(dir) = a.dot {
         write_dot(&m, &dir)?;
@@ -367,7 +359,7 @@ fn bench(a: BenchArgs) -> Result<()> {
             "build   ring_4096: {} PEs, {} directed links in {secs:.3} s, peak memory {}",
             sys.total_pes(),
             m.engine.links().len(),
-            gib(peak_rss_bytes())
+            gib(kernbench::report::peak_rss_bytes())
         );
     }
     let mut spec = presets::preset("ring_4096_lean")?.spec;

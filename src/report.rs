@@ -6,6 +6,14 @@ use kernbench_systems::memory::MemPorts;
 use kernbench_systems::program::Space;
 use kernbench_systems::{LinkStats, Tick};
 
+/// Peak resident memory of this process so far (Linux), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
 /// Busy ticks of every link and memory port, to diff around a run.
 #[derive(Debug, Clone)]
 pub struct Usage {

@@ -47,14 +47,6 @@ pub struct Outcome {
     pub interrupted: bool,
 }
 
-/// Peak resident memory of this process so far (Linux), in bytes.
-pub fn peak_rss_bytes() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 /// Runs one point in its own world; failures become rows with an error.
 /// With a heap counter and one job, `peak_mb` is the point's own peak heap;
 /// with several jobs it is the peak while the point ran.
@@ -138,7 +130,7 @@ pub fn run_point(plan: &Plan, p: &Point, verify: bool, heap: Option<HeapPeak>) -
     }
     let peak_mb = match heap {
         Some(h) => (h.read_mb)(),
-        None => peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64,
+        None => crate::report::peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64,
     };
     PointFile {
         row,

@@ -49,10 +49,6 @@ impl Hardware {
         (sip * self.cubes_per_sip + cube) * self.pes_per_cube + pe
     }
 
-    pub fn pe(&self, sip: u32, cube: u32, pe: u32) -> Entity {
-        self.pes[self.pe_index(sip, cube, pe) as usize]
-    }
-
     /// (sip, cube, pe) of a global PE index.
     pub fn coords(&self, g: u32) -> (u32, u32, u32) {
         let cube = g / self.pes_per_cube;

@@ -49,10 +49,6 @@ pub struct NeighborTable {
 }
 
 impl NeighborTable {
-    pub fn get(&self, dir: QDir) -> Option<&Entry> {
-        self.entries.iter().find(|e| e.dir == dir)
-    }
-
     /// The entry for `dir` and the queue a send on `dir` goes into.
     pub fn send(&self, dir: QDir) -> Option<(&Entry, QueueId)> {
         let i = self.entries.iter().position(|e| e.dir == dir)?;
@@ -265,10 +261,6 @@ impl Queues {
         });
         self.index.insert((receiver, dir), q);
         q
-    }
-
-    pub fn find(&self, receiver: u32, dir: QDir) -> Option<QueueId> {
-        self.index.get(&(receiver, dir)).copied()
     }
 }
 

@@ -203,14 +203,13 @@ pub type RouteId = u32;
 
 /// Routes cached per (src, dst) pair on first use; no all-pairs table.
 ///
-/// A route is kept as its links plus, for the hot path, its *segments*: each
+/// A route is kept as its *segments*: each
 /// non-ideal link with the number of ideal links crossed (in zero time) just
 /// before it. Packets take one calendar event per segment.
 #[derive(Resource)]
 pub struct Routes {
     source: Box<dyn RouteSource>,
     cache: FxHashMap<(NodeId, NodeId), RouteId>,
-    arena: Vec<LinkId>,
     segments: Vec<Segment>,
     spans: Vec<RouteSpan>,
     scratch: Vec<NodeId>,
@@ -225,8 +224,6 @@ pub struct Segment {
 
 #[derive(Debug, Clone, Copy)]
 struct RouteSpan {
-    start: u32,
-    len: u32,
     seg_start: u32,
     seg_len: u32,
     /// Ideal links after the last segment.
@@ -241,7 +238,6 @@ impl Routes {
         Self {
             source,
             cache: FxHashMap::default(),
-            arena: Vec::new(),
             segments: Vec::new(),
             spans: Vec::new(),
             scratch: Vec::new(),
@@ -260,13 +256,11 @@ impl Routes {
                 "route {src}→{dst} does not start at {src} and end at {dst}"
             ));
         }
-        let start = self.arena.len() as u32;
         let seg_start = self.segments.len() as u32;
         let mut packet_bytes = u64::MAX;
         let mut ideal = 0;
         for w in self.scratch.windows(2) {
             let Some(l) = links.find(w[0], w[1]) else {
-                self.arena.truncate(start as usize);
                 self.segments.truncate(seg_start as usize);
                 return Err(format!(
                     "route {src}→{dst} uses missing link {}→{}",
@@ -284,12 +278,9 @@ impl Routes {
                 });
                 ideal = 0;
             }
-            self.arena.push(l);
         }
         let id = self.spans.len() as RouteId;
         self.spans.push(RouteSpan {
-            start,
-            len: self.arena.len() as u32 - start,
             seg_start,
             seg_len: self.segments.len() as u32 - seg_start,
             ideal_after: ideal,
@@ -297,13 +288,6 @@ impl Routes {
         });
         self.cache.insert((src, dst), id);
         Ok(id)
-    }
-
-    /// The links of a cached route, in order.
-    #[inline]
-    pub fn links(&self, r: RouteId) -> &[LinkId] {
-        let s = self.spans[r as usize];
-        &self.arena[s.start as usize..(s.start + s.len) as usize]
     }
 
     /// The non-ideal links of a route with the ideal links before each, and
@@ -501,13 +485,6 @@ pub struct NetTrace {
 /// Entities of delivered messages, ready for reuse.
 #[derive(Resource, Default, Debug)]
 pub struct MessagePool(pub Vec<Entity>);
-
-impl Message {
-    /// Whether some packet has yet to arrive.
-    pub fn in_flight(&self) -> bool {
-        self.delivered < self.packets
-    }
-}
 
 /// Counters of the network stage.
 #[derive(Resource, Default, Debug, Clone, Copy, PartialEq, Eq)]

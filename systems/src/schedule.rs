@@ -231,8 +231,19 @@ fn outbox_pending(outbox: Res<Outbox>) -> bool {
     !outbox.is_empty()
 }
 
+/// The purposes the delivery stage handles (credits belong to `credit_return`).
+const DELIVERED: [Purpose; 7] = [
+    Purpose::Traffic,
+    Purpose::Install,
+    Purpose::Launch,
+    Purpose::LoadData,
+    Purpose::StoreData,
+    Purpose::Chunk,
+    Purpose::SlotData,
+];
+
 fn delivery_work(inbox: Res<Inbox>, t: Res<TrafficState>) -> bool {
-    !inbox.is_empty() || t.needs_start()
+    DELIVERED.iter().any(|&p| inbox.has(p)) || t.needs_start()
 }
 
 fn credit_work(inbox: Res<Inbox>, q: Res<Queues>) -> bool {
