@@ -6,6 +6,7 @@
 pub mod ccl;
 pub mod kernel;
 pub mod machine;
+pub mod memory_map;
 pub mod report;
 pub mod spec;
 pub mod sweep;

@@ -2,6 +2,7 @@
 //! SIP/cube/PE entities, the link table, memory ports and the route cache.
 
 use crate::kernel::{Kernel, trace};
+use crate::memory_map::MemoryMap;
 use crate::spec::System;
 use crate::topology::address::{AddressResolver, Location};
 use crate::topology::{Node, Topology, TopologyError, memory_classes, ns_to_ticks};
@@ -18,6 +19,18 @@ pub struct Machine {
     pub topology: Topology,
     pub engine: Engine,
     pub addresses: AddressResolver,
+    /// What IPCQ slot areas occupy in each memory instance.
+    pub memory: MemoryMap,
+}
+
+/// Why an install failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InstallError {
+    /// A slot area does not fit its buffer memory.
+    #[error("{0}")]
+    Memory(String),
+    #[error("{0}")]
+    Run(#[from] RunError),
 }
 
 /// Why a launch failed.
@@ -82,6 +95,7 @@ impl Machine {
             topology,
             engine,
             addresses,
+            memory: MemoryMap::new(sys),
         })
     }
 
@@ -97,9 +111,30 @@ impl Machine {
 }
 
 impl Machine {
-    /// Sends the neighbour tables from the host and runs until every one is
-    /// applied; returns the tick at which the last install landed.
-    pub fn install(&mut self, tables: Vec<(u32, Vec<Entry>)>) -> Result<Tick, RunError> {
+    /// Places every queue's slot area in its buffer memory (top down, see
+    /// [`MemoryMap`]), sends the neighbour tables from the host and runs until
+    /// every one is applied; returns the tick at which the last install
+    /// landed. Nothing is sent if any area does not fit.
+    pub fn install(&mut self, mut tables: Vec<(u32, Vec<Entry>)>) -> Result<Tick, InstallError> {
+        let mut memory = self.memory.clone();
+        for (pe, entries) in &mut tables {
+            for e in entries.iter_mut() {
+                let instance = memory.instance_of(e.buffer, *pe);
+                let bytes = u64::from(e.n_slots).saturating_mul(e.slot_size);
+                let what = || {
+                    format!(
+                        "the IPCQ slot area of queue {} ({} slots x {} B)",
+                        e.dir.name(),
+                        e.n_slots,
+                        e.slot_size
+                    )
+                };
+                e.base = memory
+                    .alloc_top(e.buffer, instance, bytes, &what)
+                    .map_err(InstallError::Memory)?;
+            }
+        }
+        self.memory = memory;
         self.engine.install(tables);
         self.engine.run()?;
         Ok(self.engine.now())
@@ -141,7 +176,7 @@ impl Machine {
         self.engine
             .world
             .resource::<MemoryStore>()
-            .read(loc, elems as u32)
+            .read(loc, elems as u64)
     }
 
     /// Turns the op log on or off (off by default: large runs need no log).

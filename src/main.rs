@@ -415,7 +415,6 @@ fn bench_kernel(a: &BenchArgs, sys: &System) -> Result<()> {
         buffer: Space::Tcm,
         n_slots: a.slots,
         slot_size: a.slot_bytes,
-        base: 0,
     };
     let t0 = Instant::now();
     let installed_at = m.install(ring(&pes, QDir::E, q).map_err(anyhow::Error::msg)?)?;

@@ -229,3 +229,85 @@ fn every_lane_beats_adr0032_by_8x_and_reaches_70_percent_of_bound() {
     );
     assert!(adr.ticks >= adr.bound_ticks && lanes.ticks >= lanes.bound_ticks);
 }
+
+/// Runs `algo` once in timing-only mode on `sys` with 16 MiB slots.
+fn timing_run(
+    sys: &System,
+    algo: &str,
+    collective: Collective,
+    bytes: u64,
+) -> Result<u64, CclError> {
+    let mut config = cfg(algo, Space::Tcm, 1);
+    config.slot_size = 1 << 24;
+    let mut c = Communicator::new(sys, &config, DataMode::TimingOnly)?;
+    let r = c.run(Job {
+        collective,
+        op: ReduceOp::Sum,
+        elems: (bytes / 2) as usize,
+    })?;
+    Ok(r.ticks)
+}
+
+#[test]
+fn sizes_past_4g_elements_keep_their_closed_form() {
+    // 8 and 12 GiB per participant are 4 and 6 Gi f16 elements: past u32,
+    // where element counts used to wrap. A two-participant ring broadcast
+    // sends the whole buffer as one tile down one link in 16 MiB chunks, with
+    // the reverse link free for credits: T = L + S/B.
+    let mut spec = lean_ring(2).spec;
+    spec.memory.hbm.size_bytes = 16 << 30;
+    let sys = System::from_spec(spec, "test").unwrap();
+    for s in [8u64 << 30, 12 << 30] {
+        assert_eq!(
+            timing_run(&sys, "ring", Collective::Broadcast, s).unwrap(),
+            L + s / B,
+            "S={s}"
+        );
+    }
+}
+
+#[test]
+fn a_buffer_larger_than_hbm_is_refused_naming_the_memory() {
+    let sys = lean_ring(2); // 4 GiB of HBM per cube
+    let e = timing_run(&sys, "ring", Collective::AllReduce, 16 << 30)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(
+            "all_reduce of 17179869184 B per participant does not fit in hbm of sip0.cube0"
+        ),
+        "{e}"
+    );
+    assert!(e.contains("4294967296 B are free there"), "{e}");
+    assert!(e.contains("a larger memory.hbm.size_bytes"), "{e}");
+}
+
+#[test]
+fn slot_areas_that_do_not_fit_their_memory_are_refused_at_install() {
+    let mut spec = lean_ring(2).spec;
+    spec.memory.tcm.size_bytes = 1024;
+    let sys = System::from_spec(spec, "test").unwrap();
+    let Err(e) = Communicator::new(&sys, &cfg("ring", Space::Tcm, 1), DataMode::TimingOnly) else {
+        panic!("a 1 KiB TCM cannot hold 4 x 4 KiB slots");
+    };
+    let e = e.to_string();
+    assert!(
+        e.starts_with("tcm of sip0.cube0.pe0 cannot hold the IPCQ slot area of queue E (4 slots x 4096 B): 16384 B requested, 1024 B free of memory.tcm.size_bytes = 1024 B"),
+        "{e}"
+    );
+    assert!(e.contains("another buffer_kind"), "{e}");
+    // HBM slot areas sit at the top: a buffer may use everything below them.
+    let sys = lean_ring(2);
+    let mut config = cfg("ring", Space::Hbm, 1);
+    config.n_slots = 2;
+    let mut c = Communicator::new(&sys, &config, DataMode::TimingOnly).unwrap();
+    let free = (4u64 << 30) - 2 * 2 * 4096; // two queues of 2 x 4 KiB
+    assert_eq!(c.machine.memory.free_below(Space::Hbm, 0), free);
+    let job = |bytes: u64| Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems: (bytes / 2) as usize,
+    };
+    assert!(c.run(job(free + 2)).is_err());
+    assert!(c.run(job(1 << 20)).is_ok());
+}

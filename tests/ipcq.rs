@@ -5,7 +5,7 @@ use common::lean;
 use half::f16;
 use kernbench::kernel::wiring::{QueueConfig, ring};
 use kernbench::kernel::{Addr, DType, Tl};
-use kernbench::machine::Machine;
+use kernbench::machine::{InstallError, Machine};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::{Location, Space};
 use kernbench_systems::RunError;
@@ -26,7 +26,6 @@ fn cfg(n_slots: u32, slot_size: u64) -> QueueConfig {
         buffer: Space::Tcm,
         n_slots,
         slot_size,
-        base: 0,
     }
 }
 
@@ -224,7 +223,7 @@ fn installing_twice_names_the_pe() {
     tables.push(tables[1].clone());
     let err = m.install(tables).unwrap_err();
     assert!(
-        matches!(&err, RunError::Failed(e) if e.contains("sip1.cube0.pe0") && e.contains("installed twice")),
+        matches!(&err, InstallError::Run(RunError::Failed(e)) if e.contains("sip1.cube0.pe0") && e.contains("installed twice")),
         "{err}"
     );
 }

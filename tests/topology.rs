@@ -260,7 +260,7 @@ proptest! {
         let sys = system(|s| s.system.sips.count = 6);
         let r = AddressResolver::new(&sys).unwrap();
         let space = Space::ALL[space];
-        let size = match space { Space::Tcm => 1 << 20, Space::Sram => 32 << 20, Space::Hbm => 4u64 << 30 };
+        let size = match space { Space::Tcm => 4 << 20, Space::Sram => 32 << 20, Space::Hbm => 4u64 << 30 };
         let pe = if space == Space::Tcm { pe } else { 0 };
         let l = Location { space, sip, cube, pe, offset: off % size };
         let a = r.encode(l).unwrap();

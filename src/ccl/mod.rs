@@ -16,7 +16,8 @@ pub mod config;
 pub mod kernels;
 
 use crate::kernel::Tl;
-use crate::machine::{LaunchError, Machine};
+use crate::kernel::wiring::QueueConfig;
+use crate::machine::{InstallError, LaunchError, Machine};
 use crate::spec::{SipTopology, System};
 use crate::topology::address::{Location, Space};
 use half::f16;
@@ -199,45 +200,9 @@ pub trait Algorithm: Sync {
         ]
     }
     /// Neighbour tables to install (the SFR configuration), per global PE index.
-    fn wiring(&self, g: &Group, q: &QueueSettings) -> Vec<(u32, Vec<Entry>)>;
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)>;
     /// The kernel every participant runs.
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs);
-}
-
-/// Receive-buffer settings of every queue an algorithm installs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct QueueSettings {
-    pub buffer: Space,
-    pub n_slots: u32,
-    pub slot_size: u64,
-}
-
-impl QueueSettings {
-    /// An entry `dir → peer` whose slots sit in the `k`-th queue area of the
-    /// buffer memory; in HBM the areas start at 1 GiB, above the data.
-    pub fn entry(
-        &self,
-        dir: kernbench_systems::program::QDir,
-        peer: u32,
-        peer_dir: kernbench_systems::program::QDir,
-        k: u64,
-    ) -> Entry {
-        let area = self.n_slots as u64 * self.slot_size;
-        let start = if self.buffer == Space::Hbm {
-            1 << 30
-        } else {
-            0
-        };
-        Entry {
-            dir,
-            peer_dir,
-            peer,
-            buffer: self.buffer,
-            base: start + k * area,
-            n_slots: self.n_slots,
-            slot_size: self.slot_size,
-        }
-    }
 }
 
 /// Why a collective could not run.
@@ -253,6 +218,8 @@ pub enum CclError {
     Config(String),
     #[error(transparent)]
     Launch(#[from] LaunchError),
+    #[error(transparent)]
+    Install(#[from] InstallError),
     #[error("{0}")]
     Run(#[from] RunError),
 }
@@ -313,7 +280,7 @@ impl Communicator {
         let group = Group::new(sys);
         let mut machine =
             Machine::build_with(sys, mode).map_err(|e| CclError::Config(e.to_string()))?;
-        let q = QueueSettings {
+        let q = QueueConfig {
             buffer: config.buffer_kind,
             n_slots: config.n_slots,
             slot_size: config.slot_size,
@@ -330,7 +297,33 @@ impl Communicator {
     }
 
     fn check(&self, job: &Job) -> Result<(), CclError> {
-        Self::supports(&self.config, job.collective)
+        Self::supports(&self.config, job.collective)?;
+        self.check_buffer_fits(job)
+    }
+
+    /// Each participant's buffer sits at offset 0 of its cube's HBM, below
+    /// every slot area placed there: it must fit in what is free.
+    fn check_buffer_fits(&self, job: &Job) -> Result<(), CclError> {
+        let m = &self.machine.memory;
+        let tightest = (0..self.group.size())
+            .map(|p| {
+                let hbm = m.instance_of(Space::Hbm, self.group.pe(p));
+                (m.free_below(Space::Hbm, hbm), hbm)
+            })
+            .min();
+        let Some((free, hbm)) = tightest else {
+            return Ok(());
+        };
+        if job.bytes() <= free {
+            return Ok(());
+        }
+        Err(CclError::Config(format!(
+            "{} of {} B per participant does not fit in {}: each participant's buffer sits at offset 0 of its cube's HBM, below the IPCQ slot areas, and {free} B are free there (memory.hbm.size_bytes = {} B); allowed: at most {free} B per participant: a smaller size, or a larger memory.hbm.size_bytes",
+            job.collective,
+            job.bytes(),
+            m.instance_name(Space::Hbm, hbm),
+            m.size(Space::Hbm),
+        )))
     }
 
     /// Whether the configured algorithm implements `collective` (checked before

@@ -151,7 +151,7 @@ impl<'a> Tl<'a> {
             Op::Load {
                 dst: 0,
                 src,
-                elems: elems as u32,
+                elems: elems as u64,
             },
             &[],
             Some(t),
@@ -179,7 +179,7 @@ impl<'a> Tl<'a> {
             Op::Recv {
                 dir,
                 dst: 0,
-                elems: elems as u32,
+                elems: elems as u64,
             },
             &[],
             Some(t),
@@ -249,21 +249,29 @@ impl<'a> Tl<'a> {
 
     /// `a[m×k] · b[k×n]`, row-major, accumulated in f32.
     pub fn gemm(&mut self, a: Tile, b: Tile, m: usize, n: usize, k: usize) -> Tile {
-        if a.elems != m * k || b.elems != k * n {
+        let dim = |d: usize| u32::try_from(d).ok();
+        let (Some(m32), Some(n32), Some(k32)) = (dim(m), dim(n), dim(k)) else {
+            self.fail(format!(
+                "gemm {m}x{k} · {k}x{n}: a dimension exceeds {} (u32)",
+                u32::MAX
+            ));
+            return self.def(0);
+        };
+        if Some(a.elems) != m.checked_mul(k) || Some(b.elems) != k.checked_mul(n) {
             self.fail(format!(
                 "gemm {m}x{k} · {k}x{n}: operands have {} and {} elements",
                 a.elems, b.elems
             ));
         }
-        let t = self.def(m * n);
+        let t = self.def(m.saturating_mul(n));
         self.push(
             Op::Gemm {
                 dst: 0,
                 a: 0,
                 b: 0,
-                m: m as u32,
-                n: n as u32,
-                k: k as u32,
+                m: m32,
+                n: n32,
+                k: k32,
             },
             &[a, b],
             Some(t),

@@ -1,4 +1,8 @@
 //! Neighbour tables for common shapes (the collective library adds its own).
+//!
+//! Wiring says which queues a PE has and how big they are; where each
+//! queue's slots sit is decided by [`crate::machine::Machine::install`], which
+//! allocates every slot area in its buffer memory (`base` is 0 until then).
 
 use crate::topology::address::Space;
 use kernbench_systems::ipcq::Entry;
@@ -7,12 +11,25 @@ use kernbench_systems::program::QDir;
 /// Receive-buffer settings of a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QueueConfig {
+    /// Memory holding the receive slots.
     pub buffer: Space,
     pub n_slots: u32,
     pub slot_size: u64,
-    /// Offset of the first queue's slot 0 in the buffer memory; further
-    /// queues of the same PE follow it.
-    pub base: u64,
+}
+
+impl QueueConfig {
+    /// The entry `dir → peer` (known to the peer as `peer_dir`); placed at install.
+    pub fn entry(&self, dir: QDir, peer: u32, peer_dir: QDir) -> Entry {
+        Entry {
+            dir,
+            peer_dir,
+            peer,
+            buffer: self.buffer,
+            base: 0,
+            n_slots: self.n_slots,
+            slot_size: self.slot_size,
+        }
+    }
 }
 
 /// A bidirectional ring over `pes` (global PE indices): `fwd` leads to the
@@ -23,21 +40,11 @@ pub fn ring(pes: &[u32], fwd: QDir, q: QueueConfig) -> Result<Vec<(u32, Vec<Entr
     if n < 2 {
         return Err(format!("a ring needs at least 2 PEs, got {n}"));
     }
-    let size = q.n_slots as u64 * q.slot_size;
     Ok((0..n)
         .map(|i| {
-            let entry = |dir: QDir, peer: u32, k: u64| Entry {
-                dir,
-                peer_dir: dir.opposite(),
-                peer,
-                buffer: q.buffer,
-                base: q.base + k * size,
-                n_slots: q.n_slots,
-                slot_size: q.slot_size,
-            };
             let entries = vec![
-                entry(fwd, pes[(i + 1) % n], 0),
-                entry(fwd.opposite(), pes[(i + n - 1) % n], 1),
+                q.entry(fwd, pes[(i + 1) % n], fwd.opposite()),
+                q.entry(fwd.opposite(), pes[(i + n - 1) % n], fwd),
             ];
             (pes[i], entries)
         })

@@ -28,7 +28,7 @@ pub const PENDING: Tick = Tick::MAX;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RegState {
     pub ready_at: Tick,
-    pub elems: u32,
+    pub elems: u64,
     pub data: Option<Vec<f16>>,
 }
 
@@ -386,16 +386,11 @@ fn issue(
                     rb.data.as_deref().unwrap_or(&[]),
                 )
             });
-            let done = vector(ex, now, elems as u64, ka.params.vector_lanes);
-            qa.oplog.record(
-                hw,
-                pe,
-                bop.name(),
-                now,
-                done,
-                elems as u64 * ELEM_BYTES,
-                || format!("elems={elems}"),
-            );
+            let done = vector(ex, now, elems, ka.params.vector_lanes);
+            qa.oplog
+                .record(hw, pe, bop.name(), now, done, elems * ELEM_BYTES, || {
+                    format!("elems={elems}")
+                });
             set(ex, dst, done, elems, data);
         }
         Op::Scale { dst, src, factor } => {
@@ -409,31 +404,26 @@ fn issue(
                     .map(|x| f16::from_f32(x.to_f32() * f16::from_f32(factor).to_f32()))
                     .collect()
             });
-            let done = vector(ex, now, elems as u64, ka.params.vector_lanes);
-            qa.oplog.record(
-                hw,
-                pe,
-                "scale",
-                now,
-                done,
-                elems as u64 * ELEM_BYTES,
-                || format!("elems={elems} factor={factor}"),
-            );
+            let done = vector(ex, now, elems, ka.params.vector_lanes);
+            qa.oplog
+                .record(hw, pe, "scale", now, done, elems * ELEM_BYTES, || {
+                    format!("elems={elems} factor={factor}")
+                });
             set(ex, dst, done, elems, data);
         }
         Op::Copy { dst, src } => {
             let r = &ex.regs[src as usize];
             let (elems, data) = (r.elems, r.data.clone());
-            let done = vector(ex, now, elems as u64, ka.params.vector_lanes);
+            let done = vector(ex, now, elems, ka.params.vector_lanes);
             qa.oplog
-                .record(hw, pe, "copy", now, done, elems as u64 * ELEM_BYTES, || {
+                .record(hw, pe, "copy", now, done, elems * ELEM_BYTES, || {
                     format!("elems={elems}")
                 });
             set(ex, dst, done, elems, data);
         }
         Op::Gemm { dst, a, b, m, n, k } => {
             let (ra, rb) = (&ex.regs[a as usize], &ex.regs[b as usize]);
-            if ra.elems != m * k || rb.elems != k * n {
+            if ra.elems != u64::from(m) * u64::from(k) || rb.elems != u64::from(k) * u64::from(n) {
                 return Err(format!(
                     "gemm {m}x{k} · {k}x{n} got operands of {} and {} elements",
                     ra.elems, rb.elems
@@ -458,14 +448,17 @@ fn issue(
                 "gemm",
                 now,
                 done,
-                (m * k + k * n + m * n) as u64 * ELEM_BYTES,
+                (u64::from(m) * u64::from(k)
+                    + u64::from(k) * u64::from(n)
+                    + u64::from(m) * u64::from(n))
+                    * ELEM_BYTES,
                 || format!("m={m} n={n} k={k}"),
             );
-            set(ex, dst, done, m * n, data);
+            set(ex, dst, done, u64::from(m) * u64::from(n), data);
         }
         Op::Load { dst, src, elems } => {
             let src = src.resolve(pe, hw.pes_per_cube);
-            let bytes = elems as u64 * ELEM_BYTES;
+            let bytes = elems * ELEM_BYTES;
             let data = if functional {
                 Some(ka.store.read(src, elems)?)
             } else {
@@ -503,7 +496,7 @@ fn issue(
         Op::Store { src, dst } => {
             let dst = dst.resolve(pe, hw.pes_per_cube);
             let r = &ex.regs[src as usize];
-            let bytes = r.elems as u64 * ELEM_BYTES;
+            let bytes = r.elems * ELEM_BYTES;
             if let Some(d) = &r.data {
                 ka.store.write(dst, d)?;
             }
@@ -544,7 +537,7 @@ fn issue(
                 )
             })?;
             let r = &ex.regs[src as usize];
-            let bytes = r.elems as u64 * ELEM_BYTES;
+            let bytes = r.elems * ELEM_BYTES;
             let oplog = qa.oplog.record(hw, pe, "send", now, PENDING, bytes, || {
                 format!("dir={} peer={}", dir.name(), e.peer)
             });
@@ -573,7 +566,7 @@ fn issue(
                     dir.name()
                 )
             })?;
-            let bytes = elems as u64 * ELEM_BYTES;
+            let bytes = elems * ELEM_BYTES;
             let oplog = qa.oplog.record(hw, pe, "recv", now, PENDING, bytes, || {
                 format!("dir={}", dir.name())
             });
@@ -603,7 +596,7 @@ fn vector(ex: &mut PeExec, now: Tick, elems: u64, lanes: u64) -> Tick {
     ex.vector_free
 }
 
-fn set(ex: &mut PeExec, reg: Reg, ready_at: Tick, elems: u32, data: Option<Vec<f16>>) {
+fn set(ex: &mut PeExec, reg: Reg, ready_at: Tick, elems: u64, data: Option<Vec<f16>>) {
     if ready_at != PENDING {
         ex.finish = ex.finish.max(ready_at);
     }

@@ -124,13 +124,15 @@ impl MemoryStore {
     }
 
     /// Reads `elems` elements at `at`; the range must lie inside one written tensor.
-    pub fn read(&self, at: MemLoc, elems: u32) -> Result<Vec<f16>, String> {
+    pub fn read(&self, at: MemLoc, elems: u64) -> Result<Vec<f16>, String> {
         let where_ = || format!("{} {}+{:#x}", at.space.name(), at.instance, at.offset);
         let (base, t) = self
             .containing(at)
             .ok_or_else(|| format!("read at {}: nothing was written there", where_()))?;
         let off = ((at.offset - base.offset) / ELEM_BYTES) as usize;
-        t.get(off..off + elems as usize)
+        usize::try_from(elems)
+            .ok()
+            .and_then(|n| t.get(off..off.checked_add(n)?))
             .map(|s| s.to_vec())
             .ok_or_else(|| {
                 format!(

@@ -539,7 +539,16 @@ pub fn inject(
             }
         };
         let packet_bytes = routes.packet_bytes(route).min(s.bytes.max(1));
-        let packets = s.bytes.div_ceil(packet_bytes).max(1) as u32;
+        let Ok(packets) = u32::try_from(s.bytes.div_ceil(packet_bytes).max(1)) else {
+            errors.report(format!(
+                "a message of {} B from node {} to node {} would need more than {} packets of {packet_bytes} B; use larger packet_bytes or smaller transfers",
+                s.bytes,
+                s.src,
+                s.dst,
+                u32::MAX
+            ));
+            continue;
+        };
         let msg = Message {
             id,
             src: s.src,

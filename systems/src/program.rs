@@ -157,13 +157,13 @@ impl BinOp {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
     /// `dst ← memory[src .. src + elems]`.
-    Load { dst: Reg, src: MemLoc, elems: u32 },
+    Load { dst: Reg, src: MemLoc, elems: u64 },
     /// `memory[dst ..] ← src`.
     Store { src: Reg, dst: MemLoc },
     /// Send a register through the IPCQ of direction `dir`.
     Send { dir: QDir, src: Reg },
     /// Receive `elems` elements from the IPCQ of direction `dir`.
-    Recv { dir: QDir, dst: Reg, elems: u32 },
+    Recv { dir: QDir, dst: Reg, elems: u64 },
     /// `dst ← a ∘ b`, elementwise.
     Binary { op: BinOp, dst: Reg, a: Reg, b: Reg },
     /// `dst ← src · factor` (factor rounded to f16 like the data).

@@ -30,7 +30,8 @@ pub fn lean(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) -> System {
 }
 
 /// `lean` with inter-SIP links of `b` bytes/tick and `l` ticks, whole-message
-/// packets and ideal memories: only inter-SIP links and PE compute cost time.
+/// packets and ideal memories (a 1 GiB TCM holds any test's slot areas): only
+/// inter-SIP links and PE compute cost time.
 pub fn lean_links(n: u32, b: u64, l: u64) -> System {
     let mut s = lean(n, SipTopology::Ring1d, None).spec;
     let link = &mut s.links.inter_sip;
@@ -38,5 +39,7 @@ pub fn lean_links(n: u32, b: u64, l: u64) -> System {
     for m in [&mut s.memory.tcm, &mut s.memory.sram, &mut s.memory.hbm] {
         m.ideal = true;
     }
+    // Closed forms assume enough slots: room for large slot areas.
+    s.memory.tcm.size_bytes = 1 << 30;
     System::from_spec(s, "test").expect("test spec is valid")
 }

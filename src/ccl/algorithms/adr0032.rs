@@ -11,8 +11,9 @@
 
 use super::ring::me;
 use crate::ccl::kernels::Buffer;
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
+use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
 use crate::topology::{Dir, grid_neighbor};
 use kernbench_systems::ipcq::Entry;
@@ -204,14 +205,14 @@ impl Algorithm for Adr0032 {
     }
     /// N/S/E/W between pe0s of neighbouring cubes (no wrap), and global_*
     /// from every cube's pe0 to the same cube of each neighbouring SIP.
-    fn wiring(&self, g: &Group, q: &QueueSettings) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let (cw, ch) = g.cubes;
         let mut out = Vec::new();
         for sip in 0..g.sips {
             for cube in 0..g.cubes_per_sip() {
                 let (cx, cy) = (cube % cw, cube / cw);
                 let mut entries = Vec::new();
-                for (k, d) in Dir::ALL.into_iter().enumerate() {
+                for d in Dir::ALL {
                     let peer = match d {
                         Dir::E => (cx + 1 < cw).then(|| cube + 1),
                         Dir::W => (cx > 0).then(|| cube - 1),
@@ -220,21 +221,11 @@ impl Algorithm for Adr0032 {
                     };
                     if let Some(pc) = peer {
                         let peer_pe = g.pe(g.participant(sip, pc));
-                        entries.push(q.entry(
-                            mesh_dir(d),
-                            peer_pe,
-                            mesh_dir(d.opposite()),
-                            k as u64,
-                        ));
+                        entries.push(q.entry(mesh_dir(d), peer_pe, mesh_dir(d.opposite())));
                     }
                     if let Some(ps) = grid_neighbor(g.topology, g.grid, sip, d) {
                         let peer_pe = g.pe(g.participant(ps, cube));
-                        entries.push(q.entry(
-                            global_dir(d),
-                            peer_pe,
-                            global_dir(d.opposite()),
-                            4 + k as u64,
-                        ));
+                        entries.push(q.entry(global_dir(d), peer_pe, global_dir(d.opposite())));
                     }
                 }
                 out.push((g.pe(g.participant(sip, cube)), entries));

@@ -9,8 +9,9 @@
 
 use super::ring::me;
 use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
+use crate::kernel::wiring::QueueConfig;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
@@ -115,7 +116,7 @@ impl Algorithm for HierLanes {
     fn collectives(&self) -> &'static [Collective] {
         &[Collective::AllReduce]
     }
-    fn wiring(&self, g: &Group, q: &QueueSettings) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let c = g.cubes_per_sip() as usize;
         let order = grid_cycle(g.cubes.0, g.cubes.1);
         let (w, h) = g.grid;
@@ -126,12 +127,11 @@ impl Algorithm for HierLanes {
                 let mut e = Vec::new();
                 let pe = |s: u32, cb: u32| g.pe(g.participant(s, cb));
                 if c > 1 {
-                    e.push(q.entry(QDir::IntraE, pe(sip, order[(pos + 1) % c]), QDir::IntraW, 0));
+                    e.push(q.entry(QDir::IntraE, pe(sip, order[(pos + 1) % c]), QDir::IntraW));
                     e.push(q.entry(
                         QDir::IntraW,
                         pe(sip, order[(pos + c - 1) % c]),
                         QDir::IntraE,
-                        1,
                     ));
                 }
                 if w > 1 {
@@ -139,13 +139,11 @@ impl Algorithm for HierLanes {
                         QDir::GlobalE,
                         pe(sy * w + (sx + 1) % w, cube),
                         QDir::GlobalW,
-                        2,
                     ));
                     e.push(q.entry(
                         QDir::GlobalW,
                         pe(sy * w + (sx + w - 1) % w, cube),
                         QDir::GlobalE,
-                        3,
                     ));
                 }
                 if h > 1 {
@@ -153,13 +151,11 @@ impl Algorithm for HierLanes {
                         QDir::GlobalS,
                         pe(((sy + 1) % h) * w + sx, cube),
                         QDir::GlobalN,
-                        4,
                     ));
                     e.push(q.entry(
                         QDir::GlobalN,
                         pe(((sy + h - 1) % h) * w + sx, cube),
                         QDir::GlobalS,
-                        5,
                     ));
                 }
                 out.push((pe(sip, cube), e));

@@ -4,8 +4,9 @@
 //! pipelined chains along the ring.
 
 use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
+use crate::kernel::wiring::QueueConfig;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
@@ -133,7 +134,7 @@ impl Algorithm for RingAlgo {
     fn collectives(&self) -> &'static [Collective] {
         &Collective::ALL
     }
-    fn wiring(&self, g: &Group, q: &QueueSettings) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let n = g.size();
         if n < 2 {
             return Vec::new();
@@ -146,8 +147,8 @@ impl Algorithm for RingAlgo {
                 (
                     g.pe(order[k]),
                     vec![
-                        q.entry(QDir::E, next, QDir::W, 0),
-                        q.entry(QDir::W, prev, QDir::E, 1),
+                        q.entry(QDir::E, next, QDir::W),
+                        q.entry(QDir::W, prev, QDir::E),
                     ],
                 )
             })

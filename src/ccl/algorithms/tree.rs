@@ -5,8 +5,9 @@
 
 use super::ring::me;
 use crate::ccl::kernels::Buffer;
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs, QueueSettings};
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
+use crate::kernel::wiring::QueueConfig;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
@@ -95,21 +96,14 @@ impl Algorithm for Tree {
             Collective::Broadcast,
         ]
     }
-    fn wiring(&self, g: &Group, q: &QueueSettings) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let n = g.size();
         (0..n)
             .filter(|_| n > 1)
             .map(|p| {
                 let entries = (0..levels(n))
                     .filter(|k| (p ^ (1 << k)) < n)
-                    .map(|k| {
-                        q.entry(
-                            QDir::Chan(k as u8),
-                            g.pe(p ^ (1 << k)),
-                            QDir::Chan(k as u8),
-                            k as u64,
-                        )
-                    })
+                    .map(|k| q.entry(QDir::Chan(k as u8), g.pe(p ^ (1 << k)), QDir::Chan(k as u8)))
                     .collect();
                 (g.pe(p), entries)
             })
