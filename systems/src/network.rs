@@ -172,15 +172,16 @@ impl LinkTable {
         self.stats[l as usize]
     }
 
-    /// A packet of `bytes` reaches the non-ideal link `l` at `t`: reserve the
-    /// link FIFO and return the tick at which the packet reaches the far node.
+    /// A packet of `bytes` that holds the non-ideal link `l` for `ser` ticks
+    /// (its [`LinkClass::ser_ticks`]) reaches it at `t`: reserve the link FIFO
+    /// and return the tick at which the packet reaches the far node.
     /// Ideal links are never reserved: routes skip them (see [`Routes`]).
     #[inline]
-    pub fn reserve(&mut self, l: LinkId, t: Tick, bytes: u64) -> Tick {
+    pub fn reserve(&mut self, l: LinkId, t: Tick, bytes: u64, ser: Tick) -> Tick {
         let i = l as usize;
         let class = &self.classes[self.class_of[i] as usize];
         debug_assert!(!class.ideal, "ideal links are crossed without reservation");
-        let ser = class.ser_ticks(bytes);
+        debug_assert_eq!(ser, class.ser_ticks(bytes));
         let start = t.max(self.free_at[i]);
         self.free_at[i] = start + ser;
         let st = &mut self.stats[i];
@@ -220,6 +221,9 @@ pub struct Routes {
 pub struct Segment {
     pub link: LinkId,
     pub ideal_before: u32,
+    /// Ticks a full packet of the route (its `packet_bytes`) holds the link:
+    /// precomputed, so a hop of a full packet needs no division.
+    pub ser_full: Tick,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -275,9 +279,13 @@ impl Routes {
                 self.segments.push(Segment {
                     link: l,
                     ideal_before: ideal,
+                    ser_full: 0,
                 });
                 ideal = 0;
             }
+        }
+        for seg in &mut self.segments[seg_start as usize..] {
+            seg.ser_full = links.class(seg.link).ser_ticks(packet_bytes);
         }
         let id = self.spans.len() as RouteId;
         self.spans.push(RouteSpan {
@@ -301,6 +309,11 @@ impl Routes {
 
     pub fn packet_bytes(&self, r: RouteId) -> u64 {
         self.spans[r as usize].packet_bytes
+    }
+
+    /// Whether the route crosses any non-ideal link.
+    pub fn has_segments(&self, r: RouteId) -> bool {
+        self.spans[r as usize].seg_len > 0
     }
 
     /// Routes cached so far.
@@ -445,27 +458,52 @@ pub struct Message {
 }
 
 impl Message {
+    /// The message as delivered at `at`.
+    fn arrival(&self, at: Tick) -> Arrival {
+        Arrival {
+            id: self.id,
+            purpose: self.purpose,
+            tag: self.tag,
+            src: self.src,
+            dst: self.dst,
+            bytes: self.bytes,
+            injected_at: self.injected_at,
+            at,
+        }
+    }
+
     /// Size of packet `k` (all full but the last).
     #[inline]
     pub fn packet_size(&self, k: u32) -> u64 {
-        if k + 1 < self.packets {
-            self.packet_bytes
+        Self::size_of_packet(k, self.packets, self.packet_bytes, self.bytes)
+    }
+
+    /// Size of packet `k` of `packets` packets of `packet_bytes` carrying `bytes`.
+    #[inline]
+    fn size_of_packet(k: u32, packets: u32, packet_bytes: u64, bytes: u64) -> u64 {
+        if k + 1 < packets {
+            packet_bytes
         } else {
-            self.bytes - self.packet_bytes * (self.packets as u64 - 1)
+            bytes - packet_bytes * (packets as u64 - 1)
         }
     }
 }
 
-/// "Packets `pkt .. pkt + count` of message `entity` are at the near end of
-/// route segment `seg` now." A message's packets enter the network as one
-/// train event; after their first link they travel as single packets.
+/// "Packet `pkt` of message `entity` is at the near end of segment `seg` of
+/// route `route` now." A message's packets enter the network as one train
+/// event (`seg` 0, every packet); after their first link they travel as
+/// single packets that carry their own size, so a hop reads no message
+/// component: only a train's first hop and a packet's arrival do. 32 bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct HopEvent {
     pub msg: MsgId,
     pub entity: Entity,
     pub pkt: u32,
-    pub count: u32,
+    pub route: RouteId,
     pub seg: u32,
+    /// Bytes of packet `pkt` past the first segment (`inject` refuses
+    /// messages whose packets would not fit in 32 bits).
+    pub size: u32,
 }
 
 /// Packets waiting to enter their next link, by tick.
@@ -498,15 +536,22 @@ pub struct NetCounters {
 }
 
 /// Queues the packets of a new message at its source at tick `at`.
-pub fn schedule_packets(cal: &mut NetCalendar, id: MsgId, packets: u32, entity: Entity, at: Tick) {
+pub fn schedule_packets(
+    cal: &mut NetCalendar,
+    msg: MsgId,
+    route: RouteId,
+    entity: Entity,
+    at: Tick,
+) {
     cal.0.push(
         at,
         HopEvent {
-            msg: id,
+            msg,
             entity,
             pkt: 0,
-            count: packets,
+            route,
             seg: 0,
+            size: 0,
         },
     );
 }
@@ -539,6 +584,16 @@ pub fn inject(
             }
         };
         let packet_bytes = routes.packet_bytes(route).min(s.bytes.max(1));
+        if packet_bytes > u64::from(u32::MAX) && routes.has_segments(route) {
+            errors.report(format!(
+                "a message of {} B from node {} to node {} would travel in packets of {packet_bytes} B; at most {} B fit a packet: use a smaller packet_bytes",
+                s.bytes,
+                s.src,
+                s.dst,
+                u32::MAX
+            ));
+            continue;
+        }
         let Ok(packets) = u32::try_from(s.bytes.div_ceil(packet_bytes).max(1)) else {
             errors.report(format!(
                 "a message of {} B from node {} to node {} would need more than {} packets of {packet_bytes} B; use larger packet_bytes or smaller transfers",
@@ -562,6 +617,7 @@ pub fn inject(
             purpose: s.purpose,
             tag: s.tag,
         };
+        let (id, route) = (msg.id, msg.route);
         let entity = match pool.0.pop() {
             Some(e) => {
                 *msgs.get_mut(e).expect("parked message entity exists") = msg;
@@ -569,7 +625,7 @@ pub fn inject(
             }
             None => commands.spawn(msg).id(),
         };
-        schedule_packets(&mut cal, id, packets, entity, s.at);
+        schedule_packets(&mut cal, id, route, entity, s.at);
     }
     outbox.pending = pending;
 }
@@ -596,46 +652,22 @@ pub fn routing(
     due.sort_unstable_by_key(|e| (e.msg, e.pkt));
     let (mut hops, mut ideal_hops) = (0, 0);
     for ev in &due {
-        let Ok(mut msg) = msgs.get_mut(ev.entity) else {
-            unreachable!("hop event for a message entity that no longer exists");
-        };
-        let (segs, ideal_after) = routes.segments(msg.route);
-        if let Some(seg) = segs.get(ev.seg as usize) {
-            ideal_hops += (seg.ideal_before * ev.count) as u64;
-            hops += ((seg.ideal_before + 1) * ev.count) as u64;
-            for pkt in ev.pkt..ev.pkt + ev.count {
-                let size = msg.packet_size(pkt);
-                let at = links.reserve(seg.link, now, size);
-                if trace.enabled {
-                    let c = links.class(seg.link);
-                    let start = at - c.latency - c.ser_ticks(size);
-                    trace
-                        .spans
-                        .push((seg.link, start, start + c.ser_ticks(size), msg.id));
-                }
-                let next = HopEvent {
-                    pkt,
-                    count: 1,
-                    seg: ev.seg + 1,
-                    ..*ev
-                };
-                cal.0.push(at, next);
-            }
-        } else {
-            ideal_hops += (ideal_after * ev.count) as u64;
-            hops += (ideal_after * ev.count) as u64;
-            msg.delivered += ev.count;
+        let (segs, ideal_after) = routes.segments(ev.route);
+        // A train (seg 0) reads its message once, for the packet count and sizes.
+        let train = (ev.seg == 0).then(|| {
+            let m = msgs.get(ev.entity).expect("message of a train");
+            (m.packets, m.packet_bytes, m.bytes)
+        });
+        let count = train.map_or(1, |t| t.0);
+        let Some(seg) = segs.get(ev.seg as usize) else {
+            ideal_hops += (ideal_after * count) as u64;
+            hops += (ideal_after * count) as u64;
+            let Ok(mut msg) = msgs.get_mut(ev.entity) else {
+                unreachable!("hop event for a message entity that no longer exists");
+            };
+            msg.delivered += count;
             if msg.delivered == msg.packets {
-                let arrival = Arrival {
-                    id: msg.id,
-                    purpose: msg.purpose,
-                    tag: msg.tag,
-                    src: msg.src,
-                    dst: msg.dst,
-                    bytes: msg.bytes,
-                    injected_at: msg.injected_at,
-                    at: now,
-                };
+                let arrival = msg.arrival(now);
                 if trace.enabled {
                     trace.messages.push(arrival);
                 }
@@ -643,6 +675,36 @@ pub fn routing(
                 pool.0.push(ev.entity);
                 counters.delivered += 1;
             }
+            continue;
+        };
+        ideal_hops += (seg.ideal_before * count) as u64;
+        hops += ((seg.ideal_before + 1) * count) as u64;
+        let full = routes.packet_bytes(ev.route);
+        for pkt in ev.pkt..ev.pkt + count {
+            let size = match train {
+                Some((packets, packet_bytes, bytes)) => {
+                    Message::size_of_packet(pkt, packets, packet_bytes, bytes)
+                }
+                None => u64::from(ev.size),
+            };
+            let ser = if size == full {
+                seg.ser_full
+            } else {
+                links.class(seg.link).ser_ticks(size)
+            };
+            let at = links.reserve(seg.link, now, size, ser);
+            if trace.enabled {
+                let start = at - links.class(seg.link).latency - ser;
+                trace.spans.push((seg.link, start, start + ser, ev.msg));
+            }
+            let next = HopEvent {
+                pkt,
+                seg: ev.seg + 1,
+                // Fits: packets are at most u32::MAX bytes (checked at inject).
+                size: size as u32,
+                ..*ev
+            };
+            cal.0.push(at, next);
         }
     }
     counters.hops += hops;
