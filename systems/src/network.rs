@@ -489,19 +489,22 @@ impl Message {
     }
 }
 
-/// "Packet `pkt` of message `entity` is at the near end of segment `seg` of
-/// route `route` now." A message's packets enter the network as one train
-/// event (`seg` 0, every packet); after their first link they travel as
-/// single packets that carry their own size, so a hop reads no message
-/// component: only a train's first hop and a packet's arrival do. 32 bytes.
+/// "A packet of message `entity` with `left` packets behind it is at the
+/// near end of segment `seg` of route `route` now." A message's packets enter
+/// the network as one train event (`seg` 0, every packet, `left` = packets −
+/// 1); after their first link they travel as single packets that carry their
+/// own size, so a hop reads no message component: only a train's first hop
+/// and the arrival do. Packets of one message keep their order (one route,
+/// FIFO links), so only the last packet's arrival is an event. 32 bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct HopEvent {
     pub msg: MsgId,
     pub entity: Entity,
-    pub pkt: u32,
+    /// Packets of the message after this one (0: the last packet).
+    pub left: u32,
     pub route: RouteId,
     pub seg: u32,
-    /// Bytes of packet `pkt` past the first segment (`inject` refuses
+    /// Bytes of this packet past the first segment (`inject` refuses
     /// messages whose packets would not fit in 32 bits).
     pub size: u32,
 }
@@ -539,6 +542,7 @@ pub struct NetCounters {
 pub fn schedule_packets(
     cal: &mut NetCalendar,
     msg: MsgId,
+    packets: u32,
     route: RouteId,
     entity: Entity,
     at: Tick,
@@ -548,7 +552,7 @@ pub fn schedule_packets(
         HopEvent {
             msg,
             entity,
-            pkt: 0,
+            left: packets - 1,
             route,
             seg: 0,
             size: 0,
@@ -617,7 +621,7 @@ pub fn inject(
             purpose: s.purpose,
             tag: s.tag,
         };
-        let (id, route) = (msg.id, msg.route);
+        let (id, packets, route) = (msg.id, msg.packets, msg.route);
         let entity = match pool.0.pop() {
             Some(e) => {
                 *msgs.get_mut(e).expect("parked message entity exists") = msg;
@@ -625,7 +629,7 @@ pub fn inject(
             }
             None => commands.spawn(msg).id(),
         };
-        schedule_packets(&mut cal, id, route, entity, s.at);
+        schedule_packets(&mut cal, id, packets, route, entity, s.at);
     }
     outbox.pending = pending;
 }
@@ -649,7 +653,8 @@ pub fn routing(
     let Some(mut due) = cal.0.take_due(now) else {
         return;
     };
-    due.sort_unstable_by_key(|e| (e.msg, e.pkt));
+    // Same-tick ties: message id, then packet index (a train sorts as its first packet).
+    due.sort_unstable_by_key(|e| (e.msg, std::cmp::Reverse(e.left)));
     let (mut hops, mut ideal_hops) = (0, 0);
     for ev in &due {
         let (segs, ideal_after) = routes.segments(ev.route);
@@ -660,32 +665,33 @@ pub fn routing(
         });
         let count = train.map_or(1, |t| t.0);
         let Some(seg) = segs.get(ev.seg as usize) else {
+            // The whole message is in: a train over an all-ideal route, or its last packet.
             ideal_hops += (ideal_after * count) as u64;
             hops += (ideal_after * count) as u64;
             let Ok(mut msg) = msgs.get_mut(ev.entity) else {
                 unreachable!("hop event for a message entity that no longer exists");
             };
-            msg.delivered += count;
-            if msg.delivered == msg.packets {
-                let arrival = msg.arrival(now);
-                if trace.enabled {
-                    trace.messages.push(arrival);
-                }
-                inbox.lists[msg.purpose as usize].push(arrival);
-                pool.0.push(ev.entity);
-                counters.delivered += 1;
+            msg.delivered = msg.packets;
+            let arrival = msg.arrival(now);
+            if trace.enabled {
+                trace.messages.push(arrival);
             }
+            inbox.lists[msg.purpose as usize].push(arrival);
+            pool.0.push(ev.entity);
+            counters.delivered += 1;
             continue;
         };
         ideal_hops += (seg.ideal_before * count) as u64;
         hops += ((seg.ideal_before + 1) * count) as u64;
         let full = routes.packet_bytes(ev.route);
-        for pkt in ev.pkt..ev.pkt + count {
-            let size = match train {
-                Some((packets, packet_bytes, bytes)) => {
-                    Message::size_of_packet(pkt, packets, packet_bytes, bytes)
-                }
-                None => u64::from(ev.size),
+        let last_segment = ev.seg as usize + 1 == segs.len();
+        for k in 0..count {
+            let (left, size) = match train {
+                Some((packets, packet_bytes, bytes)) => (
+                    packets - 1 - k,
+                    Message::size_of_packet(k, packets, packet_bytes, bytes),
+                ),
+                None => (ev.left, u64::from(ev.size)),
             };
             let ser = if size == full {
                 seg.ser_full
@@ -697,8 +703,14 @@ pub fn routing(
                 let start = at - links.class(seg.link).latency - ser;
                 trace.spans.push((seg.link, start, start + ser, ev.msg));
             }
+            if last_segment && left > 0 {
+                // Arrives before the last packet: no event, only its hops.
+                ideal_hops += ideal_after as u64;
+                hops += ideal_after as u64;
+                continue;
+            }
             let next = HopEvent {
-                pkt,
+                left,
                 seg: ev.seg + 1,
                 // Fits: packets are at most u32::MAX bytes (checked at inject).
                 size: size as u32,
