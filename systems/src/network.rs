@@ -60,8 +60,16 @@ pub struct LinkTable {
     dst: Vec<NodeId>,
     /// CSR index of outgoing links per node (`links_from[n]..links_from[n+1]`).
     links_from: Vec<u32>,
-    free_at: Vec<Tick>,
-    stats: Vec<LinkStats>,
+    /// Per link: when it is free, and what it carried (one cache line per
+    /// reservation).
+    state: Vec<LinkState>,
+}
+
+/// The contention state and statistics of one non-ideal link.
+#[derive(Debug, Default, Clone, Copy)]
+struct LinkState {
+    free_at: Tick,
+    stats: LinkStats,
 }
 
 /// What one link carried. Ideal links cost nothing and keep no per-link
@@ -126,8 +134,7 @@ impl LinkTableBuilder {
             src: self.links.iter().map(|l| l.0).collect(),
             dst: self.links.iter().map(|l| l.1).collect(),
             links_from,
-            free_at: vec![0; n],
-            stats: vec![LinkStats::default(); n],
+            state: vec![LinkState::default(); n],
         }
     }
 }
@@ -169,26 +176,28 @@ impl LinkTable {
     }
 
     pub fn stats(&self, l: LinkId) -> LinkStats {
-        self.stats[l as usize]
+        self.state[l as usize].stats
     }
 
     /// A packet of `bytes` that holds the non-ideal link `l` for `ser` ticks
     /// (its [`LinkClass::ser_ticks`]) reaches it at `t`: reserve the link FIFO
-    /// and return the tick at which the packet reaches the far node.
-    /// Ideal links are never reserved: routes skip them (see [`Routes`]).
+    /// and return the tick at which the packet has left it (the far node
+    /// sees it the class's latency later). Ideal links are never reserved:
+    /// routes skip them (see [`Routes`]).
     #[inline]
     pub fn reserve(&mut self, l: LinkId, t: Tick, bytes: u64, ser: Tick) -> Tick {
-        let i = l as usize;
-        let class = &self.classes[self.class_of[i] as usize];
-        debug_assert!(!class.ideal, "ideal links are crossed without reservation");
-        debug_assert_eq!(ser, class.ser_ticks(bytes));
-        let start = t.max(self.free_at[i]);
-        self.free_at[i] = start + ser;
-        let st = &mut self.stats[i];
-        st.bytes += bytes;
-        st.packets += 1;
-        st.busy += ser;
-        start + ser + class.latency
+        debug_assert!(
+            !self.class(l).ideal,
+            "ideal links are crossed without reservation"
+        );
+        debug_assert_eq!(ser, self.class(l).ser_ticks(bytes));
+        let st = &mut self.state[l as usize];
+        let start = t.max(st.free_at);
+        st.free_at = start + ser;
+        st.stats.bytes += bytes;
+        st.stats.packets += 1;
+        st.stats.busy += ser;
+        start + ser
     }
 }
 
@@ -224,6 +233,8 @@ pub struct Segment {
     /// Ticks a full packet of the route (its `packet_bytes`) holds the link:
     /// precomputed, so a hop of a full packet needs no division.
     pub ser_full: Tick,
+    /// The link's latency, ticks.
+    pub latency: Tick,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -280,6 +291,7 @@ impl Routes {
                     link: l,
                     ideal_before: ideal,
                     ser_full: 0,
+                    latency: class.latency,
                 });
                 ideal = 0;
             }
@@ -298,13 +310,13 @@ impl Routes {
         Ok(id)
     }
 
-    /// The non-ideal links of a route with the ideal links before each, and
-    /// the number of ideal links after the last one.
+    /// The non-ideal links of a route with the ideal links before each, the
+    /// number of ideal links after the last one, and the route's packet size.
     #[inline]
-    pub fn segments(&self, r: RouteId) -> (&[Segment], u32) {
+    pub fn segments(&self, r: RouteId) -> (&[Segment], u32, u64) {
         let s = self.spans[r as usize];
         let segs = &self.segments[s.seg_start as usize..(s.seg_start + s.seg_len) as usize];
-        (segs, s.ideal_after)
+        (segs, s.ideal_after, s.packet_bytes)
     }
 
     pub fn packet_bytes(&self, r: RouteId) -> u64 {
@@ -657,7 +669,7 @@ pub fn routing(
     due.sort_unstable_by_key(|e| (e.msg, std::cmp::Reverse(e.left)));
     let (mut hops, mut ideal_hops) = (0, 0);
     for ev in &due {
-        let (segs, ideal_after) = routes.segments(ev.route);
+        let (segs, ideal_after, full) = routes.segments(ev.route);
         // A train (seg 0) reads its message once, for the packet count and sizes.
         let train = (ev.seg == 0).then(|| {
             let m = msgs.get(ev.entity).expect("message of a train");
@@ -683,7 +695,6 @@ pub fn routing(
         };
         ideal_hops += (seg.ideal_before * count) as u64;
         hops += ((seg.ideal_before + 1) * count) as u64;
-        let full = routes.packet_bytes(ev.route);
         let last_segment = ev.seg as usize + 1 == segs.len();
         for k in 0..count {
             let (left, size) = match train {
@@ -698,11 +709,13 @@ pub fn routing(
             } else {
                 links.class(seg.link).ser_ticks(size)
             };
-            let at = links.reserve(seg.link, now, size, ser);
+            let left_link = links.reserve(seg.link, now, size, ser);
             if trace.enabled {
-                let start = at - links.class(seg.link).latency - ser;
-                trace.spans.push((seg.link, start, start + ser, ev.msg));
+                trace
+                    .spans
+                    .push((seg.link, left_link - ser, left_link, ev.msg));
             }
+            let at = left_link + seg.latency;
             if last_segment && left > 0 {
                 // Arrives before the last packet: no event, only its hops.
                 ideal_hops += ideal_after as u64;
