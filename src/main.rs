@@ -544,7 +544,10 @@ fn sweep(a: SweepArgs) -> Result<()> {
         _ => None,
     };
     let (ccl, ccl_text) = match &a.ccl {
-        Some(p) => (Some(CclConfig::from_file(p)?), std::fs::read_to_string(p)?),
+        Some(p) => (
+            Some(CclConfig::from_file(p)?),
+            kernbench::spec::input::read_config(p, "ccl config")?,
+        ),
         None => (None, kernbench::ccl::config::DEFAULT_CCL_YAML.to_string()),
     };
     let plan = plan.with_base(system, ccl)?;

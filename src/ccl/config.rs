@@ -102,15 +102,8 @@ impl CclConfig {
     }
 
     pub fn from_file(path: &Path) -> Result<Self, SpecError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError {
-            file: file.clone(),
-            path: "(file)".into(),
-            line: None,
-            problem: format!("cannot read the ccl config: {e}"),
-            allowed: "a readable YAML file like configs/ccl.yaml".into(),
-        })?;
-        Self::from_yaml(&text, &file)
+        let text = crate::spec::input::read_config(path, "ccl config")?;
+        Self::from_yaml(&text, &path.display().to_string())
     }
 
     pub fn from_yaml(text: &str, origin: &str) -> Result<Self, SpecError> {

@@ -1,5 +1,6 @@
 //! System spec: serde types, validation, the embedded default.
 pub mod error;
+pub mod input;
 pub mod presets;
 pub mod system;
 pub mod types;

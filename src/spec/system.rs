@@ -38,17 +38,8 @@ impl System {
 
     /// Reads and validates a spec file; an unreadable file is a `SpecError` on path `(file)`.
     pub fn from_file(path: &Path) -> Result<System, SpecError> {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError {
-            file: file.clone(),
-            path: "(file)".into(),
-            line: None,
-            problem: format!("cannot read the spec file: {e}"),
-            allowed: "a readable YAML system spec file, e.g. configs/topology.yaml \
-                      or one of configs/topologies/*.yaml"
-                .into(),
-        })?;
-        Self::from_yaml(&text, &file)
+        let text = super::input::read_config(path, "system spec")?;
+        Self::from_yaml(&text, &path.display().to_string())
     }
 
     /// Parses and validates YAML text; errors carry `origin` as the file name and the line.
@@ -122,6 +113,7 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(
     text: &str,
     origin: &str,
 ) -> Result<T, SpecError> {
+    super::input::check_yaml(text, origin)?;
     let de = serde_yaml::Deserializer::from_str(text);
     serde_path_to_error::deserialize(de).map_err(|e| parse_error(&e, text, origin))
 }

@@ -176,14 +176,15 @@ impl Plan {
             return Self::from_yaml(yaml, &format!("configs/sweeps/{name_or_path}.yaml"));
         }
         let path = Path::new(name_or_path);
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            plan_error(
+        if !path.exists() {
+            return Err(plan_error(
                 name_or_path,
                 "(file)",
-                format!("no built-in plan of that name and the file cannot be read: {e}"),
+                "no built-in plan of that name and no such file".into(),
                 &format!("a plan file, or one of: {}", PLANS.map(|p| p.0).join(", ")),
-            )
-        })?;
+            ));
+        }
+        let text = crate::spec::input::read_config(path, "sweep plan")?;
         Self::from_yaml(&text, name_or_path)
     }
 
