@@ -452,9 +452,14 @@ fn run(a: RunArgs) -> Result<()> {
         None => CclConfig::embedded_default(),
     };
     let config = ccl.entry(&a.algorithm).map_err(anyhow::Error::msg)?.clone();
-    if a.min_bytes < 2 || a.max_bytes < a.min_bytes || a.step_factor < 2 {
+    for (flag, bytes) in [("--min-bytes", a.min_bytes), ("--max-bytes", a.max_bytes)] {
+        if let Err((problem, allowed)) = Job::elems_of(bytes) {
+            bail!("{flag}: {problem}; allowed: {allowed}");
+        }
+    }
+    if a.max_bytes < a.min_bytes || a.step_factor < 2 {
         bail!(
-            "sizes: need 2 <= --min-bytes <= --max-bytes and --step-factor >= 2 (got {}, {}, {})",
+            "sizes: need --min-bytes <= --max-bytes and --step-factor >= 2 (got {}, {}, {})",
             a.min_bytes,
             a.max_bytes,
             a.step_factor
@@ -492,7 +497,7 @@ fn run(a: RunArgs) -> Result<()> {
         "{:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>9}",
         "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "%bound", "verified"
     );
-    let mut bytes = a.min_bytes - a.min_bytes % 2;
+    let mut bytes = a.min_bytes;
     let mut last = None;
     while bytes <= a.max_bytes {
         let job = Job {

@@ -177,13 +177,21 @@ fn unknown_algorithm_in_entry_lists_registered_ones() {
 
 #[test]
 fn zero_n_slots() {
-    let e = expect_error("zero_n_slots.yaml", "algorithms.tree.n_slots", ">= 1");
+    let e = expect_error(
+        "zero_n_slots.yaml",
+        "algorithms.tree.n_slots",
+        "from 1 to 65536",
+    );
     assert!(e.problem.contains("n_slots is 0"), "{e}");
 }
 
 #[test]
 fn zero_slot_size() {
-    let e = expect_error("zero_slot_size.yaml", "defaults.slot_size", ">= 1");
+    let e = expect_error(
+        "zero_slot_size.yaml",
+        "defaults.slot_size",
+        "from 2 to 4294967296",
+    );
     assert!(e.problem.contains("slot_size is 0"), "{e}");
 }
 
@@ -200,7 +208,11 @@ fn odd_slot_size() {
 
 #[test]
 fn zero_chunks_in_flow_mapping() {
-    let e = expect_error("zero_chunks.yaml", "algorithms.tree.chunks", ">= 1");
+    let e = expect_error(
+        "zero_chunks.yaml",
+        "algorithms.tree.chunks",
+        "from 1 to 1048576",
+    );
     assert!(e.problem.contains("chunks is 0"), "{e}");
 }
 

@@ -45,11 +45,11 @@ pub struct EntrySpec {
     /// Memory holding each queue's receive slots.
     pub buffer_kind: Option<BufferKind>,
     /// Slots per queue (credits a sender starts with).
-    pub n_slots: Option<u32>,
+    pub n_slots: Option<u64>,
     /// Bytes per slot: the largest chunk one message carries.
     pub slot_size: Option<u64>,
     /// Pipeline depth: each transfer of the algorithm is cut into this many pieces.
-    pub chunks: Option<u32>,
+    pub chunks: Option<u64>,
 }
 
 /// The file.
@@ -83,6 +83,74 @@ mod space_name {
     pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Space, D::Error> {
         let b = BufferKind::deserialize(d)?;
         Ok(b.into())
+    }
+}
+
+/// Most slots per queue (credits a sender starts with).
+pub const MAX_N_SLOTS: u64 = 1 << 16;
+/// Largest slot, bytes (4 GiB): one chunk message.
+pub const MAX_SLOT_SIZE: u64 = 1 << 32;
+/// Deepest pipeline: pieces per transfer.
+pub const MAX_CHUNKS: u64 = 1 << 20;
+
+impl AlgoConfig {
+    /// Sets a numeric field after checking its range: the one check every
+    /// origin of the value (ccl.yaml, a sweep plan axis) goes through.
+    /// Err is (problem, allowed).
+    pub fn set(&mut self, field: &str, v: u64) -> Result<(), (String, String)> {
+        let range = |lo: u64, hi: u64, unit: &str| {
+            if (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                Err((
+                    format!("{field} is {v}"),
+                    format!("a whole number from {lo} to {hi}{unit}"),
+                ))
+            }
+        };
+        match field {
+            "n_slots" => {
+                range(1, MAX_N_SLOTS, "")?;
+                self.n_slots = v as u32;
+            }
+            "slot_size" => {
+                range(2, MAX_SLOT_SIZE, " bytes, even (f16 elements)")?;
+                if !v.is_multiple_of(2) {
+                    return Err((
+                        format!("slot_size {v} is odd: data is f16 (2 bytes per element)"),
+                        format!("an even number of bytes from 2 to {MAX_SLOT_SIZE}"),
+                    ));
+                }
+                self.slot_size = v;
+            }
+            "chunks" => {
+                range(1, MAX_CHUNKS, "")?;
+                self.chunks = v as u32;
+            }
+            other => {
+                return Err((
+                    format!("unknown ccl field '{other}'"),
+                    "algorithm, buffer_kind, n_slots, slot_size, chunks".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Sets `buffer_kind` from its YAML name.
+    pub fn set_buffer_kind(&mut self, name: &str) -> Result<(), (String, String)> {
+        self.buffer_kind = match name {
+            "tcm" => Space::Tcm,
+            "sram" => Space::Sram,
+            "hbm" => Space::Hbm,
+            other => {
+                return Err((
+                    format!("unknown buffer_kind '{other}'"),
+                    "tcm, sram or hbm".into(),
+                ));
+            }
+        };
+        Ok(())
     }
 }
 
@@ -143,7 +211,8 @@ impl CclConfig {
                     "set it in defaults".into(),
                 )
             };
-            let cfg = AlgoConfig {
+            // Numeric fields are filled below through the range-checking setter.
+            let mut cfg = AlgoConfig {
                 name: name.into(),
                 algorithm,
                 buffer_kind: e
@@ -151,38 +220,19 @@ impl CclConfig {
                     .map(Space::from)
                     .or(base.map(|b| b.buffer_kind))
                     .ok_or_else(|| missing("buffer_kind"))?,
-                n_slots: e
-                    .n_slots
-                    .or(base.map(|b| b.n_slots))
-                    .ok_or_else(|| missing("n_slots"))?,
-                slot_size: e
-                    .slot_size
-                    .or(base.map(|b| b.slot_size))
-                    .ok_or_else(|| missing("slot_size"))?,
-                chunks: e
-                    .chunks
-                    .or(base.map(|b| b.chunks))
-                    .ok_or_else(|| missing("chunks"))?,
+                n_slots: 0,
+                slot_size: 0,
+                chunks: 0,
             };
-            for (field, v) in [
-                ("n_slots", cfg.n_slots as u64),
-                ("slot_size", cfg.slot_size),
-                ("chunks", cfg.chunks as u64),
+            for (field, given, inherited) in [
+                ("n_slots", e.n_slots, base.map(|b| u64::from(b.n_slots))),
+                ("slot_size", e.slot_size, base.map(|b| b.slot_size)),
+                ("chunks", e.chunks, base.map(|b| u64::from(b.chunks))),
             ] {
-                if v == 0 {
-                    return Err(err(
-                        format!("{path}.{field}"),
-                        format!("{field} is 0"),
-                        "a whole number >= 1".into(),
-                    ));
-                }
-            }
-            if !cfg.slot_size.is_multiple_of(2) {
-                return Err(err(
-                    format!("{path}.slot_size"),
-                    format!("slot_size {} is odd: data is f16", cfg.slot_size),
-                    "an even number of bytes".into(),
-                ));
+                let v = given.or(inherited).ok_or_else(|| missing(field))?;
+                cfg.set(field, v).map_err(|(problem, allowed)| {
+                    err(format!("{path}.{field}"), problem, allowed)
+                })?;
             }
             Ok(cfg)
         };

@@ -174,6 +174,43 @@ impl Job {
     pub fn bytes(&self) -> u64 {
         self.elems as u64 * 2
     }
+
+    /// The f16 element count of a buffer of `bytes` per participant: a size
+    /// must be a positive whole number of elements. Err is (problem, allowed).
+    pub fn elems_of(bytes: u64) -> Result<usize, (String, String)> {
+        if bytes == 0 || !bytes.is_multiple_of(2) {
+            return Err((
+                format!("{bytes} B is not a positive whole number of f16 elements"),
+                "an even number of bytes >= 2 (2 bytes per element), e.g. 1K, 64M".into(),
+            ));
+        }
+        usize::try_from(bytes / 2).map_err(|_| {
+            (
+                format!("{bytes} B is too large for this machine"),
+                "a smaller size".into(),
+            )
+        })
+    }
+
+    /// Checks the job against its pipeline depth before anything runs:
+    /// `chunks` may not exceed the elements of the buffer (beyond that every
+    /// extra piece is empty and only costs simulation time).
+    pub fn check(&self, chunks: u32) -> Result<(), (String, String)> {
+        Self::elems_of(self.bytes())?;
+        if chunks as usize > self.elems {
+            return Err((
+                format!(
+                    "chunks {chunks} is more than the {} elements of the buffer",
+                    self.elems
+                ),
+                format!(
+                    "chunks from 1 to {} at this size, or a larger size",
+                    self.elems
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What a kernel of an algorithm receives.
@@ -298,6 +335,13 @@ impl Communicator {
 
     fn check(&self, job: &Job) -> Result<(), CclError> {
         Self::supports(&self.config, job.collective)?;
+        job.check(self.config.chunks)
+            .map_err(|(problem, allowed)| {
+                CclError::Config(format!(
+                    "{}: {problem}; allowed: {allowed}",
+                    self.config.name
+                ))
+            })?;
         self.check_buffer_fits(job)
     }
 

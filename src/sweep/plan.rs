@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
 use std::path::Path;
 
+/// Most points a plan may expand to.
+pub const MAX_POINTS: u128 = 100_000;
+
 /// Plans built into the binary: (name, YAML).
 pub const PLANS: [(&str, &str); 3] = [
     ("default", include_str!("../../configs/sweeps/default.yaml")),
@@ -136,6 +139,27 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         .map_err(|_| format!("'{s}' is not a size; use e.g. 4096, 64K, 16M, 1G"))?;
     n.checked_mul(mult)
         .ok_or_else(|| format!("'{s}' is too large"))
+}
+
+/// Sets a ccl field from a plan axis value through the same range checks as
+/// ccl.yaml (`AlgoConfig::set`). Err is (problem, allowed).
+fn set_ccl_field(config: &mut AlgoConfig, field: &str, v: &str) -> Result<(), (String, String)> {
+    match field {
+        "buffer_kind" => config.set_buffer_kind(v),
+        "n_slots" | "slot_size" | "chunks" => {
+            let n = v.parse::<u64>().map_err(|_| {
+                (
+                    format!("{field} = {v} is not a whole number"),
+                    "a whole number, e.g. 4".to_string(),
+                )
+            })?;
+            config.set(field, n)
+        }
+        other => Err((
+            format!("unknown ccl field '{other}'"),
+            "ccl.buffer_kind, ccl.n_slots, ccl.slot_size, ccl.chunks".into(),
+        )),
+    }
 }
 
 fn scalar(v: &Value) -> String {
@@ -288,8 +312,71 @@ impl Plan {
                     "grid and/or zip axes",
                 ));
             }
+            if let Some(k) = st.grid.keys().find(|k| st.zip.contains_key(*k)) {
+                return Err(plan_error(
+                    o,
+                    &format!("{at}.zip.{}", scalar(k)),
+                    format!("axis '{}' is in both grid and zip", scalar(k)),
+                    "each axis once per study: in grid or in zip",
+                ));
+            }
         }
-        Ok(())
+        let total = self.expansion_size();
+        if total > MAX_POINTS {
+            return Err(plan_error(
+                o,
+                "studies",
+                format!("the plan expands to {total} points"),
+                &format!(
+                    "at most {MAX_POINTS} points: fewer values per axis, or split the study into plans"
+                ),
+            ));
+        }
+        self.check_points()
+    }
+
+    /// Points the plan expands to before skipping unsupported ones
+    /// (saturating), computed without expanding.
+    fn expansion_size(&self) -> u128 {
+        self.file
+            .studies
+            .iter()
+            .map(|st| {
+                let len = |v: &Value| v.as_sequence().map_or(1, |s| s.len() as u128);
+                let grid: u128 = st.grid.values().map(len).product();
+                let zip = st.zip.values().next().map_or(1, len);
+                grid.saturating_mul(zip)
+            })
+            .fold(0u128, |a, b| a.saturating_add(b))
+    }
+
+    /// Resolves every point before any runs: a plan none of whose points
+    /// can run fails now, naming the first few and why.
+    fn check_points(&self) -> Result<(), SpecError> {
+        let points = self.points();
+        let bad: Vec<(Point, String)> = points
+            .iter()
+            .filter_map(|p| self.resolve(p).err().map(|e| (p.clone(), e)))
+            .collect();
+        if points.is_empty() || bad.len() < points.len() {
+            return Ok(());
+        }
+        let shown: Vec<String> = bad
+            .iter()
+            .take(3)
+            .map(|(p, e)| format!("[{}] {e}", p.label()))
+            .collect();
+        Err(plan_error(
+            &self.origin,
+            "studies",
+            format!(
+                "none of the {} points can run: {}{}",
+                points.len(),
+                shown.join("; "),
+                if bad.len() > 3 { "; ..." } else { "" }
+            ),
+            "axis values every point accepts (each error above names the field)",
+        ))
     }
 
     /// Whether `v` is a valid value for axis `key`: (problem, allowed) if not.
@@ -316,19 +403,12 @@ impl Plan {
                 .then_some(())
                 .ok_or_else(|| (format!("unknown op '{s}'"), "sum, max, min".into())),
             "bytes" => parse_bytes(&s)
-                .map(|_| ())
-                .map_err(|e| (e, "sizes like 1K, 64M".into())),
+                .map_err(|e| (e, "sizes like 1K, 64M".into()))
+                .and_then(crate::ccl::Job::elems_of)
+                .map(|_| ()),
             k if k.starts_with("ccl.") => {
-                let field = &k[4..];
-                ["buffer_kind", "n_slots", "slot_size", "chunks"]
-                    .contains(&field)
-                    .then_some(())
-                    .ok_or_else(|| {
-                        (
-                            format!("unknown ccl field '{field}'"),
-                            "ccl.buffer_kind, ccl.n_slots, ccl.slot_size, ccl.chunks".into(),
-                        )
-                    })
+                let mut scratch = self.ccl.defaults.clone();
+                set_ccl_field(&mut scratch, &k[4..], &s)
             }
             k => {
                 let mut root = serde_yaml::to_value(&self.system.spec).expect("spec serializes");
@@ -451,26 +531,9 @@ impl Plan {
             .entry(Self::get(&p.assignments, "algorithm").unwrap_or("defaults"))?
             .clone();
         for (field, v) in ccl_overrides {
-            let num = || {
-                v.parse::<u64>()
-                    .map_err(|_| format!("ccl.{field} = {v}: not a whole number"))
-            };
-            match field {
-                "buffer_kind" => {
-                    config.buffer_kind = match v.as_str() {
-                        "tcm" => crate::topology::address::Space::Tcm,
-                        "sram" => crate::topology::address::Space::Sram,
-                        "hbm" => crate::topology::address::Space::Hbm,
-                        other => {
-                            return Err(format!("ccl.buffer_kind = {other}: use tcm, sram or hbm"));
-                        }
-                    }
-                }
-                "n_slots" => config.n_slots = num()? as u32,
-                "slot_size" => config.slot_size = num()?,
-                "chunks" => config.chunks = num()? as u32,
-                other => return Err(format!("unknown ccl field {other}")),
-            }
+            set_ccl_field(&mut config, field, v).map_err(|(problem, allowed)| {
+                format!("ccl.{field}: {problem}; allowed: {allowed}")
+            })?;
         }
         let collective = Collective::ALL
             .into_iter()
@@ -482,6 +545,14 @@ impl Plan {
             _ => ReduceOp::Sum,
         };
         let bytes = parse_bytes(Self::get(&p.assignments, "bytes").unwrap_or("1M"))?;
+        let job = crate::ccl::Job {
+            collective,
+            op,
+            elems: crate::ccl::Job::elems_of(bytes)
+                .map_err(|(problem, allowed)| format!("bytes: {problem}; allowed: {allowed}"))?,
+        };
+        job.check(config.chunks)
+            .map_err(|(problem, allowed)| format!("ccl.chunks: {problem}; allowed: {allowed}"))?;
         Ok(Resolved {
             system,
             config,
