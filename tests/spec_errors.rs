@@ -221,13 +221,23 @@ fn negative_launch_overhead() {
 
 #[test]
 fn zero_cubes() {
-    let e = expect_error("zero_cubes.yaml", "sip.cube_mesh.w", Some(12), ">= 1");
+    let e = expect_error(
+        "zero_cubes.yaml",
+        "sip.cube_mesh.w",
+        Some(12),
+        "from 1 to 64",
+    );
     assert!(e.problem.contains("zero cubes"), "{e}");
 }
 
 #[test]
 fn zero_noc_mesh() {
-    expect_error("zero_noc_mesh.yaml", "cube.noc_mesh.h", Some(15), ">= 1");
+    expect_error(
+        "zero_noc_mesh.yaml",
+        "cube.noc_mesh.h",
+        Some(15),
+        "from 1 to 32",
+    );
 }
 
 #[test]

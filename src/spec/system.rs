@@ -19,6 +19,32 @@ pub const MAX_SIPS: u32 = 1 << 20;
 /// Most PEs a system may have (2^26): bounds the simulator's memory use.
 pub const MAX_TOTAL_PES: u64 = 1 << 26;
 
+/// Longest latency or launch overhead, ns (1000 s): larger values would
+/// saturate the 64-bit tick counter or hide every other cost.
+pub const MAX_DURATION_NS: f64 = 1e12;
+
+/// Bandwidth range, GB/s: 1 byte/s to 1 EB/s, so a link's bytes-per-tick
+/// fraction stays exact in 64 bits.
+pub const MIN_BANDWIDTH_GBPS: f64 = 1e-9;
+pub const MAX_BANDWIDTH_GBPS: f64 = 1e9;
+
+/// Longest tick, ns (1 ms).
+pub const MAX_TICK_NS: f64 = 1e6;
+
+/// Largest packet, bytes (2^32 − 1): packets travel with 32-bit sizes.
+pub const MAX_PACKET_BYTES: u64 = u32::MAX as u64;
+
+/// Largest memory instance, bytes (1 PiB).
+pub const MAX_MEMORY_BYTES: u64 = 1 << 50;
+
+/// Largest cube mesh side (64 × 64 cubes per SIP) and NoC side (32 × 32
+/// routers per cube).
+pub const MAX_CUBE_MESH_SIDE: u32 = 64;
+pub const MAX_NOC_SIDE: u32 = 32;
+
+/// Most PEs per corner of a cube.
+pub const MAX_PE_PER_CORNER: u32 = 256;
+
 /// A system spec that passed validation, with its derived SIP grid.
 #[derive(Debug, Clone, PartialEq)]
 pub struct System {
@@ -293,10 +319,20 @@ fn validate(spec: &SystemSpec) -> Result<(u32, u32), Issue> {
     check_count(sips.count)?;
     let grid = sip_grid(sips)?;
     check_tick(spec.system.tick_ns)?;
-    check_mesh("sip.cube_mesh", spec.sip.cube_mesh, "zero cubes")?;
+    check_mesh(
+        "sip.cube_mesh",
+        spec.sip.cube_mesh,
+        "zero cubes",
+        MAX_CUBE_MESH_SIDE,
+    )?;
     check_inter_sip_cubes(sips, spec.sip.cube_mesh)?;
     check_pe_layout(spec.cube.pe_layout)?;
-    check_mesh("cube.noc_mesh", spec.cube.noc_mesh, "zero routers")?;
+    check_mesh(
+        "cube.noc_mesh",
+        spec.cube.noc_mesh,
+        "zero routers",
+        MAX_NOC_SIDE,
+    )?;
     let m = &spec.memory;
     for (name, mem) in [("tcm", &m.tcm), ("sram", &m.sram), ("hbm", &m.hbm)] {
         check_memory(&format!("memory.{name}"), mem)?;
@@ -445,6 +481,13 @@ fn squarest(n: u32) -> (u32, u32) {
 
 fn check_tick(tick_ns: f64) -> Check {
     positive("system.tick_ns", tick_ns, "nanoseconds, e.g. 1.0")?;
+    in_range(
+        "system.tick_ns",
+        tick_ns,
+        0.0,
+        MAX_TICK_NS,
+        "nanoseconds, e.g. 1.0",
+    )?;
     let ps = tick_ns * 1000.0;
     if (ps - ps.round()).abs() > 1e-9 || ps.round() < 1.0 {
         return Err(issue(
@@ -456,15 +499,49 @@ fn check_tick(tick_ns: f64) -> Check {
     Ok(())
 }
 
-fn check_mesh(path: &str, mesh: Mesh, zero_means: &str) -> Check {
+fn check_mesh(path: &str, mesh: Mesh, zero_means: &str, max: u32) -> Check {
     for (key, v) in [("w", mesh.w), ("h", mesh.h)] {
         if v == 0 {
             return Err(issue(
                 format!("{path}.{key}"),
                 format!("{key} is 0 ({zero_means})"),
-                "a whole number >= 1",
+                format!("a whole number from 1 to {max}"),
             ));
         }
+        if v > max {
+            return Err(issue(
+                format!("{path}.{key}"),
+                format!("{key} is {v}, more than the limit of {max}"),
+                format!("a whole number from 1 to {max}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A finite number in `lo..=hi` (the unit is said in `allowed`).
+fn in_range(path: &str, value: f64, lo: f64, hi: f64, unit: &str) -> Check {
+    if !(value.is_finite() && value >= lo && value <= hi) {
+        let name = field_name(path);
+        return Err(issue(
+            path,
+            format!("{name} is {value}"),
+            format!("a number from {lo} to {hi} ({unit})"),
+        ));
+    }
+    Ok(())
+}
+
+/// A whole number in `1..=hi`.
+fn count_in(path: &str, value: u64, hi: u64, zero_means: &str) -> Check {
+    at_least_one(path, value, zero_means)?;
+    if value > hi {
+        let name = field_name(path);
+        return Err(issue(
+            path,
+            format!("{name} is {value}, more than the limit of {hi}"),
+            format!("a whole number from 1 to {hi}"),
+        ));
     }
     Ok(())
 }
@@ -508,9 +585,10 @@ fn check_inter_sip_cubes(sips: &SipsSpec, mesh: Mesh) -> Check {
 }
 
 fn check_pe_layout(layout: PeLayout) -> Check {
-    at_least_one(
+    count_in(
         "cube.pe_layout.pe_per_corner",
         u64::from(layout.pe_per_corner),
+        u64::from(MAX_PE_PER_CORNER),
         "a cube would have no PEs",
     )?;
     if !(1..=4).contains(&layout.corners) {
@@ -524,29 +602,39 @@ fn check_pe_layout(layout: PeLayout) -> Check {
 }
 
 fn check_memory(path: &str, mem: &MemSpec) -> Check {
-    at_least_one(
+    count_in(
         &format!("{path}.size_bytes"),
         mem.size_bytes,
+        MAX_MEMORY_BYTES,
         "the memory could hold nothing",
     )?;
-    positive(
-        &format!("{path}.bandwidth_gbps"),
-        mem.bandwidth_gbps,
+    check_bandwidth(&format!("{path}.bandwidth_gbps"), mem.bandwidth_gbps)?;
+    check_duration(&format!("{path}.latency_ns"), mem.latency_ns)
+}
+
+fn check_bandwidth(path: &str, gbps: f64) -> Check {
+    positive(path, gbps, "GB/s; set ideal: true for unlimited bandwidth")?;
+    in_range(
+        path,
+        gbps,
+        MIN_BANDWIDTH_GBPS,
+        MAX_BANDWIDTH_GBPS,
         "GB/s; set ideal: true for unlimited bandwidth",
-    )?;
-    non_negative(&format!("{path}.latency_ns"), mem.latency_ns)
+    )
+}
+
+fn check_duration(path: &str, ns: f64) -> Check {
+    non_negative(path, ns)?;
+    in_range(path, ns, 0.0, MAX_DURATION_NS, "nanoseconds")
 }
 
 fn check_link(path: &str, link: &LinkSpec) -> Check {
-    positive(
-        &format!("{path}.bandwidth_gbps"),
-        link.bandwidth_gbps,
-        "GB/s; set ideal: true for unlimited bandwidth",
-    )?;
-    non_negative(&format!("{path}.latency_ns"), link.latency_ns)?;
-    at_least_one(
+    check_bandwidth(&format!("{path}.bandwidth_gbps"), link.bandwidth_gbps)?;
+    check_duration(&format!("{path}.latency_ns"), link.latency_ns)?;
+    count_in(
         &format!("{path}.packet_bytes"),
         link.packet_bytes,
+        MAX_PACKET_BYTES,
         "no data could be sent",
     )
 }
@@ -562,7 +650,7 @@ fn check_pe(pe: &PeSpec) -> Check {
         pe.macs_per_tick,
         "the MAC array could do no work",
     )?;
-    non_negative("pe.launch_overhead_ns", pe.launch_overhead_ns)
+    check_duration("pe.launch_overhead_ns", pe.launch_overhead_ns)
 }
 
 /// Runs after every per-field rule, so the products below cannot be zero.
