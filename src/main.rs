@@ -542,7 +542,6 @@ fn run(a: RunArgs) -> Result<()> {
 fn sweep(a: SweepArgs) -> Result<()> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
-    let plan = kernbench::sweep::Plan::load(&a.plan)?;
     let system = match (&a.system, &a.preset) {
         (Some(p), _) => Some(System::from_file(p)?),
         (None, Some(n)) => Some(presets::preset(n)?),
@@ -555,7 +554,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
         ),
         None => (None, kernbench::ccl::config::DEFAULT_CCL_YAML.to_string()),
     };
-    let plan = plan.with_base(system, ccl)?;
+    let plan = kernbench::sweep::Plan::load_with(&a.plan, system, ccl)?;
     let out = a.out.clone().unwrap_or_else(|| {
         PathBuf::from("results").join(format!(
             "{}-{}",
@@ -563,13 +562,14 @@ fn sweep(a: SweepArgs) -> Result<()> {
             chrono::Utc::now().format("%Y%m%d-%H%M%S")
         ))
     });
-    let jobs = a
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let jobs = sweep_jobs(a.jobs, plan.points().len())?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
+    let lock = out.join(".lock");
     ctrlc::set_handler(move || {
         if flag.swap(true, Ordering::SeqCst) {
+            // Quitting now: the lock must not outlive this process.
+            let _ = std::fs::remove_file(&lock);
             std::process::exit(130);
         }
         eprintln!("\ninterrupted: finishing the points in progress (Ctrl-C again to quit now)");
@@ -599,6 +599,10 @@ fn sweep(a: SweepArgs) -> Result<()> {
         shard: a.shard,
         stop,
         ccl_text,
+        ccl_origin: a
+            .ccl
+            .as_ref()
+            .map_or("<embedded ccl.yaml>".into(), |p| p.display().to_string()),
         heap_peak,
     };
     let t0 = Instant::now();
@@ -631,55 +635,64 @@ fn sweep(a: SweepArgs) -> Result<()> {
         );
         std::process::exit(130);
     }
+    exit_if_failed(&outcome.rows);
     Ok(())
 }
 
-fn merge(a: MergeArgs) -> Result<()> {
-    let plan_text = |d: &PathBuf| {
-        std::fs::read_to_string(d.join("plan.yaml"))
-            .with_context(|| format!("{} is not a result directory (no plan.yaml)", d.display()))
+/// `--jobs`: at least 1; more than the points or 4x the cores is clamped
+/// with a note (default: the cores).
+fn sweep_jobs(asked: Option<usize>, points: usize) -> Result<usize> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let Some(jobs) = asked else {
+        return Ok(cores);
     };
-    let first = plan_text(&a.dirs[0])?;
-    for d in &a.dirs[1..] {
-        if plan_text(d)? != first {
-            bail!(
-                "{} was produced by a different plan than {}; merge only shards of one plan",
-                d.display(),
-                a.dirs[0].display()
-            );
-        }
+    if jobs == 0 {
+        bail!(
+            "--jobs 0: a sweep needs at least one job; allowed: 1 to {} here",
+            4 * cores
+        );
     }
-    std::fs::create_dir_all(a.out.join("points"))
-        .with_context(|| format!("cannot create {}", a.out.display()))?;
-    for name in ["plan.yaml", "system.yaml", "ccl.yaml"] {
-        let src = a.dirs[0].join(name);
-        if src.exists() {
-            std::fs::copy(&src, a.out.join(name))
-                .with_context(|| format!("cannot copy {}", src.display()))?;
-        }
+    let most = (4 * cores).min(points.max(1));
+    if jobs > most {
+        eprintln!("note: --jobs {jobs} clamped to {most} ({cores} cores, {points} points)");
+        return Ok(most);
     }
-    let mut n = 0;
-    for d in &a.dirs {
-        for entry in std::fs::read_dir(d.join("points"))
-            .with_context(|| format!("{}/points", d.display()))?
-        {
-            let path = entry?.path();
-            if path.extension().and_then(|e| e.to_str()) == Some("json") {
-                std::fs::copy(
-                    &path,
-                    a.out.join("points").join(path.file_name().expect("file")),
-                )?;
-                n += 1;
-            }
-        }
+    Ok(jobs)
+}
+
+/// After everything is written: a result set with failed points exits 1,
+/// naming them (the first ten).
+fn exit_if_failed(rows: &[kernbench::sweep::Row]) {
+    let failed: Vec<&kernbench::sweep::Row> = rows.iter().filter(|r| !r.error.is_empty()).collect();
+    if failed.is_empty() {
+        return;
     }
-    let rows = kernbench::sweep::consolidate(&a.out).map_err(anyhow::Error::msg)?;
-    print!("{}", kernbench::sweep::results::summary(&rows));
+    eprintln!("\n{} point(s) failed:", failed.len());
+    for r in failed.iter().take(10) {
+        eprintln!("  [{}] {}: {}", r.index, r.point, r.error);
+    }
+    if failed.len() > 10 {
+        eprintln!(
+            "  and {} more (see the error column of results.csv)",
+            failed.len() - 10
+        );
+    }
+    std::process::exit(1);
+}
+
+fn merge(a: MergeArgs) -> Result<()> {
+    let m = kernbench::sweep::merge::merge(&a.dirs, &a.out).map_err(anyhow::Error::msg)?;
+    for w in &m.warnings {
+        eprintln!("warning: {w}");
+    }
+    print!("{}", kernbench::sweep::results::summary(&m.rows));
     println!(
-        "\nmerged {n} point files from {} directories into {} ({} points)",
+        "\nmerged {} point files from {} directories into {} ({} points)",
+        m.files,
         a.dirs.len(),
         a.out.display(),
-        rows.len()
+        m.rows.len()
     );
+    exit_if_failed(&m.rows);
     Ok(())
 }

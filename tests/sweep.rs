@@ -13,6 +13,7 @@ fn opts(out: &Path, shard: Option<(usize, usize)>, resume: bool) -> Options {
         shard,
         stop: Arc::new(AtomicBool::new(false)),
         ccl_text: kernbench::ccl::config::DEFAULT_CCL_YAML.into(),
+        ccl_origin: "<embedded ccl.yaml>".into(),
         heap_peak: None,
     }
 }

@@ -9,6 +9,9 @@
 //! time and peak memory per point), `plan.yaml`, `system.yaml`, `ccl.yaml`
 //! and the SVG plots.
 
+pub mod fingerprint;
+pub mod lock;
+pub mod merge;
 pub mod plan;
 pub mod plots;
 pub mod results;

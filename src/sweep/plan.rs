@@ -87,11 +87,10 @@ pub struct Point {
 impl Point {
     /// A stable identifier: FNV-1a of the study and assignments.
     pub fn id(&self) -> String {
-        let mut h: u64 = 0xcbf29ce484222325;
-        for b in self.label().bytes() {
-            h = (h ^ b as u64).wrapping_mul(0x100000001b3);
-        }
-        format!("{h:016x}")
+        format!(
+            "{:016x}",
+            super::fingerprint::fnv1a(self.label().as_bytes())
+        )
     }
 
     pub fn label(&self) -> String {
@@ -196,8 +195,19 @@ fn set_path(root: &mut Value, path: &str, v: Value) -> Result<(), String> {
 impl Plan {
     /// An embedded plan by name, or a plan file.
     pub fn load(name_or_path: &str) -> Result<Plan, SpecError> {
+        Self::load_with(name_or_path, None, None)
+    }
+
+    /// As [`Plan::load`], with another base system spec (instead of the
+    /// plan's own or the embedded one) or ccl config for every point.
+    pub fn load_with(
+        name_or_path: &str,
+        system: Option<System>,
+        ccl: Option<CclConfig>,
+    ) -> Result<Plan, SpecError> {
         if let Some((_, yaml)) = PLANS.iter().find(|p| p.0 == name_or_path) {
-            return Self::from_yaml(yaml, &format!("configs/sweeps/{name_or_path}.yaml"));
+            let origin = format!("configs/sweeps/{name_or_path}.yaml");
+            return Self::from_yaml_with(yaml, &origin, system, ccl);
         }
         let path = Path::new(name_or_path);
         if !path.exists() {
@@ -209,14 +219,27 @@ impl Plan {
             ));
         }
         let text = crate::spec::input::read_config(path, "sweep plan")?;
-        Self::from_yaml(&text, name_or_path)
+        Self::from_yaml_with(&text, name_or_path, system, ccl)
     }
 
     pub fn from_yaml(text: &str, origin: &str) -> Result<Plan, SpecError> {
+        Self::from_yaml_with(text, origin, None, None)
+    }
+
+    /// Parses and checks a plan whose points start from `system` (default:
+    /// the plan's `system:`, else the embedded spec) and `ccl` (default: the
+    /// embedded ccl.yaml). Every point is checked against these bases.
+    pub fn from_yaml_with(
+        text: &str,
+        origin: &str,
+        system: Option<System>,
+        ccl: Option<CclConfig>,
+    ) -> Result<Plan, SpecError> {
         let file: PlanFile = parse_yaml(text, origin)?;
-        let system = match file.system.as_deref() {
-            None => System::embedded_default(),
-            Some(s) => match s.strip_prefix("preset:") {
+        let system = match (system, file.system.as_deref()) {
+            (Some(s), _) => s,
+            (None, None) => System::embedded_default(),
+            (None, Some(s)) => match s.strip_prefix("preset:") {
                 Some(name) => presets::preset(name)?,
                 None => System::from_file(Path::new(s))?,
             },
@@ -226,26 +249,10 @@ impl Plan {
             origin: origin.into(),
             text: text.into(),
             system,
-            ccl: CclConfig::embedded_default(),
+            ccl: ccl.unwrap_or_else(CclConfig::embedded_default),
         };
         plan.check()?;
         Ok(plan)
-    }
-
-    /// Uses another system spec or ccl config as the base of every point.
-    pub fn with_base(
-        mut self,
-        system: Option<System>,
-        ccl: Option<CclConfig>,
-    ) -> Result<Plan, SpecError> {
-        if let Some(s) = system {
-            self.system = s;
-        }
-        if let Some(c) = ccl {
-            self.ccl = c;
-        }
-        self.check()?;
-        Ok(self)
     }
 
     /// Static checks: studies, axis names and values, zip lengths.

@@ -46,11 +46,15 @@ pub struct PointFile {
 }
 
 /// Writes `bytes` to `path` through a temporary file and a rename, so a
-/// reader never sees a partial file.
+/// reader never sees a partial file. Errors name `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
+    std::fs::write(&tmp, bytes)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+        })
 }
 
 /// Every finished point of a result directory, in plan order.
@@ -59,13 +63,21 @@ pub fn load_points(dir: &Path) -> Result<Vec<PointFile>, String> {
     let rd = std::fs::read_dir(&points).map_err(|e| format!("{}: {e}", points.display()))?;
     let mut out = Vec::new();
     for entry in rd {
-        let path = entry.map_err(|e| e.to_string())?.path();
+        let path = entry
+            .map_err(|e| format!("{}: {e}", points.display()))?
+            .path();
         if path.extension().and_then(|e| e.to_str()) != Some("json") {
             continue;
         }
         let text =
             std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        out.push(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?);
+        out.push(serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}: unreadable point file ({e}); `kernbench sweep --resume --out {}` with the same plan runs that point again",
+                path.display(),
+                dir.display()
+            )
+        })?);
     }
     out.sort_by_key(|p: &PointFile| p.row.index);
     Ok(out)
@@ -76,7 +88,7 @@ pub fn load_points(dir: &Path) -> Result<Vec<PointFile>, String> {
 pub fn consolidate(dir: &Path) -> Result<Vec<Row>, String> {
     let points = load_points(dir)?;
     let rows: Vec<Row> = points.iter().map(|p| p.row.clone()).collect();
-    let io = |e: std::io::Error| e.to_string();
+    let io = |e: std::io::Error| e.to_string(); // write_atomic's errors name the path
     let mut w = csv::Writer::from_writer(Vec::new());
     for r in &rows {
         w.serialize(r).map_err(|e| e.to_string())?;

@@ -1,6 +1,8 @@
 //! Running a plan: points in parallel (rayon, one world per point), each
 //! result written atomically as it completes.
 
+use super::fingerprint::{self, Fingerprint};
+use super::lock::Lock;
 use super::plan::{Plan, Point};
 use super::results::{PointFile, Row, consolidate, write_atomic};
 use crate::ccl::Communicator;
@@ -25,6 +27,8 @@ pub struct Options {
     pub stop: Arc<AtomicBool>,
     /// The ccl config text, saved beside the results.
     pub ccl_text: String,
+    /// Where the ccl config came from (a path, or the embedded default).
+    pub ccl_origin: String,
     /// Reset and read (MB) of a heap-peak counter, if the binary installed
     /// one; otherwise the process's resident high-water mark is reported.
     pub heap_peak: Option<HeapPeak>,
@@ -83,7 +87,7 @@ pub fn run_point(plan: &Plan, p: &Point, verify: bool, heap: Option<HeapPeak>) -
         verified: "-".into(),
         error: String::new(),
     };
-    let result = (|| -> Result<(), String> {
+    let simulate = || -> Result<(), String> {
         let r = plan.resolve(p)?;
         let s = &r.system.spec;
         row.topology = s.system.sips.topology.name().into();
@@ -124,7 +128,11 @@ pub fn run_point(plan: &Plan, p: &Point, verify: bool, heap: Option<HeapPeak>) -
         }
         .into();
         Ok(())
-    })();
+    };
+    // A panic is a bug, not an outcome: it becomes this point's error and the
+    // sweep goes on.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(simulate))
+        .unwrap_or_else(|payload| Err(format!("panicked: {}", panic_message(&*payload))));
     if let Err(e) = result {
         row.error = e.replace('\n', " | ");
     }
@@ -139,36 +147,109 @@ pub fn run_point(plan: &Plan, p: &Point, verify: bool, heap: Option<HeapPeak>) -
     }
 }
 
+/// The message of a panic payload (a `&str` or `String`, as `panic!` makes).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".into())
+}
+
 fn point_path(dir: &Path, p: &Point) -> PathBuf {
     dir.join("points")
         .join(format!("{:06}-{}.json", p.index, p.id()))
 }
 
-/// Runs a plan into `opts.out`; returns the consolidated rows.
-pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
+/// Prepares `opts.out` for this run: refuses a directory that holds another
+/// sweep's results, takes the lock, writes the fingerprint and the inputs.
+fn prepare(plan: &Plan, opts: &Options) -> Result<Lock, String> {
     let dir = &opts.out;
     let points_dir = dir.join("points");
     let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
-    if points_dir.exists()
-        && !opts.resume
+    let has_points = points_dir.exists()
         && std::fs::read_dir(&points_dir)
             .map_err(|e| io(&points_dir, e))?
             .next()
-            .is_some()
-    {
+            .is_some();
+    if has_points && !opts.resume {
         return Err(format!(
             "{} already holds results: pass --resume to continue it, or choose another --out",
             dir.display()
         ));
     }
     std::fs::create_dir_all(&points_dir).map_err(|e| io(&points_dir, e))?;
-    for (name, text) in [
-        ("plan.yaml", plan.text.clone()),
-        ("system.yaml", plan.system.to_yaml()),
-        ("ccl.yaml", opts.ccl_text.clone()),
-    ] {
-        write_atomic(&dir.join(name), text.as_bytes()).map_err(|e| io(&dir.join(name), e))?;
+    let lock = Lock::take(dir)?;
+    let system_yaml = plan.system.to_yaml();
+    let mine = Fingerprint::new(
+        &plan.text,
+        &plan.origin,
+        &system_yaml,
+        &opts.ccl_text,
+        &opts.ccl_origin,
+        opts.shard,
+    );
+    match Fingerprint::read(dir)? {
+        Some(theirs) => {
+            // Shards of one sweep may share a directory: they pick points, not results.
+            if let Some(diff) = mine.difference(&theirs, false) {
+                return Err(format!(
+                    "cannot resume {}: {diff}; resume with the same plan, system and ccl config, or use a new --out",
+                    dir.display()
+                ));
+            }
+        }
+        None if has_points => {
+            return Err(format!(
+                "cannot resume {}: it has no {} (written before fingerprints, or not by a sweep), so what produced it is unknown; use a new --out",
+                dir.display(),
+                fingerprint::FILE
+            ));
+        }
+        None => {}
     }
+    let json = serde_json::to_vec_pretty(&mine).expect("fingerprints serialize");
+    for (name, bytes) in [
+        (fingerprint::FILE, json),
+        ("plan.yaml", plan.text.clone().into_bytes()),
+        ("system.yaml", system_yaml.into_bytes()),
+        ("ccl.yaml", opts.ccl_text.clone().into_bytes()),
+    ] {
+        write_atomic(&dir.join(name), &bytes).map_err(|e| e.to_string())?;
+    }
+    Ok(lock)
+}
+
+/// Whether a finished, readable point file exists; an unreadable one is
+/// moved to `points/corrupt/` with a note, so the point runs again.
+fn finished(dir: &Path, p: &Point) -> bool {
+    let path = point_path(dir, p);
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return false;
+    };
+    match serde_json::from_str::<PointFile>(&text) {
+        Ok(_) => true,
+        Err(e) => {
+            let corrupt = dir.join("points").join("corrupt");
+            let to = corrupt.join(path.file_name().expect("a point file has a name"));
+            let moved = std::fs::create_dir_all(&corrupt).and_then(|_| std::fs::rename(&path, &to));
+            eprintln!(
+                "note: {} is unreadable ({e}); {}; the point runs again",
+                path.display(),
+                match moved {
+                    Ok(()) => format!("moved to {}", to.display()),
+                    Err(m) => format!("could not move it aside ({m})"),
+                }
+            );
+            false
+        }
+    }
+}
+
+/// Runs a plan into `opts.out`; returns the consolidated rows.
+pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
+    let dir = &opts.out;
+    let _lock = prepare(plan, opts)?;
     let all = plan.points();
     let mine: Vec<Point> = all
         .into_iter()
@@ -177,7 +258,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     let planned = mine.len();
     let mut todo: Vec<Point> = mine
         .into_iter()
-        .filter(|p| !(opts.resume && point_path(dir, p).exists()))
+        .filter(|p| !(opts.resume && finished(dir, p)))
         .collect();
     // Longest points first, so no big one is left running alone at the end.
     todo.sort_by_key(|p| std::cmp::Reverse(plan.cost_estimate(p)));
@@ -202,7 +283,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
                 error
                     .lock()
                     .expect("no poisoned lock")
-                    .get_or_insert(io(&path, e));
+                    .get_or_insert(e.to_string());
                 opts.stop.store(true, Ordering::SeqCst);
             }
             let n = done.fetch_add(1, Ordering::SeqCst) + 1;

@@ -4,18 +4,26 @@
 
 mod adr0032;
 mod hier_lanes;
+#[cfg(feature = "test-algorithms")]
+mod panics;
 mod ring;
 mod tree;
 
 use super::{Algorithm, CclError};
 
 /// Every registered algorithm.
-pub static ALL: [&dyn Algorithm; 4] = [
+pub static ALL: &[&dyn Algorithm] = &[
     &adr0032::Adr0032,
     &ring::RingAlgo,
     &hier_lanes::HierLanes,
     &tree::Tree,
 ];
+
+/// Algorithms only the project's tests can name (never listed to users).
+#[cfg(feature = "test-algorithms")]
+static TEST_ONLY: &[&dyn Algorithm] = &[&panics::Panics];
+#[cfg(not(feature = "test-algorithms"))]
+static TEST_ONLY: &[&dyn Algorithm] = &[];
 
 pub fn names() -> Vec<&'static str> {
     ALL.iter().map(|a| a.name()).collect()
@@ -24,6 +32,7 @@ pub fn names() -> Vec<&'static str> {
 /// The algorithm registered as `name`; an unknown name lists the known ones.
 pub fn find(name: &str) -> Result<&'static dyn Algorithm, CclError> {
     ALL.iter()
+        .chain(TEST_ONLY)
         .copied()
         .find(|a| a.name() == name)
         .ok_or_else(|| {

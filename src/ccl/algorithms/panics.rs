@@ -1,0 +1,32 @@
+//! A test-only algorithm whose kernel panics while it is traced: the sweep
+//! must record the panic as that point's error and go on. Compiled only with
+//! the `test-algorithms` feature (on for the project's own tests).
+
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::kernel::Tl;
+use crate::kernel::wiring::QueueConfig;
+use kernbench_systems::ipcq::Entry;
+
+pub struct Panics;
+
+fn kernel(_tl: &mut Tl, _args: &KernelArgs) {
+    panic!("test-only algorithm 'panics' panicked on purpose");
+}
+
+impl Algorithm for Panics {
+    fn name(&self) -> &'static str {
+        "panics"
+    }
+    fn summary(&self) -> &'static str {
+        "test only: its kernel panics"
+    }
+    fn collectives(&self) -> &'static [Collective] {
+        &Collective::ALL
+    }
+    fn wiring(&self, _g: &Group, _q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+        Vec::new()
+    }
+    fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
+        kernel
+    }
+}
