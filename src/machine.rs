@@ -29,7 +29,7 @@ pub enum InstallError {
     /// A slot area does not fit its buffer memory.
     #[error("{0}")]
     Memory(String),
-    #[error("{0}")]
+    #[error(transparent)]
     Run(#[from] RunError),
 }
 
@@ -38,7 +38,7 @@ pub enum InstallError {
 pub enum LaunchError {
     #[error("kernel trace failed: {0}")]
     Trace(String),
-    #[error("{0}")]
+    #[error(transparent)]
     Run(#[from] RunError),
 }
 

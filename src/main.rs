@@ -101,6 +101,25 @@ struct TopoArgs {
     /// (the NoC of sip0.cube0). Render with `neato -n -Tsvg`.
     #[arg(long, value_name = "DIR")]
     dot: Option<PathBuf>,
+    #[command(flatten)]
+    budget: BudgetArg,
+}
+
+/// The memory a run may use: the estimate (docs/model.md §Cost estimate) of
+/// a run above it is refused before anything is built.
+#[derive(Args)]
+struct BudgetArg {
+    /// Refuse runs whose estimated peak memory exceeds SIZE (e.g. 512M, 8G;
+    /// default: 80% of this machine's memory).
+    #[arg(long, value_name = "SIZE", value_parser = kernbench::sweep::plan::parse_bytes)]
+    max_memory: Option<u64>,
+}
+
+impl BudgetArg {
+    fn bytes(&self) -> u64 {
+        self.max_memory
+            .unwrap_or_else(kernbench::estimate::default_budget)
+    }
 }
 
 #[derive(Args)]
@@ -129,6 +148,10 @@ struct SweepArgs {
     /// Run only shard K of N (points with index mod N = K-1), e.g. 2/3.
     #[arg(long, value_name = "K/N", value_parser = parse_shard)]
     shard: Option<(usize, usize)>,
+    /// Memory for the whole sweep: each of the --jobs points running at once
+    /// gets its share, and a point estimated above it fails at once.
+    #[command(flatten)]
+    budget: BudgetArg,
 }
 
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
@@ -188,6 +211,12 @@ struct RunArgs {
     /// Large for big sizes: use with one size (--min-bytes = --max-bytes).
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
+    /// Stop a run whose clock passes N ticks (a report names what each
+    /// unfinished PE waits for).
+    #[arg(long, value_name = "N")]
+    max_ticks: Option<u64>,
+    #[command(flatten)]
+    budget: BudgetArg,
 }
 
 #[derive(Args)]
@@ -241,8 +270,18 @@ fn gib(bytes: Option<u64>) -> String {
     })
 }
 
+/// Knobs that shrink a build.
+const BUILD_KNOBS: &str =
+    "fewer SIPs (system.sips.count), fewer cubes (sip.cube_mesh), PEs or NoC routers";
+
+/// Knobs that shrink a collective run, the ones that help most first.
+const RUN_KNOBS: &str = "larger packet_bytes (links.*) or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, no --trace/--verify";
+
 fn topo(a: TopoArgs) -> Result<()> {
     let sys = a.system.load()?;
+    kernbench::estimate::Estimate::build(&sys)
+        .check(a.budget.bytes(), BUILD_KNOBS)
+        .map_err(anyhow::Error::msg)?;
     let t0 = Instant::now();
     let mut m = Machine::build(&sys)?;
     let build = t0.elapsed();
@@ -466,12 +505,39 @@ fn run(a: RunArgs) -> Result<()> {
         );
     }
     Communicator::supports(&config, a.collective)?;
+    let largest = Job {
+        collective: a.collective,
+        op: a.op,
+        elems: (a.max_bytes / 2) as usize,
+    };
+    let est = kernbench::estimate::Estimate::collective(
+        &sys,
+        &config,
+        &largest,
+        a.verify,
+        a.trace.is_some(),
+    );
+    est.check(a.budget.bytes(), RUN_KNOBS)
+        .map_err(anyhow::Error::msg)?;
+    if est.seconds > 60.0 {
+        eprintln!(
+            "note: the largest size is estimated to take about {:.0} s to simulate ({:.3e} messages)",
+            est.seconds, est.messages
+        );
+    }
     let mode = if a.verify {
         DataMode::Functional
     } else {
         DataMode::TimingOnly
     };
     let mut comm = Communicator::new(&sys, &config, mode)?;
+    comm.machine
+        .engine
+        .world
+        .insert_resource(kernbench_systems::RunLimits {
+            max_ticks: a.max_ticks,
+            ..Default::default()
+        });
     if a.trace.is_some() {
         comm.machine.set_oplog(true);
         comm.machine
@@ -604,6 +670,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
             .as_ref()
             .map_or("<embedded ccl.yaml>".into(), |p| p.display().to_string()),
         heap_peak,
+        max_memory: a.budget.bytes(),
     };
     let t0 = Instant::now();
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;

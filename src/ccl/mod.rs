@@ -257,7 +257,7 @@ pub enum CclError {
     Launch(#[from] LaunchError),
     #[error(transparent)]
     Install(#[from] InstallError),
-    #[error("{0}")]
+    #[error(transparent)]
     Run(#[from] RunError),
 }
 

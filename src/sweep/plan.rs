@@ -113,6 +113,17 @@ pub struct Resolved {
     pub bytes: u64,
 }
 
+impl Resolved {
+    /// The collective call (sizes were checked to be whole elements).
+    pub fn job(&self) -> crate::ccl::Job {
+        crate::ccl::Job {
+            collective: self.collective,
+            op: self.op,
+            elems: (self.bytes / 2) as usize,
+        }
+    }
+}
+
 fn plan_error(origin: &str, path: &str, problem: String, allowed: &str) -> SpecError {
     SpecError {
         file: origin.into(),
@@ -504,16 +515,18 @@ impl Plan {
         }
     }
 
-    /// A rough relative cost (bytes × participants) to order points by.
-    pub fn cost_estimate(&self, p: &Point) -> u64 {
-        match self.resolve(p) {
-            Ok(r) => {
-                r.bytes.max(1)
-                    * r.system.spec.system.sips.count as u64
-                    * r.system.cubes_per_sip() as u64
-            }
-            Err(_) => 0,
-        }
+    /// A point's estimated simulation cost (docs/model.md §Cost estimate);
+    /// None if it does not resolve.
+    pub fn estimate(&self, p: &Point) -> Option<crate::estimate::Estimate> {
+        let r = self.resolve(p).ok()?;
+        let job = r.job();
+        Some(crate::estimate::Estimate::collective(
+            &r.system,
+            &r.config,
+            &job,
+            self.file.verify,
+            false,
+        ))
     }
 
     /// The system, algorithm config and job of a point; errors name the axis.

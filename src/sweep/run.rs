@@ -32,6 +32,9 @@ pub struct Options {
     /// Reset and read (MB) of a heap-peak counter, if the binary installed
     /// one; otherwise the process's resident high-water mark is reported.
     pub heap_peak: Option<HeapPeak>,
+    /// Memory budget of the whole sweep, bytes: each of the `jobs` points
+    /// running at once may use its share; a point estimated above it fails.
+    pub max_memory: u64,
 }
 
 /// Reset and read (MB) functions of a peak-heap counter.
@@ -54,7 +57,13 @@ pub struct Outcome {
 /// Runs one point in its own world; failures become rows with an error.
 /// With a heap counter and one job, `peak_mb` is the point's own peak heap;
 /// with several jobs it is the peak while the point ran.
-pub fn run_point(plan: &Plan, p: &Point, verify: bool, heap: Option<HeapPeak>) -> PointFile {
+pub fn run_point(
+    plan: &Plan,
+    p: &Point,
+    verify: bool,
+    heap: Option<HeapPeak>,
+    budget: u64,
+) -> PointFile {
     if let Some(h) = heap {
         (h.reset)();
     }
@@ -107,13 +116,11 @@ pub fn run_point(plan: &Plan, p: &Point, verify: bool, heap: Option<HeapPeak>) -
         } else {
             DataMode::TimingOnly
         };
+        let job = r.job();
+        crate::estimate::Estimate::collective(&r.system, &r.config, &job, verify, false)
+            .check(budget, "larger packet_bytes or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, fewer --jobs")?;
         let mut comm = Communicator::new(&r.system, &r.config, mode).map_err(|e| e.to_string())?;
         row.participants = comm.group.size();
-        let job = crate::ccl::Job {
-            collective: r.collective,
-            op: r.op,
-            elems: (r.bytes / 2) as usize,
-        };
         let res = comm.run(job).map_err(|e| e.to_string())?;
         row.ticks = res.ticks;
         row.time_us = res.time_ns / 1000.0;
@@ -261,7 +268,8 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
         .filter(|p| !(opts.resume && finished(dir, p)))
         .collect();
     // Longest points first, so no big one is left running alone at the end.
-    todo.sort_by_key(|p| std::cmp::Reverse(plan.cost_estimate(p)));
+    let seconds = |p: &Point| plan.estimate(p).map_or(0.0, |e| e.seconds);
+    todo.sort_by(|a, b| seconds(b).total_cmp(&seconds(a)));
     let skipped = planned - todo.len();
     let verify = plan.file.verify;
     let bar = progress(todo.len() as u64);
@@ -276,7 +284,8 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
             if opts.stop.load(Ordering::SeqCst) {
                 return;
             }
-            let result = run_point(plan, p, verify, opts.heap_peak);
+            let budget = opts.max_memory / opts.jobs.max(1) as u64;
+            let result = run_point(plan, p, verify, opts.heap_peak, budget);
             let path = point_path(dir, p);
             let json = serde_json::to_vec_pretty(&result).expect("rows serialize");
             if let Err(e) = write_atomic(&path, &json) {

@@ -39,6 +39,10 @@ pub enum PeState {
     Done(Tick),
 }
 
+/// Ops issued by every PE so far: progress, for the engine's watchdog.
+#[derive(Resource, Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct OpsIssued(pub u64);
+
 /// Launched programs; PEs refer to them by index (many PEs share one).
 #[derive(Resource, Debug, Default)]
 pub struct Programs(pub Vec<Arc<Program>>);
@@ -196,6 +200,7 @@ impl OpLog {
 #[derive(bevy_ecs::system::SystemParam)]
 pub struct KernelAccess<'w> {
     pub kcal: ResMut<'w, KernelCalendar>,
+    pub issued: ResMut<'w, OpsIssued>,
     pub params: Res<'w, ExecParams>,
     pub mode: Res<'w, DataMode>,
     pub store: ResMut<'w, MemoryStore>,
@@ -285,6 +290,7 @@ fn step(
     }
     let KernelAccess {
         kcal,
+        issued,
         params,
         mode,
         store,
@@ -315,6 +321,7 @@ fn step(
             format!("sip{s}.cube{c}.pe{p}: op {} ({}): {e}", ex.pc, op.name())
         })?;
         ex.pc += 1;
+        issued.0 += 1;
     }
     if ex.outstanding == 0 && ex.pending_regs == 0 {
         ex.state = PeState::Done(ex.finish.max(ex.started));

@@ -19,7 +19,7 @@ pub mod traffic;
 use bevy_ecs::prelude::Resource;
 
 pub use network::{LinkClass, LinkId, LinkStats, LinkTable, LinkTableBuilder, NodeId, RouteSource};
-pub use schedule::{Engine, RunError, RunSummary, Stage};
+pub use schedule::{Engine, RunError, RunLimits, RunSummary, Stage};
 pub use time::{Calendar, Clock, Tick};
 pub use traffic::{Arrival, Injector, ScheduledTraffic, Send, Start, Traffic};
 

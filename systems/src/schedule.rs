@@ -273,12 +273,35 @@ pub enum RunError {
     Failed(String),
     /// Nothing was due but some PE had not finished; the report says why.
     Deadlock(String),
+    /// The watchdog: no op issued and no message delivered for
+    /// `RunLimits::stall_steps` visited ticks, or the clock passed
+    /// `RunLimits::max_ticks`; the report says what each PE waits for.
+    Stalled(String),
 }
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Failed(e) | RunError::Deadlock(e) => f.write_str(e),
+            RunError::Failed(e) | RunError::Deadlock(e) | RunError::Stalled(e) => f.write_str(e),
+        }
+    }
+}
+
+/// Bounds of one [`Engine::run`]: the watchdog that ends a livelock.
+#[derive(Resource, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Stop when the clock passes this tick.
+    pub max_ticks: Option<Tick>,
+    /// Stop after this many visited ticks in a row in which no packet moved,
+    /// no message arrived and no op issued.
+    pub stall_steps: u64,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        Self {
+            max_ticks: None,
+            stall_steps: 1_000_000,
         }
     }
 }
@@ -323,6 +346,8 @@ impl Engine {
         world.init_resource::<network::NetTrace>();
         world.init_resource::<TrafficState>();
         world.init_resource::<RunStats>();
+        world.init_resource::<RunLimits>();
+        world.init_resource::<exec::OpsIssued>();
         world.init_resource::<RunErrors>();
         world.init_resource::<Hardware>();
         world.init_resource::<Queues>();
@@ -379,10 +404,40 @@ impl Engine {
         self.world.resource::<Clock>().idle
     }
 
-    /// Runs ticks until nothing is due.
+    /// Runs ticks until nothing is due, or the watchdog ([`RunLimits`]) ends it.
     pub fn run(&mut self) -> Result<RunSummary, RunError> {
-        while !self.step() {}
+        let limits = *self.world.resource::<RunLimits>();
+        // Progress: a packet moved, a message arrived or an op issued.
+        let progress = |w: &World| {
+            let net = w.resource::<NetCounters>();
+            net.hops + net.delivered + w.resource::<exec::OpsIssued>().0
+        };
+        let (mut last, mut still) = (progress(&self.world), 0u64);
+        while !self.step() {
+            let now = self.now();
+            if limits.max_ticks.is_some_and(|m| now > m) {
+                return Err(self.stalled(format!(
+                    "the clock passed --max-ticks {} (at tick {now})",
+                    limits.max_ticks.unwrap_or_default()
+                )));
+            }
+            let p = progress(&self.world);
+            still = if p == last { still + 1 } else { 0 };
+            last = p;
+            if still >= limits.stall_steps {
+                return Err(self.stalled(format!(
+                    "nothing moved (no packet hop, delivery or op issued) for {still} visited ticks (at tick {now})"
+                )));
+            }
+        }
         self.finish()
+    }
+
+    /// The watchdog's error: why, and what every unfinished PE waits for.
+    fn stalled(&mut self, why: String) -> RunError {
+        let report = exec::deadlock_report(&mut self.world)
+            .unwrap_or_else(|| "no launched PE is waiting".into());
+        RunError::Stalled(format!("run stopped: {why}\n{report}"))
     }
 
     /// The outcome once [`Engine::step`] reported idle.

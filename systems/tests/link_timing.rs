@@ -195,3 +195,52 @@ fn runs_are_bit_identical() {
         assert_eq!(e1.links().stats(l), e2.links().stats(l));
     }
 }
+
+#[test]
+fn the_watchdog_stops_a_run_past_max_ticks_with_a_report() {
+    use kernbench_systems::{RunError, RunLimits};
+    let mut e = line(3, class(1, 10, 1 << 20));
+    e.world.insert_resource(RunLimits {
+        max_ticks: Some(100),
+        stall_steps: 1_000_000,
+    });
+    let mut t = ScheduledTraffic::new();
+    // 1000 bytes at 1 B/tick: arrives at tick 2 * (10 + 1000), past 100.
+    t.add(0, 2, 1000, Start::At(0));
+    e.set_traffic(t);
+    match e.run() {
+        Err(RunError::Stalled(report)) => {
+            assert!(
+                report.starts_with("run stopped: the clock passed --max-ticks 100 (at tick 1010)"),
+                "{report}"
+            );
+        }
+        other => panic!("expected the watchdog, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_watchdog_stops_a_run_without_progress() {
+    use kernbench_systems::{RunError, RunLimits};
+    let mut e = line(2, class(1, 10, 1 << 20));
+    e.world.insert_resource(RunLimits {
+        max_ticks: None,
+        stall_steps: 1,
+    });
+    let mut t = ScheduledTraffic::new();
+    // Nothing moves at tick 0 (the message starts at tick 500).
+    t.add(0, 1, 8, Start::At(500));
+    e.set_traffic(t);
+    match e.run() {
+        Err(RunError::Stalled(report)) => assert!(
+            report.starts_with("run stopped: nothing moved (no packet hop, delivery or op issued) for 1 visited ticks"),
+            "{report}"
+        ),
+        other => panic!("expected the watchdog, got {other:?}"),
+    }
+    // With the default limits the same run finishes: 500 + 10 + 8.
+    let mut t = ScheduledTraffic::new();
+    t.add(0, 1, 8, Start::At(500));
+    let (_, arrivals) = run(line(2, class(1, 10, 1 << 20)), t);
+    assert_eq!(arrivals, vec![518]);
+}

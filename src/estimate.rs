@@ -1,0 +1,245 @@
+//! What a run will cost the simulator, computed from the spec and the job
+//! without building anything, so a run the machine cannot afford is refused
+//! at once with the numbers and the knobs that shrink it.
+//!
+//! The model (constants and their calibration: docs/model.md §Cost estimate):
+//! - build: per directed link, PE and cube (the link table, the hardware
+//!   entities and their components);
+//! - run: traced ops (programs are unrolled per participant: ops grow with
+//!   participants × steps × chunks), messages (chunks, credits, local loads
+//!   and stores) and packet-hops; values in functional mode; trace events.
+
+use crate::ccl::{AlgoConfig, Collective, Group, Job};
+use crate::spec::System;
+
+/// Bytes per directed link, PE and cube of a built machine, plus a base.
+const BUILD_BASE: f64 = 16e6;
+const BYTES_PER_LINK: f64 = 56.0;
+const BYTES_PER_PE: f64 = 160.0;
+const BYTES_PER_CUBE: f64 = 200.0;
+/// Bytes per traced op (an `Op` in its program).
+const BYTES_PER_OP: f64 = 32.0;
+/// Traced ops per IPCQ send of a step (send, recv, combine, load/store share).
+const OPS_PER_SEND: f64 = 3.5;
+/// Bytes per trace event held before the trace is written.
+const BYTES_PER_TRACE_EVENT: f64 = 2048.0;
+/// Wall time per message (chunk, credit, load, store) and per packet-hop.
+const SECONDS_PER_MESSAGE: f64 = 100e-9;
+const SECONDS_PER_PACKET_HOP: f64 = 30e-9;
+
+/// The estimate of one run (or of a build alone).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub pes: u64,
+    pub links: u64,
+    pub ops: f64,
+    pub messages: f64,
+    pub packet_hops: f64,
+    pub trace_events: f64,
+    pub peak_bytes: f64,
+    pub seconds: f64,
+}
+
+/// Sends per participant and bytes per send of one run of an algorithm.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Work {
+    pub sends: f64,
+    pub bytes_per_send: f64,
+}
+
+/// Directed links of a system, counted from its node counts without
+/// building the link table: every endpoint has a duplex link to its router,
+/// routers form a mesh, each UCIe port pair one duplex link, each inter-SIP
+/// port one outgoing link, each SIP a duplex PCIe link and an I/O link.
+pub fn links(sys: &System) -> u64 {
+    use crate::topology::{NodeKind, Topology};
+    let t = Topology::new(sys);
+    let (nw, nh) = (u64::from(t.noc.0), u64::from(t.noc.1));
+    let mut links = 4 * u64::from(t.sips);
+    for (kind, n) in t.node_counts() {
+        links += match kind {
+            NodeKind::Host | NodeKind::SipIo => 0,
+            NodeKind::Router => n / (nw * nh) * 2 * ((nw - 1) * nh + nw * (nh - 1)),
+            NodeKind::UciePort | NodeKind::XSipPort => 3 * n,
+            _ => 2 * n,
+        };
+    }
+    links
+}
+
+impl Estimate {
+    /// Building the machine alone.
+    pub fn build(sys: &System) -> Estimate {
+        let pes = sys.total_pes();
+        let links = links(sys);
+        let cubes = u64::from(sys.n_sips()) * u64::from(sys.cubes_per_sip());
+        let peak = BUILD_BASE
+            + BYTES_PER_LINK * links as f64
+            + BYTES_PER_PE * pes as f64
+            + BYTES_PER_CUBE * cubes as f64;
+        Estimate {
+            pes,
+            links,
+            ops: 0.0,
+            messages: 0.0,
+            packet_hops: 0.0,
+            trace_events: 0.0,
+            peak_bytes: peak,
+            seconds: links as f64 * 20e-9,
+        }
+    }
+
+    /// One collective of `job` with `config` on `sys`; `verify` carries
+    /// values, `trace` keeps every event for a trace file.
+    pub fn collective(
+        sys: &System,
+        config: &AlgoConfig,
+        job: &Job,
+        verify: bool,
+        trace: bool,
+    ) -> Estimate {
+        let mut e = Self::build(sys);
+        let g = Group::new(sys);
+        let p = g.size() as f64;
+        let chunks = f64::from(config.chunks);
+        let work = work(
+            &config.algorithm,
+            &g,
+            job.collective,
+            job.bytes() as f64,
+            chunks,
+        );
+        let slot = config.slot_size as f64;
+        let chunk_messages = (work.bytes_per_send / slot).ceil().max(1.0);
+        // Each chunk: data + credit; each send also loads and stores a tile.
+        let per_participant = work.sends * (2.0 * chunk_messages + 2.0);
+        e.messages = p * per_participant;
+        e.ops = p * work.sends * OPS_PER_SEND + 4.0 * p;
+        let packet = sys
+            .spec
+            .links
+            .noc
+            .packet_bytes
+            .min(sys.spec.links.inter_sip.packet_bytes) as f64;
+        let hops = f64::from(sys.spec.cube.noc_mesh.w + sys.spec.cube.noc_mesh.h) + 4.0;
+        let packets_per_chunk = (work.bytes_per_send.min(slot) / packet).ceil().max(1.0);
+        // Chunks cross the network; each send also loads and stores its tile
+        // between HBM and the PE over the NoC.
+        let noc_packet = sys.spec.links.noc.packet_bytes as f64;
+        let tile_packets = (work.bytes_per_send / noc_packet).ceil().max(1.0);
+        let noc_hops = f64::from(sys.spec.cube.noc_mesh.w + sys.spec.cube.noc_mesh.h);
+        e.packet_hops = p
+            * work.sends
+            * (chunk_messages * packets_per_chunk * hops + 2.0 * tile_packets * noc_hops);
+        if trace {
+            e.trace_events = e.ops + e.packet_hops + e.messages;
+        }
+        let values = if verify {
+            3.0 * p * job.bytes() as f64
+        } else {
+            0.0
+        };
+        e.peak_bytes += e.ops * BYTES_PER_OP + values + e.trace_events * BYTES_PER_TRACE_EVENT;
+        e.seconds += e.messages * SECONDS_PER_MESSAGE + e.packet_hops * SECONDS_PER_PACKET_HOP;
+        e
+    }
+
+    /// Refuses a run whose peak memory exceeds `budget` bytes; the message
+    /// gives the estimate and the knobs that shrink it.
+    pub fn check(&self, budget: u64, knobs: &str) -> Result<(), String> {
+        if self.peak_bytes <= budget as f64 {
+            return Ok(());
+        }
+        Err(format!(
+            "this run is estimated to need {} of memory ({} PEs, {} links, {:.3e} traced ops, {:.3e} messages, {:.3e} packet-hops{}; about {:.0} s), more than the budget of {}; allowed: a run within the budget: {knobs}, or --max-memory if this machine really has more",
+            gib(self.peak_bytes),
+            self.pes,
+            self.links,
+            self.ops,
+            self.messages,
+            self.packet_hops,
+            if self.trace_events > 0.0 {
+                format!(", {:.3e} trace events", self.trace_events)
+            } else {
+                String::new()
+            },
+            self.seconds,
+            gib(budget as f64)
+        ))
+    }
+}
+
+/// Sends per participant and their size for one run of `algorithm`
+/// (docs/model.md §Cost estimate gives each line's reasoning).
+pub fn work(algorithm: &str, g: &Group, c: Collective, bytes: f64, chunks: f64) -> Work {
+    let p = g.size().max(1) as f64;
+    let cubes = f64::from(g.cubes_per_sip());
+    let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
+    let levels = p.log2().ceil().max(1.0);
+    let (sends, size) = match (algorithm, c) {
+        ("tree", Collective::AllReduce) => (2.0 * levels, bytes),
+        ("tree", _) => (levels, bytes),
+        ("adr0032", _) => (4.0 + (w - 1.0 + h - 1.0).max(1.0) * 2.0, bytes),
+        ("hier_lanes", _) => (
+            4.0 * ((cubes - 1.0) + (w - 1.0) + (h - 1.0)),
+            bytes / (2.0 * cubes).max(1.0),
+        ),
+        (_, Collective::AllReduce) => (2.0 * (p - 1.0), bytes / p),
+        (_, Collective::ReduceScatter | Collective::AllGather) => (p - 1.0, bytes / p),
+        (_, Collective::Broadcast | Collective::Reduce) => (1.0, bytes),
+    };
+    Work {
+        sends: sends.max(1.0) * chunks,
+        bytes_per_send: (size / chunks).max(2.0),
+    }
+}
+
+/// Bytes as GiB for messages.
+pub fn gib(bytes: f64) -> String {
+    format!("{:.2} GiB", bytes / (1u64 << 30) as f64)
+}
+
+/// The default memory budget: 80% of the machine's memory (MemTotal), or
+/// 8 GiB where /proc/meminfo cannot be read.
+pub fn default_budget() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    });
+    total.map_or(8 << 30, |b| b / 5 * 4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::machine::Machine;
+    use crate::spec::presets;
+
+    #[test]
+    fn link_counts_match_built_machines() {
+        for sys in [
+            System::embedded_default(),
+            presets::preset("mesh_16").unwrap(),
+            presets::preset("torus_6_rect").unwrap(),
+            presets::preset("ring_4096_lean").unwrap(),
+        ] {
+            let m = Machine::build(&sys).unwrap();
+            assert_eq!(links(&sys), m.engine.links().len() as u64, "{}", sys.origin);
+        }
+    }
+
+    #[test]
+    fn ring_work_is_the_nccl_ring() {
+        let sys = System::embedded_default(); // 4 SIPs x 16 cubes = 64 participants
+        let g = Group::new(&sys);
+        let w = work("ring", &g, Collective::AllReduce, 64.0 * 1024.0, 2.0);
+        assert_eq!(
+            w,
+            Work {
+                sends: 2.0 * 63.0 * 2.0,
+                bytes_per_send: 512.0
+            }
+        );
+    }
+}
