@@ -12,6 +12,7 @@ pub mod report;
 pub mod spec;
 pub mod sweep;
 pub mod topology;
+pub mod trace;
 pub mod workload;
 
 pub use kernbench_systems as systems;

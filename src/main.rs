@@ -519,6 +519,14 @@ fn run(a: RunArgs) -> Result<()> {
     );
     est.check(a.budget.bytes(), RUN_KNOBS)
         .map_err(anyhow::Error::msg)?;
+    let trace_file = est.trace_events * kernbench::estimate::TRACE_FILE_BYTES_PER_EVENT;
+    if trace_file > 1e9 {
+        eprintln!(
+            "note: the trace file is estimated at {:.1} GB ({:.3e} events); narrow it with one size (--min-bytes = --max-bytes), a smaller size or fewer SIPs",
+            trace_file / 1e9,
+            est.trace_events
+        );
+    }
     if est.seconds > 60.0 {
         eprintln!(
             "note: the largest size is estimated to take about {:.0} s to simulate ({:.3e} messages)",
@@ -598,9 +606,13 @@ fn run(a: RunArgs) -> Result<()> {
         );
     }
     if let Some(path) = &a.trace {
-        let n = kernbench::report::write_trace(&comm.machine, sys.spec.system.tick_ns, path)
+        let n = kernbench::trace::write_trace(&comm.machine, sys.spec.system.tick_ns, path)
             .map_err(anyhow::Error::msg)?;
-        println!("wrote {} ({n} trace events)", path.display());
+        println!(
+            "wrote {} ({n} trace events; peak memory of this run {})",
+            path.display(),
+            gib(kernbench::report::peak_rss_bytes())
+        );
     }
     Ok(())
 }
