@@ -137,7 +137,16 @@ fn sweep_point(c: &mut Criterion) {
     g.sample_size(10);
     g.bench_function("all_reduce_hier_lanes_torus16_4M", |b| {
         b.iter(|| {
-            let r = kernbench::sweep::run::run_point(&plan, &point, false, None, u64::MAX);
+            let r = kernbench::sweep::run::run_point(
+                &plan,
+                &point,
+                false,
+                None,
+                &kernbench::estimate::Budget {
+                    bytes: u64::MAX,
+                    seconds: f64::INFINITY,
+                },
+            );
             assert!(r.row.error.is_empty());
             r.row.ticks
         })

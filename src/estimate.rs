@@ -147,15 +147,26 @@ impl Estimate {
         e
     }
 
-    /// Refuses a run whose peak memory exceeds `budget` bytes; the message
-    /// gives the estimate and the knobs that shrink it.
-    pub fn check(&self, budget: u64, knobs: &str) -> Result<(), String> {
-        if self.peak_bytes <= budget as f64 {
+    /// Refuses a run whose peak memory or simulation time exceeds `budget`;
+    /// the message gives the estimate and the knobs that shrink it.
+    pub fn check(&self, budget: &Budget, knobs: &str) -> Result<(), String> {
+        let (what, over, flag) = if self.peak_bytes > budget.bytes as f64 {
+            (
+                format!("{} of memory", gib(self.peak_bytes)),
+                format!("the budget of {}", gib(budget.bytes as f64)),
+                "--max-memory if this machine really has more",
+            )
+        } else if self.seconds > budget.seconds {
+            (
+                format!("{:.0} s to simulate", self.seconds),
+                format!("the time budget of {:.0} s", budget.seconds),
+                "--max-time if the wait is worth it (the time estimate is good to a factor of about 4)",
+            )
+        } else {
             return Ok(());
-        }
+        };
         Err(format!(
-            "this run is estimated to need {} of memory ({} PEs, {} links, {:.3e} traced ops, {:.3e} messages, {:.3e} packet-hops{}; about {:.0} s), more than the budget of {}; allowed: a run within the budget: {knobs}, or --max-memory if this machine really has more",
-            gib(self.peak_bytes),
+            "this run is estimated to need {what} ({} PEs, {} links, {:.3e} traced ops, {:.3e} messages, {:.3e} packet-hops{}; {} and about {:.0} s), more than {over}; allowed: a run within the budget: {knobs}, or {flag}",
             self.pes,
             self.links,
             self.ops,
@@ -166,9 +177,29 @@ impl Estimate {
             } else {
                 String::new()
             },
+            gib(self.peak_bytes),
             self.seconds,
-            gib(budget as f64)
         ))
+    }
+}
+
+/// What a run may cost: peak memory and estimated simulation time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+impl Budget {
+    /// The default time budget: one hour of simulation.
+    pub const DEFAULT_SECONDS: f64 = 3600.0;
+
+    /// 80% of this machine's memory and [`Budget::DEFAULT_SECONDS`].
+    pub fn of_this_machine() -> Budget {
+        Budget {
+            bytes: default_budget(),
+            seconds: Self::DEFAULT_SECONDS,
+        }
     }
 }
 

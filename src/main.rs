@@ -7,6 +7,7 @@ static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
+use kernbench::estimate::Budget;
 use kernbench::kernel::wiring::{QueueConfig, ring};
 use kernbench::machine::Machine;
 use kernbench::report::Usage;
@@ -105,20 +106,34 @@ struct TopoArgs {
     budget: BudgetArg,
 }
 
-/// The memory a run may use: the estimate (docs/model.md §Cost estimate) of
-/// a run above it is refused before anything is built.
+/// The memory and time a run may use: a run whose estimate (docs/model.md
+/// §Cost estimate) is above either is refused before anything is built.
 #[derive(Args)]
 struct BudgetArg {
     /// Refuse runs whose estimated peak memory exceeds SIZE (e.g. 512M, 8G;
     /// default: 80% of this machine's memory).
     #[arg(long, value_name = "SIZE", value_parser = kernbench::sweep::plan::parse_bytes)]
     max_memory: Option<u64>,
+    /// Refuse runs estimated to take more than SECONDS to simulate
+    /// (default: 3600; the estimate is good to a factor of about 4).
+    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    max_time: Option<f64>,
 }
 
 impl BudgetArg {
-    fn bytes(&self) -> u64 {
-        self.max_memory
-            .unwrap_or_else(kernbench::estimate::default_budget)
+    fn budget(&self) -> Budget {
+        let default = Budget::of_this_machine();
+        Budget {
+            bytes: self.max_memory.unwrap_or(default.bytes),
+            seconds: self.max_time.unwrap_or(default.seconds),
+        }
+    }
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("'{s}' is not a time; use seconds > 0, e.g. 600")),
     }
 }
 
@@ -199,8 +214,8 @@ struct RunArgs {
     /// Largest buffer per participant, bytes.
     #[arg(long, default_value = "1M", value_parser = kernbench::sweep::plan::parse_bytes)]
     max_bytes: u64,
-    /// Size multiplier from one row to the next.
-    #[arg(long, default_value_t = 2)]
+    /// Size multiplier from one row to the next (2 or more).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
     step_factor: u64,
     /// Carry f16 values and check every participant's output against a
     /// reference (slower); otherwise timing only.
@@ -213,7 +228,7 @@ struct RunArgs {
     trace: Option<PathBuf>,
     /// Stop a run whose clock passes N ticks (a report names what each
     /// unfinished PE waits for).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_ticks: Option<u64>,
     #[command(flatten)]
     budget: BudgetArg,
@@ -222,13 +237,13 @@ struct RunArgs {
 #[derive(Args)]
 struct BenchArgs {
     /// SIPs on the benchmark ring (1 cube, 1 PE each; only inter-SIP links cost time).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(2..))]
     sips: u32,
     /// Rounds of ring traffic; round r+1 of a SIP starts when it received round r.
-    #[arg(long, default_value_t = 8190)]
+    #[arg(long, default_value_t = 8190, value_parser = clap::value_parser!(u64).range(1..))]
     rounds: u64,
     /// Bytes each SIP sends per round.
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u64).range(1..))]
     bytes: u64,
     /// Skip the 4096-SIP × 4×4-cube × 8-PE build measurement.
     #[arg(long)]
@@ -279,9 +294,17 @@ const RUN_KNOBS: &str = "larger packet_bytes (links.*) or slot_size, fewer chunk
 
 fn topo(a: TopoArgs) -> Result<()> {
     let sys = a.system.load()?;
+    if let Some(dir) = &a.dot {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            anyhow::anyhow!(
+                "--dot {}: cannot create the directory: {e}; allowed: a directory path that can be created",
+                dir.display()
+            )
+        })?;
+    }
     kernbench::estimate::Estimate::build(&sys)
-        .check(a.budget.bytes(), BUILD_KNOBS)
-        .map_err(anyhow::Error::msg)?;
+        .check(&a.budget.budget(), BUILD_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
     let t0 = Instant::now();
     let mut m = Machine::build(&sys)?;
     let build = t0.elapsed();
@@ -369,8 +392,6 @@ fn topo(a: TopoArgs) -> Result<()> {
 }
 
 fn write_dot(m: &Machine, dir: &Path) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .with_context(|| format!("cannot create --dot directory {}", dir.display()))?;
     for (name, text) in [
         ("sips.dot", m.topology.sip_dot()),
         ("cube.dot", m.topology.cube_dot(0, 0)),
@@ -383,12 +404,6 @@ fn write_dot(m: &Machine, dir: &Path) -> Result<()> {
 }
 
 fn bench(a: BenchArgs) -> Result<()> {
-    if a.sips < 2 {
-        bail!(
-            "--sips must be at least 2 for ring traffic (got {})",
-            a.sips
-        );
-    }
     if !a.no_build {
         let sys = presets::preset("ring_4096")?;
         let t0 = Instant::now();
@@ -490,26 +505,39 @@ fn run(a: RunArgs) -> Result<()> {
         Some(path) => CclConfig::from_file(path)?,
         None => CclConfig::embedded_default(),
     };
-    let config = ccl.entry(&a.algorithm).map_err(anyhow::Error::msg)?.clone();
+    let config = ccl
+        .entry(&a.algorithm)
+        .map_err(|(problem, allowed)| {
+            anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}")
+        })?
+        .clone();
     for (flag, bytes) in [("--min-bytes", a.min_bytes), ("--max-bytes", a.max_bytes)] {
         if let Err((problem, allowed)) = Job::elems_of(bytes) {
             bail!("{flag}: {problem}; allowed: {allowed}");
         }
     }
-    if a.max_bytes < a.min_bytes || a.step_factor < 2 {
+    if a.max_bytes < a.min_bytes {
         bail!(
-            "sizes: need --min-bytes <= --max-bytes and --step-factor >= 2 (got {}, {}, {})",
+            "--min-bytes {} is more than --max-bytes {}; allowed: --min-bytes <= --max-bytes",
             a.min_bytes,
-            a.max_bytes,
-            a.step_factor
+            a.max_bytes
         );
     }
-    Communicator::supports(&config, a.collective)?;
     let largest = Job {
         collective: a.collective,
         op: a.op,
         elems: (a.max_bytes / 2) as usize,
     };
+    for elems in [a.min_bytes / 2, a.max_bytes / 2] {
+        Communicator::check_before_build(
+            &sys,
+            &config,
+            &Job {
+                elems: elems as usize,
+                ..largest
+            },
+        )?;
+    }
     let est = kernbench::estimate::Estimate::collective(
         &sys,
         &config,
@@ -517,8 +545,28 @@ fn run(a: RunArgs) -> Result<()> {
         a.verify,
         a.trace.is_some(),
     );
-    est.check(a.budget.bytes(), RUN_KNOBS)
-        .map_err(anyhow::Error::msg)?;
+    est.check(&a.budget.budget(), RUN_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
+    let mode = if a.verify {
+        DataMode::Functional
+    } else {
+        DataMode::TimingOnly
+    };
+    let mut comm = Communicator::new(&sys, &config, mode)?;
+    for elems in [a.min_bytes / 2, a.max_bytes / 2] {
+        comm.check(&Job {
+            elems: elems as usize,
+            ..largest
+        })?;
+    }
+    if let Some(path) = &a.trace {
+        std::fs::File::create(path).map_err(|e| {
+            anyhow::anyhow!(
+                "--trace {}: cannot create the trace file: {e}; allowed: a writable file path",
+                path.display()
+            )
+        })?;
+    }
     let trace_file = est.trace_events * kernbench::estimate::TRACE_FILE_BYTES_PER_EVENT;
     if trace_file > 1e9 {
         eprintln!(
@@ -533,12 +581,6 @@ fn run(a: RunArgs) -> Result<()> {
             est.seconds, est.messages
         );
     }
-    let mode = if a.verify {
-        DataMode::Functional
-    } else {
-        DataMode::TimingOnly
-    };
-    let mut comm = Communicator::new(&sys, &config, mode)?;
     comm.machine
         .engine
         .world
@@ -682,7 +724,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
             .as_ref()
             .map_or("<embedded ccl.yaml>".into(), |p| p.display().to_string()),
         heap_peak,
-        max_memory: a.budget.bytes(),
+        budget: a.budget.budget(),
     };
     let t0 = Instant::now();
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;

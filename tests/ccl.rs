@@ -211,8 +211,12 @@ fn every_lane_beats_adr0032_by_8x_and_reaches_70_percent_of_bound() {
     };
     let ccl = CclConfig::embedded_default();
     let run = |name: &str| {
-        let mut c =
-            Communicator::new(&sys, ccl.entry(name).unwrap(), DataMode::TimingOnly).unwrap();
+        let mut c = Communicator::new(
+            &sys,
+            ccl.entry(name).expect("an entry"),
+            DataMode::TimingOnly,
+        )
+        .unwrap();
         c.run(job).unwrap()
     };
     let (adr, lanes) = (run("adr0032"), run("hier_lanes"));
@@ -274,11 +278,10 @@ fn a_buffer_larger_than_hbm_is_refused_naming_the_memory() {
         .to_string();
     assert!(
         e.starts_with(
-            "all_reduce of 17179869184 B per participant does not fit in hbm of sip0.cube0"
+            "all_reduce of 17179869184 B per participant does not fit in a cube's HBM of 4294967296 B (memory.hbm.size_bytes)"
         ),
         "{e}"
     );
-    assert!(e.contains("4294967296 B are free there"), "{e}");
     assert!(e.contains("a larger memory.hbm.size_bytes"), "{e}");
 }
 
@@ -308,6 +311,14 @@ fn slot_areas_that_do_not_fit_their_memory_are_refused_at_install() {
         op: ReduceOp::Sum,
         elems: (bytes / 2) as usize,
     };
-    assert!(c.run(job(free + 2)).is_err());
+    let e = c.run(job(free + 2)).unwrap_err().to_string();
+    assert!(
+        e.starts_with(&format!(
+            "all_reduce of {} B per participant does not fit in hbm of sip0.cube0",
+            free + 2
+        )),
+        "{e}"
+    );
+    assert!(e.contains(&format!("{free} B are free there")), "{e}");
     assert!(c.run(job(1 << 20)).is_ok());
 }

@@ -422,9 +422,12 @@ fn entry_defaults_is_the_defaults_entry() {
 #[test]
 fn unknown_entry_lists_the_entry_names() {
     let c = CclConfig::embedded_default();
-    let msg = c.entry("nope").unwrap_err();
-    assert!(msg.starts_with("<embedded ccl.yaml>: "), "{msg}");
-    assert!(msg.contains("'nope'"), "{msg}");
+    let (problem, msg) = c.entry("nope").unwrap_err();
+    assert_eq!(
+        problem,
+        "<embedded ccl.yaml> has no algorithm entry named 'nope'"
+    );
+    assert!(msg.starts_with("an entry of the ccl config: "), "{msg}");
     for name in [
         "defaults",
         "adr0032",

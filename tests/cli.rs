@@ -338,15 +338,6 @@ fn bench_small_ring_reports_messages() {
     assert!(!r.stdout.contains("build   ring_4096"), "{}", r.stdout);
 }
 
-#[test]
-fn bench_rejects_a_one_sip_ring() {
-    let r = kernbench(&["bench", "--sips", "1", "--no-build"]);
-    r.expect_user_error();
-    assert!(r.stderr.contains("--sips"), "{}", r.stderr);
-    assert!(r.stderr.contains("got 1"), "{}", r.stderr);
-    assert!(r.stdout.is_empty(), "{}", r.stdout);
-}
-
 // ---------------------------------------------------------------------------
 // `run`: the nccl-tests-style table and its errors
 // ---------------------------------------------------------------------------

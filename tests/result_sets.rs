@@ -25,7 +25,7 @@ fn opts(out: &Path, shard: Option<(usize, usize)>, resume: bool, ccl: &str) -> O
         ccl_text: ccl.into(),
         ccl_origin: "test ccl".into(),
         heap_peak: None,
-        max_memory: kernbench::estimate::default_budget(),
+        budget: kernbench::estimate::Budget::of_this_machine(),
     }
 }
 

@@ -15,7 +15,7 @@ fn opts(out: &Path, shard: Option<(usize, usize)>, resume: bool) -> Options {
         ccl_text: kernbench::ccl::config::DEFAULT_CCL_YAML.into(),
         ccl_origin: "<embedded ccl.yaml>".into(),
         heap_peak: None,
-        max_memory: kernbench::estimate::default_budget(),
+        budget: kernbench::estimate::Budget::of_this_machine(),
     }
 }
 

@@ -83,7 +83,10 @@ fn a_large_trace_is_valid_well_nested_and_memory_bounded() {
                 open.pop();
             }
             if let Some(&parent_end) = open.last() {
-                assert!(e <= parent_end + EPS, "partial overlap on track {track:?} at {s}");
+                assert!(
+                    e <= parent_end + EPS,
+                    "partial overlap on track {track:?} at {s}"
+                );
             }
             open.push(e);
         }

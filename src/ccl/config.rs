@@ -249,17 +249,17 @@ impl CclConfig {
         })
     }
 
-    /// The entry named `name` ("defaults" is the defaults entry).
-    pub fn entry(&self, name: &str) -> Result<&AlgoConfig, String> {
+    /// The entry named `name` ("defaults" is the defaults entry); Err is
+    /// (problem, allowed).
+    pub fn entry(&self, name: &str) -> Result<&AlgoConfig, (String, String)> {
         if name == "defaults" {
             return Ok(&self.defaults);
         }
         self.entries.iter().find(|e| e.name == name).ok_or_else(|| {
             let names: Vec<&str> = self.entries.iter().map(|e| e.name.as_str()).collect();
-            format!(
-                "{}: no algorithm entry named '{name}'; entries: defaults, {}",
-                self.origin,
-                names.join(", ")
+            (
+                format!("{} has no algorithm entry named '{name}'", self.origin),
+                format!("an entry of the ccl config: defaults, {}", names.join(", ")),
             )
         })
     }

@@ -333,16 +333,35 @@ impl Communicator {
         })
     }
 
-    fn check(&self, job: &Job) -> Result<(), CclError> {
-        Self::supports(&self.config, job.collective)?;
-        job.check(self.config.chunks)
-            .map_err(|(problem, allowed)| {
-                CclError::Config(format!(
-                    "{}: {problem}; allowed: {allowed}",
-                    self.config.name
-                ))
-            })?;
+    /// Refuses a job this communicator cannot run (see
+    /// [`Communicator::check_before_build`], then the exact free HBM below
+    /// the slot areas) before any simulation.
+    pub fn check(&self, job: &Job) -> Result<(), CclError> {
+        Self::check_before_build(&self.system, &self.config, job)?;
         self.check_buffer_fits(job)
+    }
+
+    /// What can be refused from the spec alone, before a machine is built:
+    /// an unsupported collective, chunks past the buffer's elements, a
+    /// buffer larger than a cube's whole HBM.
+    pub fn check_before_build(
+        sys: &System,
+        config: &AlgoConfig,
+        job: &Job,
+    ) -> Result<(), CclError> {
+        Self::supports(config, job.collective)?;
+        job.check(config.chunks).map_err(|(problem, allowed)| {
+            CclError::Config(format!("{}: {problem}; allowed: {allowed}", config.name))
+        })?;
+        let hbm = sys.spec.memory.hbm.size_bytes;
+        if job.bytes() > hbm {
+            return Err(CclError::Config(format!(
+                "{} of {} B per participant does not fit in a cube's HBM of {hbm} B (memory.hbm.size_bytes); allowed: at most {hbm} B per participant, less the IPCQ slot areas placed there: a smaller size, or a larger memory.hbm.size_bytes",
+                job.collective,
+                job.bytes(),
+            )));
+        }
+        Ok(())
     }
 
     /// Each participant's buffer sits at offset 0 of its cube's HBM, below

@@ -69,10 +69,19 @@ pub fn read_config(path: &Path, what: &str) -> Result<String, SpecError> {
 /// once) and no key twice in one mapping (serde would keep the last silently).
 pub fn check_yaml(text: &str, origin: &str) -> Result<(), SpecError> {
     let err = |line: Option<usize>, problem: String, allowed: &str| {
-        // serde_yaml says "a.b: duplicate entry ...": the path, then the problem.
-        let (path, problem) = match problem.split_once(": duplicate") {
+        // serde_yaml says `a.b: duplicate entry with key "c"` (no `a.b: ` for
+        // the top level): the path of the repeated key is a.b.c.
+        let (parent, problem) = match problem.split_once(": duplicate") {
             Some((path, rest)) => (path.to_string(), format!("duplicate{rest}")),
-            None => ("(document)".to_string(), problem),
+            None => (String::new(), problem),
+        };
+        let key = problem
+            .split_once("with key ")
+            .map(|(_, k)| k.trim_matches('"').to_string());
+        let path = match (parent.is_empty(), key) {
+            (_, None) => "(document)".to_string(),
+            (true, Some(k)) => k,
+            (false, Some(k)) => format!("{parent}.{k}"),
         };
         SpecError {
             file: origin.into(),
@@ -92,11 +101,17 @@ pub fn check_yaml(text: &str, origin: &str) -> Result<(), SpecError> {
     if let Err(e) = serde_yaml::from_str::<serde_yaml::Value>(text) {
         let message = e.to_string();
         if message.contains("duplicate entry") {
-            let line = e.location().map(|l| l.line());
             let problem = match message.find(" at line ") {
                 Some(i) => message[..i].to_string(),
-                None => message,
+                None => message.clone(),
             };
+            // serde_yaml gives the mapping's first line; point at the repeat.
+            let line = e.location().map(|l| {
+                let key = problem
+                    .split_once("with key ")
+                    .map_or("", |(_, k)| k.trim_matches('"'));
+                repeated_key_line(text, l.line(), key).unwrap_or(l.line())
+            });
             return Err(err(
                 line,
                 problem,
@@ -105,6 +120,44 @@ pub fn check_yaml(text: &str, origin: &str) -> Result<(), SpecError> {
         }
     }
     Ok(())
+}
+
+/// The line of the second `key:` of the mapping whose first key is on
+/// `first` (1-based): in a flow mapping on that line itself, else the next
+/// line at the same indentation before the mapping ends.
+fn repeated_key_line(text: &str, first: usize, key: &str) -> Option<usize> {
+    let lines: Vec<&str> = text.lines().collect();
+    let start = lines.get(first.checked_sub(1)?)?;
+    let is_key = |body: &str| {
+        body.strip_prefix(key)
+            .is_some_and(|rest| rest.trim_start().starts_with(':'))
+    };
+    let flow_keys = start
+        .split(['{', ',', '}'])
+        .filter(|part| is_key(part.trim_start()))
+        .count();
+    if flow_keys > 1 {
+        return Some(first);
+    }
+    let indent = start.len() - start.trim_start().len();
+    let mut seen = 0;
+    for (n, line) in lines.iter().enumerate().skip(first - 1) {
+        let body = line.trim_start();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        let here = line.len() - body.len();
+        if here < indent {
+            break;
+        }
+        if here == indent && is_key(body) {
+            seen += 1;
+            if seen == 2 {
+                return Some(n + 1);
+            }
+        }
+    }
+    None
 }
 
 /// (line, depth) of the first place nested deeper than the limit: block
@@ -159,7 +212,11 @@ mod tests {
     #[test]
     fn a_duplicate_key_names_the_key_and_line() {
         let e = check_yaml("a: 1\nb:\n  c: 1\n  c: 2\n", "t.yaml").unwrap_err();
-        assert_eq!((e.path.as_str(), e.line), ("b", Some(3)));
+        assert_eq!((e.path.as_str(), e.line), ("b.c", Some(4)));
+        let top = check_yaml("a: 1\na: 2\n", "t.yaml").unwrap_err();
+        assert_eq!((top.path.as_str(), top.line), ("a", Some(2)), "{top}");
+        let flow = check_yaml("x: 1\nm: { w: 4, h: 4, w: 2 }\n", "t").unwrap_err();
+        assert_eq!((flow.path.as_str(), flow.line), ("m.w", Some(2)), "{flow}");
         assert_eq!(e.problem, "duplicate entry with key \"c\"");
         assert!(e.allowed.contains("each key at most once"), "{e}");
         assert!(check_yaml("a: 1\nb: {c: 1, d: 2}\n", "t").is_ok());

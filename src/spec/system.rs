@@ -269,11 +269,15 @@ fn backticked<'a>(message: &'a str, prefix: &str) -> Option<&'a str> {
 /// serde's "expected ..." phrase in words a spec author understands.
 fn humanize_expected(expected: &str) -> String {
     match expected {
-        "u32" => "a whole number from 0 to 4294967295".into(),
-        "u64" => "a whole number from 0 to 18446744073709551615".into(),
+        // The field's own range is checked after parsing; here the value is
+        // not a number of the right kind at all.
+        "u32" | "u64" => {
+            "a whole number in digits (no sign, fraction or unit suffix such as K)".into()
+        }
         "f64" => "a number such as 1.0".into(),
         "a boolean" => "true or false".into(),
         "a sequence" => "a list such as [0, 5]".into(),
+        "a map" => "a mapping of names to entries such as { key: value }".into(),
         s if s.starts_with("struct ") => "a mapping of fields such as { key: value }".into(),
         s => s.into(),
     }
@@ -484,7 +488,7 @@ fn check_tick(tick_ns: f64) -> Check {
     in_range(
         "system.tick_ns",
         tick_ns,
-        0.0,
+        0.001,
         MAX_TICK_NS,
         "nanoseconds, e.g. 1.0",
     )?;
@@ -976,9 +980,12 @@ mod tests {
     #[test]
     fn spec_fractional_picosecond_tick_rejected() {
         let e =
-            System::from_yaml(&default_with("tick_ns: 1.0", "tick_ns: 0.0005"), "t").unwrap_err();
+            System::from_yaml(&default_with("tick_ns: 1.0", "tick_ns: 1.0005"), "t").unwrap_err();
         assert_eq!((e.path.as_str(), e.line), ("system.tick_ns", Some(10)));
         assert!(e.problem.contains("picoseconds"), "{e}");
+        let e =
+            System::from_yaml(&default_with("tick_ns: 1.0", "tick_ns: 0.0005"), "t").unwrap_err();
+        assert!(e.allowed.starts_with("a number from 0.001 to"), "{e}");
         assert!(System::from_yaml(&default_with("tick_ns: 1.0", "tick_ns: 0.25"), "t").is_ok());
     }
 

@@ -50,10 +50,16 @@ fn check_inputs(dirs: &[PathBuf], out: &Path) -> Result<Vec<Fingerprint>, String
     let out_abs = absolute(out)?;
     let mut prints = Vec::new();
     for d in dirs {
+        if !d.is_dir() {
+            return Err(format!(
+                "input {}: no such result directory; allowed: directories written by `kernbench sweep --out`",
+                d.display()
+            ));
+        }
         let abs = canonical(d)?;
         if out_abs.starts_with(&abs) {
             return Err(format!(
-                "--out {} is the input {} or inside it; merge into a new directory",
+                "--out {} is the input {} or inside it; allowed: a new directory outside every input",
                 out.display(),
                 d.display()
             ));
@@ -78,7 +84,7 @@ fn check_inputs(dirs: &[PathBuf], out: &Path) -> Result<Vec<Fingerprint>, String
     }
     if out.join("points").exists() {
         return Err(format!(
-            "--out {} already holds results; merge into a new directory",
+            "--out {} already holds results; allowed: a new directory outside every input",
             out.display()
         ));
     }

@@ -177,10 +177,8 @@ fn scalar(v: &Value) -> String {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
         Value::Bool(b) => b.to_string(),
-        other => serde_yaml::to_string(other)
-            .unwrap_or_default()
-            .trim()
-            .to_string(),
+        // Lists and mappings on one line, as a user would write them.
+        other => serde_json::to_string(other).unwrap_or_else(|_| format!("{other:?}")),
     }
 }
 
@@ -251,7 +249,11 @@ impl Plan {
             (Some(s), _) => s,
             (None, None) => System::embedded_default(),
             (None, Some(s)) => match s.strip_prefix("preset:") {
-                Some(name) => presets::preset(name)?,
+                Some(name) => presets::preset(name).map_err(|e| SpecError {
+                    file: origin.into(),
+                    path: "system".into(),
+                    ..e
+                })?,
                 None => System::from_file(Path::new(s))?,
             },
         };
@@ -277,14 +279,7 @@ impl Plan {
                 "a list of studies, each with a name and grid and/or zip axes",
             ));
         }
-        self.base_system().map_err(|e| {
-            plan_error(
-                o,
-                "base",
-                e,
-                "dotted system-spec paths such as sip.cube_mesh.w",
-            )
-        })?;
+        self.base_system()?;
         for (i, st) in self.file.studies.iter().enumerate() {
             let at = format!("studies[{i}]");
             for (section, axes) in [("grid", &st.grid), ("zip", &st.zip)] {
@@ -411,11 +406,7 @@ impl Plan {
                         Collective::ALL.map(|c| c.name()).join(", "),
                     )
                 }),
-            "algorithm" => self
-                .ccl
-                .entry(&s)
-                .map(|_| ())
-                .map_err(|e| (e, "an entry of the ccl config".into())),
+            "algorithm" => self.ccl.entry(&s).map(|_| ()),
             "op" => ["sum", "max", "min"]
                 .contains(&s.as_str())
                 .then_some(())
@@ -446,13 +437,35 @@ impl Plan {
         }
     }
 
-    fn base_system(&self) -> Result<System, String> {
+    /// The plan's system with its `base:` overrides; an error names the
+    /// overridden field as `base.<path>`.
+    fn base_system(&self) -> Result<System, SpecError> {
+        let o = &self.origin;
         let mut root = serde_yaml::to_value(&self.system.spec).expect("spec serializes");
         for (k, v) in &self.file.base {
-            set_path(&mut root, &scalar(k), v.clone())?;
+            let key = scalar(k);
+            set_path(&mut root, &key, v.clone()).map_err(|e| {
+                plan_error(
+                    o,
+                    &format!("base.{key}"),
+                    e,
+                    "dotted system-spec paths such as sip.cube_mesh.w",
+                )
+            })?;
         }
-        let spec = serde_yaml::from_value(root).map_err(|e| e.to_string())?;
-        System::from_spec(spec, &self.system.origin).map_err(|e| e.to_string())
+        let spec = serde_path_to_error::deserialize(root).map_err(|e| {
+            let inner = e.inner().to_string();
+            let (problem, allowed) = match inner.split_once(", expected ") {
+                Some((head, expected)) => (head.to_string(), expected.to_string()),
+                None => (inner, "a value of the field's type".to_string()),
+            };
+            plan_error(o, &format!("base.{}", e.path()), problem, &allowed)
+        })?;
+        System::from_spec(spec, &self.system.origin).map_err(|e| SpecError {
+            file: o.clone(),
+            path: format!("base.{}", e.path),
+            ..e
+        })
     }
 
     /// Every point, in order, skipping algorithms that lack their collective.
@@ -531,7 +544,8 @@ impl Plan {
 
     /// The system, algorithm config and job of a point; errors name the axis.
     pub fn resolve(&self, p: &Point) -> Result<Resolved, String> {
-        let mut root = serde_yaml::to_value(&self.base_system()?.spec).expect("spec serializes");
+        let base = self.base_system().map_err(|e| e.to_string())?;
+        let mut root = serde_yaml::to_value(&base.spec).expect("spec serializes");
         let mut ccl_overrides = Vec::new();
         for (k, v) in &p.assignments {
             if !["collective", "algorithm", "bytes", "op"].contains(&k.as_str()) {
@@ -548,7 +562,8 @@ impl Plan {
         let system = System::from_spec(spec, &self.system.origin).map_err(|e| e.to_string())?;
         let mut config = self
             .ccl
-            .entry(Self::get(&p.assignments, "algorithm").unwrap_or("defaults"))?
+            .entry(Self::get(&p.assignments, "algorithm").unwrap_or("defaults"))
+            .map_err(|(problem, allowed)| format!("algorithm: {problem}; allowed: {allowed}"))?
             .clone();
         for (field, v) in ccl_overrides {
             set_ccl_field(&mut config, field, v).map_err(|(problem, allowed)| {

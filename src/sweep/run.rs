@@ -14,6 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
+use crate::estimate::Budget;
+
 /// How to run a plan.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -32,9 +34,10 @@ pub struct Options {
     /// Reset and read (MB) of a heap-peak counter, if the binary installed
     /// one; otherwise the process's resident high-water mark is reported.
     pub heap_peak: Option<HeapPeak>,
-    /// Memory budget of the whole sweep, bytes: each of the `jobs` points
-    /// running at once may use its share; a point estimated above it fails.
-    pub max_memory: u64,
+    /// Budget of the whole sweep: each of the `jobs` points running at once
+    /// may use its share of the memory and all of the time; a point
+    /// estimated above it fails at once.
+    pub budget: Budget,
 }
 
 /// Reset and read (MB) functions of a peak-heap counter.
@@ -62,7 +65,7 @@ pub fn run_point(
     p: &Point,
     verify: bool,
     heap: Option<HeapPeak>,
-    budget: u64,
+    budget: &Budget,
 ) -> PointFile {
     if let Some(h) = heap {
         (h.reset)();
@@ -117,6 +120,7 @@ pub fn run_point(
             DataMode::TimingOnly
         };
         let job = r.job();
+        Communicator::check_before_build(&r.system, &r.config, &job).map_err(|e| e.to_string())?;
         crate::estimate::Estimate::collective(&r.system, &r.config, &job, verify, false)
             .check(budget, "larger packet_bytes or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, fewer --jobs")?;
         let mut comm = Communicator::new(&r.system, &r.config, mode).map_err(|e| e.to_string())?;
@@ -284,8 +288,11 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
             if opts.stop.load(Ordering::SeqCst) {
                 return;
             }
-            let budget = opts.max_memory / opts.jobs.max(1) as u64;
-            let result = run_point(plan, p, verify, opts.heap_peak, budget);
+            let budget = Budget {
+                bytes: opts.budget.bytes / opts.jobs.max(1) as u64,
+                ..opts.budget
+            };
+            let result = run_point(plan, p, verify, opts.heap_peak, &budget);
             let path = point_path(dir, p);
             let json = serde_json::to_vec_pretty(&result).expect("rows serialize");
             if let Err(e) = write_atomic(&path, &json) {

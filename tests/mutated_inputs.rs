@@ -1,0 +1,285 @@
+//! Property tests over mutated inputs: the default system spec and a small
+//! sweep plan with random fields replaced by hostile values. Whatever the
+//! mutation, the program never panics or hangs: it either refuses the input
+//! (a message naming a field) or runs within a small budget to a result
+//! that does not beat its α-β bound.
+
+use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
+use kernbench::estimate::{Budget, Estimate};
+use kernbench::spec::System;
+use kernbench::sweep::plan::Plan;
+use kernbench::sweep::run::run_point;
+use kernbench_systems::memory::DataMode;
+use proptest::prelude::*;
+use proptest::sample::Index;
+use serde_yaml::Value;
+
+/// A small budget: mutations that would build or run something large are
+/// refused by the estimate instead of slowing the test down.
+const BUDGET: Budget = Budget {
+    bytes: 1 << 30,
+    seconds: 2.0,
+};
+
+/// Values a hostile or careless user writes, as YAML; the last ones are
+/// valid somewhere (a topology, a buffer kind, small counts and sizes).
+const HOSTILE: &[&str] = &[
+    "0",
+    "1",
+    "2",
+    "3",
+    "-1",
+    "7",
+    "64",
+    "1000",
+    "65536",
+    "4294967295",
+    "4294967296",
+    "18446744073709551615",
+    "0.5",
+    "1e-12",
+    "1e30",
+    ".nan",
+    ".inf",
+    "-.inf",
+    "abc",
+    "''",
+    "[]",
+    "{}",
+    "true",
+    "~",
+    "[1, 2]",
+    "4K",
+    "torus_2d",
+    "mesh_2d_no_wrap",
+    "hbm",
+    "sram",
+    "ring",
+    "tree",
+    "adr0032",
+    "hier_lanes",
+    "reduce_scatter",
+    "broadcast",
+    "max",
+    "16",
+    "256",
+    "64K",
+    "1M",
+];
+
+fn hostile() -> impl Strategy<Value = Value> {
+    prop::sample::select(HOSTILE).prop_map(|s| serde_yaml::from_str(s).expect("valid YAML"))
+}
+
+/// One edit of a field: a hostile value, or the field's own number scaled
+/// (so that about half the mutated specs are valid and run).
+#[derive(Debug, Clone)]
+enum Edit {
+    Replace(Value),
+    Scale(f64),
+}
+
+impl Edit {
+    fn apply(&self, old: &Value) -> Value {
+        match (self, old) {
+            (Edit::Replace(v), _) => v.clone(),
+            (Edit::Scale(k), Value::Number(n)) if n.is_f64() => {
+                Value::from(n.as_f64().expect("a float") * k)
+            }
+            (Edit::Scale(k), Value::Number(n)) => {
+                Value::from((n.as_u64().expect("a whole number") as f64 * k).round() as u64)
+            }
+            (Edit::Scale(_), other) => other.clone(),
+        }
+    }
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    prop_oneof![
+        hostile().prop_map(Edit::Replace),
+        prop::sample::select(&[0.25, 0.5, 2.0, 3.0, 16.0][..]).prop_map(Edit::Scale),
+    ]
+}
+
+/// Dotted paths of every scalar in `v`.
+fn leaves(v: &Value, at: &str, out: &mut Vec<String>) {
+    match v {
+        Value::Mapping(m) => {
+            for (k, child) in m {
+                let key = k.as_str().expect("string keys");
+                let path = if at.is_empty() {
+                    key.to_string()
+                } else {
+                    format!("{at}.{key}")
+                };
+                leaves(child, &path, out);
+            }
+        }
+        _ => out.push(at.to_string()),
+    }
+}
+
+fn edit_at(root: &mut Value, path: &str, edit: &Edit) {
+    let mut cur = root;
+    for key in path.split('.') {
+        cur = cur.get_mut(key).expect("a path from leaves()");
+    }
+    *cur = edit.apply(cur);
+}
+
+/// Runs a 4 KiB collective on `sys` if the budget allows: Ok(()) when it
+/// ran or was refused with a message, Err when something is wrong.
+fn run_small(sys: &System, algorithm: &str, collective: Collective) -> Result<(), String> {
+    let ccl = CclConfig::embedded_default();
+    let config = ccl.entry(algorithm).expect("a shipped entry");
+    let job = Job {
+        collective,
+        op: ReduceOp::Sum,
+        elems: 2048,
+    };
+    let refused = |e: &str| {
+        if e.is_empty() {
+            Err("an empty error message".to_string())
+        } else {
+            Ok(())
+        }
+    };
+    if let Err(e) = Communicator::check_before_build(sys, config, &job) {
+        return refused(&e.to_string());
+    }
+    if let Err(e) = Estimate::collective(sys, config, &job, false, false).check(&BUDGET, "knobs") {
+        return refused(&e);
+    }
+    let mut comm = match Communicator::new(sys, config, DataMode::TimingOnly) {
+        Ok(c) => c,
+        Err(e) => return refused(&e.to_string()),
+    };
+    comm.machine
+        .engine
+        .world
+        .insert_resource(kernbench_systems::RunLimits {
+            max_ticks: Some(1 << 40),
+            ..Default::default()
+        });
+    match comm.run(job) {
+        Ok(r) if r.ticks == 0 || r.ticks < r.bound_ticks => Err(format!(
+            "{} ticks against a bound of {}",
+            r.ticks, r.bound_ticks
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => refused(&e.to_string()),
+    }
+}
+
+const SMALL_PLAN: &str = "
+name: mutated
+studies:
+  - name: s
+    grid:
+      collective: [all_reduce]
+      algorithm: [ring]
+      bytes: [4K]
+";
+
+/// Axes a mutation may add to [`SMALL_PLAN`], each with values that are
+/// valid on the default system (hostile ones are mixed in by [`axis`]).
+const AXES: &[(&str, &[&str])] = &[
+    ("bytes", &["2", "4K", "64K", "1M"]),
+    (
+        "collective",
+        &[
+            "all_reduce",
+            "reduce_scatter",
+            "all_gather",
+            "broadcast",
+            "reduce",
+        ],
+    ),
+    (
+        "algorithm",
+        &["ring", "tree", "adr0032", "adr0032_pipelined", "hier_lanes"],
+    ),
+    ("op", &["sum", "max", "min"]),
+    ("ccl.n_slots", &["1", "2", "8"]),
+    ("ccl.slot_size", &["2", "4096", "65536"]),
+    ("ccl.chunks", &["1", "2", "8"]),
+    ("ccl.buffer_kind", &["tcm", "sram", "hbm"]),
+    ("system.sips.count", &["1", "2", "4", "9"]),
+    (
+        "system.sips.topology",
+        &["ring_1d", "torus_2d", "mesh_2d_no_wrap"],
+    ),
+    ("sip.cube_mesh.w", &["1", "2", "3"]),
+    ("links.noc.packet_bytes", &["64", "4096", "65536"]),
+    ("links.inter_sip.latency_ns", &["0", "1", "1000"]),
+];
+
+/// An axis and one or two values, three in four of them valid.
+fn axis() -> impl Strategy<Value = (&'static str, Vec<Value>)> {
+    prop::sample::select(AXES).prop_flat_map(|(name, valid)| {
+        let value = prop_oneof![
+            3 => prop::sample::select(valid).prop_map(|s| serde_yaml::from_str(s).expect("valid YAML")),
+            1 => hostile(),
+        ];
+        (Just(name), prop::collection::vec(value, 1..3))
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_mutated_spec_is_refused_or_runs_within_its_bound(
+        edits in prop::collection::vec((any::<Index>(), edit()), 1..4),
+        tree in any::<bool>(),
+    ) {
+        let mut root = serde_yaml::to_value(&System::embedded_default().spec).unwrap();
+        let mut paths = Vec::new();
+        leaves(&root, "", &mut paths);
+        for (i, v) in edits {
+            edit_at(&mut root, i.get::<String>(&paths), &v);
+        }
+        let text = serde_yaml::to_string(&root).unwrap();
+        match System::from_yaml(&text, "mutated.yaml") {
+            Err(e) => {
+                prop_assert!(!e.path.is_empty() && !e.allowed.is_empty(), "{}", e);
+            }
+            Ok(sys) => {
+                let algorithm = if tree { "tree" } else { "ring" };
+                if Estimate::build(&sys).check(&BUDGET, "knobs").is_ok() {
+                    let r = run_small(&sys, algorithm, Collective::AllReduce);
+                    prop_assert!(r.is_ok(), "{}\n{}", r.unwrap_err(), text);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_mutated_plan_is_refused_or_its_points_run(
+        axes in prop::collection::vec(axis(), 1..4),
+    ) {
+        let mut root: Value = serde_yaml::from_str(SMALL_PLAN).unwrap();
+        let grid = &mut root["studies"][0]["grid"];
+        for (axis, values) in axes {
+            grid[axis] = Value::Sequence(values);
+        }
+        let text = serde_yaml::to_string(&root).unwrap();
+        match Plan::from_yaml(&text, "mutated-plan.yaml") {
+            Err(e) => {
+                prop_assert!(!e.path.is_empty() && !e.allowed.is_empty(), "{}", e);
+            }
+            Ok(plan) => {
+                for p in plan.points().iter().take(4) {
+                    let row = run_point(&plan, p, false, None, &BUDGET).row;
+                    prop_assert!(!row.error.contains("panicked"), "{}\n{}", row.error, text);
+                    if row.error.is_empty() {
+                        prop_assert!(
+                            row.ticks > 0 && row.ticks >= row.bound_ticks,
+                            "{} ticks, bound {}\n{}", row.ticks, row.bound_ticks, text
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
