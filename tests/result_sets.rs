@@ -5,8 +5,6 @@ use kernbench::sweep::lock::Lock;
 use kernbench::sweep::{Options, Plan, run};
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 /// A plan of 6 quick points (ring all-reduce on 4 SIPs, 1x1 cubes).
 const PLAN: &str = "name: tiny\nbase:\n  sip.cube_mesh.w: 1\n  sip.cube_mesh.h: 1\nstudies:\n  - name: s\n    grid:\n      algorithm: [ring, tree]\n      bytes: [1K, 4K, 16K]\n";
@@ -17,15 +15,11 @@ fn plan(text: &str) -> Plan {
 
 fn opts(out: &Path, shard: Option<(usize, usize)>, resume: bool, ccl: &str) -> Options {
     Options {
-        out: out.to_path_buf(),
-        jobs: 2,
         resume,
         shard,
-        stop: Arc::new(AtomicBool::new(false)),
         ccl_text: ccl.into(),
         ccl_origin: "test ccl".into(),
-        heap_peak: None,
-        budget: kernbench::estimate::Budget::of_this_machine(),
+        ..Options::new(out.to_path_buf(), 2)
     }
 }
 

@@ -2,20 +2,12 @@
 
 use kernbench::sweep::{Options, Plan, consolidate, run};
 use std::path::Path;
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 
 fn opts(out: &Path, shard: Option<(usize, usize)>, resume: bool) -> Options {
     Options {
-        out: out.to_path_buf(),
-        jobs: 2,
         resume,
         shard,
-        stop: Arc::new(AtomicBool::new(false)),
-        ccl_text: kernbench::ccl::config::DEFAULT_CCL_YAML.into(),
-        ccl_origin: "<embedded ccl.yaml>".into(),
-        heap_peak: None,
-        budget: kernbench::estimate::Budget::of_this_machine(),
+        ..Options::new(out.to_path_buf(), 2)
     }
 }
 

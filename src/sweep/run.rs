@@ -40,6 +40,24 @@ pub struct Options {
     pub budget: Budget,
 }
 
+impl Options {
+    /// A sweep into `out` on `jobs` threads with the embedded ccl config, no
+    /// resume or shard, and this machine's budget.
+    pub fn new(out: PathBuf, jobs: usize) -> Options {
+        Options {
+            out,
+            jobs,
+            resume: false,
+            shard: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            ccl_text: crate::ccl::config::DEFAULT_CCL_YAML.into(),
+            ccl_origin: "<embedded ccl.yaml>".into(),
+            heap_peak: None,
+            budget: Budget::of_this_machine(),
+        }
+    }
+}
+
 /// Reset and read (MB) functions of a peak-heap counter.
 #[derive(Debug, Clone, Copy)]
 pub struct HeapPeak {
