@@ -7,7 +7,6 @@ use super::plan::{Plan, Point};
 use super::results::{PointFile, Row, consolidate, write_atomic};
 use crate::ccl::Communicator;
 use kernbench_systems::memory::DataMode;
-use rayon::prelude::*;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -289,27 +288,29 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
         .into_iter()
         .filter(|p| !(opts.resume && finished(dir, p)))
         .collect();
-    // Longest points first, so no big one is left running alone at the end.
-    let seconds = |p: &Point| plan.estimate(p).map_or(0.0, |e| e.seconds);
-    todo.sort_by(|a, b| seconds(b).total_cmp(&seconds(a)));
+    // Longest points first, taken in that order by whichever worker is
+    // free, so no big one is left running alone at the end.
+    let mut weighed: Vec<(f64, Point)> = todo
+        .drain(..)
+        .map(|p| (weight(plan, &p), p))
+        .collect();
+    weighed.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let (weights, todo): (Vec<f64>, Vec<Point>) = weighed.into_iter().unzip();
     let skipped = planned - todo.len();
     let verify = plan.file.verify;
-    let bar = progress(todo.len() as u64);
+    let bar = progress(&weights);
+    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let error = std::sync::Mutex::new(None::<String>);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(opts.jobs.max(1))
-        .build()
-        .map_err(|e| e.to_string())?;
-    pool.install(|| {
-        todo.par_iter().with_max_len(1).for_each(|p| {
-            if opts.stop.load(Ordering::SeqCst) {
-                return;
-            }
-            let budget = Budget {
-                bytes: opts.budget.bytes / opts.jobs.max(1) as u64,
-                ..opts.budget
-            };
+    let jobs = opts.jobs.max(1);
+    let budget = Budget {
+        bytes: opts.budget.bytes / jobs as u64,
+        ..opts.budget
+    };
+    let worker = || {
+        while !opts.stop.load(Ordering::SeqCst) {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            let Some(p) = todo.get(i) else { return };
             let result = run_point(plan, p, verify, opts.heap_peak, &budget);
             let path = point_path(dir, p);
             let json = serde_json::to_vec_pretty(&result).expect("rows serialize");
@@ -320,9 +321,18 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
                     .get_or_insert(e.to_string());
                 opts.stop.store(true, Ordering::SeqCst);
             }
-            let n = done.fetch_add(1, Ordering::SeqCst) + 1;
-            bar.tick(n, &result.row);
-        })
+            done.fetch_add(1, Ordering::SeqCst);
+            bar.tick(weights[i], &result.row);
+        }
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .map_err(|e| e.to_string())?;
+    pool.scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|_| worker());
+        }
     });
     bar.finish();
     if let Some(e) = error.into_inner().expect("no poisoned lock") {
@@ -340,54 +350,83 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     })
 }
 
-/// A progress bar with ETA on a terminal, plain lines otherwise.
+/// A point's expected cost for scheduling and the ETA: its estimated
+/// seconds plus a fixed cost per point (building its world, writing it).
+fn weight(plan: &Plan, p: &Point) -> f64 {
+    plan.estimate(p).map_or(0.0, |e| e.seconds) + 0.005
+}
+
+/// Progress in estimated work, not in points (points differ in cost by
+/// orders of magnitude): a bar with ETA on a terminal, plain lines otherwise.
 struct Progress {
     bar: Option<indicatif::ProgressBar>,
+    points: usize,
+    /// Total estimated work, in microseconds of the estimate.
     total: u64,
+    state: std::sync::Mutex<(usize, u64)>,
     start: Instant,
     last_line: AtomicUsize,
 }
 
-fn progress(total: u64) -> Progress {
+/// Work units of a weight (microseconds of estimated seconds).
+fn units(weight: f64) -> u64 {
+    (weight * 1e6) as u64
+}
+
+fn progress(weights: &[f64]) -> Progress {
+    let total = weights.iter().map(|&w| units(w)).sum();
     let bar = std::io::stderr().is_terminal().then(|| {
         let b = indicatif::ProgressBar::new(total);
         b.set_style(
             indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {pos}/{len} points, ETA {eta} {msg}",
+                "{elapsed_precise} [{bar:40}] {msg}, ETA {eta}",
             )
             .expect("valid template")
             .progress_chars("=> "),
         );
+        // The clock moves between completions too.
+        b.enable_steady_tick(std::time::Duration::from_secs(1));
         b
     });
     Progress {
         bar,
+        points: weights.len(),
         total,
+        state: std::sync::Mutex::new((0, 0)),
         start: Instant::now(),
         last_line: AtomicUsize::new(0),
     }
 }
 
 impl Progress {
-    fn tick(&self, done: usize, row: &Row) {
+    fn tick(&self, weight: f64, row: &Row) {
+        let (done, work) = {
+            let mut s = self.state.lock().expect("no poisoned lock");
+            s.0 += 1;
+            s.1 += units(weight);
+            *s
+        };
         match &self.bar {
             Some(b) => {
-                b.set_position(done as u64);
-                b.set_message(format!("{} {}", row.collective, row.algorithm));
+                b.set_position(work);
+                b.set_message(format!(
+                    "{done}/{} points ({} {})",
+                    self.points, row.collective, row.algorithm
+                ));
             }
             None => {
-                // About every 5% (and the last point), one plain line.
-                let step = (self.total as usize / 20).max(1);
-                let bucket = done / step;
+                // About every 5% of the work (and the last point), one line.
+                let bucket = (work * 20 / self.total.max(1)) as usize;
                 if bucket > self.last_line.fetch_max(bucket, Ordering::SeqCst)
-                    || done as u64 == self.total
+                    || done == self.points
                 {
                     let secs = self.start.elapsed().as_secs_f64();
-                    let eta = secs / done as f64 * (self.total as f64 - done as f64);
+                    let left = self.total.saturating_sub(work) as f64;
+                    let eta = secs / work.max(1) as f64 * left;
                     eprintln!(
-                        "sweep: {done}/{} points ({:.0}%), {secs:.0} s elapsed, ETA {eta:.0} s",
-                        self.total,
-                        done as f64 / self.total.max(1) as f64 * 100.0
+                        "sweep: {done}/{} points ({:.0}% of the estimated work), {secs:.0} s elapsed, ETA {eta:.0} s",
+                        self.points,
+                        work as f64 / self.total.max(1) as f64 * 100.0
                     );
                 }
             }
