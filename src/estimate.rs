@@ -21,9 +21,6 @@ const BYTES_PER_CUBE: f64 = 200.0;
 const BYTES_PER_OP: f64 = 32.0;
 /// Traced ops per IPCQ send of a step (send, recv, combine, load/store share).
 const OPS_PER_SEND: f64 = 3.5;
-/// Bytes per message sent (its share of the message pool, calendars and
-/// queues at their peak).
-const BYTES_PER_MESSAGE: f64 = 8.0;
 /// Bytes per trace event held until the trace is written (op records and
 /// link spans; measured 52 B on mesh_16, hier_lanes, 1 MiB: 16.7 M events).
 const BYTES_PER_TRACE_EVENT: f64 = 64.0;
@@ -146,10 +143,7 @@ impl Estimate {
         } else {
             0.0
         };
-        e.peak_bytes += e.ops * BYTES_PER_OP
-            + e.messages * BYTES_PER_MESSAGE
-            + values
-            + e.trace_events * BYTES_PER_TRACE_EVENT;
+        e.peak_bytes += e.ops * BYTES_PER_OP + values + e.trace_events * BYTES_PER_TRACE_EVENT;
         e.seconds += e.messages * SECONDS_PER_MESSAGE + e.packet_hops * SECONDS_PER_PACKET_HOP;
         e
     }

@@ -290,10 +290,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
         .collect();
     // Longest points first, taken in that order by whichever worker is
     // free, so no big one is left running alone at the end.
-    let mut weighed: Vec<(f64, Point)> = todo
-        .drain(..)
-        .map(|p| (weight(plan, &p), p))
-        .collect();
+    let mut weighed: Vec<(f64, Point)> = todo.into_iter().map(|p| (weight(plan, &p), p)).collect();
     weighed.sort_by(|a, b| b.0.total_cmp(&a.0));
     let (weights, todo): (Vec<f64>, Vec<Point>) = weighed.into_iter().unzip();
     let skipped = planned - todo.len();
