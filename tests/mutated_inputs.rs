@@ -83,12 +83,12 @@ impl Edit {
     fn apply(&self, old: &Value) -> Value {
         match (self, old) {
             (Edit::Replace(v), _) => v.clone(),
-            (Edit::Scale(k), Value::Number(n)) if n.is_f64() => {
-                Value::from(n.as_f64().expect("a float") * k)
-            }
-            (Edit::Scale(k), Value::Number(n)) => {
-                Value::from((n.as_u64().expect("a whole number") as f64 * k).round() as u64)
-            }
+            (Edit::Scale(k), Value::Number(n)) => match (n.as_u64(), n.as_f64()) {
+                // Whole numbers stay whole (a scaled count is still a count).
+                (Some(u), _) => Value::from((u as f64 * k).round() as u64),
+                (None, Some(f)) => Value::from(f * k),
+                (None, None) => Value::Number(n.clone()),
+            },
             (Edit::Scale(_), other) => other.clone(),
         }
     }

@@ -284,7 +284,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
         .filter(|p| opts.shard.is_none_or(|(k, n)| p.index % n == k - 1))
         .collect();
     let planned = mine.len();
-    let mut todo: Vec<Point> = mine
+    let todo: Vec<Point> = mine
         .into_iter()
         .filter(|p| !(opts.resume && finished(dir, p)))
         .collect();
