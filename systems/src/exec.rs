@@ -43,15 +43,12 @@ pub enum PeState {
 #[derive(Resource, Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct OpsIssued(pub u64);
 
-/// Launched programs; PEs refer to them by index (many PEs share one).
-#[derive(Resource, Debug, Default)]
-pub struct Programs(pub Vec<Arc<Program>>);
-
 /// Execution state of a launched PE.
 #[derive(Component, Debug, Clone)]
 pub struct PeExec {
-    /// Index into [`Programs`].
-    pub program: u32,
+    /// The launched program (many PEs share one; it is freed when the last
+    /// PE running it is launched again or despawned).
+    pub program: Arc<Program>,
     pub pc: u32,
     pub regs: Vec<RegState>,
     pub vector_free: Tick,
@@ -93,13 +90,15 @@ impl Default for ExecParams {
 pub struct KernelCalendar(pub Calendar<u32>);
 
 /// Payloads of install and launch messages in flight from the host, and of
-/// remote stores in flight.
+/// remote loads and stores in flight, keyed by their message's tag. A slot
+/// is freed when its message is delivered, so the queue holds only what is
+/// in flight.
 #[derive(Resource, Debug, Default)]
 pub struct HostQueue {
-    pub installs: Vec<Option<(u32, Vec<Entry>)>>,
-    pub launches: Vec<Option<(u32, u32)>>,
-    pub stores: Vec<Option<StoreJob>>,
-    pub loads: Vec<Option<LoadJob>>,
+    pub installs: slab::Slab<(u32, Vec<Entry>)>,
+    pub launches: slab::Slab<(u32, Arc<Program>)>,
+    pub stores: slab::Slab<StoreJob>,
+    pub loads: slab::Slab<LoadJob>,
     installed: rustc_hash::FxHashSet<u32>,
 }
 
@@ -205,7 +204,6 @@ pub struct KernelAccess<'w> {
     pub mode: Res<'w, DataMode>,
     pub store: ResMut<'w, MemoryStore>,
     pub host: ResMut<'w, HostQueue>,
-    pub programs: Res<'w, Programs>,
 }
 
 /// The `kernel_step` stage: applies queue results to PEs, then lets every PE
@@ -241,8 +239,7 @@ pub fn kernel_step(
             ex.finish = ex.finish.max(at);
             // Wake the PE only if it waits for this: its current op touches the
             // register, or it has issued everything and waits to finish.
-            let program = &ka.programs.0[ex.program as usize];
-            let waits = match (program.ops.get(ex.pc as usize), reg) {
+            let waits = match (ex.program.ops.get(ex.pc as usize), reg) {
                 (None, _) => true,
                 (Some(op), Some(reg)) => {
                     let (inputs, n) = op.inputs();
@@ -295,9 +292,8 @@ fn step(
         mode,
         store,
         host,
-        programs,
     } = ka;
-    let program = &programs.0[ex.program as usize];
+    let program = Arc::clone(&ex.program);
     let mut ic = IssueCtx {
         params,
         functional: **mode == DataMode::Functional,
@@ -484,18 +480,18 @@ fn issue(
                 });
                 set(ex, dst, PENDING, elems, data);
                 ex.pending_regs += 1;
-                ka.host.loads.push(Some(LoadJob {
+                let tag = ka.host.loads.insert(LoadJob {
                     pe,
                     reg: dst,
                     oplog,
-                }));
+                }) as u64;
                 qa.outbox.send(Send {
                     src: hw.mem_node(src),
                     dst: hw.pe_nodes[pe as usize],
                     bytes,
                     at: done,
                     purpose: Purpose::LoadData,
-                    tag: ka.host.loads.len() as u64 - 1,
+                    tag,
                     route: None,
                 });
             }
@@ -517,12 +513,12 @@ fn issue(
                 let oplog = qa.oplog.record(hw, pe, "store", now, PENDING, bytes, || {
                     format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset)
                 });
-                ka.host.stores.push(Some(StoreJob {
+                let tag = ka.host.stores.insert(StoreJob {
                     pe,
                     dst,
                     bytes,
                     oplog,
-                }));
+                }) as u64;
                 ex.outstanding += 1;
                 qa.outbox.send(Send {
                     src: hw.pe_nodes[pe as usize],
@@ -530,7 +526,7 @@ fn issue(
                     bytes,
                     at: now,
                     purpose: Purpose::StoreData,
-                    tag: ka.host.stores.len() as u64 - 1,
+                    tag,
                     route: None,
                 });
             }
@@ -628,9 +624,7 @@ pub fn deliver_control(
     let now = qa.clock.now;
     let installs = inbox.take(Purpose::Install);
     for a in &installs {
-        let (pe, entries) = ka.host.installs[a.tag as usize]
-            .take()
-            .expect("install payload");
+        let (pe, entries) = ka.host.installs.remove(a.tag as usize);
         if !ka.host.installed.insert(pe) {
             let (s, c, p) = qa.hw.coords(pe);
             qa.errors.report(format!("sip{s}.cube{c}.pe{p}: neighbour table installed twice; install each PE once per process group"));
@@ -693,10 +687,8 @@ pub fn deliver_control(
 
     let launches = inbox.take(Purpose::Launch);
     for a in &launches {
-        let (pe, program) = ka.host.launches[a.tag as usize]
-            .take()
-            .expect("launch payload");
-        let regs = ka.programs.0[program as usize].regs as usize;
+        let (pe, program) = ka.host.launches.remove(a.tag as usize);
+        let regs = program.regs as usize;
         let entity = qa.hw.pes[pe as usize];
         if running
             .get(entity)
@@ -728,7 +720,7 @@ pub fn deliver_control(
 
     let loads = inbox.take(Purpose::LoadData);
     for a in &loads {
-        let job = ka.host.loads[a.tag as usize].take().expect("load job");
+        let job = ka.host.loads.remove(a.tag as usize);
         qa.oplog.finish(job.oplog, now);
         qa.queues.pe_events.push(PeEvent::Resolve {
             pe: job.pe,
@@ -741,7 +733,7 @@ pub fn deliver_control(
 
     let stores = inbox.take(Purpose::StoreData);
     for a in &stores {
-        let job = ka.host.stores[a.tag as usize].take().expect("store job");
+        let job = ka.host.stores.remove(a.tag as usize);
         let done = qa
             .ports
             .access(job.dst.space, job.dst.instance, now, job.bytes);
@@ -763,9 +755,10 @@ pub fn send_installs(world: &mut World, tables: Vec<(u32, Vec<Entry>)>) {
     for (pe, entries) in tables {
         let dst = world.resource::<Hardware>().pe_nodes[pe as usize];
         let bytes = entries.len().max(1) as u64 * entry_bytes;
-        let mut host = world.resource_mut::<HostQueue>();
-        host.installs.push(Some((pe, entries)));
-        let tag = host.installs.len() as u64 - 1;
+        let tag = world
+            .resource_mut::<HostQueue>()
+            .installs
+            .insert((pe, entries)) as u64;
         world.resource_mut::<Outbox>().send(Send {
             src: host_node,
             dst,
@@ -785,17 +778,10 @@ pub fn send_launches(world: &mut World, programs: Vec<(u32, Arc<Program>)>) {
     let host_node = world.resource::<Hardware>().host_node;
     for (pe, program) in programs {
         let dst = world.resource::<Hardware>().pe_nodes[pe as usize];
-        let mut all = world.resource_mut::<Programs>();
-        let index = match all.0.last() {
-            Some(last) if Arc::ptr_eq(last, &program) => all.0.len() - 1,
-            _ => {
-                all.0.push(program);
-                all.0.len() - 1
-            }
-        } as u32;
-        let mut host = world.resource_mut::<HostQueue>();
-        host.launches.push(Some((pe, index)));
-        let tag = host.launches.len() as u64 - 1;
+        let tag = world
+            .resource_mut::<HostQueue>()
+            .launches
+            .insert((pe, program)) as u64;
         world.resource_mut::<Outbox>().send(Send {
             src: host_node,
             dst,
@@ -824,7 +810,6 @@ pub fn deadlock_report(world: &mut World) -> Option<String> {
     }
     stuck.sort_by_key(|s| s.0);
     let queues = world.resource::<crate::ipcq::Queues>();
-    let programs = world.resource::<Programs>();
     let name = |pe: u32| {
         let (s, c, p) = hw.coords(pe);
         format!("sip{s}.cube{c}.pe{p}")
@@ -834,7 +819,7 @@ pub fn deadlock_report(world: &mut World) -> Option<String> {
         stuck.len()
     );
     for (pe, ex) in &stuck {
-        let program = &programs.0[ex.program as usize];
+        let program = &ex.program;
         let at = match program.ops.get(ex.pc as usize) {
             Some(op) => format!("op {} of {} ({})", ex.pc, program.ops.len(), op.name()),
             None => format!(

@@ -356,7 +356,6 @@ impl Engine {
         world.init_resource::<KernelCalendar>();
         world.init_resource::<ExecParams>();
         world.init_resource::<HostQueue>();
-        world.init_resource::<exec::Programs>();
         world.init_resource::<OpLog>();
         world.init_resource::<DataMode>();
         world.init_resource::<MemoryStore>();

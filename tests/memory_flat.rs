@@ -1,0 +1,37 @@
+//! Memory stays flat when one machine runs many launches: launch payloads,
+//! programs and in-flight load/store records are freed once delivered or
+//! replaced, so nothing grows with the number of runs. (One test in this
+//! binary, so no other test's allocations mix into the count.)
+
+use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
+use kernbench::spec::System;
+use kernbench_systems::memory::DataMode;
+
+#[global_allocator]
+static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
+
+#[test]
+fn twenty_runs_of_one_collective_leave_the_heap_where_the_first_left_it() {
+    let sys = System::embedded_default();
+    let ccl = CclConfig::embedded_default();
+    for algorithm in ["ring", "hier_lanes"] {
+        let config = ccl.entry(algorithm).expect("a shipped entry");
+        let mut comm = Communicator::new(&sys, config, DataMode::TimingOnly).unwrap();
+        let job = Job {
+            collective: Collective::AllReduce,
+            op: ReduceOp::Sum,
+            elems: 128 << 10,
+        };
+        let first = comm.run(job).unwrap();
+        let after_first = HEAP.current_usage();
+        for _ in 1..20 {
+            // Same answer every time, on a clock that keeps going.
+            assert_eq!(comm.run(job).unwrap().ticks, first.ticks);
+        }
+        let after_twenty = HEAP.current_usage();
+        assert!(
+            after_twenty as f64 <= after_first as f64 * 1.05,
+            "{algorithm}: {after_first} B after the first run, {after_twenty} B after twenty"
+        );
+    }
+}
