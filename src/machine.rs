@@ -7,12 +7,13 @@ use crate::spec::System;
 use crate::topology::address::{AddressResolver, Location};
 use crate::topology::{Node, Topology, TopologyError, memory_classes, ns_to_ticks};
 use half::f16;
-use kernbench_systems::exec::{ExecParams, OpLog};
+use kernbench_systems::exec::ExecParams;
 use kernbench_systems::hierarchy::{HardwareNodes, spawn_hardware};
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::ipcq::QueueParams;
 use kernbench_systems::memory::MemoryStore;
 use kernbench_systems::memory::{DataMode, MemPorts};
+use kernbench_systems::oplog::OpLog;
 use kernbench_systems::{Engine, RunError, RunSummary, Tick};
 
 pub struct Machine {

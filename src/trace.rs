@@ -12,8 +12,9 @@
 
 use crate::machine::Machine;
 use kernbench_systems::Tick;
-use kernbench_systems::exec::{OpLog, PENDING};
+use kernbench_systems::exec::PENDING;
 use kernbench_systems::network::NetTrace;
+use kernbench_systems::oplog::OpLog;
 use serde_json::json;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;

@@ -2,7 +2,7 @@
 //! fixed order, and the [`Engine`] that drives it until nothing is due.
 
 use crate::RunErrors;
-use crate::exec::{self, ExecParams, HostQueue, KernelCalendar, OpLog, PeExec, PeState};
+use crate::exec::{self, ExecParams, HostQueue, KernelCalendar, PeExec, PeState};
 use crate::hierarchy::Hardware;
 use crate::ipcq::{self, DmaCalendar, Entry, QueueParams, Queues};
 use crate::memory::{DataMode, MemPorts, MemoryStore};
@@ -10,6 +10,7 @@ use crate::network::{
     self, Inbox, LinkClass, LinkTable, MessagePool, NetCalendar, NetCounters, Outbox, Purpose,
     RouteSource, Routes,
 };
+use crate::oplog::OpLog;
 use crate::program::Program;
 use crate::time::{Clock, Tick};
 use crate::traffic::{self, Traffic, TrafficState};

@@ -1,0 +1,374 @@
+//! Issuing one op: its operands, its unit or port, its cost and its effect.
+
+use super::*;
+use crate::ipcq::{NeighborTable, PeEvent, QueueAccess, RecvJob, SendJob, pump_recv, pump_send};
+use crate::memory::{ELEM_BYTES, MemoryStore};
+use crate::network::{Purpose, Send};
+use crate::program::{BinOp, Op, Reg, Space};
+use crate::time::Tick;
+use bevy_ecs::prelude::*;
+use half::f16;
+
+fn elementwise(op: BinOp, a: &[f16], b: &[f16]) -> Vec<f16> {
+    let f = |x: f16, y: f16| {
+        let (x, y) = (x.to_f32(), y.to_f32());
+        f16::from_f32(match op {
+            BinOp::Add => x + y,
+            BinOp::Sub => x - y,
+            BinOp::Mul => x * y,
+            BinOp::Max => x.max(y),
+            BinOp::Min => x.min(y),
+        })
+    };
+    a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
+}
+
+fn gemm(a: &[f16], b: &[f16], m: usize, n: usize, k: usize) -> Vec<f16> {
+    let mut out = Vec::with_capacity(m * n);
+    for i in 0..m {
+        for j in 0..n {
+            let acc: f32 = (0..k)
+                .map(|p| a[i * k + p].to_f32() * b[p * n + j].to_f32())
+                .sum();
+            out.push(f16::from_f32(acc));
+        }
+    }
+    out
+}
+
+/// Issues one op at `now`.
+/// What issuing an op touches besides the queues.
+pub(super) struct IssueCtx<'a> {
+    pub(super) params: &'a ExecParams,
+    pub(super) functional: bool,
+    pub(super) store: &'a mut MemoryStore,
+    pub(super) host: &'a mut HostQueue,
+}
+
+pub(super) fn issue(
+    pe: u32,
+    ex: &mut PeExec,
+    op: &Op,
+    table: Option<&NeighborTable>,
+    ka: &mut IssueCtx,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    match *op {
+        Op::Binary { .. } | Op::Scale { .. } | Op::Copy { .. } | Op::Gemm { .. } => {
+            compute(pe, ex, op, ka, qa)
+        }
+        Op::Load { .. } => load(pe, ex, op, ka, qa),
+        Op::Store { .. } => store(pe, ex, op, ka, qa),
+        Op::Send { .. } => send(pe, ex, op, table, ka, qa),
+        Op::Recv { .. } => recv(pe, ex, op, table, qa),
+    }
+}
+
+/// A vector or MAC-array op: it waits for its unit (FIFO) and writes its register when done.
+fn compute(
+    pe: u32,
+    ex: &mut PeExec,
+    op: &Op,
+    ka: &mut IssueCtx,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    let now = qa.clock.now;
+    let functional = ka.functional;
+    let hw = &*qa.hw;
+    match *op {
+        Op::Binary { op: bop, dst, a, b } => {
+            let (ra, rb) = (&ex.regs[a as usize], &ex.regs[b as usize]);
+            if ra.elems != rb.elems {
+                return Err(format!(
+                    "operands have {} and {} elements",
+                    ra.elems, rb.elems
+                ));
+            }
+            let elems = ra.elems;
+            let data = functional.then(|| {
+                elementwise(
+                    bop,
+                    ra.data.as_deref().unwrap_or(&[]),
+                    rb.data.as_deref().unwrap_or(&[]),
+                )
+            });
+            let done = vector(ex, now, elems, ka.params.vector_lanes);
+            qa.oplog
+                .record(hw, pe, bop.name(), now, done, elems * ELEM_BYTES, || {
+                    format!("elems={elems}")
+                });
+            set(ex, dst, done, elems, data);
+        }
+        Op::Scale { dst, src, factor } => {
+            let r = &ex.regs[src as usize];
+            let elems = r.elems;
+            let data = functional.then(|| {
+                r.data
+                    .as_deref()
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|x| f16::from_f32(x.to_f32() * f16::from_f32(factor).to_f32()))
+                    .collect()
+            });
+            let done = vector(ex, now, elems, ka.params.vector_lanes);
+            qa.oplog
+                .record(hw, pe, "scale", now, done, elems * ELEM_BYTES, || {
+                    format!("elems={elems} factor={factor}")
+                });
+            set(ex, dst, done, elems, data);
+        }
+        Op::Copy { dst, src } => {
+            let r = &ex.regs[src as usize];
+            let (elems, data) = (r.elems, r.data.clone());
+            let done = vector(ex, now, elems, ka.params.vector_lanes);
+            qa.oplog
+                .record(hw, pe, "copy", now, done, elems * ELEM_BYTES, || {
+                    format!("elems={elems}")
+                });
+            set(ex, dst, done, elems, data);
+        }
+        Op::Gemm { dst, a, b, m, n, k } => {
+            let (ra, rb) = (&ex.regs[a as usize], &ex.regs[b as usize]);
+            if ra.elems != u64::from(m) * u64::from(k) || rb.elems != u64::from(k) * u64::from(n) {
+                return Err(format!(
+                    "gemm {m}x{k} · {k}x{n} got operands of {} and {} elements",
+                    ra.elems, rb.elems
+                ));
+            }
+            let data = functional.then(|| {
+                gemm(
+                    ra.data.as_deref().unwrap_or(&[]),
+                    rb.data.as_deref().unwrap_or(&[]),
+                    m as usize,
+                    n as usize,
+                    k as usize,
+                )
+            });
+            let macs = m as u64 * n as u64 * k as u64;
+            let start = now.max(ex.mac_free);
+            let done = start + macs.div_ceil(ka.params.macs_per_tick);
+            ex.mac_free = done;
+            qa.oplog.record(
+                hw,
+                pe,
+                "gemm",
+                now,
+                done,
+                (u64::from(m) * u64::from(k)
+                    + u64::from(k) * u64::from(n)
+                    + u64::from(m) * u64::from(n))
+                    * ELEM_BYTES,
+                || format!("m={m} n={n} k={k}"),
+            );
+            set(ex, dst, done, u64::from(m) * u64::from(n), data);
+        }
+        _ => unreachable!("issue() sends only compute ops here"),
+    }
+    Ok(())
+}
+
+/// A load: from the PE's own TCM through its port, else from a remote memory as a message (the register is pending until the data lands).
+fn load(
+    pe: u32,
+    ex: &mut PeExec,
+    op: &Op,
+    ka: &mut IssueCtx,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    let now = qa.clock.now;
+    let functional = ka.functional;
+    let hw = &*qa.hw;
+    let Op::Load { dst, src, elems } = *op else {
+        unreachable!("issue() dispatches by op kind")
+    };
+    let src = src.resolve(pe, hw.pes_per_cube);
+    let bytes = elems * ELEM_BYTES;
+    let data = if functional {
+        Some(ka.store.read(src, elems)?)
+    } else {
+        None
+    };
+    let done = qa.ports.access(src.space, src.instance, now, bytes);
+    let local = src.space == Space::Tcm && src.instance == pe;
+    if local {
+        qa.oplog.record(hw, pe, "load", now, done, bytes, || {
+            format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
+        });
+        set(ex, dst, done, elems, data);
+    } else {
+        let oplog = qa.oplog.record(hw, pe, "load", now, PENDING, bytes, || {
+            format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
+        });
+        set(ex, dst, PENDING, elems, data);
+        ex.pending_regs += 1;
+        let tag = ka.host.loads.insert(LoadJob {
+            pe,
+            reg: dst,
+            oplog,
+        }) as u64;
+        qa.outbox.send(Send {
+            src: hw.mem_node(src),
+            dst: hw.pe_nodes[pe as usize],
+            bytes,
+            at: done,
+            purpose: Purpose::LoadData,
+            tag,
+            route: None,
+        });
+    }
+    Ok(())
+}
+
+/// A store: to the PE's own TCM through its port, else to a remote memory as a message (outstanding until it completes there).
+fn store(
+    pe: u32,
+    ex: &mut PeExec,
+    op: &Op,
+    ka: &mut IssueCtx,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    let now = qa.clock.now;
+    let hw = &*qa.hw;
+    let Op::Store { src, dst } = *op else {
+        unreachable!("issue() dispatches by op kind")
+    };
+    let dst = dst.resolve(pe, hw.pes_per_cube);
+    let r = &ex.regs[src as usize];
+    let bytes = r.elems * ELEM_BYTES;
+    if let Some(d) = &r.data {
+        ka.store.write(dst, d)?;
+    }
+    if dst.space == Space::Tcm && dst.instance == pe {
+        let done = qa.ports.access(dst.space, dst.instance, now, bytes);
+        qa.oplog.record(hw, pe, "store", now, done, bytes, || {
+            format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset)
+        });
+        ex.finish = ex.finish.max(done);
+    } else {
+        let oplog = qa.oplog.record(hw, pe, "store", now, PENDING, bytes, || {
+            format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset)
+        });
+        let tag = ka.host.stores.insert(StoreJob {
+            pe,
+            dst,
+            bytes,
+            oplog,
+        }) as u64;
+        ex.outstanding += 1;
+        qa.outbox.send(Send {
+            src: hw.pe_nodes[pe as usize],
+            dst: hw.mem_node(dst),
+            bytes,
+            at: now,
+            purpose: Purpose::StoreData,
+            tag,
+            route: None,
+        });
+    }
+    Ok(())
+}
+
+/// A send: queued on the peer's IPCQ queue of this direction; chunks leave as credits allow.
+fn send(
+    pe: u32,
+    ex: &mut PeExec,
+    op: &Op,
+    table: Option<&NeighborTable>,
+    ka: &mut IssueCtx,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    let now = qa.clock.now;
+    let functional = ka.functional;
+    let hw = &*qa.hw;
+    let Op::Send { dir, src } = *op else {
+        unreachable!("issue() dispatches by op kind")
+    };
+    let (e, q) = table.and_then(|t| t.send(dir)).ok_or_else(|| {
+        format!(
+            "send on {}: this PE has no neighbour-table entry for {}",
+            dir.name(),
+            dir.name()
+        )
+    })?;
+    let r = &ex.regs[src as usize];
+    let bytes = r.elems * ELEM_BYTES;
+    let oplog = qa.oplog.record(hw, pe, "send", now, PENDING, bytes, || {
+        format!("dir={} peer={}", dir.name(), e.peer)
+    });
+    ex.outstanding += 1;
+    let data = if functional { r.data.clone() } else { None };
+    let (mut ctx, _) = qa.ctx();
+    if bytes == 0 {
+        ctx.oplog.finish(oplog, now);
+        ctx.queues.pe_events.push(PeEvent::Complete { pe, at: now });
+    } else {
+        ctx.queues.list[q as usize].sends.push_back(SendJob {
+            pe,
+            bytes,
+            sent: 0,
+            data,
+            oplog,
+        });
+        pump_send(&mut ctx, q);
+    }
+    Ok(())
+}
+
+/// A recv: queued on this PE's queue of this direction; the register is pending until every chunk has landed.
+fn recv(
+    pe: u32,
+    ex: &mut PeExec,
+    op: &Op,
+    table: Option<&NeighborTable>,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    let now = qa.clock.now;
+    let hw = &*qa.hw;
+    let Op::Recv { dir, dst, elems } = *op else {
+        unreachable!("issue() dispatches by op kind")
+    };
+    let q = table.and_then(|t| t.recv(dir)).ok_or_else(|| {
+        format!(
+            "recv on {}: this PE has no neighbour-table entry for {}",
+            dir.name(),
+            dir.name()
+        )
+    })?;
+    let bytes = elems * ELEM_BYTES;
+    let oplog = qa.oplog.record(hw, pe, "recv", now, PENDING, bytes, || {
+        format!("dir={}", dir.name())
+    });
+    set(ex, dst, PENDING, elems, None);
+    ex.pending_regs += 1;
+    let (mut ctx, _) = qa.ctx();
+    ctx.queues.list[q as usize].recvs.push_back(RecvJob {
+        pe,
+        reg: dst,
+        bytes,
+        got: 0,
+        landing: 0,
+        ready: now,
+        data: Vec::new(),
+        oplog,
+    });
+    pump_recv(&mut ctx, q)?;
+    Ok(())
+}
+
+/// Occupies the vector unit for `elems` elements; returns the completion tick.
+fn vector(ex: &mut PeExec, now: Tick, elems: u64, lanes: u64) -> Tick {
+    let start = now.max(ex.vector_free);
+    ex.vector_free = start + elems.div_ceil(lanes);
+    ex.vector_free
+}
+
+fn set(ex: &mut PeExec, reg: Reg, ready_at: Tick, elems: u64, data: Option<Vec<f16>>) {
+    if ready_at != PENDING {
+        ex.finish = ex.finish.max(ready_at);
+    }
+    ex.regs[reg as usize] = RegState {
+        ready_at,
+        elems,
+        data,
+    };
+}

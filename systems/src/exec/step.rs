@@ -1,0 +1,127 @@
+//! The `kernel_step` stage: PEs woken now issue ops in program order until they block.
+
+use super::issue::{IssueCtx, issue};
+use super::*;
+use crate::ipcq::{NeighborTable, PeEvent, QueueAccess};
+use crate::memory::DataMode;
+use bevy_ecs::prelude::*;
+use std::sync::Arc;
+
+/// The `kernel_step` stage: applies queue results to PEs, then lets every PE
+/// woken now issue ops until it blocks. PEs woken in the same tick step in PE
+/// index order.
+pub fn kernel_step(
+    mut pes: Query<(&mut PeExec, Option<&NeighborTable>)>,
+    mut ka: KernelAccess,
+    mut qa: QueueAccess,
+) {
+    let now = qa.clock.now;
+    let mut woken: Vec<u32> = ka.kcal.0.take_due(now).unwrap_or_default();
+    loop {
+        for ev in std::mem::take(&mut qa.queues.pe_events) {
+            let (pe, reg, at) = match ev {
+                PeEvent::Resolve { pe, reg, at, .. } => (pe, Some(reg), at),
+                PeEvent::Complete { pe, at } => (pe, None, at),
+            };
+            let Ok((mut ex, _)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+                continue;
+            };
+            match ev {
+                PeEvent::Resolve { reg, data, .. } => {
+                    let r = &mut ex.regs[reg as usize];
+                    r.ready_at = at;
+                    if data.is_some() {
+                        r.data = data;
+                    }
+                    ex.pending_regs -= 1;
+                }
+                PeEvent::Complete { .. } => ex.outstanding -= 1,
+            }
+            ex.finish = ex.finish.max(at);
+            // Wake the PE only if it waits for this: its current op touches the
+            // register, or it has issued everything and waits to finish.
+            let waits = match (ex.program.ops.get(ex.pc as usize), reg) {
+                (None, _) => true,
+                (Some(op), Some(reg)) => {
+                    let (inputs, n) = op.inputs();
+                    inputs[..n].contains(&reg) || op.output() == Some(reg)
+                }
+                (Some(_), None) => false,
+            };
+            if !waits {
+                continue;
+            }
+            if at > now {
+                ka.kcal.0.push(at, pe);
+            } else {
+                woken.push(pe);
+            }
+        }
+        if woken.is_empty() {
+            break;
+        }
+        woken.sort_unstable();
+        woken.dedup();
+        for pe in woken.drain(..) {
+            let Ok((mut ex, table)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+                continue;
+            };
+            if let Err(e) = step(pe, &mut ex, table, &mut ka, &mut qa) {
+                qa.errors.report(e);
+                return;
+            }
+        }
+    }
+}
+
+/// Issues ops of one PE until it blocks or finishes.
+fn step(
+    pe: u32,
+    ex: &mut PeExec,
+    table: Option<&NeighborTable>,
+    ka: &mut KernelAccess,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    let now = qa.clock.now;
+    if ex.state != PeState::Running {
+        return Ok(());
+    }
+    let KernelAccess {
+        kcal,
+        issued,
+        params,
+        mode,
+        store,
+        host,
+    } = ka;
+    let program = Arc::clone(&ex.program);
+    let mut ic = IssueCtx {
+        params,
+        functional: **mode == DataMode::Functional,
+        store,
+        host,
+    };
+    while let Some(op) = program.ops.get(ex.pc as usize) {
+        let (inputs, n) = op.inputs();
+        for &r in inputs[..n].iter().chain(op.output().as_ref()) {
+            match ex.regs[r as usize].ready_at {
+                PENDING => return Ok(()),
+                t if t > now => {
+                    kcal.0.push(t, pe);
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        issue(pe, ex, op, table, &mut ic, qa).map_err(|e| {
+            let (s, c, p) = qa.hw.coords(pe);
+            format!("sip{s}.cube{c}.pe{p}: op {} ({}): {e}", ex.pc, op.name())
+        })?;
+        ex.pc += 1;
+        issued.0 += 1;
+    }
+    if ex.outstanding == 0 && ex.pending_regs == 0 {
+        ex.state = PeState::Done(ex.finish.max(ex.started));
+    }
+    Ok(())
+}
