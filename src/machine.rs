@@ -14,6 +14,7 @@ use kernbench_systems::ipcq::QueueParams;
 use kernbench_systems::memory::MemoryStore;
 use kernbench_systems::memory::{DataMode, MemPorts};
 use kernbench_systems::oplog::OpLog;
+use kernbench_systems::program::Launch;
 use kernbench_systems::{Engine, RunError, RunSummary, Tick};
 
 pub struct Machine {
@@ -30,6 +31,9 @@ pub enum InstallError {
     /// A slot area does not fit its buffer memory.
     #[error("{0}")]
     Memory(String),
+    /// A table names a PE the machine does not have.
+    #[error("{0}")]
+    NoSuchPe(String),
     #[error(transparent)]
     Run(#[from] RunError),
 }
@@ -117,6 +121,18 @@ impl Machine {
     /// every one is applied; returns the tick at which the last install
     /// landed. Nothing is sent if any area does not fit.
     pub fn install(&mut self, mut tables: Vec<(u32, Vec<Entry>)>) -> Result<Tick, InstallError> {
+        let pes = self.topology.n_pes();
+        for (pe, entries) in &tables {
+            let bad = std::iter::once(*pe)
+                .chain(entries.iter().map(|e| e.peer))
+                .find(|&p| u64::from(p) >= pes);
+            if let Some(p) = bad {
+                return Err(InstallError::NoSuchPe(format!(
+                    "the neighbour table of PE {pe} names PE {p}, but the machine has {pes} PEs \
+                     (0..{pes}; a PE's index is (sip · cubes per SIP + cube) · PEs per cube + pe, see Machine::pe_index)"
+                )));
+            }
+        }
         let mut memory = self.memory.clone();
         for (pe, entries) in &mut tables {
             for e in entries.iter_mut() {
@@ -149,15 +165,31 @@ impl Machine {
         args: &A,
         pes: &[u32],
     ) -> Result<RunSummary, LaunchError> {
+        let total = self.topology.n_pes();
+        if let Some(&p) = pes.iter().find(|&&p| u64::from(p) >= total) {
+            return Err(LaunchError::Trace(format!(
+                "PE {p} does not exist: the machine has {total} PEs (see Machine::pe_index)"
+            )));
+        }
+        let programs = self.trace(kernel, args, pes)?;
+        self.engine.launch(programs);
+        Ok(self.engine.run()?)
+    }
+
+    /// What [`Machine::launch`] would launch: each PE's program (shared
+    /// between PEs whose traces are the same) and parameter values.
+    pub fn trace<A>(
+        &self,
+        kernel: Kernel<A>,
+        args: &A,
+        pes: &[u32],
+    ) -> Result<Vec<(u32, Launch)>, LaunchError> {
         let (cps, ppc) = (self.topology.cubes_per_sip(), self.topology.pes_per_cube);
         let coords: Vec<(u32, [u32; 3])> = pes
             .iter()
             .map(|&g| (g, [g / ppc / cps, (g / ppc) % cps, g % ppc]))
             .collect();
-        let programs = trace(kernel, args, &coords, &self.addresses, &self.topology)
-            .map_err(LaunchError::Trace)?;
-        self.engine.launch(programs);
-        Ok(self.engine.run()?)
+        trace(kernel, args, &coords, &self.addresses, &self.topology).map_err(LaunchError::Trace)
     }
 
     /// Writes f16 values into memory (functional mode).

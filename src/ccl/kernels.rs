@@ -7,9 +7,10 @@
 //! one tile, so hierarchical algorithms never need to slice a tile.
 
 use super::ReduceOp;
-use crate::kernel::{Addr, DType, Tile, Tl};
+use crate::kernel::{Addr, Index, Part, Sym, Tile, Tl};
 use kernbench_systems::program::QDir;
-use std::ops::Range;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// `n` elements in `parts` contiguous blocks, the first `n % parts` one larger:
 /// (offset, length) pairs.
@@ -25,82 +26,121 @@ pub fn split(n: usize, parts: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
-/// This participant's buffer (HBM offset 0), cut into atoms.
+/// An atom of a [`Buffer`]: one index per level.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Atom(pub Vec<Index>);
+
+/// This participant's buffer (HBM offset 0), cut into atoms. Atom indices
+/// may be per-PE parameters ([`Sym`]), so a kernel that addresses blocks
+/// relative to its position traces to one program for every participant;
+/// the tiles the kernel holds are tracked by the atoms' values on the PE
+/// being traced.
 pub struct Buffer {
+    elems: usize,
     radices: Vec<usize>,
-    /// (offset, length) in elements, per atom.
-    pub atoms: Vec<(usize, usize)>,
-    pub tiles: Vec<Option<Tile>>,
+    tiles: HashMap<usize, Tile>,
 }
 
 impl Buffer {
     pub fn new(elems: usize, radices: &[usize]) -> Self {
-        let mut atoms = vec![(0, elems)];
-        for &r in radices {
-            atoms = atoms
-                .iter()
-                .flat_map(|&(off, len)| split(len, r).into_iter().map(move |(o, l)| (off + o, l)))
+        Self {
+            elems,
+            radices: radices.to_vec(),
+            tiles: HashMap::new(),
+        }
+    }
+
+    /// The atoms whose leading indices are `prefix`, in buffer order.
+    pub fn atoms(&self, prefix: &[Index]) -> Vec<Atom> {
+        let mut out = vec![Atom(prefix.to_vec())];
+        for &r in &self.radices[prefix.len().min(self.radices.len())..] {
+            out = out
+                .into_iter()
+                .flat_map(|a| {
+                    (0..r).map(move |d| {
+                        let mut v = a.0.clone();
+                        v.push(Index::from(d));
+                        Atom(v)
+                    })
+                })
                 .collect();
         }
-        let tiles = vec![None; atoms.len()];
-        Self {
-            radices: radices.to_vec(),
-            atoms,
-            tiles,
+        out
+    }
+
+    /// The atom's place in memory, for the tracer.
+    pub fn part(&self, a: &Atom) -> Part {
+        Part {
+            base: Addr::hbm(0),
+            elems: self.elems,
+            digits: a
+                .0
+                .iter()
+                .cloned()
+                .zip(self.radices.iter().copied())
+                .collect(),
         }
     }
 
-    /// Atoms whose leading indices are `prefix`.
-    pub fn range(&self, prefix: &[usize]) -> Range<usize> {
-        let mut start = 0;
-        let mut size: usize = self.radices.iter().product();
-        for (level, &i) in prefix.iter().enumerate() {
-            size /= self.radices[level];
-            start += i * size;
+    /// The atom's number on the PE being traced (None inside a loop body).
+    fn key(&self, a: &Atom) -> Option<usize> {
+        let mut k = 0;
+        for (i, &r) in a.0.iter().zip(&self.radices) {
+            k = k * r + i.value(r)?;
         }
-        start..start + size
+        Some(k)
     }
 
-    /// Loads the atoms of `r` from HBM.
-    pub fn load(&mut self, tl: &mut Tl, r: Range<usize>) {
-        for a in r {
-            let (off, len) = self.atoms[a];
-            self.tiles[a] = Some(tl.load(Addr::hbm(off as u64 * 2), len));
+    fn held_key(&self, a: &Atom) -> usize {
+        self.key(a)
+            .expect("atoms the kernel holds have indices known on the traced PE")
+    }
+
+    /// Loads the atoms from HBM.
+    pub fn load(&mut self, tl: &mut Tl, atoms: &[Atom]) {
+        for a in atoms {
+            let t = tl.load_part(&self.part(a));
+            self.tiles.insert(self.held_key(a), t);
         }
     }
 
-    /// Loads the atoms of `r` that are not held yet, in order.
-    pub fn ensure(&mut self, tl: &mut Tl, r: Range<usize>) {
-        for a in r {
-            if self.tiles[a].is_none() {
-                self.load(tl, a..a + 1);
+    /// Loads the atoms that are not held yet, in order.
+    pub fn ensure(&mut self, tl: &mut Tl, atoms: &[Atom]) {
+        for a in atoms {
+            if !self.tiles.contains_key(&self.held_key(a)) {
+                self.load(tl, std::slice::from_ref(a));
             }
         }
     }
 
-    /// Stores the atoms of `r` to HBM.
-    pub fn store(&mut self, tl: &mut Tl, r: Range<usize>) {
-        for a in r {
+    /// Stores the atoms to HBM.
+    pub fn store(&mut self, tl: &mut Tl, atoms: &[Atom]) {
+        for a in atoms {
             let t = self.tile(a);
-            tl.store(Addr::hbm(self.atoms[a].0 as u64 * 2), t);
+            tl.store_part(&self.part(a), t);
         }
     }
 
-    pub fn tile(&self, a: usize) -> Tile {
-        self.tiles[a].expect("the kernel loaded or received this atom before using it")
+    pub fn tile(&self, a: &Atom) -> Tile {
+        *self
+            .tiles
+            .get(&self.held_key(a))
+            .expect("the kernel loaded or received this atom before using it")
     }
 
-    pub fn len(&self, a: usize) -> usize {
-        self.atoms[a].1
+    /// Holds `t` as the atom's tile.
+    pub fn set(&mut self, a: &Atom, t: Tile) {
+        self.tiles.insert(self.held_key(a), t);
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.atoms.is_empty()
+    /// How many atoms the kernel holds in registers.
+    pub fn held(&self) -> usize {
+        self.tiles.len()
     }
 
-    /// Sends the atoms of `r` on `dir`.
-    pub fn send(&self, tl: &mut Tl, r: Range<usize>, dir: QDir) {
-        for a in r {
+    /// Sends the atoms on `dir`.
+    pub fn send(&self, tl: &mut Tl, atoms: &[Atom], dir: QDir) {
+        for a in atoms {
             tl.send(dir, self.tile(a));
         }
     }
@@ -110,22 +150,22 @@ impl Buffer {
         &mut self,
         tl: &mut Tl,
         op: ReduceOp,
-        a: usize,
+        a: &Atom,
         from: QDir,
         to: Option<QDir>,
     ) {
-        let x = tl.recv(from, &[self.len(a)], DType::F16);
+        let x = tl.recv_part(from, &self.part(a));
         let t = combine(tl, op, self.tile(a), x);
-        self.tiles[a] = Some(t);
+        self.set(a, t);
         if let Some(d) = to {
             tl.send(d, t);
         }
     }
 
     /// Receives atom `a` on `from` (replacing it) and forwards it on `to`.
-    pub fn recv_replace(&mut self, tl: &mut Tl, a: usize, from: QDir, to: Option<QDir>) {
-        let x = tl.recv(from, &[self.len(a)], DType::F16);
-        self.tiles[a] = Some(x);
+    pub fn recv_replace(&mut self, tl: &mut Tl, a: &Atom, from: QDir, to: Option<QDir>) {
+        let x = tl.recv_part(from, &self.part(a));
+        self.set(a, x);
         if let Some(d) = to {
             tl.send(d, x);
         }
@@ -178,11 +218,12 @@ pub fn grid_cycle(w: u32, h: u32) -> Vec<u32> {
     }
 }
 
-/// A ring of `n` members; this one is at `me`; it sends on `next` and receives on `prev`.
+/// A ring of `n` members; this one is at `me` (a per-PE parameter); it
+/// sends on `next` and receives on `prev`.
 #[derive(Debug, Clone, Copy)]
 pub struct Ring {
     pub n: usize,
-    pub me: usize,
+    pub me: Sym,
     pub next: QDir,
     pub prev: QDir,
 }
@@ -192,25 +233,77 @@ impl Ring {
     pub fn reversed(self) -> Ring {
         Ring {
             n: self.n,
-            me: (self.n - self.me) % self.n,
+            me: -self.me + self.n,
             next: self.prev,
             prev: self.next,
         }
     }
+
+    /// This member's position on the PE being traced.
+    pub fn position(&self) -> usize {
+        Index::At(self.me)
+            .value(self.n)
+            .expect("a ring position is known on the traced PE")
+    }
 }
 
-/// A ring collective over blocks of a buffer: `blocks[b]` are block b's atoms.
+/// A ring collective over blocks of a buffer: ring block `k` is the buffer
+/// block `prefix ++ [k]`, or `prefix ++ [order[k]]` with an order table.
 #[derive(Debug, Clone)]
 pub struct RingJob {
     pub ring: Ring,
-    pub blocks: Vec<Range<usize>>,
+    pub prefix: Vec<Index>,
+    pub order: Option<Arc<[u32]>>,
 }
 
 impl RingJob {
-    /// The block this member holds reduced after [`reduce_scatter`].
-    pub fn owned(&self) -> usize {
-        (self.ring.me + 1) % self.ring.n
+    /// The buffer block of ring block `k`.
+    pub fn block(&self, k: Sym) -> Vec<Index> {
+        let mut b = self.prefix.clone();
+        b.push(match &self.order {
+            None => Index::At(k),
+            Some(t) => Index::Table(t.clone(), k),
+        });
+        b
     }
+
+    /// The ring block this member holds reduced after [`reduce_scatter`].
+    pub fn owned(&self) -> Sym {
+        self.ring.me + 1usize
+    }
+
+    /// The ring block this member reduces at step `s` of [`reduce_scatter`]
+    /// (and receives at step `s` of an [`all_gather`] from `own`): `own − s − 1`.
+    fn at_step(&self, own: Sym, s: Sym) -> Sym {
+        own - s + (self.ring.n - 1)
+    }
+}
+
+/// The atoms of each job's block `block(j)`, visited round-robin: atom 0 of
+/// every job, then atom 1, and so on. `visit` gets the job, its number in
+/// `jobs`, the atom's number in its block and the atom.
+fn interleave<'a>(
+    buf: &Buffer,
+    jobs: &[&'a RingJob],
+    block: impl Fn(&RingJob) -> Vec<Index>,
+    mut visit: impl FnMut(&'a RingJob, usize, usize, &Atom),
+) {
+    let blocks: Vec<Vec<Atom>> = jobs.iter().map(|j| buf.atoms(&block(j))).collect();
+    let longest = blocks.iter().map(|b| b.len()).max().unwrap_or(0);
+    for i in 0..longest {
+        for (k, (j, b)) in jobs.iter().zip(&blocks).enumerate() {
+            if let Some(a) = b.get(i) {
+                visit(j, k, i, a);
+            }
+        }
+    }
+}
+
+/// Steps `0 .. n − 2` of a ring pass (all but the last) run as one loop when
+/// every ring has the same size and there are at least two such steps.
+fn loop_steps(rings: &[&RingJob]) -> Option<usize> {
+    let n = rings.first()?.ring.n;
+    (rings.iter().all(|j| j.ring.n == n) && n >= 4).then_some(n - 2)
 }
 
 /// Ring reduce-scatter (n − 1 steps) of several rings at once. Within a step
@@ -219,104 +312,167 @@ impl RingJob {
 /// consecutive atoms pipeline with few slots. Blocks are loaded one step
 /// before they are needed, so HBM streams while the ring runs. Afterwards
 /// member `me` of each job holds block `(me + 1) mod n` reduced.
+///
+/// When the blocks all come from memory, the steps before the last are one
+/// loop whose carried tiles are the block loaded for the next step.
 pub fn reduce_scatter(tl: &mut Tl, op: ReduceOp, buf: &mut Buffer, jobs: &[RingJob]) {
-    let block_at = |j: &RingJob, s: usize| (j.ring.me + j.ring.n - s - 1) % j.ring.n;
     let rings: Vec<&RingJob> = jobs.iter().filter(|j| j.ring.n > 1).collect();
+    let me = |j: &RingJob| j.ring.me;
     for j in &rings {
-        buf.ensure(tl, j.blocks[j.ring.me].clone());
+        buf.ensure(tl, &buf.atoms(&j.block(me(j))));
     }
     interleave(
+        buf,
         &rings,
-        |j| j.blocks[j.ring.me].clone(),
-        |j, a| tl.send(j.ring.next, buf.tile(a)),
+        |j| j.block(me(j)),
+        |j, _, _, a| tl.send(j.ring.next, buf.tile(a)),
     );
-    for j in &rings {
-        buf.ensure(tl, j.blocks[block_at(j, 0)].clone());
+    let first: Vec<Vec<Atom>> = rings
+        .iter()
+        .map(|j| buf.atoms(&j.block(j.at_step(me(j), Sym::from(0usize)))))
+        .collect();
+    for atoms in &first {
+        buf.ensure(tl, atoms);
     }
     let steps = rings.iter().map(|j| j.ring.n - 1).max().unwrap_or(0);
-    for s in 0..steps {
-        for j in rings.iter().filter(|j| s + 2 < j.ring.n) {
-            buf.ensure(tl, j.blocks[block_at(j, s + 1)].clone());
-        }
-        let live: Vec<&RingJob> = rings.iter().copied().filter(|j| s + 1 < j.ring.n).collect();
-        interleave(
-            &live,
-            |j| j.blocks[block_at(j, s)].clone(),
-            |j, a| {
-                let forward = (s + 2 < j.ring.n).then_some(j.ring.next);
-                buf.recv_combine(tl, op, a, j.ring.prev, forward);
-            },
-        );
-    }
-}
-
-/// Visits the atoms of each job's block round-robin: atom 0 of every job,
-/// then atom 1, and so on.
-fn interleave<'a>(
-    jobs: &[&'a RingJob],
-    block: impl Fn(&RingJob) -> Range<usize>,
-    mut visit: impl FnMut(&'a RingJob, usize),
-) {
-    let blocks: Vec<Range<usize>> = jobs.iter().map(|j| block(j)).collect();
-    let longest = blocks.iter().map(|b| b.len()).max().unwrap_or(0);
-    for i in 0..longest {
-        for (j, b) in jobs.iter().zip(&blocks) {
-            if i < b.len() {
-                visit(j, b.start + i);
+    let own_atoms: usize = rings.iter().map(|j| buf.atoms(&j.block(me(j))).len()).sum();
+    let mut s0 = 0;
+    if let Some(count) = loop_steps(&rings)
+        && buf.held() == own_atoms + first.iter().map(Vec::len).sum::<usize>()
+    {
+        let carried: Vec<Tile> = first.iter().flatten().map(|a| buf.tile(a)).collect();
+        let per_block = first[0].len();
+        let last = tl.repeat(count, &carried, |tl, s, cur| {
+            let mut next = Vec::with_capacity(cur.len());
+            for j in &rings {
+                for a in buf.atoms(&j.block(j.at_step(me(j), s + 1usize))) {
+                    next.push(tl.load_part(&buf.part(&a)));
+                }
+            }
+            interleave(
+                buf,
+                &rings,
+                |j| j.block(j.at_step(me(j), s)),
+                |j, k, i, a| {
+                    let x = tl.recv_part(j.ring.prev, &buf.part(a));
+                    let t = combine(tl, op, cur[k * per_block + i], x);
+                    tl.send(j.ring.next, t);
+                },
+            );
+            next
+        });
+        let at_last = Sym::from(count);
+        for (k, j) in rings.iter().enumerate() {
+            let atoms = buf.atoms(&j.block(j.at_step(me(j), at_last)));
+            for (i, a) in atoms.iter().enumerate() {
+                buf.set(a, last[k * per_block + i]);
             }
         }
+        s0 = count;
+    }
+    for s in s0..steps {
+        let s_ = Sym::from(s);
+        for j in rings.iter().filter(|j| s + 2 < j.ring.n) {
+            buf.ensure(tl, &buf.atoms(&j.block(j.at_step(me(j), s_ + 1usize))));
+        }
+        let live: Vec<&RingJob> = rings.iter().copied().filter(|j| s + 1 < j.ring.n).collect();
+        let atoms_of = |j: &RingJob| j.block(j.at_step(me(j), s_));
+        let mut visits = Vec::new();
+        interleave(buf, &live, atoms_of, |j, _, _, a| {
+            visits.push((j, a.clone()))
+        });
+        for (j, a) in visits {
+            let forward = (s + 2 < j.ring.n).then_some(j.ring.next);
+            buf.recv_combine(tl, op, &a, j.ring.prev, forward);
+        }
     }
 }
 
-/// What [`all_gather`] stores to HBM as soon as it is final.
+/// What [`all_gather`] stores to HBM as soon as it is final, and whether the
+/// kernel reads the received tiles from registers afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Keep {
     /// The block this member starts with.
     pub own: bool,
     /// Blocks as they arrive.
     pub received: bool,
+    /// Received tiles stay in registers for later steps of the kernel (so
+    /// the steps are traced one by one rather than as a loop).
+    pub reuse: bool,
 }
 
 /// Ring all-gather (n − 1 steps): member `me` of job `i` starts with block
 /// `own[i]` and ends with all blocks; rings advance atom by atom in turn.
 /// `keep` says which atoms to store as soon as they are final, so stores
 /// overlap the rest of the ring.
-pub fn all_gather(tl: &mut Tl, buf: &mut Buffer, jobs: &[RingJob], own: &[usize], keep: Keep) {
-    let owned = |j: &RingJob| {
-        own[jobs
-            .iter()
-            .position(|x| std::ptr::eq(x, j))
-            .expect("job of this call")]
-    };
-    let all: Vec<&RingJob> = jobs.iter().collect();
-    for j in &all {
-        buf.ensure(tl, j.blocks[owned(j)].clone());
+pub fn all_gather(tl: &mut Tl, buf: &mut Buffer, jobs: &[RingJob], own: &[Sym], keep: Keep) {
+    let all: Vec<(&RingJob, Sym)> = jobs.iter().zip(own.iter().copied()).collect();
+    for (j, o) in &all {
+        buf.ensure(tl, &buf.atoms(&j.block(*o)));
     }
-    let rings: Vec<&RingJob> = all.iter().copied().filter(|j| j.ring.n > 1).collect();
+    let rings: Vec<(&RingJob, Sym)> = all.iter().copied().filter(|(j, _)| j.ring.n > 1).collect();
+    let ring_jobs: Vec<&RingJob> = rings.iter().map(|(j, _)| *j).collect();
+    let own_of = |j: &RingJob| {
+        rings
+            .iter()
+            .find(|(x, _)| std::ptr::eq(*x, j))
+            .expect("job of this call")
+            .1
+    };
     interleave(
-        &rings,
-        |j| j.blocks[owned(j)].clone(),
-        |j, a| tl.send(j.ring.next, buf.tile(a)),
+        buf,
+        &ring_jobs,
+        |j| j.block(own_of(j)),
+        |j, _, _, a| tl.send(j.ring.next, buf.tile(a)),
     );
     if keep.own {
-        for j in &all {
-            buf.store(tl, j.blocks[owned(j)].clone());
+        for (j, o) in &all {
+            buf.store(tl, &buf.atoms(&j.block(*o)));
         }
     }
-    let steps = rings.iter().map(|j| j.ring.n - 1).max().unwrap_or(0);
-    for s in 0..steps {
-        let live: Vec<&RingJob> = rings.iter().copied().filter(|j| s + 1 < j.ring.n).collect();
+    let steps = ring_jobs.iter().map(|j| j.ring.n - 1).max().unwrap_or(0);
+    let mut s0 = 0;
+    if let Some(count) = loop_steps(&ring_jobs)
+        && !keep.reuse
+    {
+        tl.repeat(count, &[], |tl, s, _| {
+            interleave(
+                buf,
+                &ring_jobs,
+                |j| j.block(j.at_step(own_of(j), s)),
+                |j, _, _, a| {
+                    let part = buf.part(a);
+                    let x = tl.recv_part(j.ring.prev, &part);
+                    tl.send(j.ring.next, x);
+                    if keep.received {
+                        tl.store_part(&part, x);
+                    }
+                },
+            );
+            Vec::new()
+        });
+        s0 = count;
+    }
+    for s in s0..steps {
+        let live: Vec<&RingJob> = ring_jobs
+            .iter()
+            .copied()
+            .filter(|j| s + 1 < j.ring.n)
+            .collect();
+        let mut visits = Vec::new();
         interleave(
+            buf,
             &live,
-            |j| j.blocks[(owned(j) + j.ring.n - s - 1) % j.ring.n].clone(),
-            |j, a| {
-                let forward = (s + 2 < j.ring.n).then_some(j.ring.next);
-                buf.recv_replace(tl, a, j.ring.prev, forward);
-                if keep.received {
-                    buf.store(tl, a..a + 1);
-                }
-            },
+            |j| j.block(j.at_step(own_of(j), Sym::from(s))),
+            |j, _, _, a| visits.push((j, a.clone())),
         );
+        for (j, a) in visits {
+            let forward = (s + 2 < j.ring.n).then_some(j.ring.next);
+            buf.recv_replace(tl, &a, j.ring.prev, forward);
+            if keep.received {
+                buf.store(tl, std::slice::from_ref(&a));
+            }
+        }
     }
 }
 
@@ -332,20 +488,23 @@ mod tests {
     }
 
     #[test]
-    fn nested_atoms_make_contiguous_blocks() {
+    fn atoms_enumerate_blocks_in_buffer_order() {
         let b = Buffer::new(100, &[2, 3, 2]);
-        assert_eq!(b.atoms.len(), 12);
-        assert_eq!(b.range(&[1]), 6..12);
-        assert_eq!(b.range(&[1, 2]), 10..12);
-        assert_eq!(b.range(&[]), 0..12);
-        // Atoms tile the buffer in order.
-        let mut next = 0;
-        for &(off, len) in &b.atoms {
-            assert_eq!(off, next);
-            next += len;
-        }
-        assert_eq!(next, 100);
-        assert_eq!(b.atoms[b.range(&[1]).start].0, 50);
+        let digits = |a: &Atom| -> Vec<usize> {
+            a.0.iter()
+                .zip([2, 3, 2])
+                .map(|(i, r)| i.value(r).unwrap())
+                .collect()
+        };
+        let all = b.atoms(&[]);
+        assert_eq!(all.len(), 12);
+        assert_eq!(digits(&all[7]), vec![1, 0, 1]);
+        let block = b.atoms(&[1.into(), 2.into()]);
+        assert_eq!(
+            block.iter().map(digits).collect::<Vec<_>>(),
+            vec![vec![1, 2, 0], vec![1, 2, 1]]
+        );
+        assert_eq!(b.part(&all[7]).digits.len(), 3);
     }
 
     /// Every cube once; with an even side, consecutive cubes (cyclically) are mesh neighbours.

@@ -23,6 +23,7 @@ use crate::topology::address::{Location, Space};
 use half::f16;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::memory::DataMode;
+use kernbench_systems::program::Launch;
 use kernbench_systems::{RunError, Tick};
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -408,6 +409,24 @@ impl Communicator {
         Ok(())
     }
 
+    fn launch_args(&self, job: Job) -> (Vec<u32>, KernelArgs) {
+        let pes: Vec<u32> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
+        let args = KernelArgs {
+            group: self.group,
+            job,
+            chunks: self.config.chunks as usize,
+        };
+        (pes, args)
+    }
+
+    /// The programs a collective runs, per participant's PE, without running
+    /// it: what sharing and loops make of the algorithm's kernel.
+    pub fn programs(&self, job: Job) -> Result<Vec<(u32, Launch)>, CclError> {
+        self.check(&job)?;
+        let (pes, args) = self.launch_args(job);
+        Ok(self.machine.trace(self.algorithm.kernel(), &args, &pes)?)
+    }
+
     /// Runs one collective; in functional mode also writes inputs and checks outputs.
     pub fn run(&mut self, job: Job) -> Result<CollResult, CclError> {
         self.check(&job)?;
@@ -415,12 +434,7 @@ impl Communicator {
         if functional {
             self.write_inputs(&job)?;
         }
-        let pes: Vec<u32> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
-        let args = KernelArgs {
-            group: self.group,
-            job,
-            chunks: self.config.chunks as usize,
-        };
+        let (pes, args) = self.launch_args(job);
         let run = self.machine.launch(self.algorithm.kernel(), &args, &pes)?;
         let ticks = run.kernel_end - run.kernel_start;
         let verified = functional.then(|| self.outputs_match(&job));

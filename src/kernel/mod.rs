@@ -1,28 +1,47 @@
 //! The kernel language: a kernel is a plain Rust function `fn(&mut Tl, &A)`.
-//! At launch it is traced once per PE into an op program; control flow may
+//! At launch it is traced for each PE into an op program; control flow may
 //! depend on program ids and arguments, never on data. Values are tiles of
-//! f16 held in registers; the tracer allocates registers by liveness, so a
-//! long unrolled loop needs only a handful.
+//! f16 held in registers, allocated by liveness.
+//!
+//! Programs are compact and shared. What differs between PEs of the same
+//! role — a ring position, the block a step works on — enters as a
+//! parameter ([`Tl::param`], a [`Sym`]) rather than a constant, and a step
+//! repeated many times is a loop ([`Tl::repeat`]) traced once. PEs whose
+//! traces come out the same share one program and differ only in their
+//! parameter values, so a ring collective's program has the same length on
+//! 16 participants as on 4,096.
 //!
 //! ```
 //! use kernbench::kernel::{Addr, DType, Tl};
 //! use kernbench_systems::program::QDir;
 //!
-//! /// Each PE adds what its west neighbour sends to its own vector.
-//! fn shift_add(tl: &mut Tl, n: &usize) {
-//!     let x = tl.load(Addr::tcm(0), *n);
-//!     tl.send(QDir::E, x);
-//!     let y = tl.recv(QDir::W, &[*n], DType::F16);
-//!     let z = tl.add(x, y);
-//!     tl.store(Addr::tcm(0), z);
+//! /// Each PE adds what its west neighbour sends to its own vector, `rounds` times.
+//! fn shift_add(tl: &mut Tl, &(n, rounds): &(usize, usize)) {
+//!     let x = tl.load(Addr::tcm(0), n);
+//!     let acc = tl.repeat(rounds, &[x], |tl, _round, acc| {
+//!         tl.send(QDir::E, acc[0]);
+//!         let y = tl.recv(QDir::W, &[n], DType::F16);
+//!         vec![tl.add(acc[0], y)]
+//!     });
+//!     tl.store(Addr::tcm(0), acc[0]);
 //! }
 //! ```
 
+mod regalloc;
+mod share;
+mod sym;
 pub mod wiring;
+
+pub use sym::{Index, Sym};
 
 use crate::topology::Topology;
 use crate::topology::address::{AddressResolver, Space};
-use kernbench_systems::program::{BinOp, MemLoc, Op, Program, QDir, Reg};
+use kernbench_systems::program::{
+    AtomExpr, BinOp, Digit, Launch, MemLoc, Op, Place, Program, QDir,
+};
+use regalloc::{LoopRec, Uses};
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Element types. The simulator models f16 data only.
@@ -31,11 +50,12 @@ pub enum DType {
     F16,
 }
 
-/// A traced value: a tile of `elems` f16 elements.
+/// A traced value: a tile of f16 elements (the count is known at trace time
+/// unless it depends on a loop's iteration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tile {
     value: u32,
-    pub elems: usize,
+    pub elems: Option<usize>,
 }
 
 /// An address a kernel loads from or stores to.
@@ -59,28 +79,66 @@ impl Addr {
     }
 }
 
+/// A part of a buffer split level by level (the first `len % radix` blocks
+/// of a level one element longer): the buffer's local base address and
+/// length, and one [`Index`] per level, outermost first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub base: Addr,
+    pub elems: usize,
+    pub digits: Vec<(Index, usize)>,
+}
+
+/// What the PEs of one launch share while they are traced: named tables.
+#[derive(Default)]
+pub struct TraceCache {
+    tables: RefCell<HashMap<String, Arc<[u32]>>>,
+}
+
 /// The tracer a kernel writes against.
 pub struct Tl<'a> {
     ids: [u32; 3],
     used_ids: bool,
     ops: Vec<Op>,
-    /// Per value: element count; values are numbered in definition order.
-    values: Vec<usize>,
+    /// Per value: element count when known; values are numbered in definition order.
+    values: Vec<Option<usize>>,
     /// Per op: the values it reads and the value it defines.
-    uses: Vec<([u32; 2], usize, Option<u32>)>,
+    uses: Vec<Uses>,
+    params: Vec<i64>,
+    atoms: Vec<AtomExpr>,
+    atom_ids: HashMap<AtomExpr, u32>,
+    tables: Vec<Arc<[u32]>>,
+    loops: Vec<LoopRec>,
+    /// Values pinned to a loop's rotating registers.
+    pinned: Vec<bool>,
+    in_loop: bool,
+    cache: &'a TraceCache,
     resolver: &'a AddressResolver,
     topo: &'a Topology,
     error: Option<String>,
 }
 
 impl<'a> Tl<'a> {
-    fn new(ids: [u32; 3], resolver: &'a AddressResolver, topo: &'a Topology) -> Self {
+    fn new(
+        ids: [u32; 3],
+        cache: &'a TraceCache,
+        resolver: &'a AddressResolver,
+        topo: &'a Topology,
+    ) -> Self {
         Self {
             ids,
             used_ids: false,
             ops: Vec::new(),
             values: Vec::new(),
             uses: Vec::new(),
+            params: Vec::new(),
+            atoms: Vec::new(),
+            atom_ids: HashMap::new(),
+            tables: Vec::new(),
+            loops: Vec::new(),
+            pinned: Vec::new(),
+            in_loop: false,
+            cache,
             resolver,
             topo,
             error: None,
@@ -101,12 +159,33 @@ impl<'a> Tl<'a> {
         }
     }
 
+    /// A per-PE parameter whose value on this PE is `value`. Addresses built
+    /// from it are evaluated on each PE as the op issues, so PEs that differ
+    /// only in their parameters share one program.
+    pub fn param(&mut self, value: i64) -> Sym {
+        if self.params.len() > u8::MAX as usize {
+            self.fail(format!("more than {} parameters", u8::MAX as usize + 1));
+        }
+        self.params.push(value);
+        Sym::param((self.params.len() - 1) as u8, value)
+    }
+
+    /// A table every PE of this launch shares, built once by the first PE that asks for it.
+    pub fn table(&mut self, name: &str, build: impl FnOnce() -> Vec<u32>) -> Arc<[u32]> {
+        let mut tables = self.cache.tables.borrow_mut();
+        tables
+            .entry(name.to_string())
+            .or_insert_with(|| build().into())
+            .clone()
+    }
+
     fn fail(&mut self, e: String) {
         self.error.get_or_insert(e);
     }
 
-    fn def(&mut self, elems: usize) -> Tile {
+    fn def(&mut self, elems: Option<usize>) -> Tile {
         self.values.push(elems);
+        self.pinned.push(false);
         Tile {
             value: self.values.len() as u32 - 1,
             elems,
@@ -118,7 +197,11 @@ impl<'a> Tl<'a> {
         for (i, t) in reads.iter().enumerate() {
             r[i] = t.value;
         }
-        self.uses.push((r, reads.len(), out.map(|t| t.value)));
+        self.uses.push(Uses {
+            reads: r,
+            n: reads.len(),
+            out: out.map(|t| t.value),
+        });
         self.ops.push(op);
     }
 
@@ -143,25 +226,95 @@ impl<'a> Tl<'a> {
         }
     }
 
+    /// The place of a buffer part, and its length when known on this PE.
+    fn part(&mut self, p: &Part) -> (Place, Option<usize>) {
+        let base = self.loc(p.base);
+        let mut digits = Vec::with_capacity(p.digits.len());
+        for (index, radix) in &p.digits {
+            let (sym, table) = match index {
+                Index::At(s) => (*s, None),
+                Index::Table(t, s) => (*s, Some(t)),
+            };
+            let Some(form) = sym.form() else {
+                self.fail("a buffer index combines two different parameters".into());
+                return (
+                    Place::Fixed {
+                        loc: base,
+                        elems: 0,
+                    },
+                    None,
+                );
+            };
+            let digit = match table {
+                None => Digit::Affine(form),
+                Some(t) => {
+                    let id = match self.tables.iter().position(|x| Arc::ptr_eq(x, t)) {
+                        Some(id) => id,
+                        None => {
+                            self.tables.push(t.clone());
+                            self.tables.len() - 1
+                        }
+                    };
+                    Digit::Table {
+                        table: id as u16,
+                        index: form,
+                    }
+                }
+            };
+            digits.push((digit, u32::try_from(*radix).unwrap_or(u32::MAX)));
+        }
+        let expr = AtomExpr {
+            base,
+            elems: p.elems as u64,
+            digits,
+        };
+        let known = p.digits.iter().all(|(i, r)| i.value(*r).is_some());
+        let elems = known.then(|| expr.eval(&self.params, 0, &self.tables).1 as usize);
+        let id = match self.atom_ids.get(&expr) {
+            Some(&id) => id,
+            None => {
+                let id = self.atoms.len() as u32;
+                self.atom_ids.insert(expr.clone(), id);
+                self.atoms.push(expr);
+                id
+            }
+        };
+        (Place::Atom(id), elems)
+    }
+
     /// `elems` f16 values from memory.
     pub fn load(&mut self, at: impl Into<Addr>, elems: usize) -> Tile {
-        let src = self.loc(at.into());
+        let loc = self.loc(at.into());
+        let src = Place::Fixed {
+            loc,
+            elems: elems as u64,
+        };
+        let t = self.def(Some(elems));
+        self.push(Op::Load { dst: 0, src }, &[], Some(t));
+        t
+    }
+
+    /// A part of a split buffer from memory.
+    pub fn load_part(&mut self, p: &Part) -> Tile {
+        let (src, elems) = self.part(p);
         let t = self.def(elems);
-        self.push(
-            Op::Load {
-                dst: 0,
-                src,
-                elems: elems as u64,
-            },
-            &[],
-            Some(t),
-        );
+        self.push(Op::Load { dst: 0, src }, &[], Some(t));
         t
     }
 
     /// Writes a tile to memory.
     pub fn store(&mut self, at: impl Into<Addr>, t: Tile) {
-        let dst = self.loc(at.into());
+        let loc = self.loc(at.into());
+        let dst = Place::Fixed {
+            loc,
+            elems: t.elems.unwrap_or(0) as u64,
+        };
+        self.push(Op::Store { src: 0, dst }, &[t], None);
+    }
+
+    /// Writes a tile to a part of a split buffer.
+    pub fn store_part(&mut self, p: &Part, t: Tile) {
+        let (dst, _) = self.part(p);
         self.push(Op::Store { src: 0, dst }, &[t], None);
     }
 
@@ -173,30 +326,35 @@ impl<'a> Tl<'a> {
     /// Receives a tile of `shape` from the IPCQ of direction `dir`.
     pub fn recv(&mut self, dir: QDir, shape: &[usize], dtype: DType) -> Tile {
         let DType::F16 = dtype;
-        let elems = shape.iter().product();
-        let t = self.def(elems);
-        self.push(
-            Op::Recv {
-                dir,
-                dst: 0,
-                elems: elems as u64,
+        let elems: usize = shape.iter().product();
+        let size = Place::Fixed {
+            loc: MemLoc {
+                space: Space::Tcm,
+                instance: MemLoc::LOCAL,
+                offset: 0,
             },
-            &[],
-            Some(t),
-        );
+            elems: elems as u64,
+        };
+        let t = self.def(Some(elems));
+        self.push(Op::Recv { dir, dst: 0, size }, &[], Some(t));
+        t
+    }
+
+    /// Receives a tile the size of part `p` from the IPCQ of direction `dir`.
+    pub fn recv_part(&mut self, dir: QDir, p: &Part) -> Tile {
+        let (size, elems) = self.part(p);
+        let t = self.def(elems);
+        self.push(Op::Recv { dir, dst: 0, size }, &[], Some(t));
         t
     }
 
     fn binary(&mut self, op: BinOp, a: Tile, b: Tile) -> Tile {
-        if a.elems != b.elems {
-            self.fail(format!(
-                "{}: operands have {} and {} elements",
-                op.name(),
-                a.elems,
-                b.elems
-            ));
+        if let (Some(x), Some(y)) = (a.elems, b.elems)
+            && x != y
+        {
+            self.fail(format!("{}: operands have {x} and {y} elements", op.name()));
         }
-        let t = self.def(a.elems);
+        let t = self.def(a.elems.or(b.elems));
         self.push(
             Op::Binary {
                 op,
@@ -255,15 +413,17 @@ impl<'a> Tl<'a> {
                 "gemm {m}x{k} · {k}x{n}: a dimension exceeds {} (u32)",
                 u32::MAX
             ));
-            return self.def(0);
+            return self.def(Some(0));
         };
-        if Some(a.elems) != m.checked_mul(k) || Some(b.elems) != k.checked_mul(n) {
+        let fits = |t: Tile, want: Option<usize>| t.elems.is_none() || t.elems == want;
+        if !fits(a, m.checked_mul(k)) || !fits(b, k.checked_mul(n)) {
             self.fail(format!(
                 "gemm {m}x{k} · {k}x{n}: operands have {} and {} elements",
-                a.elems, b.elems
+                a.elems.unwrap_or(0),
+                b.elems.unwrap_or(0)
             ));
         }
-        let t = self.def(m.saturating_mul(n));
+        let t = self.def(Some(m.saturating_mul(n)));
         self.push(
             Op::Gemm {
                 dst: 0,
@@ -279,61 +439,108 @@ impl<'a> Tl<'a> {
         t
     }
 
-    /// Assigns registers by liveness: a value's register is free after its
-    /// last read; an op may write a register one of its inputs frees.
-    fn finish(mut self) -> Result<(Program, bool), String> {
+    /// Runs `body` `count` times: iteration `i` gets `i` and the tiles the
+    /// previous iteration returned (`carried` for the first) and returns the
+    /// tiles for the next; `repeat` returns those of the last iteration.
+    ///
+    /// The body is traced once into a loop op when it can be: `count` ≥ 2,
+    /// not inside another loop, and the carried tiles distinct and not
+    /// themselves carried by an earlier loop. Inside, `i` is symbolic: the
+    /// body may compute buffer indices from it but not branch on it. A
+    /// carried tile may not be read after the loop starts, and a tile made in
+    /// the body leaves it only as a carried result. Otherwise the body is
+    /// traced once per iteration with `i` known, which runs the same ops.
+    pub fn repeat(
+        &mut self,
+        count: usize,
+        carried: &[Tile],
+        mut body: impl FnMut(&mut Tl, Sym, &[Tile]) -> Vec<Tile>,
+    ) -> Vec<Tile> {
+        let mut seen = carried.iter().map(|t| t.value).collect::<Vec<_>>();
+        seen.sort_unstable();
+        seen.dedup();
+        let compact = count >= 2
+            && !self.in_loop
+            && seen.len() == carried.len()
+            && u32::try_from(count).is_ok()
+            && carried.iter().all(|t| !self.pinned[t.value as usize]);
+        if !compact {
+            let mut c = carried.to_vec();
+            for i in 0..count {
+                c = body(self, Sym::from(i), &c);
+            }
+            return c;
+        }
+        let marker = self.ops.len();
+        let loop_op = Op::Loop {
+            count: count as u32,
+            len: 0,
+            rot: 0,
+            rot_len: 0,
+        };
+        self.push(loop_op, &[], None);
+        let phis: Vec<Tile> = carried.iter().map(|_| self.def(None)).collect();
+        self.in_loop = true;
+        let results = body(self, Sym::iteration(), &phis);
+        self.in_loop = false;
+        let end = self.ops.len();
+        let first_body_value = phis.last().map_or(0, |t| t.value + 1);
+        let mut distinct: Vec<u32> = results.iter().map(|t| t.value).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if results.len() != carried.len()
+            || distinct.len() != results.len()
+            || results.iter().any(|t| t.value < first_body_value)
+        {
+            self.fail(format!(
+                "loop at op {marker}: the body must return {} new, distinct tiles made in the body",
+                carried.len()
+            ));
+            return carried.to_vec();
+        }
+        if end == marker + 1 {
+            self.fail(format!("loop at op {marker}: the body issues no op"));
+        }
+        if let Op::Loop { len, .. } = &mut self.ops[marker] {
+            *len = (end - marker - 1) as u32;
+        }
+        let posts: Vec<Tile> = results.iter().map(|_| self.def(None)).collect();
+        let rec = LoopRec {
+            marker,
+            end,
+            count,
+            inits: carried.iter().map(|t| t.value).collect(),
+            phis: phis.iter().map(|t| t.value).collect(),
+            results: results.iter().map(|t| t.value).collect(),
+            posts: posts.iter().map(|t| t.value).collect(),
+        };
+        for v in rec
+            .inits
+            .iter()
+            .chain(&rec.phis)
+            .chain(&rec.results)
+            .chain(&rec.posts)
+        {
+            self.pinned[*v as usize] = true;
+        }
+        self.loops.push(rec);
+        posts
+    }
+
+    /// The program, this PE's parameter values and whether it read its program id.
+    fn finish(mut self) -> Result<(Program, Vec<i64>, bool), String> {
         if let Some(e) = self.error {
             return Err(e);
         }
-        let mut last_use = vec![usize::MAX; self.values.len()];
-        for (i, (r, n, _)) in self.uses.iter().enumerate() {
-            for &v in &r[..*n] {
-                last_use[v as usize] = i;
-            }
-        }
-        let mut reg_of = vec![0 as Reg; self.values.len()];
-        let (mut free, mut regs): (Vec<Reg>, u16) = (Vec::new(), 0);
-        for (i, (r, n, out)) in self.uses.iter().enumerate() {
-            let ins: Vec<Reg> = r[..*n].iter().map(|&v| reg_of[v as usize]).collect();
-            for (k, &v) in r[..*n].iter().enumerate() {
-                if last_use[v as usize] == i && !r[..k].contains(&v) {
-                    free.push(ins[k]);
-                }
-            }
-            let dst = out.map(|v| {
-                let reg = free.pop().unwrap_or_else(|| {
-                    regs += 1;
-                    regs - 1
-                });
-                reg_of[v as usize] = reg;
-                // A value nobody reads frees its register at once (its writer
-                // still settles before the register is reused).
-                if last_use[v as usize] == usize::MAX {
-                    free.push(reg);
-                }
-                reg
-            });
-            let op = &mut self.ops[i];
-            match op {
-                Op::Load { dst: d, .. } | Op::Recv { dst: d, .. } => {
-                    *d = dst.expect("defines a value")
-                }
-                Op::Store { src, .. } | Op::Send { src, .. } => *src = ins[0],
-                Op::Scale { dst: d, src, .. } | Op::Copy { dst: d, src } => {
-                    *d = dst.expect("defines a value");
-                    *src = ins[0];
-                }
-                Op::Binary { dst: d, a, b, .. } | Op::Gemm { dst: d, a, b, .. } => {
-                    *d = dst.expect("defines a value");
-                    (*a, *b) = (ins[0], ins[1]);
-                }
-            }
-        }
+        let regs = regalloc::allocate(&mut self.ops, &self.uses, self.values.len(), &self.loops)?;
         Ok((
             Program {
                 ops: self.ops,
                 regs,
+                atoms: self.atoms,
+                tables: self.tables,
             },
+            self.params,
             self.used_ids,
         ))
     }
@@ -342,33 +549,38 @@ impl<'a> Tl<'a> {
 /// A kernel function.
 pub type Kernel<A> = fn(&mut Tl, &A);
 
-/// Traces `kernel` for each PE (global index, coordinates). A kernel that
-/// never reads its program id traces to the same program everywhere, so it is
-/// traced once and shared.
+/// Traces `kernel` for each PE (global index, coordinates). PEs whose
+/// programs come out the same share one; a kernel that never reads its
+/// program id is traced once.
 pub fn trace<A>(
     kernel: Kernel<A>,
     args: &A,
     pes: &[(u32, [u32; 3])],
     resolver: &AddressResolver,
     topo: &Topology,
-) -> Result<Vec<(u32, Arc<Program>)>, String> {
+) -> Result<Vec<(u32, Launch)>, String> {
+    let cache = TraceCache::default();
+    let mut programs = share::Programs::default();
     let mut out = Vec::with_capacity(pes.len());
-    let mut shared: Option<Arc<Program>> = None;
+    let mut same_everywhere: Option<Launch> = None;
     for &(pe, ids) in pes {
-        if let Some(p) = &shared {
-            out.push((pe, p.clone()));
+        if let Some(l) = &same_everywhere {
+            out.push((pe, l.clone()));
             continue;
         }
-        let mut tl = Tl::new(ids, resolver, topo);
+        let mut tl = Tl::new(ids, &cache, resolver, topo);
         kernel(&mut tl, args);
-        let (program, used_ids) = tl
+        let (program, params, used_ids) = tl
             .finish()
             .map_err(|e| format!("sip{}.cube{}.pe{}: {e}", ids[0], ids[1], ids[2]))?;
-        let program = Arc::new(program);
+        let launch = Launch {
+            program: programs.intern(program),
+            params: params.into(),
+        };
         if !used_ids {
-            shared = Some(program.clone());
+            same_everywhere = Some(launch.clone());
         }
-        out.push((pe, program));
+        out.push((pe, launch));
     }
     Ok(out)
 }

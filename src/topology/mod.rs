@@ -131,6 +131,11 @@ impl Topology {
         self.cube_mesh.0 * self.cube_mesh.1
     }
 
+    /// PEs of the whole machine.
+    pub fn n_pes(&self) -> u64 {
+        u64::from(self.sips) * u64::from(self.cubes_per_sip()) * u64::from(self.pes_per_cube)
+    }
+
     pub fn routers_per_cube(&self) -> u32 {
         self.noc.0 * self.noc.1
     }

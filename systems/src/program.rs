@@ -1,8 +1,12 @@
 //! Op programs: what a traced kernel becomes, and what `kernel_step` runs.
 //!
-//! A program is straight-line code over a small register file of f16 tiles.
-//! The tracer (crate `kernbench`, `kernel/`) resolves addresses and control
-//! flow at trace time, so the engine sees only concrete ops.
+//! A program is code over a small register file of f16 tiles: straight-line
+//! ops and counted loops ([`Op::Loop`]). The tracer (crate `kernbench`,
+//! `kernel/`) resolves control flow at trace time. What differs between the
+//! PEs that share a program — a ring position, the block a step works on —
+//! is an [`Affine`] of the PE's parameters and the loop iteration, evaluated
+//! as each op issues, so one program serves every participant of a role and
+//! its length does not grow with the number of steps.
 
 /// A register index of a program.
 pub type Reg = u16;
@@ -137,6 +141,95 @@ impl MemLoc {
     }
 }
 
+/// An integer computed per PE and loop iteration:
+/// `c + coeff · params[param] + step · i`, where `i` is the iteration of the
+/// enclosing loop (0 outside loops).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Affine {
+    pub c: i64,
+    pub param: u8,
+    pub coeff: i64,
+    pub step: i64,
+}
+
+impl Affine {
+    pub fn constant(c: i64) -> Affine {
+        Affine {
+            c,
+            ..Affine::default()
+        }
+    }
+
+    pub fn eval(&self, params: &[i64], iter: u32) -> i64 {
+        let p = if self.coeff == 0 {
+            0
+        } else {
+            params.get(self.param as usize).copied().unwrap_or(0)
+        };
+        self.c + self.coeff * p + self.step * i64::from(iter)
+    }
+}
+
+/// One digit of an atom's mixed-radix index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Digit {
+    /// The value mod the digit's radix.
+    Affine(Affine),
+    /// `tables[table][value mod table length]`: a permutation such as a ring order.
+    Table { table: u16, index: Affine },
+}
+
+/// An atom of a buffer split level by level: the buffer of `elems` f16 at
+/// `base` splits into `radix` blocks per digit, the first `len % radix` one
+/// element longer (so the atoms tile the buffer in order).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AtomExpr {
+    pub base: MemLoc,
+    pub elems: u64,
+    /// (digit, radix), outermost level first.
+    pub digits: Vec<(Digit, u32)>,
+}
+
+impl AtomExpr {
+    /// The atom's location and length for a PE with `params` at loop iteration `iter`.
+    pub fn eval(
+        &self,
+        params: &[i64],
+        iter: u32,
+        tables: &[std::sync::Arc<[u32]>],
+    ) -> (MemLoc, u64) {
+        let (mut off, mut len) = (0u64, self.elems);
+        for (d, radix) in &self.digits {
+            let r = u64::from(*radix).max(1);
+            let v = match d {
+                Digit::Affine(a) => a.eval(params, iter).rem_euclid(r as i64) as u64,
+                Digit::Table { table, index } => {
+                    let t = &tables[*table as usize];
+                    let i = index.eval(params, iter).rem_euclid(t.len().max(1) as i64);
+                    u64::from(t.get(i as usize).copied().unwrap_or(0)).min(r - 1)
+                }
+            };
+            let (q, rem) = (len / r, len % r);
+            off += v * q + v.min(rem);
+            len = q + u64::from(v < rem);
+        }
+        let loc = MemLoc {
+            offset: self.base.offset + off * 2,
+            ..self.base
+        };
+        (loc, len)
+    }
+}
+
+/// Where a load or store's data sits and how many f16 elements it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Place {
+    /// A fixed location (a local one resolves to the executing PE's memory).
+    Fixed { loc: MemLoc, elems: u64 },
+    /// `Program::atoms[k]`, computed per PE and iteration.
+    Atom(u32),
+}
+
 /// Elementwise binary operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum BinOp {
@@ -154,16 +247,16 @@ impl BinOp {
 }
 
 /// One op of a program.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Op {
-    /// `dst ← memory[src .. src + elems]`.
-    Load { dst: Reg, src: MemLoc, elems: u64 },
-    /// `memory[dst ..] ← src`.
-    Store { src: Reg, dst: MemLoc },
+    /// `dst ← memory[src]`.
+    Load { dst: Reg, src: Place },
+    /// `memory[dst ..] ← src` (the register's elements).
+    Store { src: Reg, dst: Place },
     /// Send a register through the IPCQ of direction `dir`.
     Send { dir: QDir, src: Reg },
-    /// Receive `elems` elements from the IPCQ of direction `dir`.
-    Recv { dir: QDir, dst: Reg, elems: u64 },
+    /// Receive as many elements as `size` covers from the IPCQ of direction `dir`.
+    Recv { dir: QDir, dst: Reg, size: Place },
     /// `dst ← a ∘ b`, elementwise.
     Binary { op: BinOp, dst: Reg, a: Reg, b: Reg },
     /// `dst ← src · factor` (factor rounded to f16 like the data).
@@ -179,6 +272,16 @@ pub enum Op {
         n: u32,
         k: u32,
     },
+    /// Runs the next `len` ops `count` times. In odd iterations registers
+    /// `rot .. rot + rot_len` and `rot + rot_len .. rot + 2·rot_len` trade
+    /// names, so a value carried from one iteration to the next is read from
+    /// where the previous iteration wrote it. Loops do not nest.
+    Loop {
+        count: u32,
+        len: u32,
+        rot: Reg,
+        rot_len: u16,
+    },
 }
 
 impl Op {
@@ -192,6 +295,7 @@ impl Op {
             Op::Scale { .. } => "scale",
             Op::Copy { .. } => "copy",
             Op::Gemm { .. } => "gemm",
+            Op::Loop { .. } => "loop",
         }
     }
 
@@ -201,7 +305,7 @@ impl Op {
             Op::Store { src, .. } | Op::Send { src, .. } => ([src, 0], 1),
             Op::Scale { src, .. } | Op::Copy { src, .. } => ([src, 0], 1),
             Op::Binary { a, b, .. } | Op::Gemm { a, b, .. } => ([a, b], 2),
-            Op::Load { .. } | Op::Recv { .. } => ([0, 0], 0),
+            Op::Load { .. } | Op::Recv { .. } | Op::Loop { .. } => ([0, 0], 0),
         }
     }
 
@@ -214,15 +318,114 @@ impl Op {
             | Op::Scale { dst, .. }
             | Op::Copy { dst, .. }
             | Op::Gemm { dst, .. } => Some(dst),
-            Op::Store { .. } | Op::Send { .. } => None,
+            Op::Store { .. } | Op::Send { .. } | Op::Loop { .. } => None,
         }
     }
 }
 
-/// A traced program: ops over `regs` registers. A register's size is that of
-/// the value last written to it.
+/// A traced program: ops over `regs` registers (a register's size is that of
+/// the value last written to it), the atom expressions its places name and
+/// the tables its digits index. Every PE running it has its own parameters.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Program {
     pub ops: Vec<Op>,
     pub regs: u16,
+    pub atoms: Vec<AtomExpr>,
+    pub tables: Vec<std::sync::Arc<[u32]>>,
+}
+
+impl Program {
+    /// Ops in the program (a loop counts its body once).
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// A place's concrete location and size for a PE with `params` at iteration `iter`.
+    pub fn place(&self, p: Place, params: &[i64], iter: u32) -> (MemLoc, u64) {
+        match p {
+            Place::Fixed { loc, elems } => (loc, elems),
+            Place::Atom(k) => self.atoms[k as usize].eval(params, iter, &self.tables),
+        }
+    }
+}
+
+/// What a PE is launched with: a program (shared) and its own parameter values.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub program: std::sync::Arc<Program>,
+    pub params: Box<[i64]>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn expr(elems: u64, digits: Vec<(Digit, u32)>) -> AtomExpr {
+        AtomExpr {
+            base: MemLoc {
+                space: Space::Hbm,
+                instance: MemLoc::LOCAL,
+                offset: 64,
+            },
+            elems,
+            digits,
+        }
+    }
+
+    /// Atoms of every digit combination tile the buffer in order, larger blocks first.
+    #[test]
+    fn atoms_tile_the_buffer_in_order() {
+        let (radices, elems) = ([2u32, 3, 2], 100u64);
+        let mut next = 0;
+        for a in 0..2 {
+            for b in 0..3 {
+                for c in 0..2 {
+                    let d = |v: i64| Digit::Affine(Affine::constant(v));
+                    let e = expr(
+                        elems,
+                        vec![(d(a), radices[0]), (d(b), radices[1]), (d(c), radices[2])],
+                    );
+                    let (loc, len) = e.eval(&[], 0, &[]);
+                    assert_eq!(loc.offset, 64 + 2 * next, "atom {a}{b}{c}");
+                    next += len;
+                }
+            }
+        }
+        assert_eq!(next, elems);
+        let first = expr(10, vec![(Digit::Affine(Affine::constant(0)), 4)]);
+        assert_eq!(first.eval(&[], 0, &[]).1, 3);
+    }
+
+    /// Digits follow the PE's parameter and the loop iteration, mod the radix or through a table.
+    #[test]
+    fn digits_follow_parameters_iterations_and_tables() {
+        let rotating = Affine {
+            c: -1,
+            param: 1,
+            coeff: 1,
+            step: -1,
+        };
+        assert_eq!(rotating.eval(&[0, 5], 2), 2);
+        let e = expr(8, vec![(Digit::Affine(rotating), 8)]);
+        // params[1] = 0, iteration 3: (0 − 3 − 1) mod 8 = 4.
+        assert_eq!(e.eval(&[9, 0], 3, &[]).0.offset, 64 + 2 * 4);
+        let table: Arc<[u32]> = vec![3, 0, 2, 1].into();
+        let t = expr(
+            4,
+            vec![(
+                Digit::Table {
+                    table: 0,
+                    index: Affine { c: 1, ..rotating },
+                },
+                4,
+            )],
+        );
+        // Index 1 + 5 − 2 = 4, mod the table's length 0: table[0] = 3.
+        assert_eq!(t.eval(&[0, 5], 2, &[table]).0.offset, 64 + 2 * 3);
+    }
 }

@@ -11,12 +11,11 @@ use crate::network::{
     RouteSource, Routes,
 };
 use crate::oplog::OpLog;
-use crate::program::Program;
+use crate::program::Launch;
 use crate::time::{Clock, Tick};
 use crate::traffic::{self, Traffic, TrafficState};
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{ScheduleLabel, SingleThreadedExecutor};
-use std::sync::Arc;
 
 /// The stages of one tick, run in this order. Each model module registers its
 /// systems into its stage.
@@ -393,7 +392,7 @@ impl Engine {
 
     /// Sends launch messages from the host; each PE starts its program when
     /// its message arrives, plus the launch overhead.
-    pub fn launch(&mut self, programs: Vec<(u32, Arc<Program>)>) {
+    pub fn launch(&mut self, programs: Vec<(u32, Launch)>) {
         exec::send_launches(&mut self.world, programs);
     }
 

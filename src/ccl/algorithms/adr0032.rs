@@ -10,8 +10,9 @@
 //! mesh goes straight to phase 3. `chunks` pipelines every phase.
 
 use super::ring::me;
-use crate::ccl::kernels::Buffer;
+use crate::ccl::kernels::{Buffer, combine};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::kernel::Tile;
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
@@ -42,10 +43,10 @@ fn line_reduce(
     dirs: (Dir, Dir),
 ) {
     let (towards_end, towards_start) = dirs; // e.g. (E, W) for a row
-    let all = buf.range(&[]);
+    let all = buf.atoms(&[]);
     if pos < root {
         if pos > 0 {
-            for c in all.clone() {
+            for c in &all {
                 buf.recv_combine(
                     tl,
                     a.job.op,
@@ -55,11 +56,11 @@ fn line_reduce(
                 );
             }
         } else {
-            buf.send(tl, all, mesh_dir(towards_end));
+            buf.send(tl, &all, mesh_dir(towards_end));
         }
     } else if pos > root {
         if pos + 1 < len {
-            for c in all.clone() {
+            for c in &all {
                 buf.recv_combine(
                     tl,
                     a.job.op,
@@ -69,12 +70,12 @@ fn line_reduce(
                 );
             }
         } else {
-            buf.send(tl, all, mesh_dir(towards_start));
+            buf.send(tl, &all, mesh_dir(towards_start));
         }
     } else {
         for (has, from) in [(root > 0, towards_start), (root + 1 < len, towards_end)] {
             if has {
-                for c in all.clone() {
+                for c in &all {
                     buf.recv_combine(tl, a.job.op, c, mesh_dir(from), None);
                 }
             }
@@ -85,44 +86,53 @@ fn line_reduce(
 /// The inverse of [`line_reduce`]: the root sends both ways, others pass it on.
 fn line_broadcast(tl: &mut Tl, buf: &mut Buffer, pos: u32, len: u32, root: u32, dirs: (Dir, Dir)) {
     let (towards_end, towards_start) = dirs;
-    let all = buf.range(&[]);
+    let all = buf.atoms(&[]);
     if pos == root {
         if root > 0 {
-            buf.send(tl, all.clone(), mesh_dir(towards_start));
+            buf.send(tl, &all, mesh_dir(towards_start));
         }
         if root + 1 < len {
-            buf.send(tl, all, mesh_dir(towards_end));
+            buf.send(tl, &all, mesh_dir(towards_end));
         }
     } else if pos < root {
         let to = (pos > 0).then_some(mesh_dir(towards_start));
-        for c in all {
+        for c in &all {
             buf.recv_replace(tl, c, mesh_dir(towards_end), to);
         }
     } else {
         let to = (pos + 1 < len).then_some(mesh_dir(towards_end));
-        for c in all {
+        for c in &all {
             buf.recv_replace(tl, c, mesh_dir(towards_start), to);
         }
     }
 }
 
 /// Phase 3 ring: n−1 rounds; each round passes on what arrived last round.
+/// The rounds that forward are one loop carrying the running sums.
 fn pass_around(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, n: u32, fwd: Dir) {
     if n < 2 {
         return;
     }
     let (send, recv) = (global_dir(fwd), global_dir(fwd.opposite()));
-    let all = buf.range(&[]);
-    buf.send(tl, all.clone(), send);
-    for round in 0..n - 1 {
-        for c in all.clone() {
-            let x = tl.recv(recv, &[buf.len(c)], crate::kernel::DType::F16);
-            if round + 2 < n {
+    let all = buf.atoms(&[]);
+    buf.send(tl, &all, send);
+    let round = |tl: &mut Tl, buf: &Buffer, sums: &[Tile], forward: bool| -> Vec<Tile> {
+        let mut out = Vec::with_capacity(sums.len());
+        for (c, &sum) in all.iter().zip(sums) {
+            let x = tl.recv_part(recv, &buf.part(c));
+            if forward {
                 tl.send(send, x);
             }
-            let t = crate::ccl::kernels::combine(tl, a.job.op, buf.tile(c), x);
-            buf.tiles[c] = Some(t);
+            out.push(combine(tl, a.job.op, sum, x));
         }
+        out
+    };
+    let sums: Vec<Tile> = all.iter().map(|c| buf.tile(c)).collect();
+    let forwarding = n as usize - 2;
+    let sums = tl.repeat(forwarding, &sums, |tl, _, sums| round(tl, buf, sums, true));
+    let sums = round(tl, buf, &sums, false);
+    for (c, t) in all.iter().zip(sums) {
+        buf.set(c, t);
     }
 }
 
@@ -132,20 +142,20 @@ fn chain(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, pos: u32, len: u32, fwd:
         return;
     }
     let (ahead, back) = (global_dir(fwd), global_dir(fwd.opposite()));
-    let all = buf.range(&[]);
+    let all = buf.atoms(&[]);
     if pos == 0 {
-        buf.send(tl, all.clone(), ahead);
+        buf.send(tl, &all, ahead);
     } else {
         let to = (pos + 1 < len).then_some(ahead);
-        for c in all.clone() {
+        for c in &all {
             buf.recv_combine(tl, a.job.op, c, back, to);
         }
     }
     if pos + 1 == len {
-        buf.send(tl, all, back);
+        buf.send(tl, &all, back);
     } else {
         let to = (pos > 0).then_some(back);
-        for c in all {
+        for c in &all {
             buf.recv_replace(tl, c, ahead, to);
         }
     }
@@ -162,8 +172,8 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let (cx, cy) = (cube % cw, cube / cw);
     let (root_col, root_row) = (cw / 2, ch / 2);
     let mut buf = Buffer::new(a.job.elems, &[a.chunks]);
-    let all = buf.range(&[]);
-    buf.load(tl, all.clone());
+    let all = buf.atoms(&[]);
+    buf.load(tl, &all);
     // Phases 1-2: rows onto the root column, then the root column onto the root row.
     line_reduce(tl, a, &mut buf, cx, cw, root_col, (Dir::E, Dir::W));
     if cx == root_col {
@@ -190,7 +200,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         line_broadcast(tl, &mut buf, cy, ch, root_row, (Dir::S, Dir::N));
     }
     line_broadcast(tl, &mut buf, cx, cw, root_col, (Dir::E, Dir::W));
-    buf.store(tl, all);
+    buf.store(tl, &all);
 }
 
 impl Algorithm for Adr0032 {

@@ -10,8 +10,8 @@
 use super::ring::me;
 use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
-use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
+use crate::kernel::{Index, Sym, Tl};
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
@@ -29,12 +29,23 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         .expect("every cube is on the ring");
     let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
     let (sx, sy) = (sip as usize % w, sip as usize / w);
+    // Ring positions are parameters, so every participant shares one program.
+    let (pos, sx, sy) = (
+        tl.param(pos as i64),
+        tl.param(sx as i64),
+        tl.param(sy as i64),
+    );
     let op = a.job.op;
     // Blocks are loaded as the rings reach them and stored once final.
     // Two halves, one per cube-ring direction; with one cube per SIP they still
     // double the pipeline depth of the lane rings, which pays for itself.
     let halves = 2;
     let mut buf = Buffer::new(a.job.elems, &[halves, c, 2, w, h, a.chunks]);
+    let job = |ring: Ring, prefix: Vec<Index>| RingJob {
+        ring,
+        prefix,
+        order: None,
+    };
 
     // Level 0: the cube ring, both directions (half of the buffer each).
     let intra = Ring {
@@ -44,13 +55,13 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         prev: QDir::IntraW,
     };
     let l0: Vec<RingJob> = (0..halves)
-        .map(|half| RingJob {
-            ring: if half == 0 { intra } else { intra.reversed() },
-            blocks: (0..c).map(|b| buf.range(&[half, b])).collect(),
+        .map(|half| {
+            let ring = if half == 0 { intra } else { intra.reversed() };
+            job(ring, vec![half.into()])
         })
         .collect();
     reduce_scatter(tl, op, &mut buf, &l0);
-    let own0: Vec<usize> = l0.iter().map(|j| j.owned()).collect();
+    let own0: Vec<Sym> = l0.iter().map(|j| j.owned()).collect();
 
     // Level 1: rows of SIPs on global_E/W; level 2: columns on global_S/N.
     let row = Ring {
@@ -71,39 +82,36 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         .collect();
     let l1: Vec<RingJob> = pieces
         .iter()
-        .map(|&(half, q)| RingJob {
-            ring: if q == 0 { row } else { row.reversed() },
-            blocks: (0..w)
-                .map(|b| buf.range(&[half, own0[half], q, b]))
-                .collect(),
+        .map(|&(half, q)| {
+            let ring = if q == 0 { row } else { row.reversed() };
+            job(ring, vec![half.into(), own0[half].into(), q.into()])
         })
         .collect();
     reduce_scatter(tl, op, &mut buf, &l1);
-    let own1: Vec<usize> = l1.iter().map(|j| j.owned()).collect();
+    let own1: Vec<Sym> = l1.iter().map(|j| j.owned()).collect();
     let l2: Vec<RingJob> = pieces
         .iter()
         .zip(&own1)
-        .map(|(&(half, q), &o1)| RingJob {
-            ring: if q == 0 { col } else { col.reversed() },
-            blocks: (0..h)
-                .map(|b| buf.range(&[half, own0[half], q, o1, b]))
-                .collect(),
+        .map(|(&(half, q), &o1)| {
+            let ring = if q == 0 { col } else { col.reversed() };
+            job(
+                ring,
+                vec![half.into(), own0[half].into(), q.into(), o1.into()],
+            )
         })
         .collect();
     reduce_scatter(tl, op, &mut buf, &l2);
-    let own2: Vec<usize> = l2.iter().map(|j| j.owned()).collect();
-    // After the column all-gather, every atom this cube holds is final.
-    let keep_all = Keep {
-        own: true,
+    let own2: Vec<Sym> = l2.iter().map(|j| j.owned()).collect();
+    // After the column all-gather, every atom this cube holds is final; the
+    // row and cube-ring all-gathers send on what the previous level gathered.
+    let keep = |own, reuse| Keep {
+        own,
         received: true,
+        reuse,
     };
-    let keep_received = Keep {
-        own: false,
-        received: true,
-    };
-    all_gather(tl, &mut buf, &l2, &own2, keep_all);
-    all_gather(tl, &mut buf, &l1, &own1, keep_received);
-    all_gather(tl, &mut buf, &l0, &own0, keep_received);
+    all_gather(tl, &mut buf, &l2, &own2, keep(true, true));
+    all_gather(tl, &mut buf, &l1, &own1, keep(false, true));
+    all_gather(tl, &mut buf, &l0, &own0, keep(false, false));
 }
 
 impl Algorithm for HierLanes {

@@ -9,6 +9,7 @@ use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
+use std::sync::Arc;
 
 pub struct RingAlgo;
 
@@ -29,96 +30,102 @@ pub fn ring_order(g: &Group) -> Vec<usize> {
         .collect()
 }
 
+/// `ring_order` and its inverse (participant → ring position), shared by the PEs of a launch.
+fn ring_tables(tl: &mut Tl, g: &Group) -> (Arc<[u32]>, Arc<[u32]>) {
+    let order = tl.table("ring order", || {
+        ring_order(g).into_iter().map(|p| p as u32).collect()
+    });
+    let position = tl.table("ring position", || {
+        let mut pos = vec![0u32; order.len()];
+        for (k, &p) in order.iter().enumerate() {
+            pos[p as usize] = k as u32;
+        }
+        pos
+    });
+    (order, position)
+}
+
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let n = a.group.size();
     let participant = me(tl, &a.group);
     if n == 1 {
         return;
     }
-    let order = ring_order(&a.group);
-    let me = order
-        .iter()
-        .position(|&p| p == participant)
-        .expect("every participant is on the ring");
+    let (order, position) = ring_tables(tl, &a.group);
+    let me = position[participant] as usize;
     let (job, op, chunks) = (a.job, a.job.op, a.chunks);
-    let ring = Ring {
-        n,
-        me,
-        next: QDir::E,
-        prev: QDir::W,
-    };
     match job.collective {
         Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
+            let ring = Ring {
+                n,
+                me: tl.param(me as i64),
+                next: QDir::E,
+                prev: QDir::W,
+            };
             let mut buf = Buffer::new(job.elems, &[n, chunks]);
             // Ring block k holds the data block of the participant at position
             // k, so all-gather starts from each member's own block; for
             // reduce-scatter the blocks shift by one, since it leaves position
             // k with ring block k+1 and the member must end with its own.
-            let shift = usize::from(job.collective == Collective::ReduceScatter) * (n - 1);
-            let blocks = (0..n)
-                .map(|k| buf.range(&[order[(k + shift) % n]]))
-                .collect();
-            let j = [RingJob { ring, blocks }];
+            let order = if job.collective == Collective::ReduceScatter {
+                tl.table("ring order shifted", || {
+                    (0..n).map(|k| order[(k + n - 1) % n]).collect()
+                })
+            } else {
+                order
+            };
+            let j = [RingJob {
+                ring,
+                prefix: Vec::new(),
+                order: Some(order),
+            }];
+            let keep = |own| Keep {
+                own,
+                received: true,
+                reuse: false,
+            };
             if job.collective == Collective::AllGather {
-                buf.load(tl, j[0].blocks[me].clone());
-                all_gather(
-                    tl,
-                    &mut buf,
-                    &j,
-                    &[me],
-                    Keep {
-                        own: false,
-                        received: true,
-                    },
-                );
+                buf.load(tl, &buf.atoms(&j[0].block(ring.me)));
+                all_gather(tl, &mut buf, &j, &[ring.me], keep(false));
                 return;
             }
             reduce_scatter(tl, op, &mut buf, &j);
             if job.collective == Collective::ReduceScatter {
-                buf.store(tl, j[0].blocks[j[0].owned()].clone());
+                buf.store(tl, &buf.atoms(&j[0].block(j[0].owned())));
                 return;
             }
-            all_gather(
-                tl,
-                &mut buf,
-                &j,
-                &[j[0].owned()],
-                Keep {
-                    own: true,
-                    received: true,
-                },
-            );
+            all_gather(tl, &mut buf, &j, &[j[0].owned()], keep(true));
         }
         Collective::Broadcast => {
             // Chain 0 → 1 → … → n−1, atom by atom.
             let mut buf = Buffer::new(job.elems, &[chunks]);
-            let all = buf.range(&[]);
+            let all = buf.atoms(&[]);
             if me == 0 {
-                buf.load(tl, all.clone());
-                buf.send(tl, all, QDir::E);
+                buf.load(tl, &all);
+                buf.send(tl, &all, QDir::E);
                 return;
             }
             let to = (me + 1 < n).then_some(QDir::E);
-            for c in all.clone() {
+            for c in &all {
                 buf.recv_replace(tl, c, QDir::W, to);
             }
-            buf.store(tl, all);
+            buf.store(tl, &all);
         }
         Collective::Reduce => {
             // Chain n−1 → … → 0, reducing on the way.
             let mut buf = Buffer::new(job.elems, &[chunks]);
-            let all = buf.range(&[]);
-            buf.load(tl, all.clone());
+            let all = buf.atoms(&[]);
+            buf.load(tl, &all);
             if me == n - 1 {
-                buf.send(tl, all, QDir::W);
+                buf.send(tl, &all, QDir::W);
                 return;
             }
             let to = (me > 0).then_some(QDir::W);
-            for c in all.clone() {
+            for c in &all {
                 buf.recv_combine(tl, op, c, QDir::E, to);
             }
             if me == 0 {
-                buf.store(tl, all);
+                buf.store(tl, &all);
             }
         }
     }

@@ -19,15 +19,15 @@ fn levels(n: usize) -> usize {
 
 fn reduce_up(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, me: usize) {
     let n = a.group.size();
-    let all = buf.range(&[]);
+    let all = buf.atoms(&[]);
     for k in 0..levels(n) {
         let bit = 1 << k;
         if me & bit != 0 {
-            buf.send(tl, all, QDir::Chan(k as u8));
+            buf.send(tl, &all, QDir::Chan(k as u8));
             return;
         }
         if me + bit < n {
-            for c in all.clone() {
+            for c in &all {
                 buf.recv_combine(tl, a.job.op, c, QDir::Chan(k as u8), None);
             }
         }
@@ -36,15 +36,15 @@ fn reduce_up(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, me: usize) {
 
 fn broadcast_down(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, me: usize) {
     let n = a.group.size();
-    let all = buf.range(&[]);
+    let all = buf.atoms(&[]);
     for k in (0..levels(n)).rev() {
         let bit = 1 << k;
         if me % (2 * bit) == bit {
-            for c in all.clone() {
+            for c in &all {
                 buf.recv_replace(tl, c, QDir::Chan(k as u8), None);
             }
         } else if me.is_multiple_of(2 * bit) && me + bit < n {
-            buf.send(tl, all.clone(), QDir::Chan(k as u8));
+            buf.send(tl, &all, QDir::Chan(k as u8));
         }
     }
 }
@@ -55,29 +55,29 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         return;
     }
     let mut buf = Buffer::new(a.job.elems, &[a.chunks]);
-    let all = buf.range(&[]);
+    let all = buf.atoms(&[]);
     match a.job.collective {
         Collective::Reduce => {
-            buf.load(tl, all.clone());
+            buf.load(tl, &all);
             reduce_up(tl, a, &mut buf, me);
             if me == 0 {
-                buf.store(tl, all);
+                buf.store(tl, &all);
             }
         }
         Collective::Broadcast => {
             if me == 0 {
-                buf.load(tl, all.clone());
+                buf.load(tl, &all);
             }
             broadcast_down(tl, a, &mut buf, me);
             if me != 0 {
-                buf.store(tl, all);
+                buf.store(tl, &all);
             }
         }
         _ => {
-            buf.load(tl, all.clone());
+            buf.load(tl, &all);
             reduce_up(tl, a, &mut buf, me);
             broadcast_down(tl, a, &mut buf, me);
-            buf.store(tl, all);
+            buf.store(tl, &all);
         }
     }
 }

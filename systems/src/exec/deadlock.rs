@@ -31,8 +31,19 @@ pub fn deadlock_report(world: &mut World) -> Option<String> {
     );
     for (pe, ex) in &stuck {
         let program = &ex.program;
-        let at = match program.ops.get(ex.pc as usize) {
-            Some(op) => format!("op {} of {} ({})", ex.pc, program.ops.len(), op.name()),
+        let at = match ex.op() {
+            Some(op) => {
+                let iter = ex
+                    .frame
+                    .map(|f| format!(", loop iteration {} of {}", f.iter + 1, f.count))
+                    .unwrap_or_default();
+                format!(
+                    "op {} of {} ({}{iter})",
+                    ex.pc,
+                    program.ops.len(),
+                    op.name()
+                )
+            }
             None => format!(
                 "the end of its program ({} async op(s) and {} register(s) outstanding)",
                 ex.outstanding, ex.pending_regs

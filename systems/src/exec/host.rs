@@ -5,10 +5,9 @@ use super::*;
 use crate::hierarchy::Hardware;
 use crate::ipcq::{Entry, NeighborTable, PeEvent, QueueAccess, Slot, SlotState};
 use crate::network::{Inbox, Outbox, Purpose, Send};
-use crate::program::{MemLoc, Program, Reg, Space};
+use crate::program::{Launch, MemLoc, Reg, Space};
 use crate::time::Clock;
 use bevy_ecs::prelude::*;
-use std::sync::Arc;
 
 /// Payloads of install and launch messages in flight from the host, and of
 /// remote loads and stores in flight, keyed by their message's tag. A slot
@@ -17,7 +16,7 @@ use std::sync::Arc;
 #[derive(Resource, Debug, Default)]
 pub struct HostQueue {
     pub installs: slab::Slab<(u32, Vec<Entry>)>,
-    pub launches: slab::Slab<(u32, Arc<Program>)>,
+    pub launches: slab::Slab<(u32, Launch)>,
     pub stores: slab::Slab<StoreJob>,
     pub loads: slab::Slab<LoadJob>,
     installed: rustc_hash::FxHashSet<u32>,
@@ -118,8 +117,7 @@ pub fn deliver_control(
 
     let launches = inbox.take(Purpose::Launch);
     for a in &launches {
-        let (pe, program) = ka.host.launches.remove(a.tag as usize);
-        let regs = program.regs as usize;
+        let (pe, launch) = ka.host.launches.remove(a.tag as usize);
         let entity = qa.hw.pes[pe as usize];
         if running
             .get(entity)
@@ -132,19 +130,9 @@ pub fn deliver_control(
             continue;
         }
         let start = now + ka.params.launch_overhead;
-        let regs = vec![RegState::default(); regs];
-        commands.entity(entity).insert(PeExec {
-            program,
-            pc: 0,
-            regs,
-            vector_free: start,
-            mac_free: start,
-            outstanding: 0,
-            pending_regs: 0,
-            finish: start,
-            started: start,
-            state: PeState::Running,
-        });
+        commands
+            .entity(entity)
+            .insert(PeExec::new(launch.program, launch.params, start));
         ka.kcal.0.push(start, pe);
     }
     inbox.restore(Purpose::Launch, launches);
@@ -203,7 +191,7 @@ pub fn send_installs(world: &mut World, tables: Vec<(u32, Vec<Entry>)>) {
 }
 
 /// Queues a launch message per PE from the host.
-pub fn send_launches(world: &mut World, programs: Vec<(u32, Arc<Program>)>) {
+pub fn send_launches(world: &mut World, programs: Vec<(u32, Launch)>) {
     let now = world.resource::<Clock>().now;
     let bytes = world.resource::<ExecParams>().launch_bytes;
     let host_node = world.resource::<Hardware>().host_node;

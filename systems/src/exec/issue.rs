@@ -4,7 +4,7 @@ use super::*;
 use crate::ipcq::{NeighborTable, PeEvent, QueueAccess, RecvJob, SendJob, pump_recv, pump_send};
 use crate::memory::{ELEM_BYTES, MemoryStore};
 use crate::network::{Purpose, Send};
-use crate::program::{BinOp, Op, Reg, Space};
+use crate::program::{BinOp, Op, Place, Reg, Space};
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
 use half::f16;
@@ -61,6 +61,7 @@ pub(super) fn issue(
         Op::Store { .. } => store(pe, ex, op, ka, qa),
         Op::Send { .. } => send(pe, ex, op, table, ka, qa),
         Op::Recv { .. } => recv(pe, ex, op, table, qa),
+        Op::Loop { .. } => unreachable!("PeExec moves past loop markers"),
     }
 }
 
@@ -178,8 +179,12 @@ fn load(
     let now = qa.clock.now;
     let functional = ka.functional;
     let hw = &*qa.hw;
-    let Op::Load { dst, src, elems } = *op else {
-        unreachable!("issue() dispatches by op kind")
+    let Op::Load {
+        dst,
+        src: Place::Fixed { loc: src, elems },
+    } = *op
+    else {
+        unreachable!("issue() dispatches by op kind; PeExec::op resolves places")
     };
     let src = src.resolve(pe, hw.pes_per_cube);
     let bytes = elems * ELEM_BYTES;
@@ -229,8 +234,12 @@ fn store(
 ) -> Result<(), String> {
     let now = qa.clock.now;
     let hw = &*qa.hw;
-    let Op::Store { src, dst } = *op else {
-        unreachable!("issue() dispatches by op kind")
+    let Op::Store {
+        src,
+        dst: Place::Fixed { loc: dst, .. },
+    } = *op
+    else {
+        unreachable!("issue() dispatches by op kind; PeExec::op resolves places")
     };
     let dst = dst.resolve(pe, hw.pes_per_cube);
     let r = &ex.regs[src as usize];
@@ -324,8 +333,13 @@ fn recv(
 ) -> Result<(), String> {
     let now = qa.clock.now;
     let hw = &*qa.hw;
-    let Op::Recv { dir, dst, elems } = *op else {
-        unreachable!("issue() dispatches by op kind")
+    let Op::Recv {
+        dir,
+        dst,
+        size: Place::Fixed { elems, .. },
+    } = *op
+    else {
+        unreachable!("issue() dispatches by op kind; PeExec::op resolves places")
     };
     let q = table.and_then(|t| t.recv(dir)).ok_or_else(|| {
         format!(

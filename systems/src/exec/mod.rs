@@ -23,7 +23,7 @@ pub use host::{HostQueue, LoadJob, StoreJob, deliver_control, send_installs, sen
 pub use step::kernel_step;
 
 use crate::memory::{DataMode, MemoryStore};
-use crate::program::Program;
+use crate::program::{Op, Place, Program, Reg};
 use crate::time::{Calendar, Tick};
 use bevy_ecs::prelude::*;
 use half::f16;
@@ -57,7 +57,12 @@ pub struct PeExec {
     /// The launched program (many PEs share one; it is freed when the last
     /// PE running it is launched again or despawned).
     pub program: Arc<Program>,
+    /// This PE's values of the program's parameters.
+    pub params: Box<[i64]>,
+    /// The next op; never a [`Op::Loop`] marker (entering a loop moves past it).
     pub pc: u32,
+    /// The loop being run, if any.
+    pub frame: Option<LoopFrame>,
     pub regs: Vec<RegState>,
     pub vector_free: Tick,
     pub mac_free: Tick,
@@ -69,6 +74,149 @@ pub struct PeExec {
     pub finish: Tick,
     pub started: Tick,
     pub state: PeState,
+}
+
+/// A running loop: its body `start .. end`, the iteration and the rotating registers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoopFrame {
+    pub start: u32,
+    pub end: u32,
+    pub iter: u32,
+    pub count: u32,
+    pub rot: Reg,
+    pub rot_len: u16,
+}
+
+impl PeExec {
+    /// A PE about to run `program` from its first op at `start`.
+    pub fn new(program: Arc<Program>, params: Box<[i64]>, start: Tick) -> PeExec {
+        let regs = vec![RegState::default(); program.regs as usize];
+        let mut ex = PeExec {
+            program,
+            params,
+            pc: 0,
+            frame: None,
+            regs,
+            vector_free: start,
+            mac_free: start,
+            outstanding: 0,
+            pending_regs: 0,
+            finish: start,
+            started: start,
+            state: PeState::Running,
+        };
+        ex.enter_loops();
+        ex
+    }
+
+    /// The next op as it issues on this PE: registers as named in this
+    /// iteration, places resolved to locations. None when the program is done.
+    pub fn op(&self) -> Option<Op> {
+        let op = *self.program.ops.get(self.pc as usize)?;
+        let iter = self.frame.map_or(0, |f| f.iter);
+        let reg = |r: Reg| self.reg_name(r);
+        let place = |p: Place| {
+            let (loc, elems) = self.program.place(p, &self.params, iter);
+            Place::Fixed { loc, elems }
+        };
+        Some(match op {
+            Op::Load { dst, src } => Op::Load {
+                dst: reg(dst),
+                src: place(src),
+            },
+            Op::Store { src, dst } => Op::Store {
+                src: reg(src),
+                dst: place(dst),
+            },
+            Op::Send { dir, src } => Op::Send { dir, src: reg(src) },
+            Op::Recv { dir, dst, size } => Op::Recv {
+                dir,
+                dst: reg(dst),
+                size: place(size),
+            },
+            Op::Binary { op, dst, a, b } => Op::Binary {
+                op,
+                dst: reg(dst),
+                a: reg(a),
+                b: reg(b),
+            },
+            Op::Scale { dst, src, factor } => Op::Scale {
+                dst: reg(dst),
+                src: reg(src),
+                factor,
+            },
+            Op::Copy { dst, src } => Op::Copy {
+                dst: reg(dst),
+                src: reg(src),
+            },
+            Op::Gemm { dst, a, b, m, n, k } => Op::Gemm {
+                dst: reg(dst),
+                a: reg(a),
+                b: reg(b),
+                m,
+                n,
+                k,
+            },
+            Op::Loop { .. } => op,
+        })
+    }
+
+    /// Register `r` of the program as named in this iteration.
+    fn reg_name(&self, r: Reg) -> Reg {
+        match self.frame {
+            Some(f) if f.iter % 2 == 1 && r >= f.rot && r < f.rot + 2 * f.rot_len => {
+                if r < f.rot + f.rot_len {
+                    r + f.rot_len
+                } else {
+                    r - f.rot_len
+                }
+            }
+            _ => r,
+        }
+    }
+
+    /// Moves past the op just issued: to the next op, back to the start of
+    /// the loop body, or out of a finished loop.
+    pub fn advance(&mut self) {
+        self.pc += 1;
+        if let Some(f) = &mut self.frame
+            && self.pc == f.end
+        {
+            f.iter += 1;
+            if f.iter < f.count {
+                self.pc = f.start;
+            } else {
+                self.frame = None;
+            }
+        }
+        self.enter_loops();
+    }
+
+    /// At a loop marker: enter the loop (or skip an empty one).
+    fn enter_loops(&mut self) {
+        while let Some(&Op::Loop {
+            count,
+            len,
+            rot,
+            rot_len,
+        }) = self.program.ops.get(self.pc as usize)
+        {
+            let start = self.pc + 1;
+            if count == 0 || len == 0 {
+                self.pc = start + len;
+                continue;
+            }
+            self.frame = Some(LoopFrame {
+                start,
+                end: start + len,
+                iter: 0,
+                count,
+                rot,
+                rot_len,
+            });
+            self.pc = start;
+        }
+    }
 }
 
 /// PE throughput and control-message sizes, in ticks and bytes.

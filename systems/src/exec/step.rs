@@ -5,7 +5,6 @@ use super::*;
 use crate::ipcq::{NeighborTable, PeEvent, QueueAccess};
 use crate::memory::DataMode;
 use bevy_ecs::prelude::*;
-use std::sync::Arc;
 
 /// The `kernel_step` stage: applies queue results to PEs, then lets every PE
 /// woken now issue ops until it blocks. PEs woken in the same tick step in PE
@@ -40,7 +39,7 @@ pub fn kernel_step(
             ex.finish = ex.finish.max(at);
             // Wake the PE only if it waits for this: its current op touches the
             // register, or it has issued everything and waits to finish.
-            let waits = match (ex.program.ops.get(ex.pc as usize), reg) {
+            let waits = match (ex.op(), reg) {
                 (None, _) => true,
                 (Some(op), Some(reg)) => {
                     let (inputs, n) = op.inputs();
@@ -94,14 +93,13 @@ fn step(
         store,
         host,
     } = ka;
-    let program = Arc::clone(&ex.program);
     let mut ic = IssueCtx {
         params,
         functional: **mode == DataMode::Functional,
         store,
         host,
     };
-    while let Some(op) = program.ops.get(ex.pc as usize) {
+    while let Some(op) = ex.op() {
         let (inputs, n) = op.inputs();
         for &r in inputs[..n].iter().chain(op.output().as_ref()) {
             match ex.regs[r as usize].ready_at {
@@ -113,11 +111,11 @@ fn step(
                 _ => {}
             }
         }
-        issue(pe, ex, op, table, &mut ic, qa).map_err(|e| {
+        issue(pe, ex, &op, table, &mut ic, qa).map_err(|e| {
             let (s, c, p) = qa.hw.coords(pe);
             format!("sip{s}.cube{c}.pe{p}: op {} ({}): {e}", ex.pc, op.name())
         })?;
-        ex.pc += 1;
+        ex.advance();
         issued.0 += 1;
     }
     if ex.outstanding == 0 && ex.pending_regs == 0 {
