@@ -70,6 +70,17 @@ pub fn links(sys: &System) -> u64 {
     links
 }
 
+/// Ops held in programs: distinct programs times their length. Ring and
+/// adr0032 steps are loops, so a few programs of a few dozen ops per chunk;
+/// hier_lanes shares a program per SIP, unrolled; tree one per participant.
+fn held_program_ops(algorithm: &str, g: &Group, ops_per_participant: f64, chunks: f64) -> f64 {
+    match algorithm {
+        "ring" | "adr0032" => 3.0 * 64.0 * chunks,
+        "hier_lanes" => f64::from(g.sips) * ops_per_participant,
+        _ => g.size() as f64 * ops_per_participant,
+    }
+}
+
 impl Estimate {
     /// Building the machine alone.
     pub fn build(sys: &System) -> Estimate {
@@ -118,6 +129,7 @@ impl Estimate {
         let per_participant = work.sends * (2.0 * chunk_messages + 2.0);
         e.messages = p * per_participant;
         e.ops = p * work.sends * OPS_PER_SEND + 4.0 * p;
+        let held_ops = held_program_ops(&config.algorithm, &g, e.ops / p, chunks);
         let packet = sys
             .spec
             .links
@@ -143,7 +155,7 @@ impl Estimate {
         } else {
             0.0
         };
-        e.peak_bytes += e.ops * BYTES_PER_OP + values + e.trace_events * BYTES_PER_TRACE_EVENT;
+        e.peak_bytes += held_ops * BYTES_PER_OP + values + e.trace_events * BYTES_PER_TRACE_EVENT;
         e.seconds += e.messages * SECONDS_PER_MESSAGE + e.packet_hops * SECONDS_PER_PACKET_HOP;
         e
     }
