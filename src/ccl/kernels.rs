@@ -407,7 +407,8 @@ pub struct Keep {
 /// overlap the rest of the ring.
 pub fn all_gather(tl: &mut Tl, buf: &mut Buffer, jobs: &[RingJob], own: &[Sym], keep: Keep) {
     let all: Vec<(&RingJob, Sym)> = jobs.iter().zip(own.iter().copied()).collect();
-    for (j, o) in &all {
+    // The own block is needed if it is sent or stored.
+    for (j, o) in all.iter().filter(|(j, _)| j.ring.n > 1 || keep.own) {
         buf.ensure(tl, &buf.atoms(&j.block(*o)));
     }
     let rings: Vec<(&RingJob, Sym)> = all.iter().copied().filter(|(j, _)| j.ring.n > 1).collect();

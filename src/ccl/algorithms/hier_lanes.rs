@@ -103,14 +103,15 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     reduce_scatter(tl, op, &mut buf, &l2);
     let own2: Vec<Sym> = l2.iter().map(|j| j.owned()).collect();
     // After the column all-gather, every atom this cube holds is final; the
-    // row and cube-ring all-gathers send on what the previous level gathered.
+    // row and cube-ring all-gathers send on what the previous level gathered
+    // (when there is a next level, the received tiles stay in registers).
     let keep = |own, reuse| Keep {
         own,
         received: true,
         reuse,
     };
-    all_gather(tl, &mut buf, &l2, &own2, keep(true, true));
-    all_gather(tl, &mut buf, &l1, &own1, keep(false, true));
+    all_gather(tl, &mut buf, &l2, &own2, keep(true, w > 1 || c > 1));
+    all_gather(tl, &mut buf, &l1, &own1, keep(false, c > 1));
     all_gather(tl, &mut buf, &l0, &own0, keep(false, false));
 }
 
