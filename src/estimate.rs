@@ -19,6 +19,8 @@ const BYTES_PER_PE: f64 = 160.0;
 const BYTES_PER_CUBE: f64 = 200.0;
 /// Bytes per traced op (an `Op` in its program).
 const BYTES_PER_OP: f64 = 32.0;
+/// A PE's register: ready tick, size and an (empty when timing-only) value vector.
+const BYTES_PER_REGISTER: f64 = 40.0;
 /// Traced ops per IPCQ send of a step (send, recv, combine, load/store share).
 const OPS_PER_SEND: f64 = 3.5;
 /// Bytes per trace event held until the trace is written (op records and
@@ -130,6 +132,14 @@ impl Estimate {
         e.messages = p * per_participant;
         e.ops = p * work.sends * OPS_PER_SEND + 4.0 * p;
         let held_ops = held_program_ops(&config.algorithm, &g, e.ops / p, chunks);
+        // Register files: a ring step carries a block's tiles in two banks,
+        // hier_lanes four pieces of it.
+        let pieces = if config.algorithm == "hier_lanes" {
+            4.0
+        } else {
+            1.0
+        };
+        let registers = p * (4.0 * chunks * pieces + 16.0);
         let packet = sys
             .spec
             .links
@@ -155,7 +165,10 @@ impl Estimate {
         } else {
             0.0
         };
-        e.peak_bytes += held_ops * BYTES_PER_OP + values + e.trace_events * BYTES_PER_TRACE_EVENT;
+        e.peak_bytes += held_ops * BYTES_PER_OP
+            + registers * BYTES_PER_REGISTER
+            + values
+            + e.trace_events * BYTES_PER_TRACE_EVENT;
         e.seconds += e.messages * SECONDS_PER_MESSAGE + e.packet_hops * SECONDS_PER_PACKET_HOP;
         e
     }

@@ -9,7 +9,7 @@
 use super::ReduceOp;
 use crate::kernel::{Addr, Index, Part, Sym, Tile, Tl};
 use kernbench_systems::program::QDir;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 /// `n` elements in `parts` contiguous blocks, the first `n % parts` one larger:
@@ -38,7 +38,7 @@ pub struct Atom(pub Vec<Index>);
 pub struct Buffer {
     elems: usize,
     radices: Vec<usize>,
-    tiles: HashMap<usize, Tile>,
+    tiles: FxHashMap<usize, Tile>,
 }
 
 impl Buffer {
@@ -46,7 +46,7 @@ impl Buffer {
         Self {
             elems,
             radices: radices.to_vec(),
-            tiles: HashMap::new(),
+            tiles: FxHashMap::default(),
         }
     }
 

@@ -40,6 +40,7 @@ use kernbench_systems::program::{
     AtomExpr, BinOp, Digit, Launch, MemLoc, Op, Place, Program, QDir,
 };
 use regalloc::{LoopRec, Uses};
+use rustc_hash::FxHashMap;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -106,7 +107,7 @@ pub struct Tl<'a> {
     uses: Vec<Uses>,
     params: Vec<i64>,
     atoms: Vec<AtomExpr>,
-    atom_ids: HashMap<AtomExpr, u32>,
+    atom_ids: FxHashMap<AtomExpr, u32>,
     tables: Vec<Arc<[u32]>>,
     loops: Vec<LoopRec>,
     /// Values pinned to a loop's rotating registers.
@@ -133,7 +134,7 @@ impl<'a> Tl<'a> {
             uses: Vec::new(),
             params: Vec::new(),
             atoms: Vec::new(),
-            atom_ids: HashMap::new(),
+            atom_ids: FxHashMap::default(),
             tables: Vec::new(),
             loops: Vec::new(),
             pinned: Vec::new(),
@@ -270,6 +271,15 @@ impl<'a> Tl<'a> {
         };
         let known = p.digits.iter().all(|(i, r)| i.value(*r).is_some());
         let elems = known.then(|| expr.eval(&self.params, 0, &self.tables).1 as usize);
+        // The same on every PE and iteration: resolved now, not as ops issue.
+        let constant = expr.digits.iter().all(|(d, _)| match d {
+            Digit::Affine(a) => a.coeff == 0 && a.step == 0,
+            Digit::Table { index, .. } => index.coeff == 0 && index.step == 0,
+        });
+        if constant {
+            let (loc, n) = expr.eval(&[], 0, &self.tables);
+            return (Place::Fixed { loc, elems: n }, elems);
+        }
         let id = match self.atom_ids.get(&expr) {
             Some(&id) => id,
             None => {

@@ -146,7 +146,12 @@ pub(super) fn allocate(
     }
     let total = regs + slots;
     let total = u16::try_from(total)
-        .map_err(|_| format!("the program needs {total} registers (at most {})", u16::MAX))?;
+        .map_err(|_| {
+            format!(
+                "the program needs {total} registers (at most {}); allowed: fewer tiles live at once, e.g. fewer chunks",
+                u16::MAX
+            )
+        })?;
     let name = |v: u32| -> Reg {
         let r = reg_of[v as usize];
         (if r >= PINNED { regs + r - PINNED } else { r }) as Reg

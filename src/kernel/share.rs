@@ -2,8 +2,9 @@
 //! the same share it (by `Arc`), and differ only in their parameter values.
 
 use kernbench_systems::program::{Op, Program};
+use rustc_hash::FxHasher;
 use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 #[derive(Default)]
@@ -37,7 +38,7 @@ fn same_program(a: &Program, b: &Program) -> bool {
 }
 
 fn fingerprint(p: &Program) -> u64 {
-    let mut h = DefaultHasher::new();
+    let mut h = FxHasher::default();
     p.regs.hash(&mut h);
     p.ops.len().hash(&mut h);
     for op in &p.ops {

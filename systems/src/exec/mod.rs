@@ -161,6 +161,17 @@ impl PeExec {
         })
     }
 
+    /// The registers the next op reads (count) and writes, as named in this
+    /// iteration (without resolving its places).
+    pub fn next_regs(&self) -> Option<([Reg; 2], usize, Option<Reg>)> {
+        let op = self.program.ops.get(self.pc as usize)?;
+        let (mut ins, n) = op.inputs();
+        for r in &mut ins[..n] {
+            *r = self.reg_name(*r);
+        }
+        Some((ins, n, op.output().map(|r| self.reg_name(r))))
+    }
+
     /// Register `r` of the program as named in this iteration.
     fn reg_name(&self, r: Reg) -> Reg {
         match self.frame {

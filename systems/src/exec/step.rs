@@ -39,11 +39,10 @@ pub fn kernel_step(
             ex.finish = ex.finish.max(at);
             // Wake the PE only if it waits for this: its current op touches the
             // register, or it has issued everything and waits to finish.
-            let waits = match (ex.op(), reg) {
+            let waits = match (ex.next_regs(), reg) {
                 (None, _) => true,
-                (Some(op), Some(reg)) => {
-                    let (inputs, n) = op.inputs();
-                    inputs[..n].contains(&reg) || op.output() == Some(reg)
+                (Some((inputs, n, output)), Some(reg)) => {
+                    inputs[..n].contains(&reg) || output == Some(reg)
                 }
                 (Some(_), None) => false,
             };
