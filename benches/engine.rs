@@ -154,11 +154,40 @@ fn sweep_point(c: &mut Criterion) {
     g.finish();
 }
 
+/// Ring all-reduce through the collective library (kernels, IPCQ, credits)
+/// on a lean ring of 256 SIPs: tracing to one shared program, then the run.
+fn ring_all_reduce(c: &mut Criterion) {
+    use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
+    let sys = lean_ring(256);
+    let ccl = CclConfig::embedded_default();
+    let config = ccl.entry("ring").unwrap();
+    let mut comm = Communicator::new(
+        &sys,
+        config,
+        kernbench_systems::memory::DataMode::TimingOnly,
+    )
+    .unwrap();
+    let job = Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems: 2 << 20,
+    };
+    let mut g = c.benchmark_group("ring_all_reduce");
+    g.sample_size(10);
+    // Chunk transfers: 2 (p − 1) per participant.
+    g.throughput(Throughput::Elements(2 * 255 * 256));
+    g.bench_function("lean_ring_256_4M", |b| {
+        b.iter(|| comm.run(job).unwrap().ticks)
+    });
+    g.finish();
+}
+
 criterion_group!(
     benches,
     topology_build,
     ring_traffic,
     route_cache_miss,
-    sweep_point
+    sweep_point,
+    ring_all_reduce
 );
 criterion_main!(benches);

@@ -255,6 +255,14 @@ struct BenchArgs {
     /// east / recv west / add, through IPCQ queues with credits, timing-only).
     #[arg(long)]
     no_kernel: bool,
+    /// Also run a ring all-reduce through the collective library on the same
+    /// ring (--sips SIPs) and report wall time, peak memory and the program
+    /// every participant shares (the scale issue's benchmark: 64M on 4096 SIPs).
+    #[arg(long)]
+    collective: bool,
+    /// Buffer per participant for --collective, bytes (K, M, G = 2^10, 2^20, 2^30).
+    #[arg(long, default_value = "64M", value_parser = kernbench::sweep::plan::parse_bytes)]
+    collective_bytes: u64,
     /// IPCQ slot size for the ring kernel, in bytes (one chunk per message
     /// when it is at least --bytes).
     #[arg(long, default_value_t = 16384)]
@@ -425,6 +433,38 @@ fn bench(a: BenchArgs) -> Result<()> {
     if !a.no_kernel {
         bench_kernel(&a, &sys)?;
     }
+    if a.collective {
+        bench_collective(&a, &sys)?;
+    }
+    Ok(())
+}
+
+fn bench_collective(a: &BenchArgs, sys: &System) -> Result<()> {
+    let elems = Job::elems_of(a.collective_bytes).map_err(|(problem, allowed)| {
+        anyhow::anyhow!("--collective-bytes: {problem}; allowed: {allowed}")
+    })?;
+    let job = Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems,
+    };
+    let ccl = CclConfig::embedded_default();
+    let config = ccl.entry("ring").map_err(|(p, _)| anyhow::anyhow!(p))?;
+    let t0 = Instant::now();
+    let mut comm = Communicator::new(sys, config, DataMode::TimingOnly)?;
+    let setup = t0.elapsed().as_secs_f64();
+    let program = comm.programs(job)?[0].1.program.len();
+    let t0 = Instant::now();
+    let r = comm.run(job)?;
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "allreduce ring {} SIPs x {} B: {} ticks simulated ({:.1}% of bound); one {program}-op program shared by every participant; machine + wiring {setup:.3} s",
+        a.sips, a.collective_bytes, r.ticks, r.pct_of_bound
+    );
+    println!(
+        "        {secs:.3} s wall, peak memory {}",
+        gib(kernbench::report::peak_rss_bytes())
+    );
     Ok(())
 }
 
