@@ -1,5 +1,6 @@
 //! The simulated hardware as entities: SIPs own cubes, cubes own PEs
-//! (bevy `ChildOf` relationships), each PE knows its network node.
+//! (bevy `ChildOf` relationships). Network nodes live in one place, the dense
+//! [`Hardware`] index that systems look PEs and memories up in.
 
 use crate::network::NodeId;
 use crate::program::{MemLoc, Space};
@@ -18,13 +19,12 @@ pub struct Cube {
     pub index: u32,
 }
 
-/// A processing element and the network node it sends from.
+/// A processing element (its network node is `Hardware::pe_nodes`).
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pe {
     pub sip: u32,
     pub cube: u32,
     pub index: u32,
-    pub node: NodeId,
 }
 
 /// Entity handles and network nodes of the hierarchy, dense by global index
@@ -100,7 +100,6 @@ pub fn spawn_hardware(
     let pe_entities: Vec<Entity> = world
         .spawn_batch((0..sips).flat_map(|s| {
             let cube_entities = &cube_entities;
-            let pe_node = &pe_node;
             (0..cubes_per_sip).flat_map(move |c| {
                 let parent = cube_entities[(s * cubes_per_sip + c) as usize];
                 (0..pes_per_cube).map(move |p| {
@@ -108,7 +107,6 @@ pub fn spawn_hardware(
                         sip: s,
                         cube: c,
                         index: p,
-                        node: pe_node(s, c, p),
                     };
                     (pe, ChildOf(parent))
                 })
