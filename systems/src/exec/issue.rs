@@ -45,6 +45,7 @@ pub(super) struct IssueCtx<'a> {
     pub(super) host: &'a mut HostQueue,
 }
 
+#[inline]
 pub(super) fn issue(
     pe: u32,
     ex: &mut PeExec,

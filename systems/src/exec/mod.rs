@@ -111,8 +111,27 @@ impl PeExec {
 
     /// The next op as it issues on this PE: registers as named in this
     /// iteration, places resolved to locations. None when the program is done.
+    #[inline]
     pub fn op(&self) -> Option<Op> {
         let op = *self.program.ops.get(self.pc as usize)?;
+        // Most ops issue as written: no register renamed this iteration, no place to compute.
+        let renames = self.frame.is_some_and(|f| f.iter % 2 == 1 && f.rot_len > 0);
+        let computed = matches!(
+            op,
+            Op::Load {
+                src: Place::Atom(_),
+                ..
+            } | Op::Store {
+                dst: Place::Atom(_),
+                ..
+            } | Op::Recv {
+                size: Place::Atom(_),
+                ..
+            }
+        );
+        if !renames && !computed {
+            return Some(op);
+        }
         let iter = self.frame.map_or(0, |f| f.iter);
         let reg = |r: Reg| self.reg_name(r);
         let place = |p: Place| {
@@ -163,6 +182,7 @@ impl PeExec {
 
     /// The registers the next op reads (count) and writes, as named in this
     /// iteration (without resolving its places).
+    #[inline]
     pub fn next_regs(&self) -> Option<([Reg; 2], usize, Option<Reg>)> {
         let op = self.program.ops.get(self.pc as usize)?;
         let (mut ins, n) = op.inputs();
@@ -173,6 +193,7 @@ impl PeExec {
     }
 
     /// Register `r` of the program as named in this iteration.
+    #[inline]
     fn reg_name(&self, r: Reg) -> Reg {
         match self.frame {
             Some(f) if f.iter % 2 == 1 && r >= f.rot && r < f.rot + 2 * f.rot_len => {
@@ -188,6 +209,7 @@ impl PeExec {
 
     /// Moves past the op just issued: to the next op, back to the start of
     /// the loop body, or out of a finished loop.
+    #[inline]
     pub fn advance(&mut self) {
         self.pc += 1;
         if let Some(f) = &mut self.frame
@@ -204,6 +226,7 @@ impl PeExec {
     }
 
     /// At a loop marker: enter the loop (or skip an empty one).
+    #[inline]
     fn enter_loops(&mut self) {
         while let Some(&Op::Loop {
             count,
