@@ -13,8 +13,8 @@ use kernbench_systems::ipcq::Entry;
 use kernbench_systems::ipcq::QueueParams;
 use kernbench_systems::memory::MemoryStore;
 use kernbench_systems::memory::{DataMode, MemPorts};
-use kernbench_systems::oplog::OpLog;
 use kernbench_systems::program::Launch;
+use kernbench_systems::trace::{OpRecord, OpRecords, Trace, TraceSink};
 use kernbench_systems::{Engine, RunError, RunSummary, Tick};
 
 pub struct Machine {
@@ -212,12 +212,31 @@ impl Machine {
             .read(loc, elems as u64)
     }
 
-    /// Turns the op log on or off (off by default: large runs need no log).
-    pub fn set_oplog(&mut self, on: bool) {
-        self.engine.world.resource_mut::<OpLog>().enabled = on;
+    /// Sends every later op, packet and message to `sink` as it completes
+    /// (off by default: large runs trace nothing).
+    pub fn trace_to(&mut self, sink: Box<dyn TraceSink>) {
+        self.engine.world.resource_mut::<Trace>().set_sink(sink);
     }
 
-    pub fn oplog(&self) -> &OpLog {
-        self.engine.world.resource::<OpLog>()
+    /// Stops tracing and gives the sink back.
+    pub fn take_trace(&mut self) -> Option<Box<dyn TraceSink>> {
+        self.engine.world.resource_mut::<Trace>().take_sink()
+    }
+
+    /// Keeps a record of every later op in memory (for tests and small
+    /// runs; a file trace streams instead); read it with [`Machine::op_records`].
+    pub fn record_ops(&mut self) {
+        self.trace_to(Box::new(OpRecords::default()));
+    }
+
+    /// The ops recorded since [`Machine::record_ops`], in the order each
+    /// finished (per PE: start order); empty when not recording.
+    pub fn op_records(&self) -> Vec<OpRecord> {
+        self.engine
+            .world
+            .resource::<Trace>()
+            .sink::<OpRecords>()
+            .map(|r| r.0.clone())
+            .unwrap_or_default()
     }
 }

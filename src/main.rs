@@ -600,12 +600,9 @@ fn run(a: RunArgs) -> Result<()> {
         })?;
     }
     if let Some(path) = &a.trace {
-        std::fs::File::create(path).map_err(|e| {
-            anyhow::anyhow!(
-                "--trace {}: cannot create the trace file: {e}; allowed: a writable file path",
-                path.display()
-            )
-        })?;
+        let sink = kernbench::trace::ChromeTrace::create(path, sys.spec.system.tick_ns)
+            .map_err(anyhow::Error::msg)?;
+        comm.machine.trace_to(Box::new(sink));
     }
     let trace_file = est.trace_events * kernbench::estimate::TRACE_FILE_BYTES_PER_EVENT;
     if trace_file > 1e9 {
@@ -628,14 +625,6 @@ fn run(a: RunArgs) -> Result<()> {
             max_ticks: a.max_ticks,
             ..Default::default()
         });
-    if a.trace.is_some() {
-        comm.machine.set_oplog(true);
-        comm.machine
-            .engine
-            .world
-            .resource_mut::<kernbench_systems::network::NetTrace>()
-            .enabled = true;
-    }
     println!(
         "# {} / {} ({}: buffer {}, {} slots x {} B, {} chunks) on {} ({} participants), op {}",
         a.collective,
@@ -688,8 +677,16 @@ fn run(a: RunArgs) -> Result<()> {
         );
     }
     if let Some(path) = &a.trace {
-        let n = kernbench::trace::write_trace(&comm.machine, sys.spec.system.tick_ns, path)
-            .map_err(anyhow::Error::msg)?;
+        let sink = comm
+            .machine
+            .take_trace()
+            .and_then(|s| {
+                s.into_any()
+                    .downcast::<kernbench::trace::ChromeTrace>()
+                    .ok()
+            })
+            .expect("the trace sink set above");
+        let n = sink.finish(&comm.machine).map_err(anyhow::Error::msg)?;
         println!(
             "wrote {} ({n} trace events; peak memory of this run {})",
             path.display(),

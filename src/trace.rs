@@ -1,116 +1,91 @@
-//! Chrome trace-event export (open in Perfetto or chrome://tracing) of the
-//! op log and the network trace, written event by event through a buffered
-//! writer: memory stays at the simulator's compact records (tens of bytes
-//! per event), never a JSON tree of the whole trace.
+//! Chrome trace-event export (open in Perfetto or chrome://tracing), written
+//! while the simulation runs: the engine hands each op, packet and message
+//! to [`ChromeTrace`] as it completes, and it goes straight to the file.
+//! Memory stays at what is in flight (ops waiting for an earlier op of their
+//! PE, messages on the way, one end tick per track), whatever the run's size.
 //!
-//! Tracks: one process per SIP with one track per PE lane, and one "links"
-//! process with a track per used link. A PE's ops are packed into lanes so
-//! that no two slices on one track overlap (asynchronous sends and receives
-//! overlap the PE's other ops; the trace format forbids partial overlap on a
-//! track). Links serve packets one at a time, so their slices never overlap.
-//! A flow arrow joins each message's first link slice to its last.
+//! Tracks: one process per SIP; per PE, "ops" tracks for ops that complete
+//! in order (compute, local load/store) and "async" tracks for ops that
+//! complete later (send, recv, remote load/store). Slices are packed into as
+//! many tracks of each kind as overlap requires, so no two slices on one
+//! track overlap (the trace format forbids partial overlap; Perfetto drops
+//! such slices). One "links" process has a track per used link, named
+//! source -> destination; a link serves one packet at a time, so its slices
+//! never overlap. Flow arrows join each send op to the recv op that takes
+//! its data, and a message's first packet slice to its last.
 
 use crate::machine::Machine;
 use kernbench_systems::Tick;
-use kernbench_systems::exec::PENDING;
-use kernbench_systems::network::NetTrace;
-use kernbench_systems::oplog::OpLog;
+use kernbench_systems::network::{Arrival, LinkId, MsgId};
+use kernbench_systems::trace::{OpRecord, PacketSpan, TraceSink};
+use rustc_hash::FxHashMap;
 use serde_json::json;
-use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::path::Path;
+use std::any::Any;
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
 
 /// Process id of the links process.
 const LINKS_PID: u64 = 1_000_000;
-/// Lanes per PE a track id leaves room for.
-const LANES: u64 = 64;
+/// Flow ids of messages have this bit set (op flows are queue << 32 | k).
+const MESSAGE_FLOW: u64 = 1 << 63;
 
-/// Writes events as a JSON array, one at a time.
-struct Events<W: Write> {
-    out: W,
-    count: usize,
+/// Tracks of one kind on one PE: each track's id and the end of its last slice.
+type Tracks = Vec<(u64, Tick)>;
+
+/// A trace file being written as the run goes.
+pub struct ChromeTrace {
+    path: PathBuf,
+    out: BufWriter<File>,
+    tick_ns: f64,
+    events: u64,
+    /// The first write error; later events are dropped and `finish` reports it.
+    error: Option<std::io::Error>,
+    /// Per (sip, cube, pe, asynchronous): its tracks.
+    tracks: FxHashMap<(u32, u32, u32, bool), Tracks>,
+    next_tid: u64,
+    named_sips: BTreeSet<u32>,
+    /// Per link: whether a packet crossed it (its track gets a name).
+    used_links: Vec<bool>,
+    /// Per message in flight: its first and latest packet slice (link, middle tick).
+    in_flight: FxHashMap<MsgId, [(LinkId, f64); 2]>,
 }
 
-impl<W: Write> Events<W> {
-    fn push(&mut self, ev: serde_json::Value) -> std::io::Result<()> {
-        if self.count > 0 {
-            self.out.write_all(b",\n")?;
-        }
-        serde_json::to_writer(&mut self.out, &ev)?;
-        self.count += 1;
-        Ok(())
-    }
-}
-
-/// Writes the trace of `m` to `path`; returns the number of events.
-pub fn write_trace(m: &Machine, tick_ns: f64, path: &Path) -> Result<usize, String> {
-    let io = |e: std::io::Error| format!("{}: {e}", path.display());
-    let file = std::fs::File::create(path).map_err(io)?;
-    let mut ev = Events {
-        out: std::io::BufWriter::new(file),
-        count: 0,
-    };
-    ev.out
-        .write_all(b"{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n")
-        .map_err(io)?;
-    ops(m, tick_ns, &mut ev).map_err(io)?;
-    links(m, tick_ns, &mut ev).map_err(io)?;
-    ev.out.write_all(b"\n]}\n").map_err(io)?;
-    ev.out.flush().map_err(io)?;
-    Ok(ev.count)
-}
-
-fn us(t: Tick, tick_ns: f64) -> f64 {
-    t as f64 * tick_ns / 1000.0
-}
-
-/// PE op slices, packed into lanes per PE so none overlaps another on its track.
-fn ops<W: Write>(m: &Machine, tick_ns: f64, ev: &mut Events<W>) -> std::io::Result<()> {
-    let log = m.engine.world.resource::<OpLog>();
-    // Per (sip, cube, pe): the end tick of each lane.
-    let mut lanes: BTreeMap<(u32, u32, u32), Vec<Tick>> = BTreeMap::new();
-    let mut named_pid = BTreeSet::new();
-    let mut order: Vec<usize> = (0..log.records.len()).collect();
-    order.sort_by_key(|&i| (log.records[i].start, i));
-    for i in order {
-        let r = &log.records[i];
-        let end = if r.end == PENDING { r.start } else { r.end };
-        let pe_lanes = lanes.entry((r.sip, r.cube, r.pe)).or_default();
-        let (lane, new_lane) = match pe_lanes.iter().position(|&e| e <= r.start) {
-            Some(l) => (l, false),
-            None => {
-                pe_lanes.push(0);
-                (pe_lanes.len() - 1, true)
-            }
+impl ChromeTrace {
+    /// Creates the file at `path`; `tick_ns` converts ticks to the file's microseconds.
+    pub fn create(path: &Path, tick_ns: f64) -> Result<Self, String> {
+        let file = File::create(path).map_err(|e| {
+            format!(
+                "--trace {}: cannot create the trace file: {e}; allowed: a writable file path",
+                path.display()
+            )
+        })?;
+        let mut t = ChromeTrace {
+            path: path.to_path_buf(),
+            out: BufWriter::new(file),
+            tick_ns,
+            events: 0,
+            error: None,
+            tracks: FxHashMap::default(),
+            next_tid: 1,
+            named_sips: BTreeSet::new(),
+            used_links: Vec::new(),
+            in_flight: FxHashMap::default(),
         };
-        pe_lanes[lane] = end;
-        let pid = r.sip as u64;
-        let tid = (u64::from(r.cube) * 1000 + u64::from(r.pe)) * LANES + lane as u64;
-        if named_pid.insert(pid) {
-            ev.push(json!({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": format!("sip{}", r.sip)}}))?;
-        }
-        if new_lane {
-            let name = format!("cube{}.pe{} #{lane}", r.cube, r.pe);
-            ev.push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}))?;
-        }
-        ev.push(json!({"ph": "X", "name": r.op, "cat": "op", "pid": pid, "tid": tid, "ts": us(r.start, tick_ns), "dur": us(end - r.start, tick_ns), "args": {"bytes": r.bytes, "params": r.params}}))?;
+        t.raw(b"{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
+        t.meta(
+            json!({"ph": "M", "name": "process_name", "pid": LINKS_PID, "args": {"name": "links"}}),
+        );
+        Ok(t)
     }
-    Ok(())
-}
 
-/// Link occupancy slices (source -> destination, edge kind) and message flows.
-fn links<W: Write>(m: &Machine, tick_ns: f64, ev: &mut Events<W>) -> std::io::Result<()> {
-    let trace = m.engine.world.resource::<NetTrace>();
-    let table = m.engine.links();
-    ev.push(
-        json!({"ph": "M", "name": "process_name", "pid": LINKS_PID, "args": {"name": "links"}}),
-    )?;
-    // Per message: the (link, tick) of its first and of its last packet slice.
-    type Ends = ((u32, Tick), (u32, Tick));
-    let mut first_last: BTreeMap<u64, Ends> = BTreeMap::new();
-    let mut used = BTreeSet::new();
-    for &(l, start, end, msg) in &trace.spans {
-        if used.insert(l) {
+    /// Names the link tracks used, closes the JSON and flushes; returns the
+    /// number of events written.
+    pub fn finish(mut self, m: &Machine) -> Result<u64, String> {
+        let table = m.engine.links();
+        let used = std::mem::take(&mut self.used_links);
+        for l in (0..used.len()).filter(|&l| used[l]).map(|l| l as LinkId) {
             let (a, b) = table.endpoints(l);
             let name = format!(
                 "{} -> {} ({})",
@@ -118,18 +93,200 @@ fn links<W: Write>(m: &Machine, tick_ns: f64, ev: &mut Events<W>) -> std::io::Re
                 m.topology.node(b),
                 table.class(l).name
             );
-            ev.push(json!({"ph": "M", "name": "thread_name", "pid": LINKS_PID, "tid": l, "args": {"name": name}}))?;
+            self.meta(json!({"ph": "M", "name": "thread_name", "pid": LINKS_PID, "tid": l, "args": {"name": name}}));
         }
-        ev.push(json!({"ph": "X", "name": format!("msg {msg}"), "cat": "link", "pid": LINKS_PID, "tid": l, "ts": us(start, tick_ns), "dur": us(end - start, tick_ns)}))?;
-        let e = first_last.entry(msg).or_insert(((l, start), (l, start)));
-        e.1 = (l, start);
-    }
-    for a in &trace.messages {
-        if let Some(&((l0, t0), (l1, t1))) = first_last.get(&a.id) {
-            let name = format!("{:?} {} B", a.purpose, a.bytes);
-            ev.push(json!({"ph": "s", "name": name, "cat": "message", "id": a.id, "pid": LINKS_PID, "tid": l0, "ts": us(t0, tick_ns)}))?;
-            ev.push(json!({"ph": "f", "bp": "e", "name": name, "cat": "message", "id": a.id, "pid": LINKS_PID, "tid": l1, "ts": us(t1, tick_ns)}))?;
+        self.raw(b"\n]}\n");
+        if self.error.is_none()
+            && let Err(e) = self.out.flush()
+        {
+            self.error = Some(e);
+        }
+        match self.error {
+            Some(e) => Err(format!("--trace {}: {e}", self.path.display())),
+            None => Ok(self.events),
         }
     }
-    Ok(())
+
+    fn us(&self, t: Tick) -> f64 {
+        t as f64 * self.tick_ns / 1000.0
+    }
+
+    fn raw(&mut self, bytes: &[u8]) {
+        if self.error.is_none()
+            && let Err(e) = self.out.write_all(bytes)
+        {
+            self.error = Some(e);
+        }
+    }
+
+    fn separator(&mut self) {
+        if self.events > 0 {
+            self.raw(b",\n");
+        }
+        self.events += 1;
+    }
+
+    fn meta(&mut self, ev: serde_json::Value) {
+        self.separator();
+        if self.error.is_none()
+            && let Err(e) = serde_json::to_writer(&mut self.out, &ev)
+        {
+            self.error = Some(e.into());
+        }
+    }
+
+    /// A complete slice; `name` needs no JSON escaping, `args` is written
+    /// by `write_args` (an object's members, without braces).
+    #[allow(clippy::too_many_arguments)]
+    fn slice(
+        &mut self,
+        name: std::fmt::Arguments,
+        cat: &str,
+        pid: u64,
+        tid: u64,
+        start: Tick,
+        end: Tick,
+        write_args: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+    ) {
+        self.separator();
+        let (ts, dur) = (self.us(start), self.us(end - start));
+        if self.error.is_some() {
+            return;
+        }
+        let out = &mut self.out;
+        let r = (|| {
+            write!(
+                out,
+                "{{\"ph\":\"X\",\"name\":\"{name}\",\"cat\":\"{cat}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ts},\"dur\":{dur},\"args\":{{"
+            )?;
+            write_args(out)?;
+            out.write_all(b"}}")
+        })();
+        if let Err(e) = r {
+            self.error = Some(e);
+        }
+    }
+
+    /// The track for a slice of PE (sip, cube, pe) starting at `start`:
+    /// the first of its kind whose last slice has ended, else a new one.
+    fn track(&mut self, r: &OpRecord, end: Tick) -> u64 {
+        let key = (r.sip, r.cube, r.pe, r.asynchronous);
+        let tracks = self.tracks.entry(key).or_default();
+        if let Some(t) = tracks.iter_mut().find(|t| t.1 <= r.start) {
+            t.1 = end;
+            return t.0;
+        }
+        let tid = self.next_tid;
+        self.next_tid += 1;
+        tracks.push((tid, end));
+        let kind = if r.asynchronous { "async" } else { "ops" };
+        let name = format!("cube{}.pe{} {kind} #{}", r.cube, r.pe, tracks.len() - 1);
+        let pid = u64::from(r.sip);
+        self.meta(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}}));
+        self.meta(json!({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}}));
+        tid
+    }
+
+    /// One end ("s" or "f") of a flow arrow; `name` needs no JSON escaping.
+    fn flow_end(
+        &mut self,
+        ph: &str,
+        name: std::fmt::Arguments,
+        id: u64,
+        pid: u64,
+        tid: u64,
+        ts: f64,
+    ) {
+        self.separator();
+        if self.error.is_some() {
+            return;
+        }
+        let cat = if id & MESSAGE_FLOW != 0 {
+            "message"
+        } else {
+            "ipcq"
+        };
+        let bp = if ph == "f" { ",\"bp\":\"e\"" } else { "" };
+        if let Err(e) = write!(
+            self.out,
+            "{{\"ph\":\"{ph}\",\"name\":\"{name}\",\"cat\":\"{cat}\",\"id\":\"{id:#x}\",\"pid\":{pid},\"tid\":{tid},\"ts\":{ts}{bp}}}"
+        ) {
+            self.error = Some(e);
+        }
+    }
+}
+
+impl TraceSink for ChromeTrace {
+    fn op(&mut self, r: &OpRecord) {
+        let pid = u64::from(r.sip);
+        if self.named_sips.insert(r.sip) {
+            self.meta(json!({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": format!("sip{}", r.sip)}}));
+        }
+        let tid = self.track(r, r.end);
+        self.slice(
+            format_args!("{}", r.op),
+            "op",
+            pid,
+            tid,
+            r.start,
+            r.end,
+            |out| {
+                write!(out, "\"bytes\":{},\"params\":", r.bytes)?;
+                serde_json::to_writer(out, &r.params).map_err(std::io::Error::from)
+            },
+        );
+        if let Some(flow) = r.flow {
+            // Flow ends sit inside their slices (half a tick in, or the
+            // middle of a shorter one): the arrow leaves the send as it
+            // starts and reaches the recv as its data is complete.
+            let inset = (r.end - r.start).min(1) as f64 / 2.0;
+            let (ph, at) = if r.op == "send" {
+                ("s", r.start as f64 + inset)
+            } else {
+                ("f", r.end as f64 - inset)
+            };
+            let ts = at * self.tick_ns / 1000.0;
+            self.flow_end(ph, format_args!("chunk"), flow, pid, tid, ts);
+        }
+    }
+
+    fn packet(&mut self, s: &PacketSpan) {
+        let l = s.link as usize;
+        if l >= self.used_links.len() {
+            self.used_links.resize(l + 1, false);
+        }
+        self.used_links[l] = true;
+        self.slice(
+            format_args!("{} B", s.bytes),
+            "link",
+            LINKS_PID,
+            u64::from(s.link),
+            s.start,
+            s.end,
+            |out| write!(out, "\"msg\":{}", s.msg),
+        );
+        let middle = (s.start + s.end) as f64 / 2.0;
+        let ends = self.in_flight.entry(s.msg).or_insert([(s.link, middle); 2]);
+        ends[1] = (s.link, middle);
+    }
+
+    fn message(&mut self, a: &Arrival) {
+        let Some([(l0, t0), (l1, t1)]) = self.in_flight.remove(&a.id) else {
+            return; // every link of its route is ideal: no slices to join
+        };
+        let id = MESSAGE_FLOW | a.id;
+        let (ts0, ts1) = (t0 * self.tick_ns / 1000.0, t1 * self.tick_ns / 1000.0);
+        let (purpose, bytes) = (a.purpose, a.bytes);
+        let name = format_args!("{purpose:?} {bytes} B");
+        self.flow_end("s", name, id, LINKS_PID, u64::from(l0), ts0);
+        self.flow_end("f", name, id, LINKS_PID, u64::from(l1), ts1);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
 }

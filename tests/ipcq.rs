@@ -31,7 +31,7 @@ fn cfg(n_slots: u32, slot_size: u64) -> QueueConfig {
 
 fn installed(sys: &System, q: QueueConfig, mode: DataMode) -> Machine {
     let mut m = Machine::build_with(sys, mode).unwrap();
-    m.set_oplog(true);
+    m.record_ops();
     let tables = ring(&[0, 1], QDir::E, q).unwrap();
     m.install(tables).unwrap();
     m
@@ -50,7 +50,7 @@ fn p2p(tl: &mut Tl, elems: &usize) {
 
 /// (send start, recv end) from the op log.
 fn send_recv_ticks(m: &Machine) -> (u64, u64) {
-    let log = &m.oplog().records;
+    let log = m.op_records();
     let send = log.iter().find(|r| r.op == "send").unwrap();
     let recv = log.iter().find(|r| r.op == "recv").unwrap();
     (send.start, recv.end)
@@ -358,15 +358,25 @@ fn oplog_has_one_consistent_record_per_op() {
         m.write(tcm(pe, 0), &values(pe, elems)).unwrap();
     }
     m.launch(add_neighbour, &elems, &[0, 1]).unwrap();
-    let log = &m.oplog().records;
+    let log = m.op_records();
     assert_eq!(log.len(), 2 * 5, "load, send, recv, add, store on each PE");
-    for r in log {
+    for r in &log {
         assert!(r.start <= r.end, "{r:?}");
         assert_eq!(r.bytes, elems as u64 * 2, "{r:?}");
     }
     let ops: Vec<&str> = log.iter().filter(|r| r.sip == 1).map(|r| r.op).collect();
     assert_eq!(ops, ["load", "send", "recv", "add", "store"]);
-    let csv = m.oplog().to_csv();
-    assert_eq!(csv.lines().count(), 11);
-    assert!(csv.starts_with("op,sip,cube,pe,start,end,bytes,params"));
+    let flows: Vec<_> = log
+        .iter()
+        .filter_map(|r| r.flow.map(|f| (r.op, f)))
+        .collect();
+    assert_eq!(
+        flows.len(),
+        4,
+        "each PE's send and recv carry a flow id: {flows:?}"
+    );
+    for (op, f) in &flows {
+        let other = if *op == "send" { "recv" } else { "send" };
+        assert!(flows.contains(&(other, *f)), "{op} {f:#x} has no {other}");
+    }
 }

@@ -92,7 +92,7 @@ pub struct SendJob {
     pub bytes: u64,
     pub sent: u64,
     pub data: Option<Vec<f16>>,
-    pub oplog: Option<u32>,
+    pub trace: Option<u32>,
 }
 
 /// A recv in progress on a queue.
@@ -106,7 +106,7 @@ pub struct RecvJob {
     pub landing: u32,
     pub ready: Tick,
     pub data: Vec<f16>,
-    pub oplog: Option<u32>,
+    pub trace: Option<u32>,
 }
 
 /// One queue: the receive side's buffer and the sender's credits.
@@ -138,6 +138,10 @@ pub struct Queue {
     pub recvs: VecDeque<RecvJob>,
     /// Functional mode: chunk values in order, from credit use to consumption.
     pub payloads: VecDeque<Vec<f16>>,
+    /// Send and recv ops issued on this queue, ever: the k-th send and the
+    /// k-th recv move the same data (a trace draws them as one flow).
+    pub send_ops: u32,
+    pub recv_ops: u32,
     /// Routes of this queue's chunks, credits and slot reads, once looked up.
     pub routes: [Option<RouteId>; 3],
 }
@@ -185,7 +189,7 @@ pub struct QueueCtx<'a, 'w, 's> {
     pub slots: &'a mut Query<'w, 's, &'static mut Slot>,
     pub ports: &'a mut MemPorts,
     pub outbox: &'a mut Outbox,
-    pub oplog: &'a mut crate::oplog::OpLog,
+    pub trace: &'a mut crate::trace::Trace,
     pub pe_nodes: &'a [NodeId],
     pub routes: &'a mut Routes,
     pub links: &'a LinkTable,
@@ -257,6 +261,8 @@ impl Queues {
             sends: VecDeque::new(),
             recvs: VecDeque::new(),
             payloads: VecDeque::new(),
+            send_ops: 0,
+            recv_ops: 0,
             routes: [None; 3],
         });
         self.index.insert((receiver, dir), q);
@@ -298,7 +304,7 @@ pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
                 .sends
                 .pop_front()
                 .expect("front job");
-            ctx.oplog.finish(job.oplog, read);
+            ctx.trace.finish(job.trace, read);
             ctx.queues
                 .pe_events
                 .push(PeEvent::Complete { pe, at: read });
@@ -372,7 +378,7 @@ fn finish_recv(ctx: &mut QueueCtx, q: QueueId) -> bool {
         .is_some_and(|j| j.got == j.bytes && j.landing == 0);
     if done {
         let job = qu.recvs.pop_front().expect("front job");
-        ctx.oplog.finish(job.oplog, job.ready);
+        ctx.trace.finish(job.trace, job.ready);
         ctx.queues.pe_events.push(PeEvent::Resolve {
             pe: job.pe,
             reg: job.reg,
@@ -404,7 +410,7 @@ pub struct QueueAccess<'w, 's> {
     pub slots: Query<'w, 's, &'static mut Slot>,
     pub ports: ResMut<'w, MemPorts>,
     pub outbox: ResMut<'w, Outbox>,
-    pub oplog: ResMut<'w, crate::oplog::OpLog>,
+    pub trace: ResMut<'w, crate::trace::Trace>,
     pub hw: Res<'w, crate::hierarchy::Hardware>,
     pub errors: ResMut<'w, crate::RunErrors>,
     pub routes: ResMut<'w, Routes>,
@@ -420,7 +426,7 @@ impl<'w, 's> QueueAccess<'w, 's> {
                 slots: &mut self.slots,
                 ports: &mut self.ports,
                 outbox: &mut self.outbox,
-                oplog: &mut self.oplog,
+                trace: &mut self.trace,
                 pe_nodes: &self.hw.pe_nodes,
                 routes: &mut self.routes,
                 links: &self.links,

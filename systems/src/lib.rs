@@ -11,10 +11,10 @@ pub mod hierarchy;
 pub mod ipcq;
 pub mod memory;
 pub mod network;
-pub mod oplog;
 pub mod program;
 pub mod schedule;
 pub mod time;
+pub mod trace;
 pub mod traffic;
 
 use bevy_ecs::prelude::Resource;

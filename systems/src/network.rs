@@ -525,16 +525,6 @@ pub struct HopEvent {
 #[derive(Resource, Default, Debug)]
 pub struct NetCalendar(pub Calendar<HopEvent>);
 
-/// What the network did, for trace export; recorded only when enabled.
-#[derive(Resource, Debug, Default)]
-pub struct NetTrace {
-    pub enabled: bool,
-    /// (link, first tick, end tick, message id) of every packet serialisation.
-    pub spans: Vec<(LinkId, Tick, Tick, MsgId)>,
-    /// Every delivered message.
-    pub messages: Vec<Arrival>,
-}
-
 /// Entities of delivered messages, ready for reuse.
 #[derive(Resource, Default, Debug)]
 pub struct MessagePool(pub Vec<Entity>);
@@ -659,7 +649,7 @@ pub fn routing(
     mut inbox: ResMut<Inbox>,
     mut pool: ResMut<MessagePool>,
     mut counters: ResMut<NetCounters>,
-    mut trace: ResMut<NetTrace>,
+    mut trace: ResMut<crate::trace::Trace>,
 ) {
     let now = clock.now;
     let Some(mut due) = cal.0.take_due(now) else {
@@ -685,9 +675,7 @@ pub fn routing(
             };
             msg.delivered = msg.packets;
             let arrival = msg.arrival(now);
-            if trace.enabled {
-                trace.messages.push(arrival);
-            }
+            trace.message(&arrival);
             inbox.lists[msg.purpose as usize].push(arrival);
             pool.0.push(ev.entity);
             counters.delivered += 1;
@@ -710,10 +698,14 @@ pub fn routing(
                 links.class(seg.link).ser_ticks(size)
             };
             let left_link = links.reserve(seg.link, now, size, ser);
-            if trace.enabled {
-                trace
-                    .spans
-                    .push((seg.link, left_link - ser, left_link, ev.msg));
+            if trace.enabled() {
+                trace.packet(crate::trace::PacketSpan {
+                    link: seg.link,
+                    start: left_link - ser,
+                    end: left_link,
+                    msg: ev.msg,
+                    bytes: size,
+                });
             }
             let at = left_link + seg.latency;
             if last_segment && left > 0 {

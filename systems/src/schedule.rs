@@ -10,7 +10,6 @@ use crate::network::{
     self, Inbox, LinkClass, LinkTable, MessagePool, NetCalendar, NetCounters, Outbox, Purpose,
     RouteSource, Routes,
 };
-use crate::oplog::OpLog;
 use crate::program::Launch;
 use crate::time::{Clock, Tick};
 use crate::traffic::{self, Traffic, TrafficState};
@@ -343,7 +342,6 @@ impl Engine {
         world.init_resource::<Outbox>();
         world.init_resource::<MessagePool>();
         world.init_resource::<NetCounters>();
-        world.init_resource::<network::NetTrace>();
         world.init_resource::<TrafficState>();
         world.init_resource::<RunStats>();
         world.init_resource::<RunLimits>();
@@ -356,7 +354,7 @@ impl Engine {
         world.init_resource::<KernelCalendar>();
         world.init_resource::<ExecParams>();
         world.init_resource::<HostQueue>();
-        world.init_resource::<OpLog>();
+        world.init_resource::<crate::trace::Trace>();
         world.init_resource::<DataMode>();
         world.init_resource::<MemoryStore>();
         Self {

@@ -27,7 +27,7 @@ pub struct HostQueue {
 pub struct LoadJob {
     pub pe: u32,
     pub reg: Reg,
-    pub oplog: Option<u32>,
+    pub trace: Option<u32>,
 }
 
 /// A store travelling to a remote memory.
@@ -36,7 +36,7 @@ pub struct StoreJob {
     pub pe: u32,
     pub dst: MemLoc,
     pub bytes: u64,
-    pub oplog: Option<u32>,
+    pub trace: Option<u32>,
 }
 
 /// One record per op (ADR-0052).
@@ -140,7 +140,7 @@ pub fn deliver_control(
     let loads = inbox.take(Purpose::LoadData);
     for a in &loads {
         let job = ka.host.loads.remove(a.tag as usize);
-        qa.oplog.finish(job.oplog, now);
+        qa.trace.finish(job.trace, now);
         qa.queues.pe_events.push(PeEvent::Resolve {
             pe: job.pe,
             reg: job.reg,
@@ -156,7 +156,7 @@ pub fn deliver_control(
         let done = qa
             .ports
             .access(job.dst.space, job.dst.instance, now, job.bytes);
-        qa.oplog.finish(job.oplog, done);
+        qa.trace.finish(job.trace, done);
         qa.queues.pe_events.push(PeEvent::Complete {
             pe: job.pe,
             at: done,

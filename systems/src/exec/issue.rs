@@ -1,7 +1,9 @@
 //! Issuing one op: its operands, its unit or port, its cost and its effect.
 
 use super::*;
-use crate::ipcq::{NeighborTable, PeEvent, QueueAccess, RecvJob, SendJob, pump_recv, pump_send};
+use crate::ipcq::{
+    NeighborTable, PeEvent, QueueAccess, QueueId, RecvJob, SendJob, pump_recv, pump_send,
+};
 use crate::memory::{ELEM_BYTES, MemoryStore};
 use crate::network::{Purpose, Send};
 use crate::program::{BinOp, Op, Place, Reg, Space};
@@ -95,10 +97,16 @@ fn compute(
                 )
             });
             let done = vector(ex, now, elems, ka.params.vector_lanes);
-            qa.oplog
-                .record(hw, pe, bop.name(), now, done, elems * ELEM_BYTES, || {
-                    format!("elems={elems}")
-                });
+            qa.trace.op(
+                hw,
+                pe,
+                bop.name(),
+                now,
+                done,
+                elems * ELEM_BYTES,
+                None,
+                || format!("elems={elems}"),
+            );
             set(ex, dst, done, elems, data);
         }
         Op::Scale { dst, src, factor } => {
@@ -113,8 +121,8 @@ fn compute(
                     .collect()
             });
             let done = vector(ex, now, elems, ka.params.vector_lanes);
-            qa.oplog
-                .record(hw, pe, "scale", now, done, elems * ELEM_BYTES, || {
+            qa.trace
+                .op(hw, pe, "scale", now, done, elems * ELEM_BYTES, None, || {
                     format!("elems={elems} factor={factor}")
                 });
             set(ex, dst, done, elems, data);
@@ -123,8 +131,8 @@ fn compute(
             let r = &ex.regs[src as usize];
             let (elems, data) = (r.elems, r.data.clone());
             let done = vector(ex, now, elems, ka.params.vector_lanes);
-            qa.oplog
-                .record(hw, pe, "copy", now, done, elems * ELEM_BYTES, || {
+            qa.trace
+                .op(hw, pe, "copy", now, done, elems * ELEM_BYTES, None, || {
                     format!("elems={elems}")
                 });
             set(ex, dst, done, elems, data);
@@ -150,7 +158,7 @@ fn compute(
             let start = now.max(ex.mac_free);
             let done = start + macs.div_ceil(ka.params.macs_per_tick);
             ex.mac_free = done;
-            qa.oplog.record(
+            qa.trace.op(
                 hw,
                 pe,
                 "gemm",
@@ -160,6 +168,7 @@ fn compute(
                     + u64::from(k) * u64::from(n)
                     + u64::from(m) * u64::from(n))
                     * ELEM_BYTES,
+                None,
                 || format!("m={m} n={n} k={k}"),
             );
             set(ex, dst, done, u64::from(m) * u64::from(n), data);
@@ -197,12 +206,12 @@ fn load(
     let done = qa.ports.access(src.space, src.instance, now, bytes);
     let local = src.space == Space::Tcm && src.instance == pe;
     if local {
-        qa.oplog.record(hw, pe, "load", now, done, bytes, || {
+        qa.trace.op(hw, pe, "load", now, done, bytes, None, || {
             format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
         });
         set(ex, dst, done, elems, data);
     } else {
-        let oplog = qa.oplog.record(hw, pe, "load", now, PENDING, bytes, || {
+        let handle = qa.trace.op(hw, pe, "load", now, PENDING, bytes, None, || {
             format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
         });
         set(ex, dst, PENDING, elems, data);
@@ -210,7 +219,7 @@ fn load(
         let tag = ka.host.loads.insert(LoadJob {
             pe,
             reg: dst,
-            oplog,
+            trace: handle,
         }) as u64;
         qa.outbox.send(Send {
             src: hw.mem_node(src),
@@ -250,19 +259,19 @@ fn store(
     }
     if dst.space == Space::Tcm && dst.instance == pe {
         let done = qa.ports.access(dst.space, dst.instance, now, bytes);
-        qa.oplog.record(hw, pe, "store", now, done, bytes, || {
+        qa.trace.op(hw, pe, "store", now, done, bytes, None, || {
             format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset)
         });
         ex.finish = ex.finish.max(done);
     } else {
-        let oplog = qa.oplog.record(hw, pe, "store", now, PENDING, bytes, || {
+        let handle = qa.trace.op(hw, pe, "store", now, PENDING, bytes, None, || {
             format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset)
         });
         let tag = ka.host.stores.insert(StoreJob {
             pe,
             dst,
             bytes,
-            oplog,
+            trace: handle,
         }) as u64;
         ex.outstanding += 1;
         qa.outbox.send(Send {
@@ -302,14 +311,15 @@ fn send(
     })?;
     let r = &ex.regs[src as usize];
     let bytes = r.elems * ELEM_BYTES;
-    let oplog = qa.oplog.record(hw, pe, "send", now, PENDING, bytes, || {
+    let flow = flow_id(q, &mut qa.queues.list[q as usize].send_ops);
+    let handle = qa.trace.op(hw, pe, "send", now, PENDING, bytes, flow, || {
         format!("dir={} peer={}", dir.name(), e.peer)
     });
     ex.outstanding += 1;
     let data = if functional { r.data.clone() } else { None };
     let (mut ctx, _) = qa.ctx();
     if bytes == 0 {
-        ctx.oplog.finish(oplog, now);
+        ctx.trace.finish(handle, now);
         ctx.queues.pe_events.push(PeEvent::Complete { pe, at: now });
     } else {
         ctx.queues.list[q as usize].sends.push_back(SendJob {
@@ -317,7 +327,7 @@ fn send(
             bytes,
             sent: 0,
             data,
-            oplog,
+            trace: handle,
         });
         pump_send(&mut ctx, q);
     }
@@ -350,7 +360,8 @@ fn recv(
         )
     })?;
     let bytes = elems * ELEM_BYTES;
-    let oplog = qa.oplog.record(hw, pe, "recv", now, PENDING, bytes, || {
+    let flow = flow_id(q, &mut qa.queues.list[q as usize].recv_ops);
+    let handle = qa.trace.op(hw, pe, "recv", now, PENDING, bytes, flow, || {
         format!("dir={}", dir.name())
     });
     set(ex, dst, PENDING, elems, None);
@@ -364,10 +375,17 @@ fn recv(
         landing: 0,
         ready: now,
         data: Vec::new(),
-        oplog,
+        trace: handle,
     });
     pump_recv(&mut ctx, q)?;
     Ok(())
+}
+
+/// The flow id of the next send or recv op on queue `q` (`ops` counts them).
+fn flow_id(q: QueueId, ops: &mut u32) -> Option<u64> {
+    let k = *ops;
+    *ops = ops.wrapping_add(1);
+    Some(u64::from(q) << 32 | u64::from(k))
 }
 
 /// Occupies the vector unit for `elems` elements; returns the completion tick.

@@ -11,7 +11,7 @@
 //! Files: `step` (the stage: waking PEs and issuing in order), `issue` (what
 //! each op costs and does), `host` (install and launch messages from the host,
 //! remote load/store payloads), `deadlock` (the report of a run that cannot
-//! finish). The op log is `crate::oplog`.
+//! finish). Trace records go to `crate::trace`.
 
 mod deadlock;
 mod host;
