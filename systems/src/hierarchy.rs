@@ -1,6 +1,8 @@
-//! The simulated hardware as entities: SIPs own cubes, cubes own PEs
-//! (bevy `ChildOf` relationships). Network nodes live in one place, the dense
-//! [`Hardware`] index that systems look PEs and memories up in.
+//! The simulated hardware as entities: SIPs, their cubes and the cubes' PEs,
+//! each naming its place in the hierarchy by index (a cube its SIP, a PE its
+//! SIP and cube: the one record of who contains whom). Network nodes live in
+//! one place, the dense [`Hardware`] index that systems look PEs and memories
+//! up in.
 
 use crate::network::NodeId;
 use crate::program::{MemLoc, Space};
@@ -32,8 +34,7 @@ pub struct Pe {
 /// `sip·cubes_per_sip + cube`), so systems reach a PE without a query scan.
 #[derive(Resource, Debug, Default)]
 pub struct Hardware {
-    pub sips: Vec<Entity>,
-    pub cubes: Vec<Entity>,
+    /// PE entities (they carry `PeExec` and `NeighborTable` once launched or wired).
     pub pes: Vec<Entity>,
     pub cubes_per_sip: u32,
     pub pes_per_cube: u32,
@@ -78,8 +79,7 @@ pub struct HardwareNodes<'a> {
     pub hbm: &'a dyn Fn(u32, u32) -> NodeId,
 }
 
-/// Spawns `sips × cubes × pes` entities with their relationships and inserts
-/// the [`Hardware`] index.
+/// Spawns `sips × cubes × pes` entities and inserts the [`Hardware`] index.
 pub fn spawn_hardware(
     world: &mut World,
     sips: u32,
@@ -88,35 +88,23 @@ pub fn spawn_hardware(
     nodes: HardwareNodes,
 ) {
     let pe_node = nodes.pe;
-    let sip_entities: Vec<Entity> = world
-        .spawn_batch((0..sips).map(|index| Sip { index }))
-        .collect();
-    let cube_entities: Vec<Entity> = world
-        .spawn_batch((0..sips).flat_map(|s| {
-            let parent = sip_entities[s as usize];
-            (0..cubes_per_sip).map(move |c| (Cube { sip: s, index: c }, ChildOf(parent)))
-        }))
-        .collect();
+    world.spawn_batch((0..sips).map(|index| Sip { index }));
+    world.spawn_batch(
+        (0..sips).flat_map(|s| (0..cubes_per_sip).map(move |c| Cube { sip: s, index: c })),
+    );
     let pe_entities: Vec<Entity> = world
         .spawn_batch((0..sips).flat_map(|s| {
-            let cube_entities = &cube_entities;
             (0..cubes_per_sip).flat_map(move |c| {
-                let parent = cube_entities[(s * cubes_per_sip + c) as usize];
-                (0..pes_per_cube).map(move |p| {
-                    let pe = Pe {
-                        sip: s,
-                        cube: c,
-                        index: p,
-                    };
-                    (pe, ChildOf(parent))
+                (0..pes_per_cube).map(move |p| Pe {
+                    sip: s,
+                    cube: c,
+                    index: p,
                 })
             })
         }))
         .collect();
     let cubes = (0..sips).flat_map(|s| (0..cubes_per_sip).map(move |c| (s, c)));
     world.insert_resource(Hardware {
-        sips: sip_entities,
-        cubes: cube_entities,
         pes: pe_entities,
         cubes_per_sip,
         pes_per_cube,

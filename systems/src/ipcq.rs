@@ -9,8 +9,9 @@
 //! full slots in order, reading each from the buffer memory; each freed slot
 //! sends a [`Purpose::Credit`] message back, which returns the credit.
 //!
-//! Invariant per queue, at every tick:
-//! `credits + chunks_in_flight + full + credits_in_flight = n_slots`.
+//! A slot's state lives in its entity alone (the queue keeps no count of
+//! full or in-flight slots). Invariant per queue, at every tick:
+//! `credits + slots InFlight + slots Full + credits_in_flight = n_slots`.
 
 use crate::memory::MemPorts;
 use crate::network::{Inbox, LinkTable, NodeId, Outbox, Purpose, RouteId, Routes, Send};
@@ -59,6 +60,21 @@ impl NeighborTable {
     pub fn recv(&self, dir: QDir) -> Option<QueueId> {
         let i = self.entries.iter().position(|e| e.dir == dir)?;
         Some(self.recv_q[i])
+    }
+}
+
+impl Queue {
+    /// Its slots in flight and full, counted from the slot entities.
+    pub fn slot_counts<'a>(&self, slot: impl Fn(Entity) -> Option<&'a Slot>) -> (u32, u32) {
+        let mut counts = (0, 0);
+        for s in self.slots.iter().filter_map(|&e| slot(e)) {
+            match s.state {
+                SlotState::InFlight => counts.0 += 1,
+                SlotState::Full => counts.1 += 1,
+                SlotState::Free => {}
+            }
+        }
+        counts
     }
 }
 
@@ -127,8 +143,7 @@ pub struct Queue {
     pub slots: Vec<Entity>,
     /// Credits held by the sender.
     pub credits: u32,
-    pub chunks_in_flight: u32,
-    pub full: u32,
+    /// Credits of freed slots on their way back to the sender.
     pub credits_in_flight: u32,
     /// Chunks that took a credit / were written / were consumed, ever.
     pub reserved: u64,
@@ -252,8 +267,6 @@ impl Queues {
             slot_size: 0,
             slots: Vec::new(),
             credits: 0,
-            chunks_in_flight: 0,
-            full: 0,
             credits_in_flight: 0,
             reserved: 0,
             filled: 0,
@@ -282,7 +295,6 @@ pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
         };
         let bytes = (job.bytes - job.sent).min(qu.slot_size);
         qu.credits -= 1;
-        qu.chunks_in_flight += 1;
         let slot = qu.slots[(qu.reserved % qu.n_slots as u64) as usize];
         qu.reserved += 1;
         if let Some(data) = &job.data {
@@ -331,16 +343,17 @@ fn consume(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
         let Some(job) = qu.recvs.front_mut() else {
             return Ok(());
         };
-        if qu.full == 0 || job.got == job.bytes {
+        if job.got == job.bytes {
             return Ok(());
         }
         let slot = qu.slots[(qu.consumed % qu.n_slots as u64) as usize];
-        qu.consumed += 1;
         let mut s = ctx.slots.get_mut(slot).expect("slot entity exists");
-        debug_assert_eq!(s.state, SlotState::Full);
+        if s.state != SlotState::Full {
+            return Ok(()); // slots fill in order: the next one is not written yet
+        }
+        qu.consumed += 1;
         let bytes = s.bytes;
         s.state = SlotState::Free;
-        qu.full -= 1;
         let read = ctx
             .ports
             .access(qu.buffer, qu.buffer_instance, ctx.now, bytes);
@@ -397,8 +410,6 @@ pub fn slot_filled(ctx: &mut QueueCtx, q: QueueId, slot: u32) -> Result<(), Stri
         .get_mut(qu.slots[slot as usize])
         .expect("slot entity exists");
     s.state = SlotState::Full;
-    qu.chunks_in_flight -= 1;
-    qu.full += 1;
     pump_recv(ctx, q)
 }
 

@@ -51,9 +51,10 @@ pub fn deadlock_report(world: &mut World) -> Option<String> {
         };
         out.push_str(&format!("  {}: blocked at {at}\n", name(*pe)));
         for qu in &queues.list {
+            let (in_flight, full) = qu.slot_counts(|e| world.get::<crate::ipcq::Slot>(e));
             let state = format!(
-                "sender credits {}/{}, {} chunk(s) in flight, {} full slot(s), {} credit(s) in flight",
-                qu.credits, qu.n_slots, qu.chunks_in_flight, qu.full, qu.credits_in_flight
+                "sender credits {}/{}, {in_flight} chunk(s) in flight, {full} full slot(s), {} credit(s) in flight",
+                qu.credits, qu.n_slots, qu.credits_in_flight
             );
             let from = qu.sender_pe.map_or("no installed sender".to_string(), name);
             if qu.recvs.iter().any(|j| j.pe == *pe) {
