@@ -544,3 +544,36 @@ pub fn credit_return(mut inbox: ResMut<Inbox>, params: Res<QueueParams>, mut qa:
     }
     inbox.restore(Purpose::Credit, arrived);
 }
+
+/// The IPCQ module: queues, their parameters and the slot-write calendar;
+/// the DMA and credit-return stages; its calendar.
+pub struct IpcqPlugin;
+
+impl crate::plugin::Plugin for IpcqPlugin {
+    fn build(&self, world: &mut World, schedule: &mut Schedule) {
+        world.init_resource::<Queues>();
+        world.init_resource::<QueueParams>();
+        world.init_resource::<DmaCalendar>();
+        schedule.add_systems(dma.run_if(dma_due).in_set(crate::Stage::Dma));
+        schedule.add_systems(
+            credit_return
+                .run_if(credit_work)
+                .in_set(crate::Stage::CreditReturn),
+        );
+        crate::plugin::register_calendar(world, |w, now| {
+            let q = w.resource::<Queues>();
+            if !q.pe_events.is_empty() || !q.credit_due.is_empty() || !q.kick.is_empty() {
+                return Some(now);
+            }
+            w.resource::<DmaCalendar>().0.next_due()
+        });
+    }
+}
+
+fn dma_due(clock: Res<Clock>, cal: Res<DmaCalendar>) -> bool {
+    crate::plugin::due(cal.0.next_due(), clock.now)
+}
+
+fn credit_work(inbox: Res<Inbox>, q: Res<Queues>) -> bool {
+    inbox.has(Purpose::Credit) || !q.credit_due.is_empty() || !q.kick.is_empty()
+}

@@ -11,6 +11,7 @@ pub mod hierarchy;
 pub mod ipcq;
 pub mod memory;
 pub mod network;
+pub mod plugin;
 pub mod program;
 pub mod schedule;
 pub mod time;

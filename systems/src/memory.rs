@@ -199,3 +199,17 @@ mod tests {
         assert_eq!(m.read(at(100), 2).unwrap(), v(&[5.0, 5.0]));
     }
 }
+
+/// The memory module: ports (ideal until the machine sizes them), the data
+/// mode and functional contents. It has no stage of its own: the modules
+/// that move data reserve its ports.
+pub struct MemoryPlugin;
+
+impl crate::plugin::Plugin for MemoryPlugin {
+    fn build(&self, world: &mut World, _: &mut Schedule) {
+        let ideal = LinkClass::ideal;
+        world.insert_resource(MemPorts::new([ideal(), ideal(), ideal()], 0, 0));
+        world.init_resource::<DataMode>();
+        world.init_resource::<MemoryStore>();
+    }
+}

@@ -35,6 +35,18 @@ pub struct LinkClass {
 }
 
 impl LinkClass {
+    /// A class that takes no time (memories before the machine sizes them).
+    pub fn ideal() -> Self {
+        LinkClass {
+            name: "ideal".into(),
+            latency: 0,
+            rate_num: 1,
+            rate_den: 1,
+            packet_bytes: u64::MAX,
+            ideal: true,
+        }
+    }
+
     /// Ticks a packet of `bytes` holds a link of this class.
     #[inline]
     pub fn ser_ticks(&self, bytes: u64) -> Tick {
@@ -727,4 +739,39 @@ pub fn routing(
     counters.hops += hops;
     counters.ideal_hops += ideal_hops;
     cal.0.recycle(due);
+}
+
+/// The network module: packet calendar, outbox and inbox, message pool and
+/// counters; injection and routing; its calendar.
+pub struct NetworkPlugin;
+
+impl crate::plugin::Plugin for NetworkPlugin {
+    fn build(&self, world: &mut World, schedule: &mut Schedule) {
+        world.init_resource::<NetCalendar>();
+        world.init_resource::<Inbox>();
+        world.init_resource::<Outbox>();
+        world.init_resource::<MessagePool>();
+        world.init_resource::<NetCounters>();
+        schedule.add_systems(
+            (inject.run_if(outbox_pending), routing.run_if(net_due))
+                .chain()
+                .in_set(crate::Stage::Routing),
+        );
+        // Messages sent by the stages after routing enter before the clock moves.
+        schedule.add_systems(inject.run_if(outbox_pending).in_set(crate::Stage::Inject));
+        crate::plugin::register_calendar(world, |w, now| {
+            if !w.resource::<Outbox>().is_empty() || !w.resource::<Inbox>().is_empty() {
+                return Some(now);
+            }
+            w.resource::<NetCalendar>().0.next_due()
+        });
+    }
+}
+
+fn net_due(clock: Res<Clock>, cal: Res<NetCalendar>) -> bool {
+    crate::plugin::due(cal.0.next_due(), clock.now)
+}
+
+fn outbox_pending(outbox: Res<Outbox>) -> bool {
+    !outbox.is_empty()
 }

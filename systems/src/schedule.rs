@@ -2,16 +2,15 @@
 //! fixed order, and the [`Engine`] that drives it until nothing is due.
 
 use crate::RunErrors;
-use crate::exec::{self, ExecParams, HostQueue, KernelCalendar, PeExec, PeState};
+use crate::exec::{self, PeExec, PeState};
 use crate::hierarchy::Hardware;
-use crate::ipcq::{self, DmaCalendar, Entry, QueueParams, Queues};
-use crate::memory::{DataMode, MemPorts, MemoryStore};
-use crate::network::{
-    self, Inbox, LinkClass, LinkTable, MessagePool, NetCalendar, NetCounters, Outbox, Purpose,
-    RouteSource, Routes,
-};
+use crate::ipcq::{self, DmaCalendar, Entry};
+use crate::memory::MemoryPlugin;
+use crate::network::{self, Inbox, LinkTable, NetCounters, Outbox, Purpose, RouteSource, Routes};
+use crate::plugin::{Calendars, Plugin};
 use crate::program::Launch;
 use crate::time::{Clock, Tick};
+use crate::trace::TracePlugin;
 use crate::traffic::{self, Traffic, TrafficState};
 use bevy_ecs::prelude::*;
 use bevy_ecs::schedule::{ScheduleLabel, SingleThreadedExecutor};
@@ -32,18 +31,21 @@ pub enum Stage {
     CreditReturn,
     /// Counters and occupancy records.
     Stats,
+    /// Messages sent since routing enter the network.
+    Inject,
     /// The clock jumps to the next due tick.
     Advance,
 }
 
 impl Stage {
-    pub const ORDER: [Stage; 7] = [
+    pub const ORDER: [Stage; 8] = [
         Stage::KernelStep,
         Stage::Dma,
         Stage::Routing,
         Stage::Delivery,
         Stage::CreditReturn,
         Stage::Stats,
+        Stage::Inject,
         Stage::Advance,
     ];
 }
@@ -75,48 +77,18 @@ fn stats(
     run.peak_in_flight = run.peak_in_flight.max(outbox.sent() - counters.delivered);
 }
 
-/// What `advance` looks at to find the next due tick.
-#[derive(bevy_ecs::system::SystemParam)]
-pub struct Due<'w> {
-    net: Res<'w, NetCalendar>,
-    kernel: Res<'w, KernelCalendar>,
-    dma: Res<'w, DmaCalendar>,
-    outbox: Res<'w, Outbox>,
-    inbox: Res<'w, Inbox>,
-    queues: Res<'w, Queues>,
-    errors: Res<'w, RunErrors>,
-}
-
-impl Due<'_> {
-    /// The earliest tick with work, `now` if work was left for this tick.
-    fn next(&self, now: Tick) -> Option<Tick> {
-        if self.errors.first.is_some() {
-            return None;
-        }
-        let q = &self.queues;
-        if !self.outbox.is_empty()
-            || !self.inbox.is_empty()
-            || !q.pe_events.is_empty()
-            || !q.credit_due.is_empty()
-            || !q.kick.is_empty()
-        {
-            return Some(now);
-        }
-        [
-            self.net.0.next_due(),
-            self.kernel.0.next_due(),
-            self.dma.0.next_due(),
-        ]
-        .into_iter()
-        .flatten()
-        .min()
-    }
-}
-
-/// Moves the clock to the earliest tick at which anything is due.
-fn advance(mut clock: ResMut<Clock>, due: Due) {
+/// Moves the clock to the earliest tick at which any module has work (none
+/// once an error is reported: the run stops).
+fn advance(world: &mut World) {
+    let now = world.resource::<Clock>().now;
+    let next = if world.resource::<RunErrors>().first.is_some() {
+        None
+    } else {
+        world.resource::<Calendars>().next(world, now)
+    };
+    let mut clock = world.resource_mut::<Clock>();
     clock.steps += 1;
-    match due.next(clock.now) {
+    match next {
         Some(t) => {
             debug_assert!(
                 t >= clock.now,
@@ -129,10 +101,11 @@ fn advance(mut clock: ResMut<Clock>, due: Due) {
     }
 }
 
-/// Builds the tick schedule with every stage chained in [`Stage::ORDER`].
+/// A tick schedule with every stage chained in [`Stage::ORDER`] and the
+/// engine's own systems (delivery, stats, advance); the plugins add theirs.
 /// Each system runs only when it has work this tick (a run condition reading
 /// one or two resources), so a visited tick costs what happens in it.
-pub fn tick_schedule() -> Schedule {
+fn tick_schedule() -> Schedule {
     let mut s = Schedule::new(TickSchedule);
     s.set_executor(SingleThreadedExecutor::new());
     s.configure_sets(
@@ -143,38 +116,26 @@ pub fn tick_schedule() -> Schedule {
             Stage::Delivery,
             Stage::CreditReturn,
             Stage::Stats,
+            Stage::Inject,
             Stage::Advance,
         )
             .chain(),
     );
-    s.add_systems(
-        exec::kernel_step
-            .run_if(kernel_work)
-            .in_set(Stage::KernelStep),
-    );
-    s.add_systems(ipcq::dma.run_if(dma_due).in_set(Stage::Dma));
-    s.add_systems(
-        (
-            network::inject.run_if(outbox_pending),
-            network::routing.run_if(net_due),
-        )
-            .chain()
-            .in_set(Stage::Routing),
-    );
     s.add_systems(delivery.run_if(delivery_work).in_set(Stage::Delivery));
-    s.add_systems(
-        ipcq::credit_return
-            .run_if(credit_work)
-            .in_set(Stage::CreditReturn),
-    );
     s.add_systems(stats.in_set(Stage::Stats));
-    s.add_systems(
-        (network::inject.run_if(outbox_pending), advance)
-            .chain()
-            .in_set(Stage::Advance),
-    );
+    s.add_systems(advance.in_set(Stage::Advance));
     s
 }
+
+/// The model modules, built into every engine in this order.
+const PLUGINS: [&dyn Plugin; 6] = [
+    &network::NetworkPlugin,
+    &MemoryPlugin,
+    &ipcq::IpcqPlugin,
+    &exec::ExecPlugin,
+    &traffic::TrafficPlugin,
+    &TracePlugin,
+];
 
 /// The `delivery` stage: each purpose's arrivals go to the module that owns
 /// them (one system, so a tick pays for one parameter fetch).
@@ -210,26 +171,6 @@ fn delivery(
     }
 }
 
-fn due(next: Option<Tick>, now: Tick) -> bool {
-    next.is_some_and(|t| t <= now)
-}
-
-fn kernel_work(clock: Res<Clock>, cal: Res<KernelCalendar>, q: Res<Queues>) -> bool {
-    !q.pe_events.is_empty() || due(cal.0.next_due(), clock.now)
-}
-
-fn dma_due(clock: Res<Clock>, cal: Res<DmaCalendar>) -> bool {
-    due(cal.0.next_due(), clock.now)
-}
-
-fn net_due(clock: Res<Clock>, cal: Res<NetCalendar>) -> bool {
-    due(cal.0.next_due(), clock.now)
-}
-
-fn outbox_pending(outbox: Res<Outbox>) -> bool {
-    !outbox.is_empty()
-}
-
 /// The purposes the delivery stage handles (credits belong to `credit_return`).
 const DELIVERED: [Purpose; 7] = [
     Purpose::Traffic,
@@ -243,10 +184,6 @@ const DELIVERED: [Purpose; 7] = [
 
 fn delivery_work(inbox: Res<Inbox>, t: Res<TrafficState>) -> bool {
     DELIVERED.iter().any(|&p| inbox.has(p)) || t.needs_start()
-}
-
-fn credit_work(inbox: Res<Inbox>, q: Res<Queues>) -> bool {
-    inbox.has(Purpose::Credit) || !q.credit_due.is_empty() || !q.kick.is_empty()
 }
 
 /// What a finished run reports.
@@ -313,17 +250,6 @@ pub struct Engine {
     schedule: Schedule,
 }
 
-fn ideal_class() -> LinkClass {
-    LinkClass {
-        name: "ideal".into(),
-        latency: 0,
-        rate_num: 1,
-        rate_den: 1,
-        packet_bytes: u64::MAX,
-        ideal: true,
-    }
-}
-
 impl Engine {
     /// A world over `links`, routing through `routes`. Memories start ideal and
     /// empty: [`Engine::set_memories`] sizes them once the hardware is spawned.
@@ -331,36 +257,17 @@ impl Engine {
         let mut world = World::new();
         world.insert_resource(links);
         world.insert_resource(Routes::new(routes));
-        world.insert_resource(MemPorts::new(
-            [ideal_class(), ideal_class(), ideal_class()],
-            0,
-            0,
-        ));
         world.init_resource::<Clock>();
-        world.init_resource::<NetCalendar>();
-        world.init_resource::<Inbox>();
-        world.init_resource::<Outbox>();
-        world.init_resource::<MessagePool>();
-        world.init_resource::<NetCounters>();
-        world.init_resource::<TrafficState>();
-        world.init_resource::<RunStats>();
-        world.init_resource::<RunLimits>();
-        world.init_resource::<exec::OpsIssued>();
         world.init_resource::<RunErrors>();
         world.init_resource::<Hardware>();
-        world.init_resource::<Queues>();
-        world.init_resource::<QueueParams>();
-        world.init_resource::<DmaCalendar>();
-        world.init_resource::<KernelCalendar>();
-        world.init_resource::<ExecParams>();
-        world.init_resource::<HostQueue>();
-        world.init_resource::<crate::trace::Trace>();
-        world.init_resource::<DataMode>();
-        world.init_resource::<MemoryStore>();
-        Self {
-            world,
-            schedule: tick_schedule(),
+        world.init_resource::<RunStats>();
+        world.init_resource::<RunLimits>();
+        world.init_resource::<Calendars>();
+        let mut schedule = tick_schedule();
+        for plugin in PLUGINS {
+            plugin.build(&mut world, &mut schedule);
         }
+        Self { world, schedule }
     }
 
     /// Installs the workload that the next [`Engine::run`] starts.

@@ -192,3 +192,12 @@ impl Trace {
         }
     }
 }
+
+/// The trace module: off until a sink is set.
+pub struct TracePlugin;
+
+impl crate::plugin::Plugin for TracePlugin {
+    fn build(&self, world: &mut World, _: &mut Schedule) {
+        world.init_resource::<Trace>();
+    }
+}

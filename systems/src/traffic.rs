@@ -174,3 +174,12 @@ impl Traffic for ScheduledTraffic {
         }
     }
 }
+
+/// The traffic module: the installed workload (delivered in the delivery stage).
+pub struct TrafficPlugin;
+
+impl crate::plugin::Plugin for TrafficPlugin {
+    fn build(&self, world: &mut World, _: &mut Schedule) {
+        world.init_resource::<TrafficState>();
+    }
+}

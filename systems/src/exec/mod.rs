@@ -289,3 +289,30 @@ pub struct KernelAccess<'w> {
     pub store: ResMut<'w, MemoryStore>,
     pub host: ResMut<'w, HostQueue>,
 }
+
+/// The exec module: the kernel calendar, execution parameters, the host's
+/// in-flight payloads and the op counter; the kernel-step stage; its calendar.
+pub struct ExecPlugin;
+
+impl crate::plugin::Plugin for ExecPlugin {
+    fn build(&self, world: &mut World, schedule: &mut Schedule) {
+        world.init_resource::<KernelCalendar>();
+        world.init_resource::<ExecParams>();
+        world.init_resource::<HostQueue>();
+        world.init_resource::<OpsIssued>();
+        schedule.add_systems(
+            kernel_step
+                .run_if(kernel_work)
+                .in_set(crate::Stage::KernelStep),
+        );
+        crate::plugin::register_calendar(world, |w, _| w.resource::<KernelCalendar>().0.next_due());
+    }
+}
+
+fn kernel_work(
+    clock: Res<crate::time::Clock>,
+    cal: Res<KernelCalendar>,
+    q: Res<crate::ipcq::Queues>,
+) -> bool {
+    !q.pe_events.is_empty() || crate::plugin::due(cal.0.next_due(), clock.now)
+}
