@@ -107,8 +107,9 @@ impl ChromeTrace {
         }
     }
 
-    fn us(&self, t: Tick) -> f64 {
-        t as f64 * self.tick_ns / 1000.0
+    /// Microseconds (the file's unit) of a tick count, whole or not.
+    fn us(&self, ticks: f64) -> f64 {
+        ticks * self.tick_ns / 1000.0
     }
 
     fn raw(&mut self, bytes: &[u8]) {
@@ -149,7 +150,7 @@ impl ChromeTrace {
         write_args: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
     ) {
         self.separator();
-        let (ts, dur) = (self.us(start), self.us(end - start));
+        let (ts, dur) = (self.us(start as f64), self.us((end - start) as f64));
         if self.error.is_some() {
             return;
         }
@@ -245,7 +246,7 @@ impl TraceSink for ChromeTrace {
             } else {
                 ("f", r.end as f64 - inset)
             };
-            let ts = at * self.tick_ns / 1000.0;
+            let ts = self.us(at);
             self.flow_end(ph, format_args!("chunk"), flow, pid, tid, ts);
         }
     }
@@ -275,7 +276,7 @@ impl TraceSink for ChromeTrace {
             return; // every link of its route is ideal: no slices to join
         };
         let id = MESSAGE_FLOW | a.id;
-        let (ts0, ts1) = (t0 * self.tick_ns / 1000.0, t1 * self.tick_ns / 1000.0);
+        let (ts0, ts1) = (self.us(t0), self.us(t1));
         let (purpose, bytes) = (a.purpose, a.bytes);
         let name = format_args!("{purpose:?} {bytes} B");
         self.flow_end("s", name, id, LINKS_PID, u64::from(l0), ts0);

@@ -77,10 +77,8 @@ impl TraceSink for OpRecords {
 #[derive(Resource, Default)]
 pub struct Trace {
     sink: Option<Box<dyn TraceSink>>,
-    /// Records not yet handed to the sink, with their PE; a free list
-    /// reuses their slots.
-    waiting: Vec<(u32, OpRecord)>,
-    free: Vec<u32>,
+    /// Records not yet handed to the sink, with their PE.
+    waiting: slab::Slab<(u32, OpRecord)>,
     /// Per PE, its waiting records in issue (= start) order.
     order: Vec<VecDeque<u32>>,
 }
@@ -94,7 +92,6 @@ impl Trace {
     /// Stops tracing and gives the sink back (after the run, nothing waits).
     pub fn take_sink(&mut self) -> Option<Box<dyn TraceSink>> {
         self.waiting.clear();
-        self.free.clear();
         self.order.clear();
         self.sink.take()
     }
@@ -144,16 +141,7 @@ impl Trace {
             sink.op(&r);
             return None;
         }
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.waiting[s as usize] = (pe, r);
-                s
-            }
-            None => {
-                self.waiting.push((pe, r));
-                self.waiting.len() as u32 - 1
-            }
-        };
+        let slot = self.waiting.insert((pe, r)) as u32;
         order.push_back(slot);
         Some(slot)
     }
@@ -164,17 +152,18 @@ impl Trace {
         let (Some(slot), Some(sink)) = (handle, self.sink.as_mut()) else {
             return;
         };
-        let (pe, r) = &mut self.waiting[slot as usize];
+        // A handle from before the sink was taken has nothing waiting.
+        let Some((pe, r)) = self.waiting.get_mut(slot as usize) else {
+            return;
+        };
         r.end = end;
         let order = &mut self.order[*pe as usize];
         while let Some(&s) = order.front() {
-            let r = &self.waiting[s as usize].1;
-            if r.end == PENDING {
+            if self.waiting[s as usize].1.end == PENDING {
                 break;
             }
-            sink.op(r);
             order.pop_front();
-            self.free.push(s);
+            sink.op(&self.waiting.remove(s as usize).1);
         }
     }
 
