@@ -161,12 +161,12 @@ fn ring_all_reduce(c: &mut Criterion) {
     let sys = lean_ring(256);
     let ccl = CclConfig::embedded_default();
     let config = ccl.entry("ring").unwrap();
-    let mut comm = Communicator::new(
+    let mut m = kernbench::machine::Machine::build_with(
         &sys,
-        config,
         kernbench_systems::memory::DataMode::TimingOnly,
     )
     .unwrap();
+    let comm = Communicator::new(&mut m, config).unwrap();
     let job = Job {
         collective: Collective::AllReduce,
         op: ReduceOp::Sum,
@@ -177,7 +177,7 @@ fn ring_all_reduce(c: &mut Criterion) {
     // Chunk transfers: 2 (p − 1) per participant.
     g.throughput(Throughput::Elements(2 * 255 * 256));
     g.bench_function("lean_ring_256_4M", |b| {
-        b.iter(|| comm.run(job).unwrap().ticks)
+        b.iter(|| comm.run(&mut m, job).unwrap().ticks)
     });
     g.finish();
 }

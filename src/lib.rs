@@ -4,6 +4,7 @@
 //! `topology` (nodes, links, routes, addresses) → `machine` (an engine world
 //! with the hardware spawned) — all on the `kernbench_systems` engine crate.
 pub mod ccl;
+pub mod dist;
 pub mod estimate;
 pub mod kernel;
 pub mod machine;

@@ -8,9 +8,10 @@ use crate::topology::address::{AddressResolver, Location};
 use crate::topology::{Node, Topology, TopologyError, memory_classes, ns_to_ticks};
 use half::f16;
 use kernbench_systems::exec::ExecParams;
+use kernbench_systems::exec::{HostQueue, LaunchId};
+use kernbench_systems::hierarchy::Hardware;
 use kernbench_systems::hierarchy::{HardwareNodes, spawn_hardware};
-use kernbench_systems::ipcq::Entry;
-use kernbench_systems::ipcq::QueueParams;
+use kernbench_systems::ipcq::{Entry, NeighborTables, QueueParams, Scope};
 use kernbench_systems::memory::MemoryStore;
 use kernbench_systems::memory::{DataMode, MemPorts};
 use kernbench_systems::program::Launch;
@@ -18,11 +19,35 @@ use kernbench_systems::trace::{OpRecord, OpRecords, Trace, TraceSink};
 use kernbench_systems::{Engine, RunError, RunSummary, Tick};
 
 pub struct Machine {
+    /// The system it was built from.
+    pub system: System,
     pub topology: Topology,
     pub engine: Engine,
     pub addresses: AddressResolver,
-    /// What IPCQ slot areas occupy in each memory instance.
+    /// What tensors and IPCQ slot areas occupy in each memory instance.
     pub memory: MemoryMap,
+    /// Communicator names, by scope (scope 0 is `default`, for wiring
+    /// installed without a communicator).
+    scopes: Vec<String>,
+}
+
+/// A submitted launch: pass it to [`Machine::wait`].
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a launch's timing is read by waiting for it"]
+pub struct LaunchHandle(LaunchId);
+
+/// When a launch ran, in ticks: from its first PE's start (after the launch
+/// overhead) to its last PE's finish.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaunchReport {
+    pub start: Tick,
+    pub end: Tick,
+}
+
+impl LaunchReport {
+    pub fn ticks(&self) -> Tick {
+        self.end - self.start
+    }
 }
 
 /// Why an install failed.
@@ -34,6 +59,9 @@ pub enum InstallError {
     /// A table names a PE the machine does not have.
     #[error("{0}")]
     NoSuchPe(String),
+    /// A PE already holds the communicator's table.
+    #[error("{0}")]
+    Duplicate(String),
     #[error(transparent)]
     Run(#[from] RunError),
 }
@@ -97,10 +125,12 @@ impl Machine {
         });
         w.insert_resource(mode);
         Ok(Self {
+            system: sys.clone(),
             topology,
             engine,
             addresses,
             memory: MemoryMap::new(sys),
+            scopes: vec!["default".into()],
         })
     }
 
@@ -116,23 +146,33 @@ impl Machine {
 }
 
 impl Machine {
+    /// Opens a communicator scope named `name`: its queues are its own.
+    pub fn open_scope(&mut self, name: &str) -> Scope {
+        self.scopes.push(name.into());
+        (self.scopes.len() - 1) as Scope
+    }
+
+    /// The name of a communicator scope.
+    pub fn scope_name(&self, scope: Scope) -> &str {
+        self.scopes.get(scope as usize).map_or("?", |s| s)
+    }
+
+    /// [`Machine::install_scope`] on the default scope.
+    pub fn install(&mut self, tables: Vec<(u32, Vec<Entry>)>) -> Result<Tick, InstallError> {
+        self.install_scope(0, tables)
+    }
+
     /// Places every queue's slot area in its buffer memory (top down, see
-    /// [`MemoryMap`]), sends the neighbour tables from the host and runs until
-    /// every one is applied; returns the tick at which the last install
-    /// landed. Nothing is sent if any area does not fit.
-    pub fn install(&mut self, mut tables: Vec<(u32, Vec<Entry>)>) -> Result<Tick, InstallError> {
-        let pes = self.topology.n_pes();
-        for (pe, entries) in &tables {
-            let bad = std::iter::once(*pe)
-                .chain(entries.iter().map(|e| e.peer))
-                .find(|&p| u64::from(p) >= pes);
-            if let Some(p) = bad {
-                return Err(InstallError::NoSuchPe(format!(
-                    "the neighbour table of PE {pe} names PE {p}, but the machine has {pes} PEs \
-                     (0..{pes}; a PE's index is (sip · cubes per SIP + cube) · PEs per cube + pe, see Machine::pe_index)"
-                )));
-            }
-        }
+    /// [`MemoryMap`]), sends the neighbour tables of communicator `scope`
+    /// from the host and runs until every one is applied; returns the tick
+    /// at which the last install landed. Nothing is sent if any PE is
+    /// missing, already holds this scope's table, or any area does not fit.
+    pub fn install_scope(
+        &mut self,
+        scope: Scope,
+        mut tables: Vec<(u32, Vec<Entry>)>,
+    ) -> Result<Tick, InstallError> {
+        self.check_install(scope, &tables)?;
         let mut memory = self.memory.clone();
         for (pe, entries) in &mut tables {
             for e in entries.iter_mut() {
@@ -140,8 +180,9 @@ impl Machine {
                 let bytes = u64::from(e.n_slots).saturating_mul(e.slot_size);
                 let what = || {
                     format!(
-                        "the IPCQ slot area of queue {} ({} slots x {} B)",
+                        "the IPCQ slot area of queue {} of communicator '{}' ({} slots x {} B)",
                         e.dir.name(),
+                        self.scope_name(scope),
                         e.n_slots,
                         e.slot_size
                     )
@@ -152,19 +193,78 @@ impl Machine {
             }
         }
         self.memory = memory;
-        self.engine.install(tables);
-        self.engine.run()?;
+        self.engine.install(scope, tables, 0);
+        let landed = self
+            .engine
+            .run_until(|w| w.resource::<HostQueue>().installs.is_empty())?;
+        if !landed {
+            self.engine.finish()?;
+        }
         Ok(self.engine.now())
+    }
+
+    /// Every PE of `tables` exists and holds no table of `scope` yet.
+    fn check_install(
+        &self,
+        scope: Scope,
+        tables: &[(u32, Vec<Entry>)],
+    ) -> Result<(), InstallError> {
+        let pes = self.topology.n_pes();
+        let hw = self.engine.world.resource::<Hardware>();
+        for (pe, entries) in tables {
+            let bad = std::iter::once(*pe)
+                .chain(entries.iter().map(|e| e.peer))
+                .find(|&p| u64::from(p) >= pes);
+            if let Some(p) = bad {
+                return Err(InstallError::NoSuchPe(format!(
+                    "the neighbour table of PE {pe} names PE {p}, but the machine has {pes} PEs \
+                     (0..{pes}; a PE's index is (sip · cubes per SIP + cube) · PEs per cube + pe, see Machine::pe_index)"
+                )));
+            }
+            let held = self
+                .engine
+                .world
+                .get::<NeighborTables>(hw.pes[*pe as usize])
+                .is_some_and(|t| t.get(scope).is_some());
+            if held {
+                let (s, c, p) = hw.coords(*pe);
+                return Err(InstallError::Duplicate(format!(
+                    "sip{s}.cube{c}.pe{p} already holds the neighbour table of communicator '{}' (scope {scope}); a communicator is installed once per PE: create a new communicator for other wiring",
+                    self.scope_name(scope)
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// Traces `kernel` for each PE in `pes` (global indices), launches it from
     /// the host and runs until every PE has finished (or the run deadlocks).
+    /// The summary's kernel start and end are this launch's.
     pub fn launch<A>(
         &mut self,
         kernel: Kernel<A>,
         args: &A,
         pes: &[u32],
     ) -> Result<RunSummary, LaunchError> {
+        let h = self.submit(kernel, args, pes, 0, 0)?;
+        let mut run = self.synchronize()?;
+        let r = self.wait(h)?;
+        (run.kernel_start, run.kernel_end) = (r.start, r.end);
+        Ok(run)
+    }
+
+    /// Traces `kernel` for each PE in `pes` and sends the launch from the
+    /// host at tick `at` (or now, if later) under communicator `scope`;
+    /// nothing runs until [`Machine::wait`] or [`Machine::synchronize`]. A
+    /// PE still running an earlier kernel starts this one when it finishes.
+    pub fn submit<A>(
+        &mut self,
+        kernel: Kernel<A>,
+        args: &A,
+        pes: &[u32],
+        scope: Scope,
+        at: Tick,
+    ) -> Result<LaunchHandle, LaunchError> {
         let total = self.topology.n_pes();
         if let Some(&p) = pes.iter().find(|&&p| u64::from(p) >= total) {
             return Err(LaunchError::Trace(format!(
@@ -172,7 +272,78 @@ impl Machine {
             )));
         }
         let programs = self.trace(kernel, args, pes)?;
-        self.engine.launch(programs);
+        Ok(self.submit_programs(programs, scope, at))
+    }
+
+    /// Sends traced programs (see [`Machine::trace`]) as one launch.
+    pub fn submit_programs(
+        &mut self,
+        programs: Vec<(u32, Launch)>,
+        scope: Scope,
+        at: Tick,
+    ) -> LaunchHandle {
+        LaunchHandle(self.engine.launch(scope, programs, at))
+    }
+
+    /// Whether a submitted launch has finished (without running anything).
+    pub fn finished(&self, h: &LaunchHandle) -> bool {
+        self.engine.launch_record(h.0).is_none_or(|r| r.finished())
+    }
+
+    /// Runs the simulation until the launch has finished (other work goes
+    /// on alongside on the same clock) and reports when it ran.
+    pub fn wait(&mut self, h: LaunchHandle) -> Result<LaunchReport, LaunchError> {
+        let id = h.0;
+        let finished = |w: &bevy_ecs::world::World| {
+            w.resource::<kernbench_systems::exec::Launches>()
+                .get(id)
+                .is_none_or(|r| r.finished())
+        };
+        if !self.engine.run_until(finished)? {
+            // Nothing is due and the launch is unfinished: say why.
+            self.engine.finish()?;
+        }
+        let r = self
+            .engine
+            .take_launch(id)
+            .ok_or_else(|| LaunchError::Trace("a launch handle was waited for twice".into()))?;
+        if !r.finished() {
+            return Err(LaunchError::Run(RunError::Deadlock(format!(
+                "launch {id}: {} of its {} PE(s) never finished",
+                r.pes - r.done,
+                r.pes
+            ))));
+        }
+        let start = if r.pes == 0 {
+            self.engine.now()
+        } else {
+            r.start
+        };
+        Ok(LaunchReport {
+            start,
+            end: r.end.max(start),
+        })
+    }
+
+    /// Runs the simulation until at least one of `handles` has finished.
+    pub fn run_until_any(&mut self, handles: &[&LaunchHandle]) -> Result<(), LaunchError> {
+        let ids: Vec<LaunchId> = handles.iter().map(|h| h.0).collect();
+        let any = |w: &bevy_ecs::world::World| {
+            let l = w.resource::<kernbench_systems::exec::Launches>();
+            ids.iter().any(|&id| l.get(id).is_none_or(|r| r.finished()))
+        };
+        if !self.engine.run_until(any)? {
+            self.engine.finish()?;
+            return Err(LaunchError::Run(RunError::Deadlock(format!(
+                "nothing is due, and none of the {} awaited launch(es) has finished",
+                ids.len()
+            ))));
+        }
+        Ok(())
+    }
+
+    /// Runs until nothing is due: every submitted launch has finished.
+    pub fn synchronize(&mut self) -> Result<RunSummary, LaunchError> {
         Ok(self.engine.run()?)
     }
 

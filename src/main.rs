@@ -451,11 +451,12 @@ fn bench_collective(a: &BenchArgs, sys: &System) -> Result<()> {
     let ccl = CclConfig::embedded_default();
     let config = ccl.entry("ring").map_err(|(p, _)| anyhow::anyhow!(p))?;
     let t0 = Instant::now();
-    let mut comm = Communicator::new(sys, config, DataMode::TimingOnly)?;
+    let mut machine = Machine::build_with(sys, DataMode::TimingOnly)?;
+    let comm = Communicator::new(&mut machine, config)?;
     let setup = t0.elapsed().as_secs_f64();
-    let program = comm.programs(job)?[0].1.program.len();
+    let program = comm.programs(&machine, job)?[0].1.program.len();
     let t0 = Instant::now();
-    let r = comm.run(job)?;
+    let r = comm.run(&mut machine, job)?;
     let secs = t0.elapsed().as_secs_f64();
     println!(
         "allreduce ring {} SIPs x {} B: {} ticks simulated ({:.1}% of bound); one {program}-op program shared by every participant; machine + wiring {setup:.3} s",
@@ -592,17 +593,21 @@ fn run(a: RunArgs) -> Result<()> {
     } else {
         DataMode::TimingOnly
     };
-    let mut comm = Communicator::new(&sys, &config, mode)?;
+    let mut machine = Machine::build_with(&sys, mode)?;
+    let comm = Communicator::new(&mut machine, &config)?;
     for elems in [a.min_bytes / 2, a.max_bytes / 2] {
-        comm.check(&Job {
-            elems: elems as usize,
-            ..largest
-        })?;
+        comm.check(
+            &machine,
+            &Job {
+                elems: elems as usize,
+                ..largest
+            },
+        )?;
     }
     if let Some(path) = &a.trace {
         let sink = kernbench::trace::ChromeTrace::create(path, sys.spec.system.tick_ns)
             .map_err(anyhow::Error::msg)?;
-        comm.machine.trace_to(Box::new(sink));
+        machine.trace_to(Box::new(sink));
     }
     let trace_file = est.trace_events * kernbench::estimate::TRACE_FILE_BYTES_PER_EVENT;
     if trace_file > 1e9 {
@@ -618,7 +623,7 @@ fn run(a: RunArgs) -> Result<()> {
             est.seconds, est.messages
         );
     }
-    comm.machine
+    machine
         .engine
         .world
         .insert_resource(kernbench_systems::RunLimits {
@@ -650,8 +655,8 @@ fn run(a: RunArgs) -> Result<()> {
             op: a.op,
             elems: (bytes / 2) as usize,
         };
-        let before = Usage::snapshot(&comm.machine);
-        let r = comm.run(job)?;
+        let before = Usage::snapshot(&machine);
+        let r = comm.run(&mut machine, job)?;
         last = Some((before, r.ticks));
         let verified = match r.verified {
             Some(true) => "ok",
@@ -673,12 +678,11 @@ fn run(a: RunArgs) -> Result<()> {
     if let Some((before, ticks)) = last {
         print!(
             "\nlargest size, {}",
-            Usage::snapshot(&comm.machine).summary(&before, &comm.machine, ticks)
+            Usage::snapshot(&machine).summary(&before, &machine, ticks)
         );
     }
     if let Some(path) = &a.trace {
-        let sink = comm
-            .machine
+        let sink = machine
             .take_trace()
             .and_then(|s| {
                 s.into_any()
@@ -686,7 +690,7 @@ fn run(a: RunArgs) -> Result<()> {
                     .ok()
             })
             .expect("the trace sink set above");
-        let n = sink.finish(&comm.machine).map_err(anyhow::Error::msg)?;
+        let n = sink.finish(&machine).map_err(anyhow::Error::msg)?;
         println!(
             "wrote {} ({n} trace events; peak memory of this run {})",
             path.display(),

@@ -2,7 +2,7 @@
 
 mod common;
 use common::system;
-use kernbench::ccl::{AlgoConfig, CclConfig, CclError, Collective, Communicator, Job, ReduceOp};
+use kernbench::ccl::{AlgoConfig, CclConfig, CclError, Collective, Job, ReduceOp};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::Space;
 use kernbench_systems::memory::DataMode;
@@ -15,6 +15,9 @@ fn cfg(algorithm: &str, buffer: Space, chunks: u32) -> AlgoConfig {
         n_slots: 4,
         slot_size: 4096,
         chunks,
+        world_size: None,
+        mapper: "leader_only".into(),
+        validator: None,
     }
 }
 
@@ -26,14 +29,17 @@ fn smoke_every_algorithm_all_reduce() {
         s.sip.cube_mesh.h = 2;
     });
     for algo in ["ring", "tree", "adr0032", "hier_lanes"] {
-        let mut c =
-            Communicator::new(&sys, &cfg(algo, Space::Tcm, 2), DataMode::Functional).unwrap();
+        let (mut m, c) =
+            common::communicator(&sys, &cfg(algo, Space::Tcm, 2), DataMode::Functional).unwrap();
         let r = c
-            .run(Job {
-                collective: Collective::AllReduce,
-                op: ReduceOp::Sum,
-                elems: 1000,
-            })
+            .run(
+                &mut m,
+                Job {
+                    collective: Collective::AllReduce,
+                    op: ReduceOp::Sum,
+                    elems: 1000,
+                },
+            )
             .unwrap();
         println!(
             "{algo}: {} ticks, bound {} ({:.1}%), verified {:?}",
@@ -55,13 +61,16 @@ fn lean_ring(n: u32) -> System {
 fn ticks(sys: &System, algo: &str, elems: usize) -> u64 {
     let mut config = cfg(algo, Space::Tcm, 1);
     config.slot_size = 1 << 24;
-    let mut c = Communicator::new(sys, &config, DataMode::Functional).unwrap();
+    let (mut m, c) = common::communicator(sys, &config, DataMode::Functional).unwrap();
     let r = c
-        .run(Job {
-            collective: Collective::AllReduce,
-            op: ReduceOp::Sum,
-            elems,
-        })
+        .run(
+            &mut m,
+            Job {
+                collective: Collective::AllReduce,
+                op: ReduceOp::Sum,
+                elems,
+            },
+        )
         .unwrap();
     assert_eq!(r.verified, Some(true));
     assert!(r.ticks >= r.bound_ticks, "{algo} beat its bound: {r:?}");
@@ -124,8 +133,9 @@ fn matrix(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) {
         let sys = sips(n, topology, grid, cubes);
         for (b, buffer) in BUFFERS.into_iter().enumerate() {
             for algo in ALGORITHMS {
-                let mut c =
-                    Communicator::new(&sys, &cfg(algo, buffer, 2), DataMode::Functional).unwrap();
+                let (mut m, c) =
+                    common::communicator(&sys, &cfg(algo, buffer, 2), DataMode::Functional)
+                        .unwrap();
                 for (k, collective) in Collective::ALL.into_iter().enumerate() {
                     let op = OPS[(b + k) % 3];
                     let job = Job {
@@ -136,7 +146,7 @@ fn matrix(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) {
                     let what = format!(
                         "{algo} {collective} {op:?} on {n} SIPs {topology:?} {grid:?}, cubes {cubes:?}, {buffer:?}"
                     );
-                    match c.run(job) {
+                    match c.run(&mut m, job) {
                         Ok(r) => {
                             assert_eq!(r.verified, Some(true), "wrong values: {what}");
                             assert!(r.ticks >= r.bound_ticks, "beat the bound: {what}: {r:?}");
@@ -211,13 +221,13 @@ fn every_lane_beats_adr0032_by_8x_and_reaches_70_percent_of_bound() {
     };
     let ccl = CclConfig::embedded_default();
     let run = |name: &str| {
-        let mut c = Communicator::new(
+        let (mut m, c) = common::communicator(
             &sys,
             ccl.entry(name).expect("an entry"),
             DataMode::TimingOnly,
         )
         .unwrap();
-        c.run(job).unwrap()
+        c.run(&mut m, job).unwrap()
     };
     let (adr, lanes) = (run("adr0032"), run("hier_lanes"));
     let speedup = adr.ticks as f64 / lanes.ticks as f64;
@@ -243,12 +253,15 @@ fn timing_run(
 ) -> Result<u64, CclError> {
     let mut config = cfg(algo, Space::Tcm, 1);
     config.slot_size = 1 << 24;
-    let mut c = Communicator::new(sys, &config, DataMode::TimingOnly)?;
-    let r = c.run(Job {
-        collective,
-        op: ReduceOp::Sum,
-        elems: (bytes / 2) as usize,
-    })?;
+    let (mut m, c) = common::communicator(sys, &config, DataMode::TimingOnly)?;
+    let r = c.run(
+        &mut m,
+        Job {
+            collective,
+            op: ReduceOp::Sum,
+            elems: (bytes / 2) as usize,
+        },
+    )?;
     Ok(r.ticks)
 }
 
@@ -290,12 +303,13 @@ fn slot_areas_that_do_not_fit_their_memory_are_refused_at_install() {
     let mut spec = lean_ring(2).spec;
     spec.memory.tcm.size_bytes = 1024;
     let sys = System::from_spec(spec, "test").unwrap();
-    let Err(e) = Communicator::new(&sys, &cfg("ring", Space::Tcm, 1), DataMode::TimingOnly) else {
+    let Err(e) = common::communicator(&sys, &cfg("ring", Space::Tcm, 1), DataMode::TimingOnly)
+    else {
         panic!("a 1 KiB TCM cannot hold 4 x 4 KiB slots");
     };
     let e = e.to_string();
     assert!(
-        e.starts_with("tcm of sip0.cube0.pe0 cannot hold the IPCQ slot area of queue E (4 slots x 4096 B): 16384 B requested, 1024 B free of memory.tcm.size_bytes = 1024 B"),
+        e.starts_with("tcm of sip0.cube0.pe0 cannot hold the IPCQ slot area of queue E of communicator 'ring' (4 slots x 4096 B): 16384 B requested, 1024 B free of memory.tcm.size_bytes = 1024 B"),
         "{e}"
     );
     assert!(e.contains("another buffer_kind"), "{e}");
@@ -303,15 +317,15 @@ fn slot_areas_that_do_not_fit_their_memory_are_refused_at_install() {
     let sys = lean_ring(2);
     let mut config = cfg("ring", Space::Hbm, 1);
     config.n_slots = 2;
-    let mut c = Communicator::new(&sys, &config, DataMode::TimingOnly).unwrap();
+    let (mut m, c) = common::communicator(&sys, &config, DataMode::TimingOnly).unwrap();
     let free = (4u64 << 30) - 2 * 2 * 4096; // two queues of 2 x 4 KiB
-    assert_eq!(c.machine.memory.free_below(Space::Hbm, 0), free);
+    assert_eq!(m.memory.free_below(Space::Hbm, 0), free);
     let job = |bytes: u64| Job {
         collective: Collective::AllReduce,
         op: ReduceOp::Sum,
         elems: (bytes / 2) as usize,
     };
-    let e = c.run(job(free + 2)).unwrap_err().to_string();
+    let e = c.run(&mut m, job(free + 2)).unwrap_err().to_string();
     assert!(
         e.starts_with(&format!(
             "all_reduce of {} B per participant does not fit in hbm of sip0.cube0",
@@ -320,5 +334,5 @@ fn slot_areas_that_do_not_fit_their_memory_are_refused_at_install() {
         "{e}"
     );
     assert!(e.contains(&format!("{free} B are free there")), "{e}");
-    assert!(c.run(job(1 << 20)).is_ok());
+    assert!(c.run(&mut m, job(1 << 20)).is_ok());
 }

@@ -310,6 +310,9 @@ fn embedded_default_has_the_shipped_entries() {
             n_slots: 4,
             slot_size: 65536,
             chunks: 1,
+            world_size: None,
+            mapper: "leader_only".into(),
+            validator: None,
         }
     );
 }

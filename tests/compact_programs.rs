@@ -2,7 +2,8 @@
 //! length on 16 participants as on 1,024, every participant of a role runs
 //! the same program, and a loop runs exactly what its unrolled trace runs.
 
-use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
+mod common;
+use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
 use kernbench::kernel::wiring::{self, QueueConfig};
 use kernbench::kernel::{Addr, DType, Tl};
 use kernbench::machine::Machine;
@@ -27,13 +28,14 @@ fn programs(
     elems: usize,
 ) -> Vec<(u32, Launch)> {
     let ccl = CclConfig::embedded_default();
-    let comm = Communicator::new(sys, ccl.entry(algorithm).unwrap(), DataMode::TimingOnly).unwrap();
+    let (m, comm) =
+        common::communicator(sys, ccl.entry(algorithm).unwrap(), DataMode::TimingOnly).unwrap();
     let job = Job {
         collective,
         op: ReduceOp::Sum,
         elems,
     };
-    comm.programs(job).unwrap()
+    comm.programs(&m, job).unwrap()
 }
 
 /// Distinct programs (by identity) and the op count of each.

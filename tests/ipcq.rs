@@ -168,7 +168,7 @@ mod props {
             }
             let coords = |g: u32| (g, [g, 0, 0]);
             let programs = kernbench::kernel::trace(exchange, &elems, &[coords(0), coords(1)], &m.addresses, &m.topology).unwrap();
-            m.engine.launch(programs);
+            let _ = m.engine.launch(0, programs, 0);
             while !m.engine.step() {
                 check_credits(&mut m);
             }
@@ -373,4 +373,25 @@ fn oplog_has_one_consistent_record_per_op() {
         let other = if *op == "send" { "recv" } else { "send" };
         assert!(flows.contains(&(other, *f)), "{op} {f:#x} has no {other}");
     }
+}
+
+#[test]
+fn a_communicator_installed_twice_on_a_pe_is_refused_naming_both() {
+    let sys = pair();
+    let mut m = Machine::build(&sys).unwrap();
+    let tp = m.open_scope("tp0");
+    let tables = ring(&[0, 1], QDir::E, cfg(2, 256)).unwrap();
+    m.install_scope(tp, tables.clone()).unwrap();
+    let e = m.install_scope(tp, tables.clone()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "sip0.cube0.pe0 already holds the neighbour table of communicator 'tp0' (scope 1); a communicator is installed once per PE: create a new communicator for other wiring"
+    );
+    // Another communicator on the same PEs gets queues of its own.
+    let dp = m.open_scope("dp0");
+    m.install_scope(dp, tables).unwrap();
+    let queues = m.engine.world.resource::<Queues>();
+    let scopes: Vec<u32> = queues.list.iter().map(|q| q.scope).collect();
+    assert_eq!(scopes.iter().filter(|&&s| s == tp).count(), 4);
+    assert_eq!(scopes.iter().filter(|&&s| s == dp).count(), 4);
 }

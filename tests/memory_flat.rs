@@ -3,7 +3,8 @@
 //! replaced, so nothing grows with the number of runs. (One test in this
 //! binary, so no other test's allocations mix into the count.)
 
-use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
+mod common;
+use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
 use kernbench::spec::System;
 use kernbench_systems::memory::DataMode;
 
@@ -16,17 +17,17 @@ fn twenty_runs_of_one_collective_leave_the_heap_where_the_first_left_it() {
     let ccl = CclConfig::embedded_default();
     for algorithm in ["ring", "hier_lanes"] {
         let config = ccl.entry(algorithm).expect("a shipped entry");
-        let mut comm = Communicator::new(&sys, config, DataMode::TimingOnly).unwrap();
+        let (mut m, comm) = common::communicator(&sys, config, DataMode::TimingOnly).unwrap();
         let job = Job {
             collective: Collective::AllReduce,
             op: ReduceOp::Sum,
             elems: 128 << 10,
         };
-        let first = comm.run(job).unwrap();
+        let first = comm.run(&mut m, job).unwrap();
         let mut after = vec![HEAP.current_usage()];
         for _ in 1..20 {
             // Same answer every time, on a clock that keeps going.
-            assert_eq!(comm.run(job).unwrap().ticks, first.ticks);
+            assert_eq!(comm.run(&mut m, job).unwrap().ticks, first.ticks);
             after.push(HEAP.current_usage());
         }
         // The engine's event pools reach their working size over the first

@@ -4,6 +4,7 @@
 //! (a message naming a field) or runs within a small budget to a result
 //! that does not beat its α-β bound.
 
+mod common;
 use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
 use kernbench::estimate::{Budget, Estimate};
 use kernbench::spec::System;
@@ -150,18 +151,17 @@ fn run_small(sys: &System, algorithm: &str, collective: Collective) -> Result<()
     if let Err(e) = Estimate::collective(sys, config, &job, false, false).check(&BUDGET, "knobs") {
         return refused(&e);
     }
-    let mut comm = match Communicator::new(sys, config, DataMode::TimingOnly) {
+    let (mut m, comm) = match common::communicator(sys, config, DataMode::TimingOnly) {
         Ok(c) => c,
         Err(e) => return refused(&e.to_string()),
     };
-    comm.machine
-        .engine
+    m.engine
         .world
         .insert_resource(kernbench_systems::RunLimits {
             max_ticks: Some(1 << 40),
             ..Default::default()
         });
-    match comm.run(job) {
+    match comm.run(&mut m, job) {
         Ok(r) if r.ticks == 0 || r.ticks < r.bound_ticks => Err(format!(
             "{} ticks against a bound of {}",
             r.ticks, r.bound_ticks

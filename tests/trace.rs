@@ -5,7 +5,8 @@
 //! no earlier. (One test in this binary, so no other test's allocations mix
 //! into the heap count.)
 
-use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
+mod common;
+use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
 use kernbench::spec::System;
 use kernbench::trace::ChromeTrace;
 use kernbench_systems::memory::DataMode;
@@ -32,18 +33,18 @@ fn a_large_trace_streams_with_bounded_heap_and_is_well_formed() {
         elems: 2 << 10,
     };
     let peak_of_run = |trace: bool| {
-        let mut comm = Communicator::new(&sys, &config, DataMode::TimingOnly).unwrap();
+        let (mut m, comm) = common::communicator(&sys, &config, DataMode::TimingOnly).unwrap();
         if trace {
             let sink = ChromeTrace::create(&path, sys.spec.system.tick_ns).unwrap();
-            comm.machine.trace_to(Box::new(sink));
+            m.trace_to(Box::new(sink));
         }
         HEAP.reset_peak_usage();
-        let ticks = comm.run(job).unwrap().ticks;
+        let ticks = comm.run(&mut m, job).unwrap().ticks;
         let peak = HEAP.peak_usage();
         let n = trace.then(|| {
-            let sink = comm.machine.take_trace().unwrap();
+            let sink = m.take_trace().unwrap();
             let sink = sink.into_any().downcast::<ChromeTrace>().unwrap();
-            sink.finish(&comm.machine).unwrap()
+            sink.finish(&m).unwrap()
         });
         (peak, ticks, n)
     };

@@ -81,7 +81,7 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     }
     // Participant: the PE's own NoC port.
     let pe0 = t.id(Node::Pe {
-        sip: 0,
+        sip: g.sip(0),
         cube: 0,
         pe: 0,
     });
@@ -103,7 +103,7 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
         Some(total)
     };
     let all_links = |k: u8| k == UCIE || k == INTER_SIP;
-    let worst_cube = min_rate((0..cubes).map(|c| port_rate(0, c, &all_links)));
+    let worst_cube = min_rate((0..cubes).map(|c| port_rate(g.sip(0), c, &all_links)));
     terms.push(("cube links", term(inbound(job, n), worst_cube)));
     // SIP: inter-SIP lanes into it; the worst-connected SIP.
     if g.sips > 1 {
@@ -113,7 +113,7 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
                 .map(|c| port_rate(sip, c, &lanes))
                 .try_fold(0.0, |a, r| r.map(|r| a + r))
         };
-        let worst_sip = min_rate((0..g.sips).map(sip_rate));
+        let worst_sip = min_rate((0..g.sips).map(|m| sip_rate(g.sip(m))));
         terms.push(("SIP lanes", term(inbound(job, g.sips as usize), worst_sip)));
     }
     // Memory: the cube's HBM port reads its input and writes its output.
@@ -135,7 +135,7 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
         _ => (h / 2) * w + w / 2,
     };
     let far = t.id(Node::Pe {
-        sip: far_sip,
+        sip: g.sip(far_sip),
         cube: cubes - 1,
         pe: 0,
     });

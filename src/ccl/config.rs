@@ -50,6 +50,13 @@ pub struct EntrySpec {
     pub slot_size: Option<u64>,
     /// Pipeline depth: each transfer of the algorithm is cut into this many pieces.
     pub chunks: Option<u64>,
+    /// Ranks of the process group (default: one per SIP).
+    pub world_size: Option<u32>,
+    /// Which PEs of a rank's SIP take part (`leader_only`, `all_pes`).
+    pub mapper: Option<String>,
+    /// The shard layout a collective's tensor must have (`cube_leaders`,
+    /// `single_shard_per_rank`, `multi_pe_sip_local`; default: the mapper's own).
+    pub validator: Option<String>,
 }
 
 /// The file.
@@ -73,6 +80,22 @@ pub struct AlgoConfig {
     pub n_slots: u32,
     pub slot_size: u64,
     pub chunks: u32,
+    /// Process-group settings (see `dist`): ranks (None: one per SIP), the
+    /// mapper and validator names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub world_size: Option<u32>,
+    #[serde(default = "leader_only", skip_serializing_if = "is_leader_only")]
+    pub mapper: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validator: Option<String>,
+}
+
+fn leader_only() -> String {
+    "leader_only".into()
+}
+
+fn is_leader_only(s: &String) -> bool {
+    s == "leader_only"
 }
 
 mod space_name {
@@ -223,7 +246,42 @@ impl CclConfig {
                 n_slots: 0,
                 slot_size: 0,
                 chunks: 0,
+                world_size: e.world_size.or(base.and_then(|b| b.world_size)),
+                mapper: e
+                    .mapper
+                    .clone()
+                    .or(base.map(|b| b.mapper.clone()))
+                    .unwrap_or_else(leader_only),
+                validator: e
+                    .validator
+                    .clone()
+                    .or(base.and_then(|b| b.validator.clone())),
             };
+            if cfg.world_size == Some(0) {
+                return Err(err(
+                    format!("{path}.world_size"),
+                    "world_size is 0".into(),
+                    "a whole number of ranks from 1 to the SIP count, or no world_size (one rank per SIP)".into(),
+                ));
+            }
+            for (field, name, known) in [
+                ("mapper", Some(&cfg.mapper), crate::dist::layout::MAPPERS),
+                (
+                    "validator",
+                    cfg.validator.as_ref(),
+                    crate::dist::layout::VALIDATORS,
+                ),
+            ] {
+                if let Some(n) = name
+                    && !known.contains(&n.as_str())
+                {
+                    return Err(err(
+                        format!("{path}.{field}"),
+                        format!("unknown {field} '{n}'"),
+                        known.join(", "),
+                    ));
+                }
+            }
             for (field, given, inherited) in [
                 ("n_slots", e.n_slots, base.map(|b| u64::from(b.n_slots))),
                 ("slot_size", e.slot_size, base.map(|b| b.slot_size)),

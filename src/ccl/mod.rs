@@ -6,9 +6,9 @@
 //! Each holds a vector of `elems` f16 in its cube's HBM at offset 0; a
 //! collective works in place there (docs/model.md §Collectives gives the
 //! layout of each collective). An [`Algorithm`] declares what it supports,
-//! its IPCQ wiring and its kernel; a [`Communicator`] builds the machine,
-//! installs the wiring once (like NCCL communicator creation) and runs
-//! collectives on it.
+//! its IPCQ wiring and its kernel; a [`Communicator`] installs the wiring
+//! once on a machine (like NCCL communicator creation), in a queue scope of
+//! its own, and runs collectives on it.
 
 pub mod algorithms;
 pub mod bound;
@@ -17,11 +17,11 @@ pub mod kernels;
 
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
-use crate::machine::{InstallError, LaunchError, Machine};
+use crate::machine::{InstallError, LaunchError, LaunchHandle, Machine};
 use crate::spec::{SipTopology, System};
 use crate::topology::address::{Location, Space};
 use half::f16;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::{Entry, Scope};
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::Launch;
 use kernbench_systems::{RunError, Tick};
@@ -117,10 +117,16 @@ impl ReduceOp {
     }
 }
 
-/// The participants and their arrangement, as kernels see it.
+/// The participants and their arrangement, as kernels see it: the pe0 of
+/// every cube of `sips` SIPs, the group's members. Member `m` is physical
+/// SIP `first_sip + m · sip_stride` (the whole machine: 0 and 1), so a
+/// group can be a tensor-parallel block of neighbours or a data-parallel
+/// set of every k-th SIP. Participant `p = m · cubes + cube`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Group {
     pub sips: u32,
+    pub first_sip: u32,
+    pub sip_stride: u32,
     pub topology: SipTopology,
     /// SIP grid (w, h); ring_1d is (sips, 1).
     pub grid: (u32, u32),
@@ -134,6 +140,8 @@ impl Group {
         let s = &sys.spec;
         Self {
             sips: s.system.sips.count,
+            first_sip: 0,
+            sip_stride: 1,
             topology: s.system.sips.topology,
             grid: sys.sip_grid,
             cubes: (s.sip.cube_mesh.w, s.sip.cube_mesh.h),
@@ -141,8 +149,61 @@ impl Group {
         }
     }
 
+    /// The group of the SIPs `sips` (in member order): the whole machine's
+    /// group when they are all SIPs in order, else a logical ring over them.
+    /// They must be evenly spaced (first, first + s, first + 2s, …), which
+    /// covers tensor-parallel blocks and data-parallel strides.
+    pub fn of_sips(sys: &System, sips: &[u32]) -> Result<Self, String> {
+        let all = Self::new(sys);
+        let count = sys.spec.system.sips.count;
+        if sips.is_empty() {
+            return Err("a group needs at least one rank".into());
+        }
+        if let Some(&s) = sips.iter().find(|&&s| s >= count) {
+            return Err(format!(
+                "rank {s} does not exist: the world has ranks 0..{count} (one per SIP, system.sips.count)"
+            ));
+        }
+        let stride = if sips.len() > 1 {
+            sips[1].wrapping_sub(sips[0])
+        } else {
+            1
+        };
+        let even = stride >= 1
+            && sips
+                .iter()
+                .enumerate()
+                .all(|(k, &s)| s == sips[0] + k as u32 * stride);
+        if !even {
+            return Err(format!(
+                "ranks {sips:?} are not evenly spaced in increasing order; allowed: ranks first, first + s, first + 2s, … (e.g. [0, 1, 2, 3] or [1, 5])"
+            ));
+        }
+        if sips.len() as u32 == count {
+            return Ok(all);
+        }
+        Ok(Self {
+            sips: sips.len() as u32,
+            first_sip: sips[0],
+            sip_stride: stride,
+            topology: SipTopology::Ring1d,
+            grid: (sips.len() as u32, 1),
+            ..all
+        })
+    }
+
     pub fn cubes_per_sip(&self) -> u32 {
         self.cubes.0 * self.cubes.1
+    }
+
+    /// The physical SIP of member `m`.
+    pub fn sip(&self, m: u32) -> u32 {
+        self.first_sip + m * self.sip_stride
+    }
+
+    /// The member index of physical SIP `sip` (which must be a member).
+    pub fn member(&self, sip: u32) -> u32 {
+        (sip - self.first_sip) / self.sip_stride
     }
 
     /// Number of participants.
@@ -152,10 +213,17 @@ impl Group {
 
     /// Global PE index of participant `p` (pe0 of its cube).
     pub fn pe(&self, p: usize) -> u32 {
-        p as u32 * self.pes_per_cube
+        let (sip, cube) = self.coords(p);
+        (sip * self.cubes_per_sip() + cube) * self.pes_per_cube
     }
 
-    /// Participant of (sip, cube).
+    /// Physical (sip, cube) of participant `p`.
+    pub fn coords(&self, p: usize) -> (u32, u32) {
+        let c = self.cubes_per_sip();
+        (self.sip(p as u32 / c), p as u32 % c)
+    }
+
+    /// Participant of (member, cube).
     pub fn participant(&self, sip: u32, cube: u32) -> usize {
         (sip * self.cubes_per_sip() + cube) as usize
     }
@@ -219,6 +287,8 @@ impl Job {
 pub struct KernelArgs {
     pub group: Group,
     pub job: Job,
+    /// HBM offset of every participant's buffer.
+    pub base: u64,
     /// Pipeline depth: each transfer is cut into this many pieces.
     pub chunks: usize,
 }
@@ -286,23 +356,37 @@ pub struct CollResult {
     pub verified: Option<bool>,
 }
 
-/// A machine with an algorithm's wiring installed.
+/// An algorithm's wiring installed on a group of a machine: a view of the
+/// machine with its own queue scope, like an NCCL communicator. The machine
+/// stays the caller's; several communicators share it.
+#[derive(Clone)]
 pub struct Communicator {
-    pub machine: Machine,
     pub group: Group,
     pub config: AlgoConfig,
     pub algorithm: &'static dyn Algorithm,
-    pub system: System,
+    /// The queue scope its wiring and launches use.
+    pub scope: Scope,
     /// Tick at which the last neighbour table landed.
     pub installed_at: Tick,
 }
 
 impl Communicator {
-    /// Builds the machine and installs the algorithm's wiring. Fails loudly on a
-    /// SIP topology the algorithm does not support.
-    pub fn new(sys: &System, config: &AlgoConfig, mode: DataMode) -> Result<Self, CclError> {
+    /// Installs the algorithm's wiring over every SIP of the machine. Fails
+    /// loudly on a SIP topology the algorithm does not support.
+    pub fn new(machine: &mut Machine, config: &AlgoConfig) -> Result<Self, CclError> {
+        let group = Group::new(&machine.system);
+        Self::with_group(machine, config, group, &config.name)
+    }
+
+    /// Installs the algorithm's wiring over `group`, as communicator `name`.
+    pub fn with_group(
+        machine: &mut Machine,
+        config: &AlgoConfig,
+        group: Group,
+        name: &str,
+    ) -> Result<Self, CclError> {
         let algorithm = algorithms::find(&config.algorithm)?;
-        let topo = sys.spec.system.sips.topology;
+        let topo = group.topology;
         if !algorithm.topologies().contains(&topo) {
             return Err(CclError::Unsupported {
                 algorithm: algorithm.name().into(),
@@ -315,21 +399,18 @@ impl Communicator {
                     .join(", "),
             });
         }
-        let group = Group::new(sys);
-        let mut machine =
-            Machine::build_with(sys, mode).map_err(|e| CclError::Config(e.to_string()))?;
         let q = QueueConfig {
             buffer: config.buffer_kind,
             n_slots: config.n_slots,
             slot_size: config.slot_size,
         };
-        let installed_at = machine.install(algorithm.wiring(&group, &q))?;
+        let scope = machine.open_scope(name);
+        let installed_at = machine.install_scope(scope, algorithm.wiring(&group, &q))?;
         Ok(Self {
-            machine,
             group,
             config: config.clone(),
             algorithm,
-            system: sys.clone(),
+            scope,
             installed_at,
         })
     }
@@ -337,9 +418,9 @@ impl Communicator {
     /// Refuses a job this communicator cannot run (see
     /// [`Communicator::check_before_build`], then the exact free HBM below
     /// the slot areas) before any simulation.
-    pub fn check(&self, job: &Job) -> Result<(), CclError> {
-        Self::check_before_build(&self.system, &self.config, job)?;
-        self.check_buffer_fits(job)
+    pub fn check(&self, machine: &Machine, job: &Job) -> Result<(), CclError> {
+        Self::check_before_build(&machine.system, &self.config, job)?;
+        self.check_buffer_fits(machine, job)
     }
 
     /// What can be refused from the spec alone, before a machine is built:
@@ -366,9 +447,9 @@ impl Communicator {
     }
 
     /// Each participant's buffer sits at offset 0 of its cube's HBM, below
-    /// every slot area placed there: it must fit in what is free.
-    fn check_buffer_fits(&self, job: &Job) -> Result<(), CclError> {
-        let m = &self.machine.memory;
+    /// every allocation there: it must fit in what is free.
+    fn check_buffer_fits(&self, machine: &Machine, job: &Job) -> Result<(), CclError> {
+        let m = &machine.memory;
         let tightest = (0..self.group.size())
             .map(|p| {
                 let hbm = m.instance_of(Space::Hbm, self.group.pe(p));
@@ -409,11 +490,12 @@ impl Communicator {
         Ok(())
     }
 
-    fn launch_args(&self, job: Job) -> (Vec<u32>, KernelArgs) {
+    fn launch_args(&self, job: Job, base: u64) -> (Vec<u32>, KernelArgs) {
         let pes: Vec<u32> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
         let args = KernelArgs {
             group: self.group,
             job,
+            base,
             chunks: self.config.chunks as usize,
         };
         (pes, args)
@@ -421,33 +503,72 @@ impl Communicator {
 
     /// The programs a collective runs, per participant's PE, without running
     /// it: what sharing and loops make of the algorithm's kernel.
-    pub fn programs(&self, job: Job) -> Result<Vec<(u32, Launch)>, CclError> {
-        self.check(&job)?;
-        let (pes, args) = self.launch_args(job);
-        Ok(self.machine.trace(self.algorithm.kernel(), &args, &pes)?)
+    pub fn programs(&self, machine: &Machine, job: Job) -> Result<Vec<(u32, Launch)>, CclError> {
+        self.check(machine, &job)?;
+        let (pes, args) = self.launch_args(job, 0);
+        Ok(machine.trace(self.algorithm.kernel(), &args, &pes)?)
     }
 
-    /// Runs one collective; in functional mode also writes inputs and checks outputs.
-    pub fn run(&mut self, job: Job) -> Result<CollResult, CclError> {
-        self.check(&job)?;
-        let functional = *self.machine.engine.world.resource::<DataMode>() == DataMode::Functional;
+    /// Sends the collective's launch on buffers at HBM offset `base` of
+    /// every participant, from tick `at`; [`Machine::wait`] runs it.
+    pub fn submit(
+        &self,
+        machine: &mut Machine,
+        job: Job,
+        base: u64,
+        at: Tick,
+    ) -> Result<LaunchHandle, CclError> {
+        let programs = self.trace_job(machine, job, base)?;
+        Ok(machine.submit_programs(programs, self.scope, at))
+    }
+
+    /// The programs of `job` on buffers at HBM offset `base`, per participant's PE.
+    pub fn trace_job(
+        &self,
+        machine: &Machine,
+        job: Job,
+        base: u64,
+    ) -> Result<Vec<(u32, Launch)>, CclError> {
+        Self::check_before_build(&machine.system, &self.config, &job)?;
+        let (pes, args) = self.launch_args(job, base);
+        Ok(machine.trace(self.algorithm.kernel(), &args, &pes)?)
+    }
+
+    /// Runs one collective on buffers at HBM offset 0, after everything
+    /// submitted before it; in functional mode also writes inputs and
+    /// checks outputs.
+    pub fn run(&self, machine: &mut Machine, job: Job) -> Result<CollResult, CclError> {
+        self.check(machine, &job)?;
+        let functional = *machine.engine.world.resource::<DataMode>() == DataMode::Functional;
         if functional {
-            self.write_inputs(&job)?;
+            self.write_inputs(machine, &job)?;
         }
-        let (pes, args) = self.launch_args(job);
-        let run = self.machine.launch(self.algorithm.kernel(), &args, &pes)?;
-        let ticks = run.kernel_end - run.kernel_start;
-        let verified = functional.then(|| self.outputs_match(&job));
-        let bound_ticks = bound::lower_bound(&self.machine, &self.system, &self.group, &job).ticks;
-        let tick_ns = self.system.spec.system.tick_ns;
-        let time_ns = ticks as f64 * tick_ns;
+        let h = self.submit(machine, job, 0, 0)?;
+        // Run to the end (its last credits included), so runs do not overlap.
+        machine.synchronize()?;
+        let ticks = machine.wait(h)?.ticks();
+        let verified = functional.then(|| self.outputs_match(machine, &job));
+        Ok(self.result(machine, job, ticks, verified))
+    }
+
+    /// The measures of a run of `job` that took `ticks`.
+    pub fn result(
+        &self,
+        machine: &Machine,
+        job: Job,
+        ticks: Tick,
+        verified: Option<bool>,
+    ) -> CollResult {
+        let sys = &machine.system;
+        let bound_ticks = bound::lower_bound(machine, sys, &self.group, &job).ticks;
+        let time_ns = ticks as f64 * sys.spec.system.tick_ns;
         let n = self.group.size();
         let algbw = if time_ns > 0.0 {
             job.bytes() as f64 / time_ns
         } else {
             0.0
         };
-        Ok(CollResult {
+        CollResult {
             collective: job.collective,
             algorithm: self.config.name.clone(),
             op: job.op,
@@ -465,37 +586,35 @@ impl Communicator {
                 100.0
             },
             verified,
-        })
+        }
     }
 
     fn hbm(&self, p: usize) -> Location {
-        let c = self.group.cubes_per_sip() as usize;
+        let (sip, cube) = self.group.coords(p);
         Location {
             space: Space::Hbm,
-            sip: (p / c) as u32,
-            cube: (p % c) as u32,
+            sip,
+            cube,
             pe: 0,
             offset: 0,
         }
     }
 
     /// Writes every participant's input (and zeroes the rest of its buffer).
-    fn write_inputs(&mut self, job: &Job) -> Result<(), CclError> {
+    fn write_inputs(&self, machine: &mut Machine, job: &Job) -> Result<(), CclError> {
         for p in 0..self.group.size() {
             let data = verify::input(job, self.group.size(), p);
-            let at = self.hbm(p);
-            self.machine.write(at, &data).map_err(|e| {
+            machine.write(self.hbm(p), &data).map_err(|e| {
                 CclError::Config(format!("writing the input of participant {p}: {e}"))
             })?;
         }
         Ok(())
     }
 
-    fn outputs_match(&self, job: &Job) -> bool {
+    fn outputs_match(&self, machine: &Machine, job: &Job) -> bool {
         let n = self.group.size();
         (0..n).all(|p| {
-            let got = self
-                .machine
+            let got = machine
                 .read(self.hbm(p), job.elems)
                 .expect("buffer written");
             verify::output_matches(job, n, p, &got)

@@ -140,9 +140,11 @@ pub fn run_point(
         Communicator::check_before_build(&r.system, &r.config, &job).map_err(|e| e.to_string())?;
         crate::estimate::Estimate::collective(&r.system, &r.config, &job, verify, false)
             .check(budget, "larger packet_bytes or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, fewer --jobs")?;
-        let mut comm = Communicator::new(&r.system, &r.config, mode).map_err(|e| e.to_string())?;
+        let mut machine =
+            crate::machine::Machine::build_with(&r.system, mode).map_err(|e| e.to_string())?;
+        let comm = Communicator::new(&mut machine, &r.config).map_err(|e| e.to_string())?;
         row.participants = comm.group.size();
-        let res = comm.run(job).map_err(|e| e.to_string())?;
+        let res = comm.run(&mut machine, job).map_err(|e| e.to_string())?;
         row.ticks = res.ticks;
         row.time_us = res.time_ns / 1000.0;
         row.algbw_gbps = res.algbw_gbps;

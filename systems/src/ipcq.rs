@@ -39,8 +39,26 @@ pub struct Entry {
     pub slot_size: u64,
 }
 
-/// A PE's installed neighbour table, with the queues each entry resolves to.
-#[derive(Component, Debug, Clone, PartialEq, Eq)]
+/// A communicator's id. Each communicator installs its own neighbour
+/// tables and gets its own queues, so one PE can belong to several
+/// communicators (a data-parallel and a tensor-parallel group) without their
+/// traffic ever mixing; a kernel launched under a scope sends and receives on
+/// that scope's queues only.
+pub type Scope = u32;
+
+/// A PE's neighbour tables, one per communicator scope it belongs to.
+#[derive(Component, Debug, Clone, Default, PartialEq, Eq)]
+pub struct NeighborTables(pub Vec<(Scope, NeighborTable)>);
+
+impl NeighborTables {
+    /// The table this PE installed for `scope`.
+    pub fn get(&self, scope: Scope) -> Option<&NeighborTable> {
+        self.0.iter().find(|(s, _)| *s == scope).map(|(_, t)| t)
+    }
+}
+
+/// A PE's installed neighbour table of one scope, with the queues each entry resolves to.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NeighborTable {
     pub entries: Vec<Entry>,
     /// Per entry: the queue this PE sends into (the peer's, for `peer_dir`).
@@ -129,6 +147,7 @@ pub struct RecvJob {
 #[derive(Debug, Clone)]
 pub struct Queue {
     pub receiver: u32,
+    pub scope: Scope,
     pub dir: QDir,
     /// Set when the receiver's table is installed.
     pub installed: bool,
@@ -175,11 +194,11 @@ pub enum PeEvent {
     Complete { pe: u32, at: Tick },
 }
 
-/// All queues, by (receiver PE, direction).
+/// All queues, by (receiver PE, scope, direction).
 #[derive(Resource, Debug, Default)]
 pub struct Queues {
     pub list: Vec<Queue>,
-    index: FxHashMap<(u32, QDir), QueueId>,
+    index: FxHashMap<(u32, Scope, QDir), QueueId>,
     /// Slots freed this tick whose credits leave at the given tick.
     pub credit_due: Vec<(QueueId, Tick)>,
     pub pe_events: Vec<PeEvent>,
@@ -248,14 +267,15 @@ impl QueueCtx<'_, '_, '_> {
 }
 
 impl Queues {
-    /// The queue (receiver, dir), created empty (not installed) on first use.
-    pub fn queue(&mut self, receiver: u32, dir: QDir) -> QueueId {
-        if let Some(&q) = self.index.get(&(receiver, dir)) {
+    /// The queue (receiver, scope, dir), created empty (not installed) on first use.
+    pub fn queue(&mut self, receiver: u32, scope: Scope, dir: QDir) -> QueueId {
+        if let Some(&q) = self.index.get(&(receiver, scope, dir)) {
             return q;
         }
         let q = self.list.len() as QueueId;
         self.list.push(Queue {
             receiver,
+            scope,
             dir,
             installed: false,
             sender_pe: None,
@@ -278,7 +298,7 @@ impl Queues {
             recv_ops: 0,
             routes: [None; 3],
         });
-        self.index.insert((receiver, dir), q);
+        self.index.insert((receiver, scope, dir), q);
         q
     }
 }

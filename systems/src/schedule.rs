@@ -145,7 +145,7 @@ fn delivery(
     mut traffic: ResMut<TrafficState>,
     mut ka: exec::KernelAccess,
     mut qa: ipcq::QueueAccess,
-    running: Query<&PeExec>,
+    mut pes: Query<(Option<&PeExec>, Option<&mut ipcq::NeighborTables>)>,
     mut commands: Commands,
 ) {
     if inbox.has(Purpose::Traffic) || traffic.needs_start() {
@@ -161,7 +161,7 @@ fn delivery(
     .into_iter()
     .any(|p| inbox.has(p))
     {
-        exec::deliver_control(&mut inbox, &mut ka, &mut qa, &running, &mut commands);
+        exec::deliver_control(&mut inbox, &mut ka, &mut qa, &mut pes, &mut commands);
     }
     if inbox.has(Purpose::Chunk) {
         ipcq::deliver_chunks(&mut inbox, &mut dma, &mut qa);
@@ -289,16 +289,34 @@ impl Engine {
         self.world.resource::<Clock>().now
     }
 
-    /// Sends neighbour tables from the host (global PE index, entries); they
-    /// apply when their messages arrive during the next run.
-    pub fn install(&mut self, tables: Vec<(u32, Vec<Entry>)>) {
-        exec::send_installs(&mut self.world, tables);
+    /// Sends the neighbour tables of communicator `scope` from the host
+    /// (global PE index, entries), leaving at `at` or now if later; they
+    /// apply when their messages arrive during a later run.
+    pub fn install(&mut self, scope: ipcq::Scope, tables: Vec<(u32, Vec<Entry>)>, at: Tick) {
+        exec::send_installs(&mut self.world, scope, tables, at);
     }
 
-    /// Sends launch messages from the host; each PE starts its program when
-    /// its message arrives, plus the launch overhead.
-    pub fn launch(&mut self, programs: Vec<(u32, Launch)>) {
-        exec::send_launches(&mut self.world, programs);
+    /// Sends launch messages from the host, leaving at `at` or now if later;
+    /// each PE starts its program when its message arrives plus the launch
+    /// overhead, or when its running kernel finishes. The launch's record
+    /// ([`exec::Launches`]) says when it is done.
+    pub fn launch(
+        &mut self,
+        scope: ipcq::Scope,
+        programs: Vec<(u32, Launch)>,
+        at: Tick,
+    ) -> exec::LaunchId {
+        exec::send_launches(&mut self.world, scope, programs, at)
+    }
+
+    /// The record of a launch (None once taken).
+    pub fn launch_record(&self, id: exec::LaunchId) -> Option<exec::LaunchRecord> {
+        self.world.resource::<exec::Launches>().get(id).copied()
+    }
+
+    /// Removes a launch's record once the host has read it.
+    pub fn take_launch(&mut self, id: exec::LaunchId) -> Option<exec::LaunchRecord> {
+        self.world.resource_mut::<exec::Launches>().take(id)
     }
 
     /// Runs one schedule (one visited tick); returns true when nothing is due.
@@ -310,6 +328,13 @@ impl Engine {
 
     /// Runs ticks until nothing is due, or the watchdog ([`RunLimits`]) ends it.
     pub fn run(&mut self) -> Result<RunSummary, RunError> {
+        self.run_until(|_| false)?;
+        self.finish()
+    }
+
+    /// Runs ticks until `done` holds (checked after each tick) or nothing is
+    /// due; Ok(true) if `done` held. Errors of the run and the watchdog end it.
+    pub fn run_until(&mut self, done: impl Fn(&World) -> bool) -> Result<bool, RunError> {
         let limits = *self.world.resource::<RunLimits>();
         // Progress: a packet moved, a message arrived or an op issued.
         let progress = |w: &World| {
@@ -317,7 +342,20 @@ impl Engine {
             net.hops + net.delivered + w.resource::<exec::OpsIssued>().0
         };
         let (mut last, mut still) = (progress(&self.world), 0u64);
-        while !self.step() {
+        if done(&self.world) {
+            return Ok(true);
+        }
+        loop {
+            let idle = self.step();
+            if let Some(e) = self.world.resource_mut::<RunErrors>().first.take() {
+                return Err(RunError::Failed(e));
+            }
+            if done(&self.world) {
+                return Ok(true);
+            }
+            if idle {
+                return Ok(false);
+            }
             let now = self.now();
             if limits.max_ticks.is_some_and(|m| now > m) {
                 return Err(self.stalled(format!(
@@ -334,7 +372,6 @@ impl Engine {
                 )));
             }
         }
-        self.finish()
     }
 
     /// The watchdog's error: why, and what every unfinished PE waits for.

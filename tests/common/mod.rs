@@ -43,3 +43,16 @@ pub fn lean_links(n: u32, b: u64, l: u64) -> System {
     s.memory.tcm.size_bytes = 1 << 30;
     System::from_spec(s, "test").expect("test spec is valid")
 }
+
+/// A machine of `sys` (in `mode`) with `config`'s wiring installed over
+/// every SIP.
+pub fn communicator(
+    sys: &System,
+    config: &kernbench::ccl::AlgoConfig,
+    mode: kernbench_systems::memory::DataMode,
+) -> Result<(kernbench::machine::Machine, kernbench::ccl::Communicator), kernbench::ccl::CclError> {
+    let mut m = kernbench::machine::Machine::build_with(sys, mode)
+        .map_err(|e| kernbench::ccl::CclError::Config(e.to_string()))?;
+    let c = kernbench::ccl::Communicator::new(&mut m, config)?;
+    Ok((m, c))
+}

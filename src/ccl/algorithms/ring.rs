@@ -16,7 +16,7 @@ pub struct RingAlgo;
 /// This participant's index from its program ids.
 pub fn me(tl: &mut Tl, g: &Group) -> usize {
     let (sip, cube) = (tl.program_id(0), tl.program_id(1));
-    g.participant(sip, cube)
+    g.participant(g.member(sip), cube)
 }
 
 /// Participants in ring order: SIPs along a cycle of the SIP grid, and within
@@ -62,7 +62,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
                 next: QDir::E,
                 prev: QDir::W,
             };
-            let mut buf = Buffer::new(job.elems, &[n, chunks]);
+            let mut buf = Buffer::new(a.base, job.elems, &[n, chunks]);
             // Ring block k holds the data block of the participant at position
             // k, so all-gather starts from each member's own block; for
             // reduce-scatter the blocks shift by one, since it leaves position
@@ -98,7 +98,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         }
         Collective::Broadcast => {
             // Chain 0 → 1 → … → n−1, atom by atom.
-            let mut buf = Buffer::new(job.elems, &[chunks]);
+            let mut buf = Buffer::new(a.base, job.elems, &[chunks]);
             let all = buf.atoms(&[]);
             if me == 0 {
                 buf.load(tl, &all);
@@ -113,7 +113,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         }
         Collective::Reduce => {
             // Chain n−1 → … → 0, reducing on the way.
-            let mut buf = Buffer::new(job.elems, &[chunks]);
+            let mut buf = Buffer::new(a.base, job.elems, &[chunks]);
             let all = buf.atoms(&[]);
             buf.load(tl, &all);
             if me == n - 1 {

@@ -3,11 +3,14 @@
 
 use super::*;
 use crate::hierarchy::Hardware;
-use crate::ipcq::{Entry, NeighborTable, PeEvent, QueueAccess, Slot, SlotState};
+use crate::ipcq::{
+    Entry, NeighborTable, NeighborTables, PeEvent, QueueAccess, Scope, Slot, SlotState,
+};
 use crate::network::{Inbox, Outbox, Purpose, Send};
 use crate::program::{Launch, MemLoc, Reg, Space};
 use crate::time::Clock;
 use bevy_ecs::prelude::*;
+use rustc_hash::FxHashMap;
 
 /// Payloads of install and launch messages in flight from the host, and of
 /// remote loads and stores in flight, keyed by their message's tag. A slot
@@ -15,11 +18,10 @@ use bevy_ecs::prelude::*;
 /// in flight.
 #[derive(Resource, Debug, Default)]
 pub struct HostQueue {
-    pub installs: slab::Slab<(u32, Vec<Entry>)>,
-    pub launches: slab::Slab<(u32, Launch)>,
+    pub installs: slab::Slab<(u32, Scope, Vec<Entry>)>,
+    pub launches: slab::Slab<(u32, Launch, Scope, LaunchId)>,
     pub stores: slab::Slab<StoreJob>,
     pub loads: slab::Slab<LoadJob>,
-    installed: rustc_hash::FxHashSet<u32>,
 }
 
 /// A load's data travelling from a remote memory.
@@ -39,7 +41,6 @@ pub struct StoreJob {
     pub trace: Option<u32>,
 }
 
-/// One record per op (ADR-0052).
 /// Delivery of host messages and remote memory data: installs neighbour
 /// tables (creating each receive queue and its slot entities), starts
 /// launched programs after the launch overhead, lands remote loads, and
@@ -48,91 +49,58 @@ pub fn deliver_control(
     inbox: &mut Inbox,
     ka: &mut KernelAccess,
     qa: &mut QueueAccess,
-    running: &Query<&PeExec>,
+    pes: &mut Query<(Option<&PeExec>, Option<&mut NeighborTables>)>,
     commands: &mut Commands,
 ) {
     let now = qa.clock.now;
     let installs = inbox.take(Purpose::Install);
+    // Tables of PEs wired for the first time in this call (inserted at the end).
+    let mut fresh: FxHashMap<u32, NeighborTables> = FxHashMap::default();
     for a in &installs {
-        let (pe, entries) = ka.host.installs.remove(a.tag as usize);
-        if !ka.host.installed.insert(pe) {
+        let (pe, scope, entries) = ka.host.installs.remove(a.tag as usize);
+        let entity = qa.hw.pes[pe as usize];
+        let held = |t: Option<&NeighborTables>| t.is_some_and(|t| t.get(scope).is_some());
+        if held(pes.get(entity).ok().and_then(|(_, t)| t)) || held(fresh.get(&pe)) {
             let (s, c, p) = qa.hw.coords(pe);
-            qa.errors.report(format!("sip{s}.cube{c}.pe{p}: neighbour table installed twice; install each PE once per process group"));
+            qa.errors.report(format!("sip{s}.cube{c}.pe{p}: the neighbour table of communicator scope {scope} was installed twice; install each communicator once per PE"));
             continue;
         }
-        let mut send_q = Vec::with_capacity(entries.len());
-        let mut recv_q = Vec::with_capacity(entries.len());
-        for e in &entries {
-            send_q.push(qa.queues.queue(e.peer, e.peer_dir));
-            let q = qa.queues.queue(pe, e.dir);
-            recv_q.push(q);
-            let (buffer_instance, buffer_node) = match e.buffer {
-                Space::Tcm => (pe, qa.hw.pe_nodes[pe as usize]),
-                space => {
-                    let cube = pe / qa.hw.pes_per_cube;
-                    (
-                        cube,
-                        qa.hw.mem_node(MemLoc {
-                            space,
-                            instance: cube,
-                            offset: 0,
-                        }),
-                    )
-                }
-            };
-            let slots = (0..e.n_slots)
-                .map(|index| {
-                    commands
-                        .spawn(Slot {
-                            queue: q,
-                            index,
-                            state: SlotState::Free,
-                            bytes: 0,
-                        })
-                        .id()
-                })
-                .collect();
-            let qu = &mut qa.queues.list[q as usize];
-            qu.installed = true;
-            qu.sender_pe = Some(e.peer);
-            qu.buffer = e.buffer;
-            qu.buffer_instance = buffer_instance;
-            qu.buffer_node = buffer_node;
-            qu.base = e.base;
-            qu.n_slots = e.n_slots;
-            qu.slot_size = e.slot_size;
-            qu.slots = slots;
-            qu.credits = e.n_slots;
-            qa.queues.kick.push(q);
+        let table = install_table(pe, scope, entries, qa, commands);
+        match pes.get_mut(entity) {
+            Ok((_, Some(mut tables))) => tables.0.push((scope, table)),
+            _ => fresh.entry(pe).or_default().0.push((scope, table)),
         }
-        commands
-            .entity(qa.hw.pes[pe as usize])
-            .insert(NeighborTable {
-                entries,
-                send_q,
-                recv_q,
-            });
+    }
+    for (pe, tables) in fresh {
+        commands.entity(qa.hw.pes[pe as usize]).insert(tables);
     }
     inbox.restore(Purpose::Install, installs);
 
     let launches = inbox.take(Purpose::Launch);
     for a in &launches {
-        let (pe, launch) = ka.host.launches.remove(a.tag as usize);
+        let (pe, launch, scope, id) = ka.host.launches.remove(a.tag as usize);
         let entity = qa.hw.pes[pe as usize];
-        if running
+        let queued = QueuedLaunch {
+            launch,
+            scope,
+            id,
+            ready: now + ka.params.launch_overhead,
+        };
+        let start = match pes
             .get(entity)
-            .is_ok_and(|ex| ex.state == PeState::Running)
+            .ok()
+            .and_then(|(ex, _)| ex)
+            .map(|ex| ex.state)
         {
-            let (s, c, p) = qa.hw.coords(pe);
-            qa.errors.report(format!(
-                "sip{s}.cube{c}.pe{p}: launched while its previous kernel is still running"
-            ));
-            continue;
-        }
-        let start = now + ka.params.launch_overhead;
-        commands
-            .entity(entity)
-            .insert(PeExec::new(launch.program, launch.params, start));
+            // One kernel at a time: the launch waits for the running one.
+            Some(PeState::Running) => {
+                ka.launches.waiting.entry(pe).or_default().push_back(queued);
+                continue;
+            }
+            Some(PeState::Done(t)) => queued.ready.max(t),
+            None => queued.ready,
+        };
+        commands.entity(entity).insert(PeExec::new(queued, start));
         ka.kcal.0.push(start, pe);
     }
     inbox.restore(Purpose::Launch, launches);
@@ -165,10 +133,71 @@ pub fn deliver_control(
     inbox.restore(Purpose::StoreData, stores);
 }
 
+/// Creates the receive queues of one PE's table for `scope` (with their
+/// slot entities) and resolves the queues it sends into.
+fn install_table(
+    pe: u32,
+    scope: Scope,
+    entries: Vec<Entry>,
+    qa: &mut QueueAccess,
+    commands: &mut Commands,
+) -> NeighborTable {
+    let mut send_q = Vec::with_capacity(entries.len());
+    let mut recv_q = Vec::with_capacity(entries.len());
+    for e in &entries {
+        send_q.push(qa.queues.queue(e.peer, scope, e.peer_dir));
+        let q = qa.queues.queue(pe, scope, e.dir);
+        recv_q.push(q);
+        let (buffer_instance, buffer_node) = match e.buffer {
+            Space::Tcm => (pe, qa.hw.pe_nodes[pe as usize]),
+            space => {
+                let cube = pe / qa.hw.pes_per_cube;
+                (
+                    cube,
+                    qa.hw.mem_node(MemLoc {
+                        space,
+                        instance: cube,
+                        offset: 0,
+                    }),
+                )
+            }
+        };
+        let slots = (0..e.n_slots)
+            .map(|index| {
+                commands
+                    .spawn(Slot {
+                        queue: q,
+                        index,
+                        state: SlotState::Free,
+                        bytes: 0,
+                    })
+                    .id()
+            })
+            .collect();
+        let qu = &mut qa.queues.list[q as usize];
+        qu.installed = true;
+        qu.sender_pe = Some(e.peer);
+        qu.buffer = e.buffer;
+        qu.buffer_instance = buffer_instance;
+        qu.buffer_node = buffer_node;
+        qu.base = e.base;
+        qu.n_slots = e.n_slots;
+        qu.slot_size = e.slot_size;
+        qu.slots = slots;
+        qu.credits = e.n_slots;
+        qa.queues.kick.push(q);
+    }
+    NeighborTable {
+        entries,
+        send_q,
+        recv_q,
+    }
+}
+
 /// Queues an install message per PE from the host; the table is applied when
 /// the message arrives, so installs take simulated time.
-pub fn send_installs(world: &mut World, tables: Vec<(u32, Vec<Entry>)>) {
-    let now = world.resource::<Clock>().now;
+pub fn send_installs(world: &mut World, scope: Scope, tables: Vec<(u32, Vec<Entry>)>, at: Tick) {
+    let now = world.resource::<Clock>().now.max(at);
     let entry_bytes = world.resource::<ExecParams>().install_entry_bytes;
     let host_node = world.resource::<Hardware>().host_node;
     for (pe, entries) in tables {
@@ -177,7 +206,7 @@ pub fn send_installs(world: &mut World, tables: Vec<(u32, Vec<Entry>)>) {
         let tag = world
             .resource_mut::<HostQueue>()
             .installs
-            .insert((pe, entries)) as u64;
+            .insert((pe, scope, entries)) as u64;
         world.resource_mut::<Outbox>().send(Send {
             src: host_node,
             dst,
@@ -190,9 +219,16 @@ pub fn send_installs(world: &mut World, tables: Vec<(u32, Vec<Entry>)>) {
     }
 }
 
-/// Queues a launch message per PE from the host.
-pub fn send_launches(world: &mut World, programs: Vec<(u32, Launch)>) {
-    let now = world.resource::<Clock>().now;
+/// Queues a launch message per PE from the host, leaving at `at` (or now,
+/// if later); returns the launch's handle.
+pub fn send_launches(
+    world: &mut World,
+    scope: Scope,
+    programs: Vec<(u32, Launch)>,
+    at: Tick,
+) -> LaunchId {
+    let now = world.resource::<Clock>().now.max(at);
+    let id = world.resource_mut::<Launches>().open(programs.len() as u32);
     let bytes = world.resource::<ExecParams>().launch_bytes;
     let host_node = world.resource::<Hardware>().host_node;
     for (pe, program) in programs {
@@ -200,7 +236,7 @@ pub fn send_launches(world: &mut World, programs: Vec<(u32, Launch)>) {
         let tag = world
             .resource_mut::<HostQueue>()
             .launches
-            .insert((pe, program)) as u64;
+            .insert((pe, program, scope, id)) as u64;
         world.resource_mut::<Outbox>().send(Send {
             src: host_node,
             dst,
@@ -211,4 +247,5 @@ pub fn send_launches(world: &mut World, programs: Vec<(u32, Launch)>) {
             route: None,
         });
     }
+    id
 }

@@ -16,10 +16,12 @@
 mod deadlock;
 mod host;
 mod issue;
+mod launches;
 mod step;
 
 pub use deadlock::deadlock_report;
 pub use host::{HostQueue, LoadJob, StoreJob, deliver_control, send_installs, send_launches};
+pub use launches::{LaunchId, LaunchRecord, Launches, QueuedLaunch};
 pub use step::kernel_step;
 
 use crate::memory::{DataMode, MemoryStore};
@@ -59,6 +61,10 @@ pub struct PeExec {
     pub program: Arc<Program>,
     /// This PE's values of the program's parameters.
     pub params: Box<[i64]>,
+    /// The communicator whose queues its sends and recvs use.
+    pub scope: crate::ipcq::Scope,
+    /// The launch it belongs to (see [`Launches`]).
+    pub launch: LaunchId,
     /// The next op; never a [`Op::Loop`] marker (entering a loop moves past it).
     pub pc: u32,
     /// The loop being run, if any.
@@ -88,12 +94,20 @@ pub struct LoopFrame {
 }
 
 impl PeExec {
-    /// A PE about to run `program` from its first op at `start`.
-    pub fn new(program: Arc<Program>, params: Box<[i64]>, start: Tick) -> PeExec {
+    /// A PE about to run a launched program from its first op at `start`.
+    pub fn new(q: QueuedLaunch, start: Tick) -> PeExec {
+        let QueuedLaunch {
+            launch: crate::program::Launch { program, params },
+            scope,
+            id,
+            ..
+        } = q;
         let regs = vec![RegState::default(); program.regs as usize];
         let mut ex = PeExec {
             program,
             params,
+            scope,
+            launch: id,
             pc: 0,
             frame: None,
             regs,
@@ -288,6 +302,7 @@ pub struct KernelAccess<'w> {
     pub mode: Res<'w, DataMode>,
     pub store: ResMut<'w, MemoryStore>,
     pub host: ResMut<'w, HostQueue>,
+    pub launches: ResMut<'w, Launches>,
 }
 
 /// The exec module: the kernel calendar, execution parameters, the host's
@@ -300,6 +315,7 @@ impl crate::plugin::Plugin for ExecPlugin {
         world.init_resource::<ExecParams>();
         world.init_resource::<HostQueue>();
         world.init_resource::<OpsIssued>();
+        world.init_resource::<Launches>();
         schedule.add_systems(
             kernel_step
                 .run_if(kernel_work)

@@ -2,7 +2,7 @@
 
 use super::issue::{IssueCtx, issue};
 use super::*;
-use crate::ipcq::{NeighborTable, PeEvent, QueueAccess};
+use crate::ipcq::{NeighborTable, NeighborTables, PeEvent, QueueAccess};
 use crate::memory::DataMode;
 use bevy_ecs::prelude::*;
 
@@ -10,7 +10,7 @@ use bevy_ecs::prelude::*;
 /// woken now issue ops until it blocks. PEs woken in the same tick step in PE
 /// index order.
 pub fn kernel_step(
-    mut pes: Query<(&mut PeExec, Option<&NeighborTable>)>,
+    mut pes: Query<(&mut PeExec, Option<&NeighborTables>)>,
     mut ka: KernelAccess,
     mut qa: QueueAccess,
 ) {
@@ -61,9 +61,10 @@ pub fn kernel_step(
         woken.sort_unstable();
         woken.dedup();
         for pe in woken.drain(..) {
-            let Ok((mut ex, table)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+            let Ok((mut ex, tables)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
                 continue;
             };
+            let table = tables.and_then(|t| t.get(ex.scope));
             if let Err(e) = step(pe, &mut ex, table, &mut ka, &mut qa) {
                 qa.errors.report(e);
                 return;
@@ -91,6 +92,7 @@ fn step(
         mode,
         store,
         host,
+        launches,
     } = ka;
     let mut ic = IssueCtx {
         params,
@@ -118,7 +120,15 @@ fn step(
         issued.0 += 1;
     }
     if ex.outstanding == 0 && ex.pending_regs == 0 {
-        ex.state = PeState::Done(ex.finish.max(ex.started));
+        let done = ex.finish.max(ex.started);
+        ex.state = PeState::Done(done);
+        launches.pe_done(ex.launch, ex.started, done);
+        // The PE's next queued launch starts once this one is done.
+        if let Some(next) = launches.next_for(pe) {
+            let start = next.ready.max(done);
+            *ex = PeExec::new(next, start);
+            kcal.0.push(start, pe);
+        }
     }
     Ok(())
 }

@@ -1,0 +1,144 @@
+//! The process group (ADR-0024 D1, D2): one machine, one rank per SIP, the
+//! default communicator over every rank and subgroups over some of them,
+//! each with its own queue scope and its own epoch barrier.
+
+use super::DistError;
+use super::barrier::EpochBarrier;
+use super::layout;
+use crate::ccl::{AlgoConfig, CclConfig, Communicator, Group};
+use crate::machine::Machine;
+use crate::spec::System;
+use kernbench_systems::Tick;
+use kernbench_systems::memory::DataMode;
+
+/// A group of ranks: its communicator and its barrier.
+pub struct RankGroup {
+    pub name: String,
+    /// Ranks in member order (rank r runs on SIP r).
+    pub ranks: Vec<u32>,
+    pub comm: Communicator,
+    pub(super) barrier: EpochBarrier,
+}
+
+/// A group's handle; [`WORLD`] is every rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupId(pub(super) usize);
+
+/// The default group: every rank.
+pub const WORLD: GroupId = GroupId(0);
+
+/// In which order runnable workers take turns. Results never depend on it
+/// (submissions reach the engine sorted by time and rank); tests flip it to
+/// show so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TurnOrder {
+    #[default]
+    Ascending,
+    Descending,
+}
+
+/// A machine shared by `world_size` ranks.
+pub struct ProcessGroup {
+    pub machine: Machine,
+    /// The ccl.yaml entry whose algorithm every collective runs.
+    pub config: AlgoConfig,
+    pub world_size: u32,
+    pub(super) groups: Vec<RankGroup>,
+    /// Tick at which the default communicator's wiring had landed.
+    pub init_tick: Tick,
+    pub turn_order: TurnOrder,
+}
+
+/// Resolves the world size (ADR-0024 D1): the entry's `world_size`, else
+/// the defaults' (an entry inherits it), else one rank per SIP.
+pub fn world_size(sys: &System, config: &AlgoConfig) -> Result<u32, DistError> {
+    let sips = sys.spec.system.sips.count;
+    let n = config.world_size.unwrap_or(sips);
+    if n > sips {
+        return Err(DistError::Config(format!(
+            "world_size {n} (ccl entry '{}') is more than the {sips} SIPs of {} (system.sips.count); allowed: 1 to {sips}, one rank per SIP (the rank = flat PE mode of ADR-0050 D7 is not supported: its collectives would need the all_pes layout)",
+            config.name, sys.origin
+        )));
+    }
+    Ok(n)
+}
+
+/// Builds the machine of `sys` and installs the default communicator of
+/// ccl entry `algorithm` over every rank, through the engine: the host sends
+/// each PE its neighbour table over PCIe and the SIP network, so this takes
+/// simulated time and the first collective starts after
+/// [`ProcessGroup::init_tick`].
+pub fn init_process_group(
+    sys: &System,
+    ccl: &CclConfig,
+    algorithm: &str,
+    mode: DataMode,
+) -> Result<ProcessGroup, DistError> {
+    let config = ccl
+        .entry(algorithm)
+        .map_err(|(p, a)| DistError::Config(format!("{p}; allowed: {a}")))?
+        .clone();
+    let n = world_size(sys, &config)?;
+    layout::mapper(&config.mapper).map_err(DistError::Config)?;
+    if config.mapper != "leader_only" {
+        return Err(DistError::Config(format!(
+            "ccl entry '{}' sets mapper {}: its collectives would need an algorithm with an intra-cube stage, and ring, tree, adr0032 and hier_lanes all run on cube leaders; allowed: mapper leader_only",
+            config.name, config.mapper
+        )));
+    }
+    let machine = Machine::build_with(sys, mode).map_err(|e| DistError::Config(e.to_string()))?;
+    let mut pg = ProcessGroup {
+        machine,
+        config,
+        world_size: n,
+        groups: Vec::new(),
+        init_tick: 0,
+        turn_order: TurnOrder::default(),
+    };
+    let ranks: Vec<u32> = (0..n).collect();
+    pg.add_group("world", ranks)?;
+    pg.init_tick = pg.machine.engine.now();
+    Ok(pg)
+}
+
+impl ProcessGroup {
+    /// A subgroup of `ranks` (evenly spaced, e.g. a tensor-parallel block
+    /// [4, 5, 6, 7] or a data-parallel stride [1, 5]): installs its own
+    /// communicator, whose queues never mix with another group's.
+    pub fn new_group(&mut self, ranks: &[u32]) -> Result<GroupId, DistError> {
+        if let Some(&r) = ranks.iter().find(|&&r| r >= self.world_size) {
+            return Err(DistError::Config(format!(
+                "new_group: rank {r} is not in the world of {} ranks",
+                self.world_size
+            )));
+        }
+        let name = format!("group{}{ranks:?}", self.groups.len());
+        self.add_group(&name, ranks.to_vec())
+    }
+
+    fn add_group(&mut self, name: &str, ranks: Vec<u32>) -> Result<GroupId, DistError> {
+        let sys = &self.machine.system;
+        let group = Group::of_sips(sys, &ranks)
+            .map_err(|e| DistError::Config(format!("group {name}: {e}")))?;
+        let comm = Communicator::with_group(&mut self.machine, &self.config, group, name)?;
+        self.groups.push(RankGroup {
+            name: name.into(),
+            ranks: ranks.clone(),
+            comm,
+            barrier: EpochBarrier::new(ranks),
+        });
+        Ok(GroupId(self.groups.len() - 1))
+    }
+
+    /// A group's ranks and communicator.
+    pub fn group(&self, g: GroupId) -> &RankGroup {
+        &self.groups[g.0]
+    }
+
+    /// Forgets every half-joined collective (after a failed spawn).
+    pub(super) fn reset_barriers(&mut self) {
+        for g in &mut self.groups {
+            g.barrier.reset();
+        }
+    }
+}

@@ -1,0 +1,408 @@
+//! What a worker sees: its rank, its device, tensors on it, kernel launches
+//! and collectives — torch.distributed's surface with rank = SIP.
+
+use super::DistError;
+use super::barrier::Call;
+use super::group::{GroupId, WORLD};
+use super::layout;
+use super::spawn::{Sched, Shared, Submission, WorkState};
+use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
+use crate::ccl::{CollResult, Collective, Job, ReduceOp};
+use crate::kernel::Kernel;
+use crate::machine::LaunchReport;
+use crate::memory_map::End;
+use crate::topology::address::{Location, Space};
+use half::f16;
+use kernbench_systems::Tick;
+use std::sync::MutexGuard;
+
+/// Alignment of tensor shards in memory, bytes.
+pub const SHARD_ALIGN: u64 = 64;
+
+/// A kernel launch of this rank: pass it to [`Rank::wait`].
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "wait for a launch to learn when it ran"]
+pub struct Work(u64);
+
+/// One worker's view of the process group.
+pub struct Rank<'s, 'p> {
+    pub(super) rank: u32,
+    pub(super) shared: &'s Shared<'p>,
+}
+
+impl<'p> Rank<'_, 'p> {
+    /// Takes the lock; fails if the spawn is being aborted.
+    fn enter(&self) -> Result<MutexGuard<'_, Sched<'p>>, DistError> {
+        let g = self.shared.lock();
+        match &g.abort {
+            Some(why) => Err(DistError::Aborted(why.clone())),
+            None => Ok(g),
+        }
+    }
+
+    /// This worker's rank (`torch.distributed.get_rank`).
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the world (`get_world_size`).
+    pub fn world_size(&self) -> u32 {
+        self.shared.lock().pg.world_size
+    }
+
+    /// Binds this worker to SIP `sip` (`torch.ahbm.set_device`): tensors and
+    /// kernels go there. A worker starts on SIP = its rank.
+    pub fn set_device(&mut self, sip: u32) -> Result<(), DistError> {
+        let mut g = self.enter()?;
+        let sips = g.pg.machine.system.spec.system.sips.count;
+        if sip >= sips {
+            return Err(DistError::Config(format!(
+                "set_device({sip}): the machine has SIPs 0..{sips}"
+            )));
+        }
+        g.device[self.rank as usize] = sip;
+        Ok(())
+    }
+
+    /// The SIP this worker's tensors and kernels go to.
+    pub fn current_device(&self) -> u32 {
+        self.shared.lock().device[self.rank as usize]
+    }
+
+    /// This worker's host clock: when its next submission leaves the host.
+    pub fn now(&self) -> Tick {
+        self.shared.lock().host[self.rank as usize]
+    }
+
+    /// A `shape` f16 tensor on the current device under `policy`, in HBM;
+    /// every shard is allocated from its cube's HBM (bottom up, 64-byte aligned).
+    pub fn empty(&mut self, shape: (usize, usize), policy: DPPolicy) -> Result<Tensor, DistError> {
+        self.empty_in(Space::Hbm, shape, policy)
+    }
+
+    /// As [`Rank::empty`], in another memory (`Space::Sram`, or `Space::Tcm`
+    /// of each shard's PE).
+    pub fn empty_in(
+        &mut self,
+        space: Space,
+        shape: (usize, usize),
+        policy: DPPolicy,
+    ) -> Result<Tensor, DistError> {
+        let mut g = self.enter()?;
+        let sip = g.device[self.rank as usize];
+        let m = &mut g.pg.machine;
+        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
+        let mut shards = place(shape, &policy, sip, cps, ppc).map_err(DistError::Config)?;
+        let mut memory = m.memory.clone();
+        for s in &mut shards {
+            let pe = (sip * cps + s.cube) * ppc + s.pe;
+            let instance = memory.instance_of(space, pe);
+            let what = || {
+                format!(
+                    "a shard of {} B of a {}x{} tensor of rank {}",
+                    s.nbytes, shape.0, shape.1, self.rank
+                )
+            };
+            s.addr = memory
+                .alloc(space, instance, s.nbytes, SHARD_ALIGN, End::Bottom, &what)
+                .map_err(DistError::Memory)?;
+        }
+        m.memory = memory;
+        Ok(Tensor {
+            rank: self.rank,
+            shape,
+            policy,
+            space,
+            shards,
+        })
+    }
+
+    /// Gives a tensor's memory back.
+    pub fn free(&mut self, t: Tensor) -> Result<(), DistError> {
+        let mut g = self.enter()?;
+        let m = &mut g.pg.machine;
+        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
+        for s in &t.shards {
+            let pe = (s.sip * cps + s.cube) * ppc + s.pe;
+            let instance = m.memory.instance_of(t.space, pe);
+            m.memory
+                .free(t.space, instance, s.addr)
+                .map_err(DistError::Memory)?;
+        }
+        Ok(())
+    }
+
+    fn location(t: &Tensor, s: &super::tensor::Shard) -> Location {
+        Location {
+            space: t.space,
+            sip: s.sip,
+            cube: s.cube,
+            pe: s.pe,
+            offset: s.addr,
+        }
+    }
+
+    /// Fills a tensor from row-major host data (functional mode; each
+    /// shard gets its part, replicated parts every copy).
+    pub fn write(&mut self, t: &Tensor, data: &[f32]) -> Result<(), DistError> {
+        if data.len() != t.elems() {
+            return Err(DistError::Config(format!(
+                "write of {} values into a {}x{} tensor; allowed: exactly {} values, row-major",
+                data.len(),
+                t.shape.0,
+                t.shape.1,
+                t.elems()
+            )));
+        }
+        let data: Vec<f16> = data.iter().map(|&v| f16::from_f32(v)).collect();
+        let mut g = self.enter()?;
+        for s in &t.shards {
+            let part = gather(&data, t.shape.1, &s.block);
+            g.pg.machine
+                .write(Self::location(t, s), &part)
+                .map_err(DistError::Memory)?;
+        }
+        Ok(())
+    }
+
+    /// Reads a tensor back to the host, row-major (a replicated part comes
+    /// from its first shard in (cube, pe) order).
+    pub fn read(&self, t: &Tensor) -> Result<Vec<f32>, DistError> {
+        let g = self.enter()?;
+        let mut out = vec![f16::ZERO; t.elems()];
+        for s in t.shards.iter().rev() {
+            let part =
+                g.pg.machine
+                    .read(Self::location(t, s), s.block.elems())
+                    .map_err(DistError::Memory)?;
+            scatter(&mut out, t.shape.1, &s.block, &part);
+        }
+        Ok(out.iter().map(|v| v.to_f32()).collect())
+    }
+
+    /// Launches `kernel` on PEs `(cube, pe)` of the current device, from
+    /// this rank's host clock; returns at once. The launch runs when the
+    /// simulation moves (every worker waiting), alongside other ranks' work.
+    pub fn launch<A>(
+        &mut self,
+        kernel: Kernel<A>,
+        args: &A,
+        pes: &[(u32, u32)],
+    ) -> Result<Work, DistError> {
+        let mut g = self.enter()?;
+        let sip = g.device[self.rank as usize];
+        let m = &g.pg.machine;
+        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
+        if let Some(&(c, p)) = pes.iter().find(|&&(c, p)| c >= cps || p >= ppc) {
+            return Err(DistError::Config(format!(
+                "launch on (cube {c}, pe {p}): a SIP has cubes 0..{cps} of PEs 0..{ppc}"
+            )));
+        }
+        let global: Vec<u32> = pes
+            .iter()
+            .map(|&(c, p)| (sip * cps + c) * ppc + p)
+            .collect();
+        let programs = m.trace(kernel, args, &global)?;
+        let work = g.new_work(WorkState::Pending);
+        let r = self.rank as usize;
+        let at = g.host[r];
+        g.seq[r] += 1;
+        let seq = g.seq[r];
+        g.pending.push(Submission {
+            at,
+            rank: self.rank,
+            seq,
+            work,
+            programs,
+            scope: 0,
+        });
+        Ok(Work(work))
+    }
+
+    /// Waits until a launch of this rank has finished; its start and end tick.
+    pub fn wait(&mut self, w: Work) -> Result<LaunchReport, DistError> {
+        let g = self.enter()?;
+        let (mut g, r) = Sched::wait_for(self.shared, g, self.rank, w.0);
+        g.works.remove(&w.0);
+        r
+    }
+
+    /// A collective over `group` on tensor `t` (ADR-0024 D7): joins the
+    /// group's next epoch and returns once every member has joined and the
+    /// collective has run; the result's time is the collective's own.
+    pub fn collective(
+        &mut self,
+        group: GroupId,
+        collective: Collective,
+        t: &Tensor,
+        op: ReduceOp,
+    ) -> Result<CollResult, DistError> {
+        let g = self.enter()?;
+        let (job, base) = Self::check_tensor(&g, t)?;
+        let call = Call {
+            what: collective.name(),
+            bytes: job.bytes(),
+            op: if collective.reduces() { op.name() } else { "" },
+            base,
+        };
+        let job = Job {
+            collective,
+            op,
+            ..job
+        };
+        self.join(g, group, call, job, base)
+    }
+
+    /// Joins a collective's epoch; the last member submits it.
+    fn join(
+        &self,
+        mut g: MutexGuard<'_, Sched<'p>>,
+        group: GroupId,
+        call: Call,
+        job: Job,
+        base: u64,
+    ) -> Result<CollResult, DistError> {
+        let rank = self.rank;
+        let joined = g.join_epoch(group.0, rank, call)?;
+        let s = &mut *g;
+        let rg = &s.pg.groups[group.0];
+        if joined.complete {
+            let comm = rg.comm.clone();
+            let at = rg
+                .ranks
+                .iter()
+                .map(|&r| s.host[r as usize])
+                .max()
+                .unwrap_or(0);
+            let first = rg.ranks[0];
+            // The first member waits in this collective: its count is still its join's.
+            let seq = s.seq[first as usize];
+            let programs = comm.trace_job(&s.pg.machine, job, base)?;
+            s.works.insert(joined.work, WorkState::Pending);
+            s.pending.push(Submission {
+                at,
+                rank: first,
+                seq,
+                work: joined.work,
+                programs,
+                scope: comm.scope,
+            });
+        }
+        let (g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
+        let report = r?;
+        let comm = &g.pg.groups[group.0].comm;
+        Ok(comm.result(&g.pg.machine, job, report.ticks(), None))
+    }
+
+    /// The tensor's layout must pass the configured validator; every shard
+    /// is one participant's buffer, at one HBM offset.
+    fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, u64), DistError> {
+        let cfg = &g.pg.config;
+        let name = cfg
+            .validator
+            .clone()
+            .unwrap_or_else(|| layout::default_validator(&cfg.mapper).into());
+        let m = &g.pg.machine;
+        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
+        layout::validator(&name).map_err(DistError::Config)?(t, cps, ppc)
+            .map_err(DistError::Layout)?;
+        if t.space != Space::Hbm {
+            return Err(DistError::Layout(format!(
+                "the tensor of rank {} lives in {}; collectives read their buffers from HBM: create it with Rank::empty",
+                t.rank,
+                t.space.name()
+            )));
+        }
+        let base = t.shards[0].addr;
+        if let Some(s) = t.shards.iter().find(|s| s.addr != base) {
+            return Err(DistError::Layout(format!(
+                "the shards of rank {}'s tensor sit at HBM offsets {base} (cube 0) and {} (cube {}); collective buffers must sit at the same offset in every cube: allocate collective tensors first, in the same order on every rank",
+                t.rank, s.addr, s.cube
+            )));
+        }
+        let elems = (t.shards[0].nbytes / 2) as usize;
+        let job = Job {
+            collective: Collective::AllReduce,
+            op: ReduceOp::Sum,
+            elems,
+        };
+        Ok((job, base))
+    }
+
+    /// `all_reduce` over every rank.
+    pub fn all_reduce(&mut self, t: &Tensor, op: ReduceOp) -> Result<CollResult, DistError> {
+        self.collective(WORLD, Collective::AllReduce, t, op)
+    }
+
+    /// `reduce_scatter` over every rank (participant p keeps block p).
+    pub fn reduce_scatter(&mut self, t: &Tensor, op: ReduceOp) -> Result<CollResult, DistError> {
+        self.collective(WORLD, Collective::ReduceScatter, t, op)
+    }
+
+    /// `all_gather` over every rank (participant p contributes block p).
+    pub fn all_gather(&mut self, t: &Tensor) -> Result<CollResult, DistError> {
+        self.collective(WORLD, Collective::AllGather, t, ReduceOp::Sum)
+    }
+
+    /// `broadcast` from `root` over every rank (the library's algorithms
+    /// root at rank 0's first cube).
+    pub fn broadcast(&mut self, t: &Tensor, root: u32) -> Result<CollResult, DistError> {
+        Self::root_zero(root)?;
+        self.collective(WORLD, Collective::Broadcast, t, ReduceOp::Sum)
+    }
+
+    /// `reduce` to `root` over every rank.
+    pub fn reduce(&mut self, t: &Tensor, op: ReduceOp, root: u32) -> Result<CollResult, DistError> {
+        Self::root_zero(root)?;
+        self.collective(WORLD, Collective::Reduce, t, op)
+    }
+
+    fn root_zero(root: u32) -> Result<(), DistError> {
+        if root != 0 {
+            return Err(DistError::Config(format!(
+                "root {root}: the collective library's broadcast and reduce root at rank 0 (its first cube); allowed: root 0"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Waits until every rank of `group` has reached it: an epoch with no
+    /// data, which costs no simulated time beyond the latest member's clock.
+    pub fn barrier(&mut self, group: GroupId) -> Result<Tick, DistError> {
+        let g = self.enter()?;
+        let call = Call {
+            what: "barrier",
+            bytes: 0,
+            op: "",
+            base: 0,
+        };
+        let rank = self.rank;
+        let mut g = g;
+        let joined = g.join_epoch(group.0, rank, call)?;
+        let s = &mut *g;
+        let rg = &s.pg.groups[group.0];
+        if joined.complete {
+            let at = rg
+                .ranks
+                .iter()
+                .map(|&r| s.host[r as usize])
+                .max()
+                .unwrap_or(0);
+            s.works.insert(
+                joined.work,
+                WorkState::Done(LaunchReport { start: at, end: at }),
+            );
+            for &r in &rg.ranks.clone() {
+                if matches!(s.status[r as usize], super::spawn::Status::Waiting(w) if w == joined.work)
+                {
+                    s.status[r as usize] = super::spawn::Status::Runnable;
+                    s.resume[r as usize] = Some(Ok(LaunchReport { start: at, end: at }));
+                }
+                s.host[r as usize] = at;
+            }
+        }
+        let (mut g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
+        g.works.remove(&joined.work);
+        Ok(r?.end)
+    }
+}

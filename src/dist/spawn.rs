@@ -1,0 +1,404 @@
+//! `spawn` (ADR-0024 D12, D13): one worker thread per rank, run one at a
+//! time by a cooperative scheduler, so a program gives the same clock and
+//! the same data whatever the OS does.
+//!
+//! A worker runs until it must wait: for a kernel it launched, or in a
+//! collective until every member has joined and the collective has run.
+//! Only when every worker waits does the scheduler move the simulation: it
+//! hands the engine every submission, sorted by (host time, rank), runs it
+//! until some awaited launch finishes and resumes that launch's waiters,
+//! their host clocks at its end tick. Work that ranks submit before they wait
+//! therefore overlaps on the one simulated clock.
+
+use super::DistError;
+use super::group::{ProcessGroup, TurnOrder};
+use crate::machine::{LaunchHandle, LaunchReport};
+use kernbench_systems::Tick;
+use kernbench_systems::ipcq::Scope;
+use kernbench_systems::program::Launch;
+use std::collections::BTreeMap;
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// A launch a worker submitted: kernels or a collective, by work id.
+pub(super) struct Submission {
+    pub at: Tick,
+    pub rank: u32,
+    /// The rank's count of submissions and collective joins so far: with
+    /// `at` and `rank`, an order that does not depend on turn order.
+    pub seq: u64,
+    pub work: u64,
+    pub programs: Vec<(u32, Launch)>,
+    pub scope: Scope,
+}
+
+/// Where a piece of work is.
+pub(super) enum WorkState {
+    /// A collective some members have not joined yet.
+    Gathering,
+    /// Submitted by a worker, not yet handed to the engine.
+    Pending,
+    Running(LaunchHandle),
+    Done(LaunchReport),
+}
+
+#[derive(Debug)]
+pub(super) enum Status {
+    Runnable,
+    /// Waiting for work `0`.
+    Waiting(u64),
+    Finished(Result<(), DistError>),
+}
+
+/// Everything the workers and the scheduler share, behind one lock.
+pub(super) struct Sched<'p> {
+    pub pg: &'p mut ProcessGroup,
+    /// The worker allowed to run; None: the scheduler's turn.
+    pub turn: Option<u32>,
+    pub status: Vec<Status>,
+    /// What a waiting worker resumes with.
+    pub resume: Vec<Option<Result<LaunchReport, DistError>>>,
+    /// Each rank's host clock: when its next submission leaves the host.
+    pub host: Vec<Tick>,
+    /// Each rank's device (SIP), `set_device`.
+    pub device: Vec<u32>,
+    /// Each rank's submissions and collective joins so far.
+    pub seq: Vec<u64>,
+    pub works: BTreeMap<u64, WorkState>,
+    pub next_work: u64,
+    pub pending: Vec<Submission>,
+    /// Set when a worker failed: every later call of every worker fails.
+    pub abort: Option<String>,
+}
+
+pub(super) struct Shared<'p> {
+    pub state: Mutex<Sched<'p>>,
+    pub cv: Condvar,
+}
+
+impl<'p> Shared<'p> {
+    pub fn lock(&self) -> MutexGuard<'_, Sched<'p>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Gives the turn back to the scheduler and waits for this worker's next turn.
+    pub fn yield_turn<'g>(
+        &self,
+        mut g: MutexGuard<'g, Sched<'p>>,
+        rank: u32,
+    ) -> MutexGuard<'g, Sched<'p>> {
+        g.turn = None;
+        self.cv.notify_all();
+        self.cv
+            .wait_while(g, |s| s.turn != Some(rank))
+            .unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl Sched<'_> {
+    pub fn new_work(&mut self, state: WorkState) -> u64 {
+        let id = self.next_work;
+        self.next_work += 1;
+        self.works.insert(id, state);
+        id
+    }
+
+    /// Joins the next collective epoch of group `group`; the join that opens
+    /// an epoch creates the work every member will wait on.
+    pub fn join_epoch(
+        &mut self,
+        group: usize,
+        rank: u32,
+        call: super::barrier::Call,
+    ) -> Result<super::barrier::Joined, DistError> {
+        self.seq[rank as usize] += 1;
+        let next = &mut self.next_work;
+        let rg = &mut self.pg.groups[group];
+        let mut opened = false;
+        let joined = rg
+            .barrier
+            .join(rank, call, &rg.name, || {
+                opened = true;
+                *next += 1;
+                *next - 1
+            })
+            .map_err(DistError::Collective)?;
+        if opened {
+            self.works.insert(joined.work, WorkState::Gathering);
+        }
+        Ok(joined)
+    }
+
+    /// Blocks `rank` until work `work` is done (at once if it is).
+    pub fn wait_for<'g, 'p>(
+        shared: &Shared<'p>,
+        mut g: MutexGuard<'g, Sched<'p>>,
+        rank: u32,
+        work: u64,
+    ) -> (MutexGuard<'g, Sched<'p>>, Result<LaunchReport, DistError>) {
+        if let Some(WorkState::Done(r)) = g.works.get(&work) {
+            let r = *r;
+            return (g, Ok(r));
+        }
+        g.status[rank as usize] = Status::Waiting(work);
+        let mut g = shared.yield_turn(g, rank);
+        let r = g.resume[rank as usize]
+            .take()
+            .unwrap_or_else(|| Err(DistError::Aborted("resumed without a result".into())));
+        (g, r)
+    }
+
+    /// The next rank to run after `last`, in the turn order.
+    fn next_runnable(&self, last: Option<u32>, order: TurnOrder) -> Option<u32> {
+        let n = self.status.len() as u32;
+        let ranks: Vec<u32> = match order {
+            TurnOrder::Ascending => (0..n).collect(),
+            TurnOrder::Descending => (0..n).rev().collect(),
+        };
+        let start = last
+            .and_then(|l| ranks.iter().position(|&r| r == l))
+            .map_or(0, |i| i + 1);
+        (0..ranks.len())
+            .map(|k| ranks[(start + k) % ranks.len()])
+            .find(|&r| matches!(self.status[r as usize], Status::Runnable))
+    }
+
+    /// Hands every pending submission to the engine, by (time, rank, work).
+    fn flush(&mut self) {
+        let mut subs = std::mem::take(&mut self.pending);
+        subs.sort_by_key(|s| (s.at, s.rank, s.seq));
+        for s in subs {
+            let h = self.pg.machine.submit_programs(s.programs, s.scope, s.at);
+            self.works.insert(s.work, WorkState::Running(h));
+        }
+    }
+
+    /// Wakes every waiting worker with `e` (the run is failing).
+    fn fail_waiters(&mut self, e: &str) {
+        for r in 0..self.status.len() {
+            if matches!(self.status[r], Status::Waiting(_)) {
+                self.status[r] = Status::Runnable;
+                self.resume[r] = Some(Err(DistError::Aborted(e.into())));
+            }
+        }
+    }
+
+    /// Why the waiting workers can never go on: who waits in which
+    /// collective, and where the members it lacks are.
+    fn stuck(&self) -> String {
+        let mut out = Vec::new();
+        for g in &self.pg.groups {
+            if let Some((epoch, e)) = g.barrier.waiting() {
+                let call = e
+                    .joined
+                    .values()
+                    .next()
+                    .map(|c| c.to_string())
+                    .unwrap_or_default();
+                let joined: Vec<String> = e.joined.keys().map(|r| r.to_string()).collect();
+                let missing: Vec<String> = g
+                    .ranks
+                    .iter()
+                    .filter(|r| !e.joined.contains_key(r))
+                    .map(|&r| match &self.status[r as usize] {
+                        Status::Finished(_) => format!("rank {r} has finished"),
+                        _ => format!("rank {r} waits elsewhere"),
+                    })
+                    .collect();
+                out.push(format!(
+                    "rank(s) {} wait in {call} (collective #{epoch} of group '{}'), but {}",
+                    joined.join(", "),
+                    g.name,
+                    missing.join(", ")
+                ));
+            }
+        }
+        format!(
+            "the ranks can never go on: {}; every member must make the same collective calls",
+            out.join("; ")
+        )
+    }
+
+    /// Runs the engine until some awaited launch finishes, then resumes its
+    /// waiters. Err: the run failed or nothing can finish.
+    fn progress(&mut self) -> Result<(), String> {
+        self.flush();
+        let awaited: Vec<u64> = self
+            .status
+            .iter()
+            .filter_map(|s| match s {
+                Status::Waiting(w) => Some(*w),
+                _ => None,
+            })
+            .collect();
+        if awaited
+            .iter()
+            .any(|w| matches!(self.works.get(w), Some(WorkState::Gathering)))
+            && !awaited
+                .iter()
+                .any(|w| matches!(self.works.get(w), Some(WorkState::Running(_))))
+        {
+            return Err(self.stuck());
+        }
+        let machine = &mut self.pg.machine;
+        let running: Vec<(u64, &LaunchHandle)> = awaited
+            .iter()
+            .filter_map(|w| match self.works.get(w) {
+                Some(WorkState::Running(h)) => Some((*w, h)),
+                _ => None,
+            })
+            .collect();
+        let ids: Vec<u64> = running.iter().map(|r| r.0).collect();
+        let handles: Vec<&LaunchHandle> = running.iter().map(|r| r.1).collect();
+        machine.run_until_any(&handles).map_err(|e| e.to_string())?;
+        let finished: Vec<u64> = ids
+            .into_iter()
+            .filter(|w| match self.works.get(w) {
+                Some(WorkState::Running(h)) => self.pg.machine.finished(h),
+                _ => false,
+            })
+            .collect();
+        for w in finished {
+            let Some(WorkState::Running(h)) = self.works.remove(&w) else {
+                continue;
+            };
+            let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
+            // Every waiter gets the report now; no one asks for it later.
+            for r in 0..self.status.len() {
+                if matches!(self.status[r], Status::Waiting(x) if x == w) {
+                    self.status[r] = Status::Runnable;
+                    self.resume[r] = Some(Ok(report));
+                    self.host[r] = self.host[r].max(report.end);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ProcessGroup {
+    /// Runs `worker` once per rank (`nprocs` must be the world size), like
+    /// `torch.multiprocessing.spawn`, and returns when every worker has
+    /// returned. A worker's error (or panic) ends the others' calls with
+    /// [`DistError::Aborted`] and comes back naming its rank; the group's
+    /// half-joined collectives are forgotten, so the group stays usable.
+    pub fn spawn<F>(&mut self, nprocs: u32, worker: F) -> Result<(), DistError>
+    where
+        F: Fn(&mut super::Rank) -> Result<(), DistError> + Sync,
+    {
+        if nprocs != self.world_size {
+            return Err(DistError::Config(format!(
+                "spawn of {nprocs} workers on a world of {} ranks; allowed: nprocs = world size {} (one worker per rank)",
+                self.world_size, self.world_size
+            )));
+        }
+        let n = nprocs as usize;
+        let now = self.machine.engine.now();
+        let order = self.turn_order;
+        let shared = Shared {
+            state: Mutex::new(Sched {
+                pg: self,
+                turn: None,
+                status: (0..n).map(|_| Status::Runnable).collect(),
+                resume: (0..n).map(|_| None).collect(),
+                host: vec![now; n],
+                device: (0..nprocs).collect(),
+                seq: vec![0; n],
+                works: BTreeMap::new(),
+                next_work: 0,
+                pending: Vec::new(),
+                abort: None,
+            }),
+            cv: Condvar::new(),
+        };
+        std::thread::scope(|scope| {
+            for rank in 0..nprocs {
+                let (shared, worker) = (&shared, &worker);
+                scope.spawn(move || run_worker(shared, rank, worker));
+            }
+            schedule(&shared, order);
+        });
+        let mut s = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
+        // Work handed to the engine but never waited for still runs; settle it.
+        s.flush();
+        let failed = s.abort.is_some();
+        let status = std::mem::take(&mut s.status);
+        if failed {
+            s.pg.reset_barriers();
+        }
+        for (rank, st) in status.into_iter().enumerate() {
+            if let Status::Finished(Err(e)) = st
+                && !matches!(e, DistError::Aborted(_))
+            {
+                return Err(DistError::Worker {
+                    rank: rank as u32,
+                    error: Box::new(e),
+                });
+            }
+        }
+        if let Some(why) = s.abort {
+            return Err(DistError::Aborted(why));
+        }
+        Ok(())
+    }
+}
+
+/// One worker's thread: waits for its first turn, runs, reports.
+fn run_worker<F>(shared: &Shared, rank: u32, worker: &F)
+where
+    F: Fn(&mut super::Rank) -> Result<(), DistError> + Sync,
+{
+    drop(
+        shared
+            .cv
+            .wait_while(shared.lock(), |s| s.turn != Some(rank))
+            .unwrap_or_else(|e| e.into_inner()),
+    );
+    let mut ctx = super::Rank { rank, shared };
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker(&mut ctx)))
+        .unwrap_or_else(|p| {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic".into());
+            Err(DistError::Panic(msg))
+        });
+    let mut g = shared.lock();
+    if let Err(e) = &result
+        && g.abort.is_none()
+        && !matches!(e, DistError::Aborted(_))
+    {
+        g.abort = Some(format!("rank {rank} failed: {e}"));
+    }
+    g.status[rank as usize] = Status::Finished(result);
+    g.turn = None;
+    shared.cv.notify_all();
+}
+
+/// The scheduler: turns to runnable workers, then moves the simulation.
+fn schedule(shared: &Shared, order: TurnOrder) {
+    let mut last = None;
+    let mut g = shared.lock();
+    loop {
+        g = shared
+            .cv
+            .wait_while(g, |s| s.turn.is_some())
+            .unwrap_or_else(|e| e.into_inner());
+        if let Some(why) = g.abort.clone() {
+            g.fail_waiters(&why);
+        }
+        if let Some(r) = g.next_runnable(last, order) {
+            last = Some(r);
+            g.turn = Some(r);
+            shared.cv.notify_all();
+            continue;
+        }
+        if g.status.iter().all(|s| matches!(s, Status::Finished(_))) {
+            return;
+        }
+        if let Err(e) = g.progress() {
+            g.abort.get_or_insert(e.clone());
+            g.fail_waiters(&e);
+        }
+    }
+}

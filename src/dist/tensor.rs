@@ -1,0 +1,269 @@
+//! Tensors of a rank and how they lie across its SIP (ADR-0024 D8, D11;
+//! ADR-0026): a [`DPPolicy`] splits a row-major f16 matrix over cubes, then
+//! each cube's part over PEs; every piece is a [`Shard`] with structural
+//! coordinates (sip, cube, pe) and its place in the tensor, stored
+//! contiguously in its cube's memory.
+
+use kernbench_systems::program::Space;
+use serde::{Deserialize, Serialize};
+
+/// How one level (cubes, or the PEs of a cube) divides what it is given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Split {
+    /// Contiguous blocks of rows, the first `rows % parts` one row longer.
+    RowWise,
+    /// Contiguous blocks of columns, the first `cols % parts` one longer.
+    ColumnWise,
+    /// Every part holds all of it.
+    Replicate,
+}
+
+impl Split {
+    pub fn name(self) -> &'static str {
+        ["row_wise", "column_wise", "replicate"][self as usize]
+    }
+}
+
+/// The data-parallel placement of a tensor inside one SIP: over the first
+/// `num_cubes` cubes, then over the first `num_pes` PEs of each cube.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DPPolicy {
+    pub cube: Split,
+    pub pe: Split,
+    pub num_cubes: u32,
+    pub num_pes: u32,
+}
+
+impl DPPolicy {
+    /// One row block per cube, held by its leader PE: ADR-0032's layout, the
+    /// layout of the `leader_only` mapper (a tensor of shape (cubes, n) gives
+    /// each cube leader a vector of n).
+    pub fn cube_rows(num_cubes: u32) -> Self {
+        Self {
+            cube: Split::RowWise,
+            pe: Split::Replicate,
+            num_cubes,
+            num_pes: 1,
+        }
+    }
+
+    /// One row block per PE of every cube: the `all_pes` mapper's layout.
+    pub fn pe_rows(num_cubes: u32, num_pes: u32) -> Self {
+        Self {
+            cube: Split::RowWise,
+            pe: Split::RowWise,
+            num_cubes,
+            num_pes,
+        }
+    }
+}
+
+/// A block of rows and columns: (first, count) of each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Block {
+    pub rows: (usize, usize),
+    pub cols: (usize, usize),
+}
+
+impl Block {
+    pub fn elems(&self) -> usize {
+        self.rows.1 * self.cols.1
+    }
+
+    /// `parts` blocks of this one, cut as `split` says.
+    fn split(&self, split: Split, parts: u32) -> Vec<Block> {
+        let parts = parts as usize;
+        let cut = |(first, len): (usize, usize)| {
+            let (q, r) = (len / parts, len % parts);
+            let mut at = first;
+            (0..parts)
+                .map(|i| {
+                    let n = q + usize::from(i < r);
+                    at += n;
+                    (at - n, n)
+                })
+                .collect::<Vec<_>>()
+        };
+        match split {
+            Split::RowWise => cut(self.rows)
+                .into_iter()
+                .map(|rows| Block { rows, ..*self })
+                .collect(),
+            Split::ColumnWise => cut(self.cols)
+                .into_iter()
+                .map(|cols| Block { cols, ..*self })
+                .collect(),
+            Split::Replicate => vec![*self; parts],
+        }
+    }
+}
+
+/// One piece of a tensor: where it lives and which part of the tensor it holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Shard {
+    pub sip: u32,
+    pub cube: u32,
+    pub pe: u32,
+    /// Byte offset of its first element in the row-major tensor.
+    pub offset_bytes: u64,
+    pub nbytes: u64,
+    pub block: Block,
+    /// Where its elements start in the cube's memory (`Tensor::space`).
+    pub addr: u64,
+}
+
+/// A rank's tensor: f16, row-major, `shape = (rows, cols)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tensor {
+    pub rank: u32,
+    pub shape: (usize, usize),
+    pub policy: DPPolicy,
+    /// The memory its shards live in (HBM unless chosen).
+    pub space: Space,
+    /// Ordered by (cube, pe, offset_bytes).
+    pub shards: Vec<Shard>,
+}
+
+impl Tensor {
+    pub fn elems(&self) -> usize {
+        self.shape.0 * self.shape.1
+    }
+}
+
+/// The shards of a `shape` tensor on `sip` under `policy`, in (cube, pe,
+/// offset) order, before they are given addresses. Err names the field.
+pub fn place(
+    shape: (usize, usize),
+    policy: &DPPolicy,
+    sip: u32,
+    cubes_per_sip: u32,
+    pes_per_cube: u32,
+) -> Result<Vec<Shard>, String> {
+    if policy.num_cubes == 0 || policy.num_cubes > cubes_per_sip {
+        return Err(format!(
+            "DPPolicy.num_cubes is {}; allowed: 1 to {cubes_per_sip} (the cubes of a SIP)",
+            policy.num_cubes
+        ));
+    }
+    if policy.num_pes == 0 || policy.num_pes > pes_per_cube {
+        return Err(format!(
+            "DPPolicy.num_pes is {}; allowed: 1 to {pes_per_cube} (the PEs of a cube)",
+            policy.num_pes
+        ));
+    }
+    if shape.0 == 0 || shape.1 == 0 {
+        return Err(format!(
+            "tensor shape {shape:?} is empty; allowed: at least one row and one column"
+        ));
+    }
+    let whole = Block {
+        rows: (0, shape.0),
+        cols: (0, shape.1),
+    };
+    let mut shards = Vec::new();
+    for (cube, part) in whole
+        .split(policy.cube, policy.num_cubes)
+        .into_iter()
+        .enumerate()
+    {
+        for (pe, block) in part
+            .split(policy.pe, policy.num_pes)
+            .into_iter()
+            .enumerate()
+        {
+            if block.elems() == 0 {
+                return Err(format!(
+                    "a {}x{} tensor split {} over {} cubes and {} over {} PEs leaves cube {cube} pe {pe} empty; allowed: at least as many rows (columns) as the parts they are split into",
+                    shape.0,
+                    shape.1,
+                    policy.cube.name(),
+                    policy.num_cubes,
+                    policy.pe.name(),
+                    policy.num_pes
+                ));
+            }
+            shards.push(Shard {
+                sip,
+                cube: cube as u32,
+                pe: pe as u32,
+                offset_bytes: (block.rows.0 * shape.1 + block.cols.0) as u64 * 2,
+                nbytes: block.elems() as u64 * 2,
+                block,
+                addr: 0,
+            });
+        }
+    }
+    Ok(shards)
+}
+
+/// A shard's elements, gathered from a row-major tensor's data.
+pub fn gather(data: &[half::f16], cols: usize, b: &Block) -> Vec<half::f16> {
+    (b.rows.0..b.rows.0 + b.rows.1)
+        .flat_map(|r| {
+            data[r * cols + b.cols.0..r * cols + b.cols.0 + b.cols.1]
+                .iter()
+                .copied()
+        })
+        .collect()
+}
+
+/// Writes a shard's elements back into a row-major tensor's data.
+pub fn scatter(data: &mut [half::f16], cols: usize, b: &Block, shard: &[half::f16]) {
+    for (i, r) in (b.rows.0..b.rows.0 + b.rows.1).enumerate() {
+        data[r * cols + b.cols.0..r * cols + b.cols.0 + b.cols.1]
+            .copy_from_slice(&shard[i * b.cols.1..(i + 1) * b.cols.1]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_follow_the_policy_in_cube_pe_offset_order() {
+        let p = DPPolicy {
+            cube: Split::RowWise,
+            pe: Split::ColumnWise,
+            num_cubes: 2,
+            num_pes: 3,
+        };
+        let s = place((5, 7), &p, 3, 4, 8).unwrap();
+        assert_eq!(s.len(), 6);
+        // Cube 0 has rows 0..3, cube 1 rows 3..5; columns 3, 2, 2 per PE.
+        let got: Vec<_> = s
+            .iter()
+            .map(|s| (s.sip, s.cube, s.pe, s.offset_bytes, s.nbytes))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (3, 0, 0, 0, 18),
+                (3, 0, 1, 6, 12),
+                (3, 0, 2, 10, 12),
+                (3, 1, 0, 42, 12),
+                (3, 1, 1, 48, 8),
+                (3, 1, 2, 52, 8),
+            ]
+        );
+        let data: Vec<half::f16> = (0..35).map(|i| half::f16::from_f32(i as f32)).collect();
+        let mut back = vec![half::f16::ZERO; 35];
+        for sh in &s {
+            scatter(&mut back, 7, &sh.block, &gather(&data, 7, &sh.block));
+        }
+        assert_eq!(back, data);
+    }
+
+    #[test]
+    fn bad_policies_name_the_field() {
+        let mut p = DPPolicy::cube_rows(17);
+        let e = place((16, 4), &p, 0, 16, 8).unwrap_err();
+        assert!(
+            e.starts_with("DPPolicy.num_cubes is 17; allowed: 1 to 16"),
+            "{e}"
+        );
+        p.num_cubes = 4;
+        let e = place((3, 4), &p, 0, 16, 8).unwrap_err();
+        assert!(e.contains("leaves cube 3 pe 0 empty"), "{e}");
+    }
+}

@@ -1,0 +1,427 @@
+//! The host runtime (ADR-0024 T1-T5 in Rust form): ranks, spawn, tensors,
+//! collectives through the process group, overlap, failures, determinism.
+
+mod common;
+use common::system;
+use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
+use kernbench::dist::{DPPolicy, DistError, ProcessGroup, TurnOrder, WORLD, init_process_group};
+use kernbench::kernel::{Addr, Tl};
+use kernbench::spec::System;
+use kernbench::topology::address::Space;
+use kernbench_systems::memory::DataMode;
+use std::sync::Mutex;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// `sips` SIPs on a ring, each a `w`x`h` cube mesh.
+fn sips(n: u32, w: u32, h: u32) -> System {
+    system(|s| {
+        s.system.sips.count = n;
+        s.sip.cube_mesh.w = w;
+        s.sip.cube_mesh.h = h;
+    })
+}
+
+fn pg(sys: &System, entry: &str, mode: DataMode) -> ProcessGroup {
+    init_process_group(sys, &CclConfig::embedded_default(), entry, mode).unwrap()
+}
+
+/// Runs `f` on another thread and fails the test if it takes longer than a minute (a hang).
+fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || tx.send(f()).unwrap());
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the distributed program hung")
+}
+
+#[test]
+fn world_size_is_the_sip_count_unless_ccl_overrides_it() {
+    let sys = sips(4, 1, 1);
+    assert_eq!(pg(&sys, "ring", DataMode::TimingOnly).world_size, 4);
+    let yaml = "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 1, world_size: 3 }
+algorithms:
+  ring: { algorithm: ring }
+  ring2: { algorithm: ring, world_size: 2 }
+";
+    let ccl = CclConfig::from_yaml(yaml, "test").unwrap();
+    let size = |e: &str| {
+        init_process_group(&sys, &ccl, e, DataMode::TimingOnly)
+            .unwrap()
+            .world_size
+    };
+    // Entry override > defaults override > SIP count.
+    assert_eq!((size("ring2"), size("ring")), (2, 3));
+    let too_many = "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 1, world_size: 9 }";
+    let ccl = CclConfig::from_yaml(too_many, "test").unwrap();
+    let Err(e) = init_process_group(&sys, &ccl, "defaults", DataMode::TimingOnly) else {
+        panic!("9 ranks on 4 SIPs");
+    };
+    assert!(
+        e.to_string()
+            .starts_with("world_size 9 (ccl entry 'defaults') is more than the 4 SIPs"),
+        "{e}"
+    );
+    let bad = "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 1, mapper: nearest }";
+    let e = CclConfig::from_yaml(bad, "test").unwrap_err().to_string();
+    assert!(
+        e.contains("defaults.mapper") && e.contains("leader_only, all_pes"),
+        "{e}"
+    );
+}
+
+#[test]
+fn spawn_runs_one_worker_per_rank_each_with_its_own_rank_and_device() {
+    let sys = sips(4, 2, 1);
+    let mut pg = pg(&sys, "ring", DataMode::Functional);
+    let seen = Mutex::new(Vec::new());
+    pg.spawn(4, |ctx| {
+        let t = ctx.empty((2, 8), DPPolicy::cube_rows(2))?;
+        // Tensors land on the rank's own SIP, one shard per cube leader.
+        let sips: Vec<u32> = t.shards.iter().map(|s| s.sip).collect();
+        seen.lock()
+            .unwrap()
+            .push((ctx.rank(), ctx.world_size(), ctx.current_device(), sips));
+        if ctx.rank() == 3 {
+            ctx.set_device(1)?;
+            let u = ctx.empty((1, 8), DPPolicy::cube_rows(1))?;
+            assert_eq!(u.shards[0].sip, 1);
+        }
+        Ok(())
+    })
+    .unwrap();
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(
+        seen,
+        (0..4).map(|r| (r, 4, r, vec![r, r])).collect::<Vec<_>>()
+    );
+    let e = pg.spawn(3, |_| Ok(())).unwrap_err().to_string();
+    assert!(
+        e.starts_with("spawn of 3 workers on a world of 4 ranks"),
+        "{e}"
+    );
+}
+
+/// The same all-reduce through the process group and through `kernbench
+/// run`'s path (a communicator run on a fresh machine): the same values and
+/// the same ticks; the process group's start is after its install.
+#[test]
+fn process_group_all_reduce_matches_the_run_path_tick_for_tick() {
+    for n in [2u32, 4, 16] {
+        let sys = sips(n, 4, 4);
+        let elems = 512usize;
+        let config = CclConfig::embedded_default();
+        let (mut m, comm) =
+            common::communicator(&sys, config.entry("ring").unwrap(), DataMode::Functional)
+                .unwrap();
+        let direct = comm
+            .run(
+                &mut m,
+                Job {
+                    collective: Collective::AllReduce,
+                    op: ReduceOp::Sum,
+                    elems,
+                },
+            )
+            .unwrap();
+        assert_eq!(direct.verified, Some(true));
+        let mut pg = pg(&sys, "ring", DataMode::Functional);
+        assert!(pg.init_tick > 0, "install takes simulated time");
+        let results = Mutex::new(Vec::new());
+        pg.spawn(n, |ctx| {
+            let cubes = 16usize;
+            let t = ctx.empty((cubes, elems), DPPolicy::cube_rows(16))?;
+            // Row c of rank r: (r·16 + c + i) mod 7.
+            let r = ctx.rank() as usize;
+            let data: Vec<f32> = (0..cubes * elems)
+                .map(|k| ((r * 16 + k / elems + k % elems) % 7) as f32)
+                .collect();
+            ctx.write(&t, &data)?;
+            let start = ctx.now();
+            let res = ctx.all_reduce(&t, ReduceOp::Sum)?;
+            let got = ctx.read(&t)?;
+            let want: Vec<f32> = (0..elems)
+                .map(|i| {
+                    (0..n as usize * 16)
+                        .map(|p| ((p + i) % 7) as f32)
+                        .sum::<f32>()
+                })
+                .collect();
+            for c in 0..cubes {
+                assert_eq!(
+                    &got[c * elems..(c + 1) * elems],
+                    &want[..],
+                    "rank {r} cube {c}"
+                );
+            }
+            results.lock().unwrap().push((res.ticks, start));
+            Ok(())
+        })
+        .unwrap();
+        let results = results.into_inner().unwrap();
+        assert_eq!(results.len(), n as usize);
+        for (ticks, start) in results {
+            assert_eq!(ticks, direct.ticks, "{n} SIPs");
+            assert!(start >= pg.init_tick);
+        }
+    }
+}
+
+#[test]
+fn subgroups_keep_their_queues_apart_dp_by_tp() {
+    // 8 SIPs as 2 DP x 4 TP: TP groups [0..4) and [4..8), DP pairs {r, r+4}.
+    let sys = sips(8, 1, 1);
+    let mut pg = pg(&sys, "ring", DataMode::Functional);
+    let tp = [
+        pg.new_group(&[0, 1, 2, 3]).unwrap(),
+        pg.new_group(&[4, 5, 6, 7]).unwrap(),
+    ];
+    let dp: Vec<_> = (0..4).map(|r| pg.new_group(&[r, r + 4]).unwrap()).collect();
+    let e = pg.new_group(&[0, 1, 3]).unwrap_err().to_string();
+    assert!(e.contains("not evenly spaced"), "{e}");
+    pg.spawn(8, |ctx| {
+        let r = ctx.rank();
+        let t = ctx.empty((1, 64), DPPolicy::cube_rows(1))?;
+        ctx.write(&t, &vec![r as f32; 64])?;
+        ctx.collective(
+            tp[(r / 4) as usize],
+            Collective::AllReduce,
+            &t,
+            ReduceOp::Sum,
+        )?;
+        let block = (r / 4) * 4;
+        let tp_sum = (block..block + 4).sum::<u32>() as f32;
+        assert!(ctx.read(&t)?.iter().all(|&v| v == tp_sum), "rank {r} TP");
+        ctx.collective(
+            dp[(r % 4) as usize],
+            Collective::AllReduce,
+            &t,
+            ReduceOp::Max,
+        )?;
+        // The max over the DP pair of the TP sums: the second block's.
+        assert!(ctx.read(&t)?.iter().all(|&v| v == 22.0), "rank {r} DP");
+        ctx.all_reduce(&t, ReduceOp::Sum)?;
+        assert!(
+            ctx.read(&t)?.iter().all(|&v| v == 8.0 * 22.0),
+            "rank {r} world"
+        );
+        Ok(())
+    })
+    .unwrap();
+}
+
+#[test]
+fn repeated_collectives_stay_in_their_epochs_and_a_barrier_aligns_clocks() {
+    let sys = sips(4, 1, 1);
+    let mut pg = pg(&sys, "ring", DataMode::Functional);
+    let ends = Mutex::new(Vec::new());
+    pg.spawn(4, |ctx| {
+        let r = ctx.rank() as f32;
+        let t = ctx.empty((1, 32), DPPolicy::cube_rows(1))?;
+        for round in 0..5 {
+            ctx.write(&t, &[r + round as f32; 32])?;
+            ctx.all_reduce(&t, ReduceOp::Sum)?;
+            assert!(ctx.read(&t)?.iter().all(|&v| v == 6.0 + 4.0 * round as f32));
+        }
+        let at = ctx.barrier(WORLD)?;
+        ends.lock().unwrap().push((at, ctx.now()));
+        Ok(())
+    })
+    .unwrap();
+    let ends = ends.into_inner().unwrap();
+    assert!(ends.iter().all(|e| *e == ends[0]), "{ends:?}");
+}
+
+#[test]
+fn mismatched_calls_name_the_ranks_and_never_hang() {
+    let e = within_a_minute(|| {
+        let sys = sips(4, 1, 1);
+        let mut pg = pg(&sys, "ring", DataMode::TimingOnly);
+        pg.spawn(4, |ctx| {
+            let t = ctx.empty((1, 32), DPPolicy::cube_rows(1))?;
+            if ctx.rank() == 2 {
+                ctx.all_gather(&t)?;
+            } else {
+                ctx.all_reduce(&t, ReduceOp::Sum)?;
+            }
+            Ok(())
+        })
+        .unwrap_err()
+    });
+    let s = e.to_string();
+    assert!(
+        s.contains("mismatched collectives in group 'world': as its collective #0, rank(s)")
+            && s.contains("called all_reduce(64 B, sum")
+            && s.contains("called all_gather(64 B"),
+        "{s}"
+    );
+    // A rank that stops early while the others wait is named.
+    let e = within_a_minute(|| {
+        let sys = sips(4, 1, 1);
+        let mut pg = pg(&sys, "ring", DataMode::TimingOnly);
+        pg.spawn(4, |ctx| {
+            let t = ctx.empty((1, 32), DPPolicy::cube_rows(1))?;
+            ctx.all_reduce(&t, ReduceOp::Sum)?;
+            if ctx.rank() != 1 {
+                ctx.all_reduce(&t, ReduceOp::Sum)?;
+            }
+            Ok(())
+        })
+        .unwrap_err()
+    });
+    let s = e.to_string();
+    assert!(
+        s.contains("rank(s) 0, 2, 3 wait in all_reduce(64 B, sum, buffer at HBM offset 0) (collective #1 of group 'world'), but rank 1 has finished"),
+        "{s}"
+    );
+}
+
+#[test]
+fn a_failing_rank_fails_spawn_by_name_and_the_group_stays_usable() {
+    let sys = sips(4, 1, 1);
+    let mut pg = pg(&sys, "ring", DataMode::Functional);
+    let e = pg
+        .spawn(4, |ctx| {
+            let t = ctx.empty((1, 32), DPPolicy::cube_rows(1))?;
+            if ctx.rank() == 3 {
+                return Err(DistError::Config("bad gradient".into()));
+            }
+            ctx.all_reduce(&t, ReduceOp::Sum)?;
+            Ok(())
+        })
+        .unwrap_err();
+    assert_eq!(e.to_string(), "rank 3: bad gradient");
+    let e = pg
+        .spawn(4, |ctx| {
+            if ctx.rank() == 1 {
+                panic!("worker bug");
+            }
+            Ok(())
+        })
+        .unwrap_err();
+    assert_eq!(e.to_string(), "rank 1: panicked: worker bug");
+    // The half-joined collective of the first spawn is gone: a new one completes.
+    pg.spawn(4, |ctx| {
+        let t = ctx.empty((1, 32), DPPolicy::cube_rows(1))?;
+        ctx.write(&t, &[1.0; 32])?;
+        ctx.all_reduce(&t, ReduceOp::Sum)?;
+        assert!(ctx.read(&t)?.iter().all(|&v| v == 4.0));
+        Ok(())
+    })
+    .unwrap();
+}
+
+/// A compute kernel: `rounds` elementwise adds over `n` elements in TCM.
+fn busy(tl: &mut Tl, &(n, rounds): &(usize, usize)) {
+    let x = tl.load(Addr::tcm(0), n);
+    let acc = tl.repeat(rounds, &[x], |tl, _, acc| vec![tl.add(acc[0], acc[0])]);
+    tl.store(Addr::tcm(0), acc[0]);
+}
+
+/// Each rank's compute on PE 1 of its cube, a collective on the cube
+/// leaders: (compute ticks, collective ticks, both together) per program.
+fn overlap_run(compute: bool, collective: bool) -> u64 {
+    let sys = sips(2, 1, 1);
+    let mut pg = pg(&sys, "ring", DataMode::TimingOnly);
+    let end = Mutex::new(0);
+    pg.spawn(2, |ctx| {
+        let t = ctx.empty((1, 1 << 20), DPPolicy::cube_rows(1))?;
+        let start = ctx.now();
+        let work = if compute {
+            Some(ctx.launch(busy, &(1 << 14, 400), &[(0, 1)])?)
+        } else {
+            None
+        };
+        if collective {
+            ctx.all_reduce(&t, ReduceOp::Sum)?;
+        }
+        let mut finish = ctx.now();
+        if let Some(w) = work {
+            finish = finish.max(ctx.wait(w)?.end);
+        }
+        let mut e = end.lock().unwrap();
+        *e = (*e).max(finish - start);
+        Ok(())
+    })
+    .unwrap();
+    end.into_inner().unwrap()
+}
+
+#[test]
+fn compute_and_communication_overlap_on_one_clock() {
+    let (compute, comm, both) = (
+        overlap_run(true, false),
+        overlap_run(false, true),
+        overlap_run(true, true),
+    );
+    println!("compute {compute} ticks, all-reduce {comm} ticks, both {both} ticks");
+    assert!(compute > 0 && comm > 0);
+    assert!(
+        both < compute + comm,
+        "no overlap: {both} >= {compute} + {comm}"
+    );
+    assert!(
+        both >= compute.max(comm),
+        "{both} beats the longer of the two"
+    );
+}
+
+#[test]
+fn tensors_that_do_not_fit_name_the_memory_and_what_is_free() {
+    let sys = sips(2, 1, 1);
+    let hbm = sys.spec.memory.hbm.size_bytes;
+    let mut pg = pg(&sys, "ring", DataMode::TimingOnly);
+    let e = pg
+        .spawn(2, |ctx| {
+            let rows = (hbm / 2 / 1024) as usize;
+            ctx.empty((rows, 1024), DPPolicy::cube_rows(1))?;
+            ctx.empty((1, 1024), DPPolicy::cube_rows(1))?;
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("rank 0: hbm of sip0.cube0 cannot hold a shard of 2048 B of a 1x1024 tensor of rank 0: 2048 B requested, 0 B free"),
+        "{e}"
+    );
+    assert!(e.contains("free earlier allocations"), "{e}");
+}
+
+/// Same program, different worker turn orders: bit-identical clocks and data.
+#[test]
+fn results_do_not_depend_on_the_order_workers_take_turns() {
+    let run = |order: TurnOrder| {
+        let sys = sips(4, 2, 1);
+        let mut pg = pg(&sys, "ring", DataMode::Functional);
+        pg.turn_order = order;
+        let out = Mutex::new(Vec::new());
+        pg.spawn(4, |ctx| {
+            let r = ctx.rank() as usize;
+            let t = ctx.empty((2, 256), DPPolicy::cube_rows(2))?;
+            ctx.write(
+                &t,
+                &(0..512)
+                    .map(|i| ((i * 3 + r) % 5) as f32)
+                    .collect::<Vec<_>>(),
+            )?;
+            // The compute kernel's input: PE 1's TCM from offset 0.
+            let scratch = ctx.empty_in(Space::Tcm, (2, 1 << 10), DPPolicy::pe_rows(1, 2))?;
+            assert_eq!(scratch.shards[1].addr, 0);
+            ctx.write(&scratch, &vec![1.0; 2 << 10])?;
+            let w = ctx.launch(busy, &(1 << 10, 20 + 10 * r), &[(0, 1)])?;
+            let a = ctx.all_reduce(&t, ReduceOp::Sum)?;
+            let k = ctx.wait(w)?;
+            out.lock()
+                .unwrap()
+                .push((r, a.ticks, k, ctx.now(), ctx.read(&t)?));
+            Ok(())
+        })
+        .unwrap();
+        let mut v = out.into_inner().unwrap();
+        v.sort_by_key(|x| x.0);
+        format!("{v:?}")
+    };
+    let a = run(TurnOrder::Ascending);
+    assert_eq!(a, run(TurnOrder::Ascending));
+    assert_eq!(a, run(TurnOrder::Descending));
+}
