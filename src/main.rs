@@ -260,6 +260,10 @@ struct BenchArgs {
     /// every participant shares (the scale issue's benchmark: 64M on 4096 SIPs).
     #[arg(long)]
     collective: bool,
+    /// Also run the same all-reduce through the process group (one worker
+    /// per rank, `kernbench::dist`), for the runtime's overhead side by side.
+    #[arg(long)]
+    process_group: bool,
     /// Buffer per participant for --collective, bytes (K, M, G = 2^10, 2^20, 2^30).
     #[arg(long, default_value = "64M", value_parser = kernbench::sweep::plan::parse_bytes)]
     collective_bytes: u64,
@@ -436,6 +440,43 @@ fn bench(a: BenchArgs) -> Result<()> {
     if a.collective {
         bench_collective(&a, &sys)?;
     }
+    if a.process_group {
+        bench_process_group(&a, &sys)?;
+    }
+    Ok(())
+}
+
+/// The ring all-reduce of `bench_collective` written as a distributed
+/// program: every rank allocates its buffer and joins the collective.
+fn bench_process_group(a: &BenchArgs, sys: &System) -> Result<()> {
+    use kernbench::dist::{DPPolicy, init_process_group};
+    let elems = Job::elems_of(a.collective_bytes).map_err(|(problem, allowed)| {
+        anyhow::anyhow!("--collective-bytes: {problem}; allowed: {allowed}")
+    })?;
+    let t0 = Instant::now();
+    let ccl = CclConfig::embedded_default();
+    let mut pg = init_process_group(sys, &ccl, "ring", DataMode::TimingOnly)?;
+    let setup = t0.elapsed().as_secs_f64();
+    let t0 = Instant::now();
+    let ticks = std::sync::Mutex::new(0);
+    let n = pg.world_size;
+    pg.spawn(n, |ctx| {
+        let t = ctx.empty((1, elems), DPPolicy::cube_rows(1))?;
+        let r = ctx.all_reduce(&t, ReduceOp::Sum)?;
+        *ticks.lock().expect("no worker panicked holding it") = r.ticks;
+        Ok(())
+    })?;
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "allreduce ring {} SIPs x {} B through the process group ({n} workers): {} ticks simulated; process group + wiring {setup:.3} s",
+        a.sips,
+        a.collective_bytes,
+        ticks.into_inner().unwrap_or(0)
+    );
+    println!(
+        "        {secs:.3} s wall, peak memory {}",
+        gib(kernbench::report::peak_rss_bytes())
+    );
     Ok(())
 }
 

@@ -19,6 +19,9 @@ use kernbench_systems::program::Launch;
 use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
+/// Stack of each worker thread: room for kernels traced inside it.
+const WORKER_STACK: usize = 1 << 20;
+
 /// A launch a worker submitted: kernels or a collective, by work id.
 pub(super) struct Submission {
     pub at: Tick,
@@ -64,15 +67,24 @@ pub(super) struct Sched<'p> {
     /// Each rank's submissions and collective joins so far.
     pub seq: Vec<u64>,
     pub works: BTreeMap<u64, WorkState>,
+    /// A finished collective's measures, computed by its first member to
+    /// resume, with the members yet to read them.
+    pub results: BTreeMap<u64, (crate::ccl::CollResult, usize)>,
     pub next_work: u64,
     pub pending: Vec<Submission>,
     /// Set when a worker failed: every later call of every worker fails.
     pub abort: Option<String>,
+    /// The rank that ran last, and the order ranks take turns in.
+    pub last: Option<u32>,
+    pub order: TurnOrder,
 }
 
 pub(super) struct Shared<'p> {
     pub state: Mutex<Sched<'p>>,
-    pub cv: Condvar,
+    /// The scheduler waits on `sched`, worker r on `ranks[r]`: a turn wakes
+    /// one thread, not all of them.
+    pub sched: Condvar,
+    pub ranks: Vec<Condvar>,
 }
 
 impl<'p> Shared<'p> {
@@ -86,11 +98,29 @@ impl<'p> Shared<'p> {
         mut g: MutexGuard<'g, Sched<'p>>,
         rank: u32,
     ) -> MutexGuard<'g, Sched<'p>> {
-        g.turn = None;
-        self.cv.notify_all();
-        self.cv
+        self.pass_turn(&mut g);
+        self.ranks[rank as usize]
             .wait_while(g, |s| s.turn != Some(rank))
             .unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Hands the turn straight to the next runnable worker, or to the
+    /// scheduler when none is (one thread woken per turn).
+    pub fn pass_turn(&self, g: &mut Sched<'p>) {
+        if let Some(why) = g.abort.clone() {
+            g.fail_waiters(&why);
+        }
+        match g.next_runnable(g.last, g.order) {
+            Some(r) => {
+                g.last = Some(r);
+                g.turn = Some(r);
+                self.ranks[r as usize].notify_one();
+            }
+            None => {
+                g.turn = None;
+                self.sched.notify_one();
+            }
+        }
     }
 }
 
@@ -304,18 +334,33 @@ impl ProcessGroup {
                 device: (0..nprocs).collect(),
                 seq: vec![0; n],
                 works: BTreeMap::new(),
+                results: BTreeMap::new(),
                 next_work: 0,
                 pending: Vec::new(),
                 abort: None,
+                last: None,
+                order,
             }),
-            cv: Condvar::new(),
+            sched: Condvar::new(),
+            ranks: (0..n).map(|_| Condvar::new()).collect(),
         };
         std::thread::scope(|scope| {
             for rank in 0..nprocs {
                 let (shared, worker) = (&shared, &worker);
-                scope.spawn(move || run_worker(shared, rank, worker));
+                let started = std::thread::Builder::new()
+                    .name(format!("rank {rank}"))
+                    .stack_size(WORKER_STACK)
+                    .spawn_scoped(scope, move || run_worker(shared, rank, worker));
+                if let Err(e) = started {
+                    let mut g = shared.lock();
+                    let why = format!(
+                        "the OS would not start the worker thread of rank {rank} ({e}); allowed: fewer ranks, or a higher thread limit (ulimit -u)"
+                    );
+                    g.abort.get_or_insert(why.clone());
+                    g.status[rank as usize] = Status::Finished(Err(DistError::Config(why)));
+                }
             }
-            schedule(&shared, order);
+            schedule(&shared);
         });
         let mut s = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
         // Work handed to the engine but never waited for still runs; settle it.
@@ -348,8 +393,7 @@ where
     F: Fn(&mut super::Rank) -> Result<(), DistError> + Sync,
 {
     drop(
-        shared
-            .cv
+        shared.ranks[rank as usize]
             .wait_while(shared.lock(), |s| s.turn != Some(rank))
             .unwrap_or_else(|e| e.into_inner()),
     );
@@ -371,34 +415,28 @@ where
         g.abort = Some(format!("rank {rank} failed: {e}"));
     }
     g.status[rank as usize] = Status::Finished(result);
-    g.turn = None;
-    shared.cv.notify_all();
+    shared.pass_turn(&mut g);
 }
 
-/// The scheduler: turns to runnable workers, then moves the simulation.
-fn schedule(shared: &Shared, order: TurnOrder) {
-    let mut last = None;
+/// The scheduler: starts the turns, and moves the simulation whenever no
+/// worker can run.
+fn schedule(shared: &Shared) {
     let mut g = shared.lock();
+    shared.pass_turn(&mut g);
     loop {
         g = shared
-            .cv
+            .sched
             .wait_while(g, |s| s.turn.is_some())
             .unwrap_or_else(|e| e.into_inner());
-        if let Some(why) = g.abort.clone() {
-            g.fail_waiters(&why);
-        }
-        if let Some(r) = g.next_runnable(last, order) {
-            last = Some(r);
-            g.turn = Some(r);
-            shared.cv.notify_all();
-            continue;
-        }
         if g.status.iter().all(|s| matches!(s, Status::Finished(_))) {
             return;
         }
-        if let Err(e) = g.progress() {
+        if g.next_runnable(None, g.order).is_none()
+            && let Err(e) = g.progress()
+        {
             g.abort.get_or_insert(e.clone());
             g.fail_waiters(&e);
         }
+        shared.pass_turn(&mut g);
     }
 }
