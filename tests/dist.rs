@@ -425,3 +425,52 @@ fn results_do_not_depend_on_the_order_workers_take_turns() {
     assert_eq!(a, run(TurnOrder::Ascending));
     assert_eq!(a, run(TurnOrder::Descending));
 }
+
+/// The all_pes layout (every PE of every cube holds a shard; ADR-0032's
+/// stated gap): ring and tree reduce over every PE, element by element.
+#[test]
+fn every_pe_layout_all_reduces_element_by_element() {
+    let sys = sips(2, 2, 1);
+    let (cubes, pes) = (2usize, sys.pes_per_cube() as usize);
+    for algorithm in ["ring", "tree"] {
+        let yaml = format!(
+            "defaults: {{ algorithm: {algorithm}, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 2, mapper: all_pes }}"
+        );
+        let ccl = CclConfig::from_yaml(&yaml, "test").unwrap();
+        let mut pg = init_process_group(&sys, &ccl, "defaults", DataMode::Functional).unwrap();
+        let elems = 300;
+        pg.spawn(2, |ctx| {
+            let rows = cubes * pes;
+            let t = ctx.empty((rows, elems), DPPolicy::pe_rows(cubes as u32, pes as u32))?;
+            let r = ctx.rank() as usize;
+            // Row k (cube k / pes, pe k % pes) of rank r: (r·rows + k) · 3 + i, mod 11.
+            let value = |r: usize, k: usize, i: usize| (((r * rows + k) * 3 + i) % 11) as f32;
+            let data: Vec<f32> = (0..rows * elems)
+                .map(|x| value(r, x / elems, x % elems))
+                .collect();
+            ctx.write(&t, &data)?;
+            let res = ctx.all_reduce(&t, ReduceOp::Sum)?;
+            assert_eq!(res.participants, 2 * rows);
+            let got = ctx.read(&t)?;
+            for (x, &v) in got.iter().enumerate() {
+                let i = x % elems;
+                let want: f32 = (0..2)
+                    .flat_map(|q| (0..rows).map(move |k| value(q, k, i)))
+                    .sum();
+                assert_eq!(v, want, "{algorithm}: rank {r} element {x}");
+            }
+            Ok(())
+        })
+        .unwrap();
+    }
+    // Algorithms that run on cube leaders only refuse the layout by name.
+    let yaml = "defaults: { algorithm: hier_lanes, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 1, mapper: all_pes }";
+    let ccl = CclConfig::from_yaml(yaml, "test").unwrap();
+    let Err(e) = init_process_group(&sys, &ccl, "defaults", DataMode::TimingOnly) else {
+        panic!("hier_lanes has no intra-cube stage");
+    };
+    assert!(
+        e.to_string().contains("algorithm 'hier_lanes' does not support every PE of a cube as a participant (mapper all_pes)"),
+        "{e}"
+    );
+}

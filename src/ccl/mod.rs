@@ -117,14 +117,17 @@ impl ReduceOp {
     }
 }
 
-/// The participants and their arrangement, as kernels see it: the pe0 of
-/// every cube of `sips` SIPs, the group's members. Member `m` is physical
-/// SIP `first_sip + m · sip_stride` (the whole machine: 0 and 1), so a
-/// group can be a tensor-parallel block of neighbours or a data-parallel
-/// set of every k-th SIP. Participant `p = m · cubes + cube`.
+/// The participants and their arrangement, as kernels see it: the first
+/// `pes` PEs (1: the cube leader, pe0) of every cube of `sips` SIPs, the
+/// group's members. Member `m` is physical SIP `first_sip + m · sip_stride`
+/// (the whole machine: 0 and 1), so a group can be a tensor-parallel block
+/// of neighbours or a data-parallel set of every k-th SIP. Participant
+/// `p = (m · cubes + cube) · pes + pe`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Group {
     pub sips: u32,
+    /// Participating PEs per cube: 1 (cube leaders) or every PE (`all_pes`).
+    pub pes: u32,
     pub first_sip: u32,
     pub sip_stride: u32,
     pub topology: SipTopology,
@@ -140,6 +143,7 @@ impl Group {
         let s = &sys.spec;
         Self {
             sips: s.system.sips.count,
+            pes: 1,
             first_sip: 0,
             sip_stride: 1,
             topology: s.system.sips.topology,
@@ -206,26 +210,39 @@ impl Group {
         (sip - self.first_sip) / self.sip_stride
     }
 
+    /// The same members with every PE of each cube taking part.
+    pub fn every_pe(self) -> Self {
+        Self {
+            pes: self.pes_per_cube,
+            ..self
+        }
+    }
+
     /// Number of participants.
     pub fn size(&self) -> usize {
-        (self.sips * self.cubes_per_sip()) as usize
+        (self.sips * self.cubes_per_sip() * self.pes) as usize
     }
 
-    /// Global PE index of participant `p` (pe0 of its cube).
+    /// Global PE index of participant `p`.
     pub fn pe(&self, p: usize) -> u32 {
-        let (sip, cube) = self.coords(p);
-        (sip * self.cubes_per_sip() + cube) * self.pes_per_cube
+        let (sip, cube, pe) = self.coords(p);
+        (sip * self.cubes_per_sip() + cube) * self.pes_per_cube + pe
     }
 
-    /// Physical (sip, cube) of participant `p`.
-    pub fn coords(&self, p: usize) -> (u32, u32) {
-        let c = self.cubes_per_sip();
-        (self.sip(p as u32 / c), p as u32 % c)
+    /// Physical (sip, cube, pe) of participant `p`.
+    pub fn coords(&self, p: usize) -> (u32, u32, u32) {
+        let (c, q) = (self.cubes_per_sip(), p as u32 / self.pes);
+        (self.sip(q / c), q % c, p as u32 % self.pes)
     }
 
-    /// Participant of (member, cube).
+    /// Participant of physical (sip, cube, pe).
+    pub fn participant_at(&self, sip: u32, cube: u32, pe: u32) -> usize {
+        self.participant(self.member(sip), cube) + pe as usize
+    }
+
+    /// Participant of (member, cube), its cube's first.
     pub fn participant(&self, sip: u32, cube: u32) -> usize {
-        (sip * self.cubes_per_sip() + cube) as usize
+        ((sip * self.cubes_per_sip() + cube) * self.pes) as usize
     }
 }
 
@@ -237,6 +254,16 @@ pub struct Job {
     /// f16 elements of each participant's buffer (the nccl "count"; for
     /// all-gather and reduce-scatter, of the full buffer).
     pub elems: usize,
+}
+
+impl KernelArgs {
+    /// This PE's buffer offset in its cube's HBM.
+    pub fn buffer_base(&self, tl: &mut Tl) -> u64 {
+        if self.group.pes == 1 {
+            return self.base;
+        }
+        self.base + u64::from(tl.program_id(2)) * self.pe_stride
+    }
 }
 
 impl Job {
@@ -287,8 +314,10 @@ impl Job {
 pub struct KernelArgs {
     pub group: Group,
     pub job: Job,
-    /// HBM offset of every participant's buffer.
+    /// HBM offset of every participant's buffer (of pe0's, when every PE
+    /// takes part: PE q's is `base + q · pe_stride`, in the same cube HBM).
     pub base: u64,
+    pub pe_stride: u64,
     /// Pipeline depth: each transfer is cut into this many pieces.
     pub chunks: usize,
 }
@@ -306,6 +335,11 @@ pub trait Algorithm: Sync {
             SipTopology::Torus2d,
             SipTopology::Mesh2dNoWrap,
         ]
+    }
+    /// Whether it runs with every PE of a cube as a participant (the
+    /// `all_pes` layout), not only cube leaders.
+    fn every_pe(&self) -> bool {
+        false
     }
     /// Neighbour tables to install (the SFR configuration), per global PE index.
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)>;
@@ -386,6 +420,14 @@ impl Communicator {
         name: &str,
     ) -> Result<Self, CclError> {
         let algorithm = algorithms::find(&config.algorithm)?;
+        if group.pes > 1 && !algorithm.every_pe() {
+            return Err(CclError::Unsupported {
+                algorithm: algorithm.name().into(),
+                what: "every PE of a cube as a participant (mapper all_pes)".into(),
+                supported: "cube leaders only (mapper leader_only); ring and tree run on every PE"
+                    .into(),
+            });
+        }
         let topo = group.topology;
         if !algorithm.topologies().contains(&topo) {
             return Err(CclError::Unsupported {
@@ -490,12 +532,13 @@ impl Communicator {
         Ok(())
     }
 
-    fn launch_args(&self, job: Job, base: u64) -> (Vec<u32>, KernelArgs) {
+    fn launch_args(&self, job: Job, base: u64, pe_stride: u64) -> (Vec<u32>, KernelArgs) {
         let pes: Vec<u32> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
         let args = KernelArgs {
             group: self.group,
             job,
             base,
+            pe_stride,
             chunks: self.config.chunks as usize,
         };
         (pes, args)
@@ -505,32 +548,39 @@ impl Communicator {
     /// it: what sharing and loops make of the algorithm's kernel.
     pub fn programs(&self, machine: &Machine, job: Job) -> Result<Vec<(u32, Launch)>, CclError> {
         self.check(machine, &job)?;
-        let (pes, args) = self.launch_args(job, 0);
+        let (pes, args) = self.launch_args(job, 0, Self::pe_stride(&job));
         Ok(machine.trace(self.algorithm.kernel(), &args, &pes)?)
     }
 
-    /// Sends the collective's launch on buffers at HBM offset `base` of
-    /// every participant, from tick `at`; [`Machine::wait`] runs it.
+    /// Buffers of the PEs of one cube, for runs that place them (offset 0
+    /// up): one after another, 64-byte aligned.
+    fn pe_stride(job: &Job) -> u64 {
+        job.bytes().next_multiple_of(64)
+    }
+
+    /// Sends the collective's launch from tick `at`, on buffers at HBM offset
+    /// `base` (plus `pe · pe_stride` for PE pe of a cube when every PE takes
+    /// part); [`Machine::wait`] runs it.
     pub fn submit(
         &self,
         machine: &mut Machine,
         job: Job,
-        base: u64,
+        (base, pe_stride): (u64, u64),
         at: Tick,
     ) -> Result<LaunchHandle, CclError> {
-        let programs = self.trace_job(machine, job, base)?;
+        let programs = self.trace_job(machine, job, (base, pe_stride))?;
         Ok(machine.submit_programs(programs, self.scope, at))
     }
 
-    /// The programs of `job` on buffers at HBM offset `base`, per participant's PE.
+    /// The programs of `job` on buffers at (base, pe_stride), per participant's PE.
     pub fn trace_job(
         &self,
         machine: &Machine,
         job: Job,
-        base: u64,
+        (base, pe_stride): (u64, u64),
     ) -> Result<Vec<(u32, Launch)>, CclError> {
         Self::check_before_build(&machine.system, &self.config, &job)?;
-        let (pes, args) = self.launch_args(job, base);
+        let (pes, args) = self.launch_args(job, base, pe_stride);
         Ok(machine.trace(self.algorithm.kernel(), &args, &pes)?)
     }
 
@@ -543,7 +593,7 @@ impl Communicator {
         if functional {
             self.write_inputs(machine, &job)?;
         }
-        let h = self.submit(machine, job, 0, 0)?;
+        let h = self.submit(machine, job, (0, Self::pe_stride(&job)), 0)?;
         // Run to the end (its last credits included), so runs do not overlap.
         machine.synchronize()?;
         let ticks = machine.wait(h)?.ticks();
@@ -589,14 +639,14 @@ impl Communicator {
         }
     }
 
-    fn hbm(&self, p: usize) -> Location {
-        let (sip, cube) = self.group.coords(p);
+    fn hbm(&self, p: usize, job: &Job) -> Location {
+        let (sip, cube, pe) = self.group.coords(p);
         Location {
             space: Space::Hbm,
             sip,
             cube,
             pe: 0,
-            offset: 0,
+            offset: u64::from(pe) * Self::pe_stride(job),
         }
     }
 
@@ -604,7 +654,7 @@ impl Communicator {
     fn write_inputs(&self, machine: &mut Machine, job: &Job) -> Result<(), CclError> {
         for p in 0..self.group.size() {
             let data = verify::input(job, self.group.size(), p);
-            machine.write(self.hbm(p), &data).map_err(|e| {
+            machine.write(self.hbm(p, job), &data).map_err(|e| {
                 CclError::Config(format!("writing the input of participant {p}: {e}"))
             })?;
         }
@@ -615,7 +665,7 @@ impl Communicator {
         let n = self.group.size();
         (0..n).all(|p| {
             let got = machine
-                .read(self.hbm(p), job.elems)
+                .read(self.hbm(p, job), job.elems)
                 .expect("buffer written");
             verify::output_matches(job, n, p, &got)
         })

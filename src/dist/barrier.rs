@@ -14,8 +14,11 @@ pub struct Call {
     pub bytes: u64,
     /// `sum`, `max`, `min`, or empty.
     pub op: &'static str,
-    /// HBM offset of the member's buffer (collectives need it the same on every member).
+    /// HBM offset of the member's buffer (collectives need it the same on
+    /// every member), and the distance between the buffers of one cube's PEs
+    /// when every PE takes part (0 otherwise).
     pub base: u64,
+    pub pe_stride: u64,
 }
 
 impl fmt::Display for Call {
@@ -24,7 +27,11 @@ impl fmt::Display for Call {
         if !self.op.is_empty() {
             write!(f, ", {}", self.op)?;
         }
-        write!(f, ", buffer at HBM offset {})", self.base)
+        write!(f, ", buffer at HBM offset {}", self.base)?;
+        if self.pe_stride > 0 {
+            write!(f, " + pe x {}", self.pe_stride)?;
+        }
+        f.write_str(")")
     }
 }
 
@@ -136,6 +143,7 @@ mod tests {
             bytes,
             op: "sum",
             base: 0,
+            pe_stride: 0,
         }
     }
 

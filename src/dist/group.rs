@@ -80,12 +80,6 @@ pub fn init_process_group(
         .clone();
     let n = world_size(sys, &config)?;
     layout::mapper(&config.mapper).map_err(DistError::Config)?;
-    if config.mapper != "leader_only" {
-        return Err(DistError::Config(format!(
-            "ccl entry '{}' sets mapper {}: its collectives would need an algorithm with an intra-cube stage, and ring, tree, adr0032 and hier_lanes all run on cube leaders; allowed: mapper leader_only",
-            config.name, config.mapper
-        )));
-    }
     let machine = Machine::build_with(sys, mode).map_err(|e| DistError::Config(e.to_string()))?;
     let mut pg = ProcessGroup {
         machine,
@@ -118,8 +112,11 @@ impl ProcessGroup {
 
     fn add_group(&mut self, name: &str, ranks: Vec<u32>) -> Result<GroupId, DistError> {
         let sys = &self.machine.system;
-        let group = Group::of_sips(sys, &ranks)
+        let mut group = Group::of_sips(sys, &ranks)
             .map_err(|e| DistError::Config(format!("group {name}: {e}")))?;
+        if self.config.mapper == "all_pes" {
+            group = group.every_pe();
+        }
         let comm = Communicator::with_group(&mut self.machine, &self.config, group, name)?;
         self.groups.push(RankGroup {
             name: name.into(),

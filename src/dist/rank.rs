@@ -137,7 +137,8 @@ impl<'p> Rank<'_, 'p> {
             space: t.space,
             sip: s.sip,
             cube: s.cube,
-            pe: s.pe,
+            // SRAM and HBM belong to the cube: only a TCM address names its PE.
+            pe: if t.space == Space::Tcm { s.pe } else { 0 },
             offset: s.addr,
         }
     }
@@ -238,19 +239,20 @@ impl<'p> Rank<'_, 'p> {
         op: ReduceOp,
     ) -> Result<CollResult, DistError> {
         let g = self.enter()?;
-        let (job, base) = Self::check_tensor(&g, t)?;
+        let (job, (base, pe_stride)) = Self::check_tensor(&g, t)?;
         let call = Call {
             what: collective.name(),
             bytes: job.bytes(),
             op: if collective.reduces() { op.name() } else { "" },
             base,
+            pe_stride,
         };
         let job = Job {
             collective,
             op,
             ..job
         };
-        self.join(g, group, call, job, base)
+        self.join(g, group, call, job, (base, pe_stride))
     }
 
     /// Joins a collective's epoch; the last member submits it.
@@ -260,7 +262,7 @@ impl<'p> Rank<'_, 'p> {
         group: GroupId,
         call: Call,
         job: Job,
-        base: u64,
+        buffers: (u64, u64),
     ) -> Result<CollResult, DistError> {
         let rank = self.rank;
         let joined = g.join_epoch(group.0, rank, call)?;
@@ -277,7 +279,7 @@ impl<'p> Rank<'_, 'p> {
             let first = rg.ranks[0];
             // The first member waits in this collective: its count is still its join's.
             let seq = s.seq[first as usize];
-            let programs = comm.trace_job(&s.pg.machine, job, base)?;
+            let programs = comm.trace_job(&s.pg.machine, job, buffers)?;
             s.works.insert(joined.work, WorkState::Pending);
             s.pending.push(Submission {
                 at,
@@ -310,7 +312,7 @@ impl<'p> Rank<'_, 'p> {
 
     /// The tensor's layout must pass the configured validator; every shard
     /// is one participant's buffer, at one HBM offset.
-    fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, u64), DistError> {
+    fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, (u64, u64)), DistError> {
         let cfg = &g.pg.config;
         let name = cfg
             .validator
@@ -327,11 +329,22 @@ impl<'p> Rank<'_, 'p> {
                 t.space.name()
             )));
         }
+        // Shard of (cube, pe) at base + pe · stride, the same in every cube.
         let base = t.shards[0].addr;
-        if let Some(s) = t.shards.iter().find(|s| s.addr != base) {
+        let stride = t
+            .shards
+            .get(1)
+            .filter(|s| s.cube == 0)
+            .map_or(0, |s| s.addr.saturating_sub(base));
+        let at = |pe: u32| base + u64::from(pe) * stride;
+        if let Some(s) = t.shards.iter().find(|s| s.addr != at(s.pe)) {
             return Err(DistError::Layout(format!(
-                "the shards of rank {}'s tensor sit at HBM offsets {base} (cube 0) and {} (cube {}); collective buffers must sit at the same offset in every cube: allocate collective tensors first, in the same order on every rank",
-                t.rank, s.addr, s.cube
+                "the shard of rank {}'s tensor on cube {} pe {} sits at HBM offset {}, not {}: collective buffers must sit at the same offsets in every cube (pe0's at {base}, pe q's {stride} B further per q): allocate collective tensors first, in the same order on every rank",
+                t.rank,
+                s.cube,
+                s.pe,
+                s.addr,
+                at(s.pe)
             )));
         }
         let elems = (t.shards[0].nbytes / 2) as usize;
@@ -340,7 +353,7 @@ impl<'p> Rank<'_, 'p> {
             op: ReduceOp::Sum,
             elems,
         };
-        Ok((job, base))
+        Ok((job, (base, stride)))
     }
 
     /// `all_reduce` over every rank.
@@ -389,6 +402,7 @@ impl<'p> Rank<'_, 'p> {
             bytes: 0,
             op: "",
             base: 0,
+            pe_stride: 0,
         };
         let rank = self.rank;
         let mut g = g;

@@ -15,18 +15,23 @@ pub struct RingAlgo;
 
 /// This participant's index from its program ids.
 pub fn me(tl: &mut Tl, g: &Group) -> usize {
-    let (sip, cube) = (tl.program_id(0), tl.program_id(1));
-    g.participant(g.member(sip), cube)
+    let (sip, cube, pe) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));
+    g.participant_at(sip, cube, pe.min(g.pes - 1))
 }
 
-/// Participants in ring order: SIPs along a cycle of the SIP grid, and within
-/// each SIP its cubes along a cycle of the cube mesh, so most ring hops join
-/// neighbours. Participant 0 comes first.
+/// Participants in ring order: SIPs along a cycle of the SIP grid, within
+/// each SIP its cubes along a cycle of the cube mesh, within a cube its
+/// participating PEs in order, so most ring hops join neighbours.
+/// Participant 0 comes first.
 pub fn ring_order(g: &Group) -> Vec<usize> {
     let cubes = grid_cycle(g.cubes.0, g.cubes.1);
     grid_cycle(g.grid.0, g.grid.1)
         .into_iter()
-        .flat_map(|s| cubes.iter().map(move |&c| g.participant(s, c)))
+        .flat_map(|s| {
+            cubes
+                .iter()
+                .flat_map(move |&c| (0..g.pes as usize).map(move |q| g.participant(s, c) + q))
+        })
         .collect()
 }
 
@@ -62,7 +67,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
                 next: QDir::E,
                 prev: QDir::W,
             };
-            let mut buf = Buffer::new(a.base, job.elems, &[n, chunks]);
+            let mut buf = Buffer::new(a.buffer_base(tl), job.elems, &[n, chunks]);
             // Ring block k holds the data block of the participant at position
             // k, so all-gather starts from each member's own block; for
             // reduce-scatter the blocks shift by one, since it leaves position
@@ -98,7 +103,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         }
         Collective::Broadcast => {
             // Chain 0 → 1 → … → n−1, atom by atom.
-            let mut buf = Buffer::new(a.base, job.elems, &[chunks]);
+            let mut buf = Buffer::new(a.buffer_base(tl), job.elems, &[chunks]);
             let all = buf.atoms(&[]);
             if me == 0 {
                 buf.load(tl, &all);
@@ -113,7 +118,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         }
         Collective::Reduce => {
             // Chain n−1 → … → 0, reducing on the way.
-            let mut buf = Buffer::new(a.base, job.elems, &[chunks]);
+            let mut buf = Buffer::new(a.buffer_base(tl), job.elems, &[chunks]);
             let all = buf.atoms(&[]);
             buf.load(tl, &all);
             if me == n - 1 {
@@ -137,6 +142,9 @@ impl Algorithm for RingAlgo {
     }
     fn summary(&self) -> &'static str {
         "one ring over all participants: reduce-scatter + all-gather; chains for broadcast and reduce"
+    }
+    fn every_pe(&self) -> bool {
+        true
     }
     fn collectives(&self) -> &'static [Collective] {
         &Collective::ALL

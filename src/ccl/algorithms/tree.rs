@@ -54,7 +54,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     if a.group.size() == 1 {
         return;
     }
-    let mut buf = Buffer::new(a.base, a.job.elems, &[a.chunks]);
+    let mut buf = Buffer::new(a.buffer_base(tl), a.job.elems, &[a.chunks]);
     let all = buf.atoms(&[]);
     match a.job.collective {
         Collective::Reduce => {
@@ -88,6 +88,9 @@ impl Algorithm for Tree {
     }
     fn summary(&self) -> &'static str {
         "binomial trees: reduce to participant 0 and broadcast back, 2⌈log2 n⌉ steps"
+    }
+    fn every_pe(&self) -> bool {
+        true
     }
     fn collectives(&self) -> &'static [Collective] {
         &[
