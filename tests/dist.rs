@@ -474,3 +474,29 @@ fn every_pe_layout_all_reduces_element_by_element() {
         "{e}"
     );
 }
+
+/// The install plans of the two mappers (ADR-0024 T2): which PEs the ring's
+/// wiring reaches, and that each gets one queue pair per ring direction.
+#[test]
+fn install_plans_cover_the_leaders_or_every_pe() {
+    use kernbench::ccl::{Group, algorithms};
+    use kernbench::kernel::wiring::QueueConfig;
+    let sys = sips(2, 2, 1);
+    let q = QueueConfig {
+        buffer: Space::Tcm,
+        n_slots: 2,
+        slot_size: 1024,
+    };
+    let ring = algorithms::find("ring").unwrap();
+    let leaders = Group::new(&sys);
+    let mut pes: Vec<u32> = ring.wiring(&leaders, &q).iter().map(|t| t.0).collect();
+    pes.sort();
+    // pe0 of each of the 4 cubes (8 PEs per cube).
+    assert_eq!(pes, vec![0, 8, 16, 24]);
+    let tables = ring.wiring(&leaders.every_pe(), &q);
+    let mut pes: Vec<u32> = tables.iter().map(|t| t.0).collect();
+    pes.sort();
+    assert_eq!(pes, (0..32).collect::<Vec<_>>());
+    assert!(tables.iter().all(|t| t.1.len() == 2));
+    assert!(algorithms::find("nearest").is_err());
+}

@@ -38,4 +38,33 @@ fn twenty_runs_of_one_collective_leave_the_heap_where_the_first_left_it() {
             "{algorithm}: {first} B after the first run, {fifth} B after five, {twentieth} B after twenty"
         );
     }
+    // The same through the process group: 80 collectives in one spawn,
+    // each rank waiting only until its collective ends (no run to idle).
+    let mut pg =
+        kernbench::dist::init_process_group(&sys, &ccl, "ring", DataMode::TimingOnly).unwrap();
+    let cubes = sys.cubes_per_sip();
+    let heap = std::sync::Mutex::new(Vec::new());
+    pg.spawn(pg.world_size, |ctx| {
+        let t = ctx.empty(
+            (cubes as usize, 128 << 10),
+            kernbench::dist::DPPolicy::cube_rows(cubes),
+        )?;
+        for _ in 0..80 {
+            ctx.all_reduce(&t, ReduceOp::Sum)?;
+            if ctx.rank() == 0 {
+                heap.lock().unwrap().push(HEAP.current_usage());
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+    let after = heap.into_inner().unwrap();
+    // Collectives overlap the previous one's trailing credits, so the event
+    // pools take about ten collectives to reach their working size; then
+    // nothing grows.
+    let (first, twentieth, last) = (after[0], after[19], after[79]);
+    assert!(
+        twentieth as f64 <= first as f64 * 1.08 && last as f64 <= twentieth as f64 * 1.005,
+        "process group: {first} B after the first collective, {twentieth} B after twenty, {last} B after eighty"
+    );
 }
