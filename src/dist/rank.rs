@@ -270,12 +270,7 @@ impl<'p> Rank<'_, 'p> {
         let rg = &s.pg.groups[group.0];
         if joined.complete {
             let comm = rg.comm.clone();
-            let at = rg
-                .ranks
-                .iter()
-                .map(|&r| s.host[r as usize])
-                .max()
-                .unwrap_or(0);
+            let at = s.latest_clock(group.0);
             let first = rg.ranks[0];
             // The first member waits in this collective: its count is still its join's.
             let seq = s.seq[first as usize];
@@ -407,27 +402,12 @@ impl<'p> Rank<'_, 'p> {
         let rank = self.rank;
         let mut g = g;
         let joined = g.join_epoch(group.0, rank, call)?;
-        let s = &mut *g;
-        let rg = &s.pg.groups[group.0];
         if joined.complete {
-            let at = rg
-                .ranks
-                .iter()
-                .map(|&r| s.host[r as usize])
-                .max()
-                .unwrap_or(0);
-            s.works.insert(
-                joined.work,
-                WorkState::Done(LaunchReport { start: at, end: at }),
-            );
-            for &r in &rg.ranks.clone() {
-                if matches!(s.status[r as usize], super::spawn::Status::Waiting(w) if w == joined.work)
-                {
-                    s.status[r as usize] = super::spawn::Status::Runnable;
-                    s.resume[r as usize] = Some(Ok(LaunchReport { start: at, end: at }));
-                }
-                s.host[r as usize] = at;
-            }
+            let s = &mut *g;
+            let at = s.latest_clock(group.0);
+            let report = LaunchReport { start: at, end: at };
+            s.works.insert(joined.work, WorkState::Done(report));
+            s.complete(joined.work, report);
         }
         let (mut g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
         g.works.remove(&joined.work);

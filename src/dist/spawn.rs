@@ -167,6 +167,8 @@ impl Sched<'_> {
     ) -> (MutexGuard<'g, Sched<'p>>, Result<LaunchReport, DistError>) {
         if let Some(WorkState::Done(r)) = g.works.get(&work) {
             let r = *r;
+            let host = &mut g.host[rank as usize];
+            *host = (*host).max(r.end);
             return (g, Ok(r));
         }
         g.status[rank as usize] = Status::Waiting(work);
@@ -175,6 +177,28 @@ impl Sched<'_> {
             .take()
             .unwrap_or_else(|| Err(DistError::Aborted("resumed without a result".into())));
         (g, r)
+    }
+
+    /// The latest host clock of a group's members: when its collective leaves.
+    pub fn latest_clock(&self, group: usize) -> Tick {
+        let ranks = &self.pg.groups[group].ranks;
+        ranks
+            .iter()
+            .map(|&r| self.host[r as usize])
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Work `w` is done: every rank waiting on it resumes with `report`, its
+    /// host clock at the work's end.
+    pub fn complete(&mut self, w: u64, report: LaunchReport) {
+        for r in 0..self.status.len() {
+            if matches!(self.status[r], Status::Waiting(x) if x == w) {
+                self.status[r] = Status::Runnable;
+                self.resume[r] = Some(Ok(report));
+                self.host[r] = self.host[r].max(report.end);
+            }
+        }
     }
 
     /// The next rank to run after `last`, in the turn order.
@@ -293,13 +317,7 @@ impl Sched<'_> {
             };
             let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
             // Every waiter gets the report now; no one asks for it later.
-            for r in 0..self.status.len() {
-                if matches!(self.status[r], Status::Waiting(x) if x == w) {
-                    self.status[r] = Status::Runnable;
-                    self.resume[r] = Some(Ok(report));
-                    self.host[r] = self.host[r].max(report.end);
-                }
-            }
+            self.complete(w, report);
         }
         Ok(())
     }
