@@ -93,21 +93,34 @@ impl<'p> Rank<'_, 'p> {
         let m = &mut g.pg.machine;
         let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
         let mut shards = place(shape, &policy, sip, cps, ppc).map_err(DistError::Config)?;
-        let mut memory = m.memory.clone();
-        for s in &mut shards {
+        for k in 0..shards.len() {
+            let s = &shards[k];
             let pe = (sip * cps + s.cube) * ppc + s.pe;
-            let instance = memory.instance_of(space, pe);
+            let instance = m.memory.instance_of(space, pe);
             let what = || {
                 format!(
                     "a shard of {} B of a {}x{} tensor of rank {}",
                     s.nbytes, shape.0, shape.1, self.rank
                 )
             };
-            s.addr = memory
+            match m
+                .memory
                 .alloc(space, instance, s.nbytes, SHARD_ALIGN, End::Bottom, &what)
-                .map_err(DistError::Memory)?;
+            {
+                Ok(addr) => shards[k].addr = addr,
+                Err(e) => {
+                    // Give back the shards placed so far: all or nothing.
+                    for s in &shards[..k] {
+                        let pe = (sip * cps + s.cube) * ppc + s.pe;
+                        let instance = m.memory.instance_of(space, pe);
+                        m.memory
+                            .free(space, instance, s.addr)
+                            .map_err(DistError::Memory)?;
+                    }
+                    return Err(DistError::Memory(e));
+                }
+            }
         }
-        m.memory = memory;
         Ok(Tensor {
             rank: self.rank,
             shape,
