@@ -54,11 +54,11 @@ algorithms:
     let too_many = "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 1, world_size: 9 }";
     let ccl = CclConfig::from_yaml(too_many, "test").unwrap();
     let Err(e) = init_process_group(&sys, &ccl, "defaults", DataMode::TimingOnly) else {
-        panic!("9 ranks on 4 SIPs");
+        panic!("9 ranks on 4 SIPs of 8 PEs");
     };
     assert!(
         e.to_string()
-            .starts_with("world_size 9 (ccl entry 'defaults') is more than the 4 SIPs"),
+            .starts_with("world_size 9 (ccl entry 'defaults') fits neither"),
         "{e}"
     );
     let bad = "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 1, mapper: nearest }";
@@ -271,7 +271,7 @@ fn mismatched_calls_name_the_ranks_and_never_hang() {
     });
     let s = e.to_string();
     assert!(
-        s.contains("rank(s) 0, 2, 3 wait in all_reduce(64 B, sum, buffer at HBM offset 0) (collective #1 of group 'world'), but rank 1 has finished"),
+        s.contains("rank(s) 0, 2, 3 wait in all_reduce(64 B, sum, buffer at offset 0) (collective #1 of group 'world'), but rank 1 has finished"),
         "{s}"
     );
 }
@@ -499,4 +499,56 @@ fn install_plans_cover_the_leaders_or_every_pe() {
     assert_eq!(pes, (0..32).collect::<Vec<_>>());
     assert!(tables.iter().all(|t| t.1.len() == 2));
     assert!(algorithms::find("nearest").is_err());
+}
+
+/// The legacy rank = flat PE mode (ADR-0050 D7): world_size = the PE count
+/// gives one rank per PE, each with a one-shard tensor in its TCM.
+#[test]
+fn world_size_of_every_pe_gives_one_rank_per_pe() {
+    let sys = system(|s| {
+        s.system.sips.count = 2;
+        s.sip.cube_mesh.w = 2;
+        s.sip.cube_mesh.h = 1;
+        s.cube.pe_layout.pe_per_corner = 1;
+        s.cube.pe_layout.corners = 2;
+    });
+    let yaml = "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 1, world_size: 8 }";
+    let ccl = CclConfig::from_yaml(yaml, "test").unwrap();
+    let mut pg = init_process_group(&sys, &ccl, "defaults", DataMode::Functional).unwrap();
+    assert_eq!((pg.world_size, pg.unit), (8, kernbench::dist::RankUnit::Pe));
+    pg.spawn(8, |ctx| {
+        let r = ctx.rank();
+        let t = ctx.empty((1, 100), DPPolicy::cube_rows(1))?;
+        let s = t.shards[0];
+        // Rank r is PE r: (sip, cube, pe) = (r / 4, r / 2 % 2, r % 2).
+        assert_eq!((s.sip, s.cube, s.pe), (r / 4, r / 2 % 2, r % 2));
+        ctx.write(
+            &t,
+            &(0..100)
+                .map(|i| ((r as usize + i) % 3) as f32)
+                .collect::<Vec<_>>(),
+        )?;
+        ctx.all_reduce(&t, ReduceOp::Sum)?;
+        let want: Vec<f32> = (0..100)
+            .map(|i| (0..8).map(|q| ((q + i) % 3) as f32).sum())
+            .collect();
+        assert_eq!(ctx.read(&t)?, want, "rank {r}");
+        Ok(())
+    })
+    .unwrap();
+    assert!(
+        pg.new_group(&[0, 1])
+            .unwrap_err()
+            .to_string()
+            .contains("rank = flat PE mode")
+    );
+    let bad = "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 1, world_size: 5 }";
+    let ccl = CclConfig::from_yaml(bad, "test").unwrap();
+    let Err(e) = init_process_group(&sys, &ccl, "defaults", DataMode::TimingOnly) else {
+        panic!("5 ranks fit neither 2 SIPs nor 8 PEs");
+    };
+    assert!(
+        e.to_string().contains("allowed: 1 to 2, or exactly 8"),
+        "{e}"
+    );
 }

@@ -30,22 +30,22 @@ pub fn split(n: usize, parts: usize) -> Vec<(usize, usize)> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Atom(pub Vec<Index>);
 
-/// This participant's buffer (at an HBM offset, the same on every
-/// participant), cut into atoms. Atom indices
+/// This participant's buffer (in its cube's HBM or its own TCM, see
+/// [`super::KernelArgs::buffer`]), cut into atoms. Atom indices
 /// may be per-PE parameters ([`Sym`]), so a kernel that addresses blocks
 /// relative to its position traces to one program for every participant;
 /// the tiles the kernel holds are tracked by the atoms' values on the PE
 /// being traced.
 pub struct Buffer {
-    base: u64,
+    base: Addr,
     elems: usize,
     radices: Vec<usize>,
     tiles: FxHashMap<usize, Tile>,
 }
 
 impl Buffer {
-    /// The buffer of `elems` f16 at HBM offset `base`.
-    pub fn new(base: u64, elems: usize, radices: &[usize]) -> Self {
+    /// The buffer of `elems` f16 at `base`.
+    pub fn new(base: Addr, elems: usize, radices: &[usize]) -> Self {
         Self {
             base,
             elems,
@@ -75,7 +75,7 @@ impl Buffer {
     /// The atom's place in memory, for the tracer.
     pub fn part(&self, a: &Atom) -> Part {
         Part {
-            base: Addr::hbm(self.base),
+            base: self.base,
             elems: self.elems,
             digits: a
                 .0
@@ -494,7 +494,7 @@ mod tests {
 
     #[test]
     fn atoms_enumerate_blocks_in_buffer_order() {
-        let b = Buffer::new(0, 100, &[2, 3, 2]);
+        let b = Buffer::new(Addr::hbm(0), 100, &[2, 3, 2]);
         let digits = |a: &Atom| -> Vec<usize> {
             a.0.iter()
                 .zip([2, 3, 2])

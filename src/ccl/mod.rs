@@ -256,13 +256,37 @@ pub struct Job {
     pub elems: usize,
 }
 
-impl KernelArgs {
-    /// This PE's buffer offset in its cube's HBM.
-    pub fn buffer_base(&self, tl: &mut Tl) -> u64 {
-        if self.group.pes == 1 {
-            return self.base;
+/// Where the participants' buffers are: in `space` (HBM of the cube, or the
+/// PE's own TCM) at offset `base`; when every PE of a cube takes part and
+/// the buffers share the cube's HBM, PE q's is `pe_stride` bytes per q further.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buffers {
+    pub space: Space,
+    pub base: u64,
+    pub pe_stride: u64,
+}
+
+impl Buffers {
+    /// Buffers at HBM offset `base` (PE q's at `base + q · pe_stride`).
+    pub fn hbm(base: u64, pe_stride: u64) -> Self {
+        Self {
+            space: Space::Hbm,
+            base,
+            pe_stride,
         }
-        self.base + u64::from(tl.program_id(2)) * self.pe_stride
+    }
+}
+
+impl KernelArgs {
+    /// This PE's buffer.
+    pub fn buffer(&self, tl: &mut Tl) -> crate::kernel::Addr {
+        let b = self.buffers;
+        let pe = if self.group.pes == 1 || b.pe_stride == 0 {
+            0
+        } else {
+            u64::from(tl.program_id(2))
+        };
+        crate::kernel::Addr::Local(b.space, b.base + pe * b.pe_stride)
     }
 }
 
@@ -314,10 +338,8 @@ impl Job {
 pub struct KernelArgs {
     pub group: Group,
     pub job: Job,
-    /// HBM offset of every participant's buffer (of pe0's, when every PE
-    /// takes part: PE q's is `base + q · pe_stride`, in the same cube HBM).
-    pub base: u64,
-    pub pe_stride: u64,
+    /// Where every participant's buffer is.
+    pub buffers: Buffers,
     /// Pipeline depth: each transfer is cut into this many pieces.
     pub chunks: usize,
 }
@@ -532,13 +554,12 @@ impl Communicator {
         Ok(())
     }
 
-    fn launch_args(&self, job: Job, base: u64, pe_stride: u64) -> (Vec<u32>, KernelArgs) {
+    fn launch_args(&self, job: Job, buffers: Buffers) -> (Vec<u32>, KernelArgs) {
         let pes: Vec<u32> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
         let args = KernelArgs {
             group: self.group,
             job,
-            base,
-            pe_stride,
+            buffers,
             chunks: self.config.chunks as usize,
         };
         (pes, args)
@@ -548,7 +569,7 @@ impl Communicator {
     /// it: what sharing and loops make of the algorithm's kernel.
     pub fn programs(&self, machine: &Machine, job: Job) -> Result<Vec<(u32, Launch)>, CclError> {
         self.check(machine, &job)?;
-        let (pes, args) = self.launch_args(job, 0, Self::pe_stride(&job));
+        let (pes, args) = self.launch_args(job, Buffers::hbm(0, Self::pe_stride(&job)));
         Ok(machine.trace(self.algorithm.kernel(), &args, &pes)?)
     }
 
@@ -558,29 +579,28 @@ impl Communicator {
         job.bytes().next_multiple_of(64)
     }
 
-    /// Sends the collective's launch from tick `at`, on buffers at HBM offset
-    /// `base` (plus `pe · pe_stride` for PE pe of a cube when every PE takes
-    /// part); [`Machine::wait`] runs it.
+    /// Sends the collective's launch on `buffers` from tick `at`;
+    /// [`Machine::wait`] runs it.
     pub fn submit(
         &self,
         machine: &mut Machine,
         job: Job,
-        (base, pe_stride): (u64, u64),
+        buffers: Buffers,
         at: Tick,
     ) -> Result<LaunchHandle, CclError> {
-        let programs = self.trace_job(machine, job, (base, pe_stride))?;
+        let programs = self.trace_job(machine, job, buffers)?;
         Ok(machine.submit_programs(programs, self.scope, at))
     }
 
-    /// The programs of `job` on buffers at (base, pe_stride), per participant's PE.
+    /// The programs of `job` on `buffers`, per participant's PE.
     pub fn trace_job(
         &self,
         machine: &Machine,
         job: Job,
-        (base, pe_stride): (u64, u64),
+        buffers: Buffers,
     ) -> Result<Vec<(u32, Launch)>, CclError> {
         Self::check_before_build(&machine.system, &self.config, &job)?;
-        let (pes, args) = self.launch_args(job, base, pe_stride);
+        let (pes, args) = self.launch_args(job, buffers);
         Ok(machine.trace(self.algorithm.kernel(), &args, &pes)?)
     }
 
@@ -593,7 +613,7 @@ impl Communicator {
         if functional {
             self.write_inputs(machine, &job)?;
         }
-        let h = self.submit(machine, job, (0, Self::pe_stride(&job)), 0)?;
+        let h = self.submit(machine, job, Buffers::hbm(0, Self::pe_stride(&job)), 0)?;
         // Run to the end (its last credits included), so runs do not overlap.
         machine.synchronize()?;
         let ticks = machine.wait(h)?.ticks();

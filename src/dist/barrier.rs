@@ -27,7 +27,7 @@ impl fmt::Display for Call {
         if !self.op.is_empty() {
             write!(f, ", {}", self.op)?;
         }
-        write!(f, ", buffer at HBM offset {}", self.base)?;
+        write!(f, ", buffer at offset {}", self.base)?;
         if self.pe_stride > 0 {
             write!(f, " + pe x {}", self.pe_stride)?;
         }
@@ -174,7 +174,7 @@ mod tests {
         let e = b.join(2, call("all_gather", 8), "world", w).unwrap_err();
         assert_eq!(
             e,
-            "mismatched collectives in group 'world': as its collective #0, rank(s) 0 called all_reduce(8 B, sum, buffer at HBM offset 0) but rank 2 called all_gather(8 B, sum, buffer at HBM offset 0); every member must make the same calls in the same order (rank 0 was first)"
+            "mismatched collectives in group 'world': as its collective #0, rank(s) 0 called all_reduce(8 B, sum, buffer at offset 0) but rank 2 called all_gather(8 B, sum, buffer at offset 0); every member must make the same calls in the same order (rank 0 was first)"
         );
         let e = b.join(5, call("all_reduce", 8), "world", w).unwrap_err();
         assert!(e.starts_with("rank 5 called all_reduce"), "{e}");

@@ -43,24 +43,40 @@ pub struct ProcessGroup {
     /// The ccl.yaml entry whose algorithm every collective runs.
     pub config: AlgoConfig,
     pub world_size: u32,
+    /// Whether a rank is a SIP or, in the legacy mode, a PE.
+    pub unit: RankUnit,
     pub(super) groups: Vec<RankGroup>,
     /// Tick at which the default communicator's wiring had landed.
     pub init_tick: Tick,
     pub turn_order: TurnOrder,
 }
 
+/// What a rank is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankUnit {
+    /// One rank per SIP (ADR-0024).
+    Sip,
+    /// The legacy mode of ADR-0050 D7: one rank per PE, rank = flat PE index.
+    Pe,
+}
+
 /// Resolves the world size (ADR-0024 D1): the entry's `world_size`, else
-/// the defaults' (an entry inherits it), else one rank per SIP.
-pub fn world_size(sys: &System, config: &AlgoConfig) -> Result<u32, DistError> {
+/// the defaults' (an entry inherits it), else one rank per SIP. A world size
+/// equal to the number of PEs selects the legacy rank = flat PE mode.
+pub fn world_size(sys: &System, config: &AlgoConfig) -> Result<(u32, RankUnit), DistError> {
     let sips = sys.spec.system.sips.count;
+    let pes = u64::from(sips) * u64::from(sys.cubes_per_sip()) * u64::from(sys.pes_per_cube());
     let n = config.world_size.unwrap_or(sips);
-    if n > sips {
-        return Err(DistError::Config(format!(
-            "world_size {n} (ccl entry '{}') is more than the {sips} SIPs of {} (system.sips.count); allowed: 1 to {sips}, one rank per SIP (the rank = flat PE mode of ADR-0050 D7 is not supported: its collectives would need the all_pes layout)",
-            config.name, sys.origin
-        )));
+    if n <= sips {
+        return Ok((n, RankUnit::Sip));
     }
-    Ok(n)
+    if u64::from(n) == pes {
+        return Ok((n, RankUnit::Pe));
+    }
+    Err(DistError::Config(format!(
+        "world_size {n} (ccl entry '{}') fits neither {} (system.sips.count = {sips}, one rank per SIP) nor its {pes} PEs (the rank = flat PE mode of ADR-0050 D7); allowed: 1 to {sips}, or exactly {pes}",
+        config.name, sys.origin
+    )))
 }
 
 /// Builds the machine of `sys` and installs the default communicator of
@@ -78,19 +94,34 @@ pub fn init_process_group(
         .entry(algorithm)
         .map_err(|(p, a)| DistError::Config(format!("{p}; allowed: {a}")))?
         .clone();
-    let n = world_size(sys, &config)?;
+    let (n, unit) = world_size(sys, &config)?;
     layout::mapper(&config.mapper).map_err(DistError::Config)?;
     let machine = Machine::build_with(sys, mode).map_err(|e| DistError::Config(e.to_string()))?;
     let mut pg = ProcessGroup {
         machine,
         config,
         world_size: n,
+        unit,
         groups: Vec::new(),
         init_tick: 0,
         turn_order: TurnOrder::default(),
     };
     let ranks: Vec<u32> = (0..n).collect();
-    pg.add_group("world", ranks)?;
+    match unit {
+        RankUnit::Sip => pg.add_group("world", ranks)?,
+        RankUnit::Pe => {
+            // Every PE of every SIP: the all_pes group over the machine.
+            let group = Group::new(sys).every_pe();
+            let comm = Communicator::with_group(&mut pg.machine, &pg.config, group, "world")?;
+            pg.groups.push(RankGroup {
+                name: "world".into(),
+                ranks: ranks.clone(),
+                comm,
+                barrier: EpochBarrier::new(ranks),
+            });
+            WORLD
+        }
+    };
     pg.init_tick = pg.machine.engine.now();
     Ok(pg)
 }
@@ -100,6 +131,11 @@ impl ProcessGroup {
     /// [4, 5, 6, 7] or a data-parallel stride [1, 5]): installs its own
     /// communicator, whose queues never mix with another group's.
     pub fn new_group(&mut self, ranks: &[u32]) -> Result<GroupId, DistError> {
+        if self.unit == RankUnit::Pe {
+            return Err(DistError::Config(
+                "new_group in the rank = flat PE mode: its ranks are PEs, and groups are made of SIPs; allowed: collectives over the world, or a world_size of at most the SIP count".into(),
+            ));
+        }
         if let Some(&r) = ranks.iter().find(|&&r| r >= self.world_size) {
             return Err(DistError::Config(format!(
                 "new_group: rank {r} is not in the world of {} ranks",

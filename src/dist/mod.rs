@@ -37,7 +37,7 @@ pub mod tensor;
 
 pub use barrier::{Call, EpochBarrier, Joined};
 pub use group::{
-    GroupId, ProcessGroup, RankGroup, TurnOrder, WORLD, init_process_group, world_size,
+    GroupId, ProcessGroup, RankGroup, RankUnit, TurnOrder, WORLD, init_process_group, world_size,
 };
 pub use rank::{Rank, SHARD_ALIGN, Work};
 pub use tensor::{Block, DPPolicy, Shard, Split, Tensor};

@@ -3,11 +3,11 @@
 
 use super::DistError;
 use super::barrier::Call;
-use super::group::{GroupId, WORLD};
+use super::group::{GroupId, RankUnit, WORLD};
 use super::layout;
 use super::spawn::{Sched, Shared, Submission, WorkState};
 use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
-use crate::ccl::{CollResult, Collective, Job, ReduceOp};
+use crate::ccl::{Buffers, CollResult, Collective, Job, ReduceOp};
 use crate::kernel::Kernel;
 use crate::machine::LaunchReport;
 use crate::memory_map::End;
@@ -52,19 +52,23 @@ impl<'p> Rank<'_, 'p> {
 
     /// Binds this worker to SIP `sip` (`torch.ahbm.set_device`): tensors and
     /// kernels go there. A worker starts on SIP = its rank.
-    pub fn set_device(&mut self, sip: u32) -> Result<(), DistError> {
+    /// In the rank = flat PE mode a device is a PE (global index).
+    pub fn set_device(&mut self, device: u32) -> Result<(), DistError> {
         let mut g = self.enter()?;
-        let sips = g.pg.machine.system.spec.system.sips.count;
-        if sip >= sips {
+        let (n, what) = match g.pg.unit {
+            RankUnit::Sip => (g.pg.machine.system.spec.system.sips.count, "SIPs"),
+            RankUnit::Pe => (g.pg.machine.topology.n_pes() as u32, "PEs"),
+        };
+        if device >= n {
             return Err(DistError::Config(format!(
-                "set_device({sip}): the machine has SIPs 0..{sips}"
+                "set_device({device}): the machine has {what} 0..{n}"
             )));
         }
-        g.device[self.rank as usize] = sip;
+        g.device[self.rank as usize] = device;
         Ok(())
     }
 
-    /// The SIP this worker's tensors and kernels go to.
+    /// The SIP (in the rank = flat PE mode: the PE) this worker's tensors and kernels go to.
     pub fn current_device(&self) -> u32 {
         self.shared.lock().device[self.rank as usize]
     }
@@ -75,9 +79,14 @@ impl<'p> Rank<'_, 'p> {
     }
 
     /// A `shape` f16 tensor on the current device under `policy`, in HBM;
-    /// every shard is allocated from its cube's HBM (bottom up, 64-byte aligned).
+    /// every shard is allocated from its cube's HBM (bottom up, 64-byte
+    /// aligned). In the rank = flat PE mode: one shard in the PE's own TCM.
     pub fn empty(&mut self, shape: (usize, usize), policy: DPPolicy) -> Result<Tensor, DistError> {
-        self.empty_in(Space::Hbm, shape, policy)
+        let space = match self.shared.lock().pg.unit {
+            RankUnit::Sip => Space::Hbm,
+            RankUnit::Pe => Space::Tcm,
+        };
+        self.empty_in(space, shape, policy)
     }
 
     /// As [`Rank::empty`], in another memory (`Space::Sram`, or `Space::Tcm`
@@ -89,10 +98,23 @@ impl<'p> Rank<'_, 'p> {
         policy: DPPolicy,
     ) -> Result<Tensor, DistError> {
         let mut g = self.enter()?;
-        let sip = g.device[self.rank as usize];
+        let (device, unit) = (g.device[self.rank as usize], g.pg.unit);
         let m = &mut g.pg.machine;
         let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
+        let sip = match unit {
+            RankUnit::Sip => device,
+            RankUnit::Pe => device / ppc / cps,
+        };
         let mut shards = place(shape, &policy, sip, cps, ppc).map_err(DistError::Config)?;
+        if unit == RankUnit::Pe {
+            if shards.len() != 1 {
+                return Err(DistError::Config(format!(
+                    "in the rank = flat PE mode a tensor is one shard on its rank's PE, but this DPPolicy makes {}; allowed: DPPolicy::cube_rows(1)",
+                    shards.len()
+                )));
+            }
+            (shards[0].cube, shards[0].pe) = ((device / ppc) % cps, device % ppc);
+        }
         for k in 0..shards.len() {
             let s = &shards[k];
             let pe = (sip * cps + s.cube) * ppc + s.pe;
@@ -204,9 +226,12 @@ impl<'p> Rank<'_, 'p> {
         pes: &[(u32, u32)],
     ) -> Result<Work, DistError> {
         let mut g = self.enter()?;
-        let sip = g.device[self.rank as usize];
         let m = &g.pg.machine;
         let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
+        let sip = match g.pg.unit {
+            RankUnit::Sip => g.device[self.rank as usize],
+            RankUnit::Pe => g.device[self.rank as usize] / ppc / cps,
+        };
         if let Some(&(c, p)) = pes.iter().find(|&&(c, p)| c >= cps || p >= ppc) {
             return Err(DistError::Config(format!(
                 "launch on (cube {c}, pe {p}): a SIP has cubes 0..{cps} of PEs 0..{ppc}"
@@ -252,20 +277,20 @@ impl<'p> Rank<'_, 'p> {
         op: ReduceOp,
     ) -> Result<CollResult, DistError> {
         let g = self.enter()?;
-        let (job, (base, pe_stride)) = Self::check_tensor(&g, t)?;
+        let (job, buffers) = Self::check_tensor(&g, t)?;
         let call = Call {
             what: collective.name(),
             bytes: job.bytes(),
             op: if collective.reduces() { op.name() } else { "" },
-            base,
-            pe_stride,
+            base: buffers.base,
+            pe_stride: buffers.pe_stride,
         };
         let job = Job {
             collective,
             op,
             ..job
         };
-        self.join(g, group, call, job, (base, pe_stride))
+        self.join(g, group, call, job, buffers)
     }
 
     /// Joins a collective's epoch; the last member submits it.
@@ -275,7 +300,7 @@ impl<'p> Rank<'_, 'p> {
         group: GroupId,
         call: Call,
         job: Job,
-        buffers: (u64, u64),
+        buffers: Buffers,
     ) -> Result<CollResult, DistError> {
         let rank = self.rank;
         let joined = g.join_epoch(group.0, rank, call)?;
@@ -320,7 +345,30 @@ impl<'p> Rank<'_, 'p> {
 
     /// The tensor's layout must pass the configured validator; every shard
     /// is one participant's buffer, at one HBM offset.
-    fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, (u64, u64)), DistError> {
+    fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, Buffers), DistError> {
+        let elems = (t.shards[0].nbytes / 2) as usize;
+        let job = Job {
+            collective: Collective::AllReduce,
+            op: ReduceOp::Sum,
+            elems,
+        };
+        if g.pg.unit == RankUnit::Pe {
+            // One shard per rank, in its PE's TCM (Rank::empty makes that).
+            if t.shards.len() != 1 || t.space != Space::Tcm {
+                return Err(DistError::Layout(format!(
+                    "in the rank = flat PE mode a collective's tensor is one shard in its PE's TCM; rank {}'s has {} shard(s) in {}: create it with Rank::empty and DPPolicy::cube_rows(1)",
+                    t.rank,
+                    t.shards.len(),
+                    t.space.name()
+                )));
+            }
+            let buffers = Buffers {
+                space: Space::Tcm,
+                base: t.shards[0].addr,
+                pe_stride: 0,
+            };
+            return Ok((job, buffers));
+        }
         let cfg = &g.pg.config;
         let name = cfg
             .validator
@@ -355,13 +403,7 @@ impl<'p> Rank<'_, 'p> {
                 at(s.pe)
             )));
         }
-        let elems = (t.shards[0].nbytes / 2) as usize;
-        let job = Job {
-            collective: Collective::AllReduce,
-            op: ReduceOp::Sum,
-            elems,
-        };
-        Ok((job, (base, stride)))
+        Ok((job, Buffers::hbm(base, stride)))
     }
 
     /// `all_reduce` over every rank.

@@ -67,7 +67,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
                 next: QDir::E,
                 prev: QDir::W,
             };
-            let mut buf = Buffer::new(a.buffer_base(tl), job.elems, &[n, chunks]);
+            let mut buf = Buffer::new(a.buffer(tl), job.elems, &[n, chunks]);
             // Ring block k holds the data block of the participant at position
             // k, so all-gather starts from each member's own block; for
             // reduce-scatter the blocks shift by one, since it leaves position
@@ -103,7 +103,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         }
         Collective::Broadcast => {
             // Chain 0 → 1 → … → n−1, atom by atom.
-            let mut buf = Buffer::new(a.buffer_base(tl), job.elems, &[chunks]);
+            let mut buf = Buffer::new(a.buffer(tl), job.elems, &[chunks]);
             let all = buf.atoms(&[]);
             if me == 0 {
                 buf.load(tl, &all);
@@ -118,7 +118,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         }
         Collective::Reduce => {
             // Chain n−1 → … → 0, reducing on the way.
-            let mut buf = Buffer::new(a.buffer_base(tl), job.elems, &[chunks]);
+            let mut buf = Buffer::new(a.buffer(tl), job.elems, &[chunks]);
             let all = buf.atoms(&[]);
             buf.load(tl, &all);
             if me == n - 1 {

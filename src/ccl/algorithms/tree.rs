@@ -54,7 +54,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     if a.group.size() == 1 {
         return;
     }
-    let mut buf = Buffer::new(a.buffer_base(tl), a.job.elems, &[a.chunks]);
+    let mut buf = Buffer::new(a.buffer(tl), a.job.elems, &[a.chunks]);
     let all = buf.atoms(&[]);
     match a.job.collective {
         Collective::Reduce => {
