@@ -610,6 +610,13 @@ impl Communicator {
     pub fn run(&self, machine: &mut Machine, job: Job) -> Result<CollResult, CclError> {
         self.check(machine, &job)?;
         let functional = *machine.engine.world.resource::<DataMode>() == DataMode::Functional;
+        let n = self.group.size();
+        if functional && n > verify::MAX_PARTICIPANTS {
+            return Err(CclError::Config(format!(
+                "verifying {n} participants: the reference is exact for at most {} (inputs 0 to 3 summed in f16, exact up to 2048); allowed: run without --verify, or fewer SIPs or cubes",
+                verify::MAX_PARTICIPANTS
+            )));
+        }
         if functional {
             self.write_inputs(machine, &job)?;
         }
@@ -697,9 +704,19 @@ pub mod verify {
     use super::*;
     use kernels::split;
 
-    /// Small integer values, so every sum of up to 2048/4 participants is exact in f16.
-    fn value(p: usize, i: usize) -> f32 {
-        ((p * 7 + i * 3 + (i >> 4)) % 5) as f32
+    /// Most participants whose sums [`output_matches`] checks exactly: the
+    /// inputs are at most 3, and f16 holds every integer up to 2048.
+    pub const MAX_PARTICIPANTS: usize = 2048 / 3;
+
+    /// Participant `p`'s value at element `i`: 0 to 3 from a hash of (p, i).
+    /// Any two participants differ at about three elements in four, so a
+    /// result that counts one participant twice and drops another fails; a
+    /// pattern periodic in p (as an earlier `(7p + 3i) mod 5` was) would not.
+    pub fn value(p: usize, i: usize) -> f32 {
+        let mut x = ((p as u64) << 32 ^ i as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((x ^ (x >> 31)) & 3) as f32
     }
 
     /// Participant `p`'s buffer before the collective.
@@ -743,5 +760,48 @@ pub mod verify {
             };
             got[i] == f16::from_f32(expect)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::verify::*;
+    use super::*;
+
+    /// Counting one participant twice and dropping another changes the
+    /// all-reduce of a 64-element buffer, for every pair of participants.
+    #[test]
+    fn no_participant_can_stand_in_for_another() {
+        for n in [6usize, 16, 64] {
+            let job = Job {
+                collective: Collective::AllReduce,
+                op: ReduceOp::Sum,
+                elems: 64,
+            };
+            let sum = |skip: usize, twice: usize| -> Vec<f16> {
+                (0..64)
+                    .map(|i| {
+                        let s: f32 = (0..n)
+                            .map(|p| if p == skip { twice } else { p })
+                            .map(|p| value(p, i))
+                            .sum();
+                        f16::from_f32(s)
+                    })
+                    .collect()
+            };
+            let right = sum(usize::MAX, 0);
+            assert!(output_matches(&job, n, 0, &right));
+            for a in 0..n {
+                for b in (0..n).filter(|&b| b != a) {
+                    assert!(
+                        !output_matches(&job, n, 0, &sum(b, a)),
+                        "{n} participants: {a} counted twice, {b} dropped, and it passed"
+                    );
+                }
+            }
+        }
+        // Inputs stay within 0..=3, so MAX_PARTICIPANTS sums are exact.
+        assert!((0..1000).all(|k| (0.0..=3.0).contains(&value(k % 97, k))));
+        assert_eq!(MAX_PARTICIPANTS, 682);
     }
 }
