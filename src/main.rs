@@ -202,7 +202,9 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "all_reduce")]
     collective: Collective,
     /// An entry of the ccl config (e.g. ring, hier_lanes, adr0032, tree);
-    /// default: the config's `defaults`.
+    /// default: the config's `defaults`. `all`: every entry whose algorithm
+    /// supports the collective on this system, one table each, then the best
+    /// entry per size.
     #[arg(long, default_value = "defaults")]
     algorithm: String,
     /// Reduction of reducing collectives.
@@ -587,12 +589,6 @@ fn run(a: RunArgs) -> Result<()> {
         Some(path) => CclConfig::from_file(path)?,
         None => CclConfig::embedded_default(),
     };
-    let config = ccl
-        .entry(&a.algorithm)
-        .map_err(|(problem, allowed)| {
-            anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}")
-        })?
-        .clone();
     for (flag, bytes) in [("--min-bytes", a.min_bytes), ("--max-bytes", a.max_bytes)] {
         if let Err((problem, allowed)) = Job::elems_of(bytes) {
             bail!("{flag}: {problem}; allowed: {allowed}");
@@ -605,6 +601,78 @@ fn run(a: RunArgs) -> Result<()> {
             a.max_bytes
         );
     }
+    if a.algorithm != "all" {
+        let config = ccl.entry(&a.algorithm).map_err(|(problem, allowed)| {
+            anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}, or all")
+        })?;
+        return run_entry(&a, &sys, config).map(|_| ());
+    }
+    if a.trace.is_some() {
+        bail!(
+            "--trace with --algorithm all: a trace follows one algorithm; allowed: --algorithm NAME"
+        );
+    }
+    let topology = sys.spec.system.sips.topology;
+    let mut tables = Vec::new();
+    for config in &ccl.entries {
+        let algorithm = kernbench::ccl::algorithms::find(&config.algorithm)?;
+        if !algorithm.collectives().contains(&a.collective)
+            || !algorithm.topologies().contains(&topology)
+        {
+            continue;
+        }
+        // One entry refused (too large, too slow) does not end the comparison.
+        match run_entry(&a, &sys, config) {
+            Ok(rows) => tables.push((config.name.clone(), rows)),
+            Err(e) => println!("# {}: skipped: {e:#}", config.name),
+        }
+        println!();
+    }
+    print_best_per_size(&tables);
+    Ok(())
+}
+
+/// The best entry per size (shortest time) and how far the others are.
+fn print_best_per_size(tables: &[(String, Vec<kernbench::ccl::CollResult>)]) {
+    let Some((_, first)) = tables.first() else {
+        println!("# no entry of the ccl config supports this collective on this system");
+        return;
+    };
+    println!("# best per size (of {} entries)", tables.len());
+    println!(
+        "{:>12} {:>18} {:>12} {:>11} {:>8}  then",
+        "size(B)", "best", "time(us)", "busbw(GB/s)", "%bound"
+    );
+    for (k, row) in first.iter().enumerate() {
+        let mut at: Vec<(&str, &kernbench::ccl::CollResult)> = tables
+            .iter()
+            .filter_map(|(name, rows)| rows.get(k).map(|r| (name.as_str(), r)))
+            .collect();
+        at.sort_by_key(|(name, r)| (r.ticks, *name));
+        let (best, r) = at[0];
+        let then: Vec<String> = at[1..]
+            .iter()
+            .map(|(name, o)| format!("{name} {:.2}x", o.ticks as f64 / r.ticks.max(1) as f64))
+            .collect();
+        println!(
+            "{:>12} {:>18} {:>12.3} {:>11.2} {:>8.1}  {}",
+            row.bytes,
+            best,
+            r.time_ns / 1000.0,
+            r.busbw_gbps,
+            r.pct_of_bound,
+            then.join(", ")
+        );
+    }
+}
+
+/// One entry over the size range: its table, utilization, trace; its rows.
+fn run_entry(
+    a: &RunArgs,
+    sys: &System,
+    config: &kernbench::ccl::AlgoConfig,
+) -> Result<Vec<kernbench::ccl::CollResult>> {
+    let (sys, config) = (sys.clone(), config.clone());
     let largest = Job {
         collective: a.collective,
         op: a.op,
@@ -690,6 +758,7 @@ fn run(a: RunArgs) -> Result<()> {
     );
     let mut bytes = a.min_bytes;
     let mut last = None;
+    let mut rows = Vec::new();
     while bytes <= a.max_bytes {
         let job = Job {
             collective: a.collective,
@@ -699,6 +768,7 @@ fn run(a: RunArgs) -> Result<()> {
         let before = Usage::snapshot(&machine);
         let r = comm.run(&mut machine, job)?;
         last = Some((before, r.ticks));
+        rows.push(r.clone());
         let verified = match r.verified {
             Some(true) => "ok",
             Some(false) => "WRONG",
@@ -738,7 +808,7 @@ fn run(a: RunArgs) -> Result<()> {
             gib(kernbench::report::peak_rss_bytes())
         );
     }
-    Ok(())
+    Ok(rows)
 }
 
 fn sweep(a: SweepArgs) -> Result<()> {

@@ -602,3 +602,57 @@ fn run_help_lists_its_options() {
         assert!(r.stdout.contains(value), "{value}: {}", r.stdout);
     }
 }
+
+#[test]
+fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
+    let r = kernbench(&[
+        "run",
+        "--preset",
+        "torus_6_rect",
+        "--collective",
+        "broadcast",
+        "--algorithm",
+        "all",
+        "--min-bytes",
+        "4K",
+        "--max-bytes",
+        "16K",
+        "--step-factor",
+        "4",
+        "--verify",
+    ]);
+    r.expect_code(0);
+    let out = &r.stdout;
+    // Broadcast is supported by ring and tree (and their ccl entries), not by
+    // the all-reduce-only algorithms.
+    let tables: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("# broadcast / "))
+        .collect();
+    assert_eq!(tables.len(), 2, "{out}");
+    assert!(!out.contains("# broadcast / hier_lanes"), "{out}");
+    assert_eq!(
+        out.matches(" ok\n").count(),
+        4,
+        "every row verified:\n{out}"
+    );
+    let best = out
+        .split("# best per size (of 2 entries)\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no summary in:\n{out}"));
+    let rows: Vec<&str> = best.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{best}");
+    for (row, size) in rows.iter().zip(["4096", "16384"]) {
+        let f: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(f[0], size, "{row}");
+        assert!(["ring", "tree"].contains(&f[1]), "{row}");
+        assert!(row.ends_with('x'), "the runner-up's ratio: {row}");
+    }
+    let r = kernbench(&["run", "--algorithm", "all", "--trace", "t.json"]);
+    r.expect_user_error();
+    assert!(
+        r.stderr.contains("allowed: --algorithm NAME"),
+        "{}",
+        r.stderr
+    );
+}
