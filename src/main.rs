@@ -753,7 +753,7 @@ fn run_entry(
         a.op.name()
     );
     println!(
-        "{:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>9}",
+        "{:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>9}  bound set by",
         "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "%bound", "verified"
     );
     let mut bytes = a.min_bytes;
@@ -775,14 +775,15 @@ fn run_entry(
             None => "-",
         };
         println!(
-            "{:>12} {:>12} {:>12.3} {:>10.2} {:>10.2} {:>10.1} {:>9}",
+            "{:>12} {:>12} {:>12.3} {:>10.2} {:>10.2} {:>10.1} {:>9}  {}",
             r.bytes,
             r.elems,
             r.time_ns / 1000.0,
             r.algbw_gbps,
             r.busbw_gbps,
             r.pct_of_bound,
-            verified
+            verified,
+            r.bound_term
         );
         bytes = bytes.saturating_mul(a.step_factor);
     }

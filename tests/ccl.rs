@@ -336,3 +336,22 @@ fn slot_areas_that_do_not_fit_their_memory_are_refused_at_install() {
     assert!(e.contains(&format!("{free} B are free there")), "{e}");
     assert!(c.run(&mut m, job(1 << 20)).is_ok());
 }
+
+/// Each result names the term that sets its bound: latency for a tiny
+/// message, the inter-SIP lanes into a cube for a large one on a lean ring.
+#[test]
+fn results_name_the_term_that_sets_their_bound() {
+    let sys = lean_ring(8);
+    let mut config = cfg("ring", Space::Tcm, 1);
+    config.slot_size = 1 << 24;
+    let (mut m, c) = common::communicator(&sys, &config, DataMode::TimingOnly).unwrap();
+    let job = |elems| Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems,
+    };
+    let small = c.run(&mut m, job(1)).unwrap();
+    let large = c.run(&mut m, job(8 << 20)).unwrap();
+    assert_eq!(small.bound_term, "latency", "{small:?}");
+    assert_eq!(large.bound_term, "cube links", "{large:?}");
+}

@@ -352,6 +352,8 @@ struct RunRow {
     busbw: f64,
     pct_bound: f64,
     verified: String,
+    /// The bound's limiting term.
+    bound_by: String,
 }
 
 /// Participants printed in the `# collective / entry (...) on ... (P participants)` header.
@@ -376,7 +378,7 @@ fn run_rows(stdout: &str) -> Vec<RunRow> {
         .take_while(|l| !l.trim().is_empty())
         .map(|l| {
             let cols: Vec<&str> = l.split_whitespace().collect();
-            assert_eq!(cols.len(), 7, "row {l:?}");
+            assert!(cols.len() >= 8, "row {l:?}");
             let num = |i: usize| -> f64 {
                 cols[i]
                     .parse()
@@ -390,6 +392,7 @@ fn run_rows(stdout: &str) -> Vec<RunRow> {
                 busbw: num(4),
                 pct_bound: num(5),
                 verified: cols[6].to_string(),
+                bound_by: cols[7..].join(" "),
             }
         })
         .collect()
@@ -444,6 +447,17 @@ fn run_ring_all_reduce_on_torus_6_rect_prints_a_verified_table() {
     let factor = 2.0 * (p as f64 - 1.0) / p as f64;
     for row in &rows {
         assert_eq!(row.verified, "ok", "{row:?}\n{out}");
+        assert!(
+            [
+                "participant port",
+                "cube links",
+                "SIP lanes",
+                "HBM port",
+                "latency"
+            ]
+            .contains(&row.bound_by.as_str()),
+            "{row:?}"
+        );
         assert_eq!(row.count, row.size / 2, "f16 elements: {row:?}");
         assert!(row.time_us > 0.0, "{row:?}");
         // GB/s = bytes / ns; the table shows 2 decimals, so compare with
@@ -632,7 +646,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
     assert_eq!(tables.len(), 2, "{out}");
     assert!(!out.contains("# broadcast / hier_lanes"), "{out}");
     assert_eq!(
-        out.matches(" ok\n").count(),
+        out.matches(" ok  ").count(),
         4,
         "every row verified:\n{out}"
     );

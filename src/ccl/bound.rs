@@ -24,6 +24,20 @@ pub struct Bound {
     pub terms: Vec<(&'static str, Tick)>,
 }
 
+impl Bound {
+    /// The term that sets the bound (the first of the largest), or "none"
+    /// for a single participant.
+    pub fn limiting(&self) -> &'static str {
+        let mut best: Option<(&'static str, Tick)> = None;
+        for &(name, t) in &self.terms {
+            if best.is_none_or(|b| t > b.1) {
+                best = Some((name, t));
+            }
+        }
+        best.map_or("none", |b| b.0)
+    }
+}
+
 /// Bytes one member must receive when `n` members take part.
 fn inbound(job: &Job, n: usize) -> f64 {
     if n < 2 {
@@ -156,4 +170,16 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     }
     let ticks = terms.iter().map(|t| t.1).max().unwrap_or(0);
     Bound { ticks, terms }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_limiting_term_is_the_first_largest() {
+        let b = |terms: Vec<(&'static str, Tick)>| Bound { ticks: 0, terms };
+        assert_eq!(b(vec![("a", 3), ("b", 5), ("c", 5)]).limiting(), "b");
+        assert_eq!(b(Vec::new()).limiting(), "none");
+    }
 }

@@ -406,6 +406,9 @@ pub struct CollResult {
     pub busbw_gbps: f64,
     /// The α-β lower bound of this system and collective, ticks.
     pub bound_ticks: Tick,
+    /// The term that sets it: participant port, cube links, SIP lanes, HBM
+    /// port or latency (docs/model.md §The α-β lower bound).
+    pub bound_term: String,
     /// bound / time × 100.
     pub pct_of_bound: f64,
     /// Some(true) when every participant's output matched the reference.
@@ -637,7 +640,8 @@ impl Communicator {
         verified: Option<bool>,
     ) -> CollResult {
         let sys = &machine.system;
-        let bound_ticks = bound::lower_bound(machine, sys, &self.group, &job).ticks;
+        let bound = bound::lower_bound(machine, sys, &self.group, &job);
+        let bound_ticks = bound.ticks;
         let time_ns = ticks as f64 * sys.spec.system.tick_ns;
         let n = self.group.size();
         let algbw = if time_ns > 0.0 {
@@ -657,6 +661,7 @@ impl Communicator {
             algbw_gbps: algbw,
             busbw_gbps: algbw * job.collective.bus_factor(n),
             bound_ticks,
+            bound_term: bound.limiting().into(),
             pct_of_bound: if ticks > 0 {
                 bound_ticks as f64 / ticks as f64 * 100.0
             } else {

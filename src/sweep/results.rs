@@ -31,6 +31,9 @@ pub struct Row {
     pub busbw_gbps: f64,
     pub bound_ticks: u64,
     pub pct_of_bound: f64,
+    /// The term that sets the bound (empty in result sets written before it existed).
+    #[serde(default)]
+    pub bound_term: String,
     /// ok, WRONG, or - (timing only)
     pub verified: String,
     /// Empty unless the point failed.

@@ -113,6 +113,7 @@ pub fn run_point(
         busbw_gbps: 0.0,
         bound_ticks: 0,
         pct_of_bound: 0.0,
+        bound_term: String::new(),
         verified: "-".into(),
         error: String::new(),
     };
@@ -151,6 +152,7 @@ pub fn run_point(
         row.busbw_gbps = res.busbw_gbps;
         row.bound_ticks = res.bound_ticks;
         row.pct_of_bound = res.pct_of_bound;
+        row.bound_term = res.bound_term;
         row.verified = match res.verified {
             Some(true) => "ok",
             Some(false) => "WRONG",
