@@ -604,3 +604,17 @@ fn from_spec_validates_without_lines() {
         "{e}"
     );
 }
+
+/// A control message of gigabytes would be millions of packets per chunk
+/// (a mutated spec with 4 GiB credits once grew a run past 24 GB): refused.
+#[test]
+fn control_messages_of_gigabytes_are_refused_naming_the_field() {
+    let mut spec = kernbench::spec::System::embedded_default().spec;
+    spec.control.credit_bytes = 1 << 32;
+    let e = kernbench::spec::System::from_spec(spec, "test").unwrap_err();
+    assert_eq!(e.path, "control.credit_bytes", "{e}");
+    assert!(
+        e.problem.contains("more than the limit of 1048576") && e.allowed.contains("1 to 1048576"),
+        "{e}"
+    );
+}

@@ -352,19 +352,24 @@ fn validate(spec: &SystemSpec) -> Result<(u32, u32), Issue> {
     }
     check_pe(&spec.pe)?;
     let c = &spec.control;
-    at_least_one(
+    // Control messages are small: a credit or launch of gigabytes would be
+    // millions of packets per chunk, which no estimate of a run foresees.
+    count_in(
         "control.credit_bytes",
         c.credit_bytes,
+        MAX_CONTROL_BYTES,
         "a credit would carry nothing",
     )?;
-    at_least_one(
+    count_in(
         "control.install_entry_bytes",
         c.install_entry_bytes,
+        MAX_CONTROL_BYTES,
         "installs would be free",
     )?;
-    at_least_one(
+    count_in(
         "control.launch_bytes",
         c.launch_bytes,
+        MAX_CONTROL_BYTES,
         "launches would be free",
     )?;
     check_total_pes(spec)?;
@@ -535,6 +540,9 @@ fn in_range(path: &str, value: f64, lo: f64, hi: f64, unit: &str) -> Check {
     }
     Ok(())
 }
+
+/// Largest control message (credit, launch, one install entry), bytes.
+pub const MAX_CONTROL_BYTES: u64 = 1 << 20;
 
 /// A whole number in `1..=hi`.
 fn count_in(path: &str, value: u64, hi: u64, zero_means: &str) -> Check {
