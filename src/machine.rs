@@ -8,7 +8,7 @@ use crate::topology::address::{AddressResolver, Location};
 use crate::topology::{Node, Topology, TopologyError, memory_classes, ns_to_ticks};
 use half::f16;
 use kernbench_systems::exec::ExecParams;
-use kernbench_systems::exec::{HostQueue, LaunchId};
+use kernbench_systems::exec::{HostQueue, LaunchId, Launches};
 use kernbench_systems::hierarchy::Hardware;
 use kernbench_systems::hierarchy::{HardwareNodes, spawn_hardware};
 use kernbench_systems::ipcq::{Entry, NeighborTables, QueueParams, Scope};
@@ -287,33 +287,17 @@ impl Machine {
 
     /// Whether a submitted launch has finished (without running anything).
     pub fn finished(&self, h: &LaunchHandle) -> bool {
-        self.engine.launch_record(h.0).is_none_or(|r| r.finished())
+        self.engine.world.resource::<Launches>().finished(h.0)
     }
 
     /// Runs the simulation until the launch has finished (other work goes
     /// on alongside on the same clock) and reports when it ran.
     pub fn wait(&mut self, h: LaunchHandle) -> Result<LaunchReport, LaunchError> {
-        let id = h.0;
-        let finished = |w: &bevy_ecs::world::World| {
-            w.resource::<kernbench_systems::exec::Launches>()
-                .get(id)
-                .is_none_or(|r| r.finished())
-        };
-        if !self.engine.run_until(finished)? {
-            // Nothing is due and the launch is unfinished: say why.
-            self.engine.finish()?;
-        }
+        self.run_until_any(&[&h])?;
         let r = self
             .engine
-            .take_launch(id)
+            .take_launch(h.0)
             .ok_or_else(|| LaunchError::Trace("a launch handle was waited for twice".into()))?;
-        if !r.finished() {
-            return Err(LaunchError::Run(RunError::Deadlock(format!(
-                "launch {id}: {} of its {} PE(s) never finished",
-                r.pes - r.done,
-                r.pes
-            ))));
-        }
         let start = if r.pes == 0 {
             self.engine.now()
         } else {
@@ -325,12 +309,13 @@ impl Machine {
         })
     }
 
-    /// Runs the simulation until at least one of `handles` has finished.
+    /// Runs the simulation until at least one of `handles` has finished;
+    /// when nothing is due before that, says why (the deadlock report).
     pub fn run_until_any(&mut self, handles: &[&LaunchHandle]) -> Result<(), LaunchError> {
         let ids: Vec<LaunchId> = handles.iter().map(|h| h.0).collect();
         let any = |w: &bevy_ecs::world::World| {
-            let l = w.resource::<kernbench_systems::exec::Launches>();
-            ids.iter().any(|&id| l.get(id).is_none_or(|r| r.finished()))
+            let l = w.resource::<Launches>();
+            ids.iter().any(|&id| l.finished(id))
         };
         if !self.engine.run_until(any)? {
             self.engine.finish()?;

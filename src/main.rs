@@ -672,7 +672,6 @@ fn run_entry(
     sys: &System,
     config: &kernbench::ccl::AlgoConfig,
 ) -> Result<Vec<kernbench::ccl::CollResult>> {
-    let (sys, config) = (sys.clone(), config.clone());
     let largest = Job {
         collective: a.collective,
         op: a.op,
@@ -680,8 +679,8 @@ fn run_entry(
     };
     for elems in [a.min_bytes / 2, a.max_bytes / 2] {
         Communicator::check_before_build(
-            &sys,
-            &config,
+            sys,
+            config,
             &Job {
                 elems: elems as usize,
                 ..largest
@@ -689,8 +688,8 @@ fn run_entry(
         )?;
     }
     let est = kernbench::estimate::Estimate::collective(
-        &sys,
-        &config,
+        sys,
+        config,
         &largest,
         a.verify,
         a.trace.is_some(),
@@ -702,8 +701,8 @@ fn run_entry(
     } else {
         DataMode::TimingOnly
     };
-    let mut machine = Machine::build_with(&sys, mode)?;
-    let comm = Communicator::new(&mut machine, &config)?;
+    let mut machine = Machine::build_with(sys, mode)?;
+    let comm = Communicator::new(&mut machine, config)?;
     for elems in [a.min_bytes / 2, a.max_bytes / 2] {
         comm.check(
             &machine,

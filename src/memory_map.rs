@@ -13,6 +13,10 @@ use crate::spec::System;
 use kernbench_systems::program::Space;
 use std::collections::BTreeMap;
 
+/// Alignment of tensor shards and of the collective buffers a run places
+/// itself, bytes.
+pub const BUFFER_ALIGN: u64 = 64;
+
 /// Which end of a memory an allocation comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {

@@ -579,7 +579,8 @@ impl Communicator {
     /// Buffers of the PEs of one cube, for runs that place them (offset 0
     /// up): one after another, 64-byte aligned.
     fn pe_stride(job: &Job) -> u64 {
-        job.bytes().next_multiple_of(64)
+        job.bytes()
+            .next_multiple_of(crate::memory_map::BUFFER_ALIGN)
     }
 
     /// Sends the collective's launch on `buffers` from tick `at`;

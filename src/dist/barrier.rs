@@ -48,6 +48,8 @@ pub struct Epoch {
 pub struct Joined {
     pub epoch: u64,
     pub work: u64,
+    /// This join opened the epoch (its work id is the one offered).
+    pub opened: bool,
     /// This join was the last: the collective can start.
     pub complete: bool,
 }
@@ -70,15 +72,15 @@ impl EpochBarrier {
         }
     }
 
-    /// Joins the earliest incomplete epoch with `call`; `new_work` gives the
-    /// work id of an epoch this join opens. Errors: a rank outside the group,
-    /// a second join of one epoch, a call that differs from the others'.
+    /// Joins the earliest incomplete epoch with `call`; an epoch this join
+    /// opens takes `new_work` as its work id. Errors: a rank outside the
+    /// group, a second join of one epoch, a call that differs from the others'.
     pub fn join(
         &mut self,
         rank: u32,
         call: Call,
         group: &str,
-        new_work: impl FnOnce() -> u64,
+        new_work: u64,
     ) -> Result<Joined, String> {
         if !self.members.contains(&rank) {
             return Err(format!(
@@ -87,9 +89,10 @@ impl EpochBarrier {
             ));
         }
         let epoch = self.next;
+        let opened = !self.open.contains_key(&epoch);
         let e = self.open.entry(epoch).or_insert_with(|| Epoch {
             joined: BTreeMap::new(),
-            work: new_work(),
+            work: new_work,
         });
         if e.joined.contains_key(&rank) {
             return Err(format!(
@@ -114,6 +117,7 @@ impl EpochBarrier {
         Ok(Joined {
             epoch,
             work,
+            opened,
             complete,
         })
     }
@@ -150,21 +154,28 @@ mod tests {
     #[test]
     fn epochs_complete_in_order_and_stay_isolated() {
         let mut b = EpochBarrier::new(vec![0, 1]);
-        let mut works = 10..;
-        let mut w = || works.next().unwrap();
-        let a = b.join(1, call("all_reduce", 8), "g", &mut w).unwrap();
-        assert_eq!((a.epoch, a.work, a.complete), (0, 10, false));
-        let a = b.join(0, call("all_reduce", 8), "g", &mut w).unwrap();
-        assert_eq!((a.epoch, a.work, a.complete), (0, 10, true));
-        let c = b.join(0, call("all_gather", 4), "g", &mut w).unwrap();
-        assert_eq!((c.epoch, c.work, c.complete), (1, 11, false));
+        let a = b.join(1, call("all_reduce", 8), "g", 10).unwrap();
+        assert_eq!(
+            (a.epoch, a.work, a.opened, a.complete),
+            (0, 10, true, false)
+        );
+        let a = b.join(0, call("all_reduce", 8), "g", 11).unwrap();
+        assert_eq!(
+            (a.epoch, a.work, a.opened, a.complete),
+            (0, 10, false, true)
+        );
+        let c = b.join(0, call("all_gather", 4), "g", 11).unwrap();
+        assert_eq!(
+            (c.epoch, c.work, c.opened, c.complete),
+            (1, 11, true, false)
+        );
         assert_eq!(b.waiting().unwrap().0, 1);
     }
 
     #[test]
     fn a_duplicate_join_and_a_mismatch_are_named() {
         let mut b = EpochBarrier::new(vec![0, 1, 2]);
-        let w = || 0;
+        let w = 0;
         b.join(0, call("all_reduce", 8), "world", w).unwrap();
         let e = b.join(0, call("all_reduce", 8), "world", w).unwrap_err();
         assert_eq!(

@@ -107,21 +107,12 @@ pub fn init_process_group(
         turn_order: TurnOrder::default(),
     };
     let ranks: Vec<u32> = (0..n).collect();
-    match unit {
-        RankUnit::Sip => pg.add_group("world", ranks)?,
-        RankUnit::Pe => {
-            // Every PE of every SIP: the all_pes group over the machine.
-            let group = Group::new(sys).every_pe();
-            let comm = Communicator::with_group(&mut pg.machine, &pg.config, group, "world")?;
-            pg.groups.push(RankGroup {
-                name: "world".into(),
-                ranks: ranks.clone(),
-                comm,
-                barrier: EpochBarrier::new(ranks),
-            });
-            WORLD
-        }
+    let group = match unit {
+        RankUnit::Sip => pg.sip_group("world", &ranks)?,
+        // Every PE of every SIP: the all_pes group over the machine.
+        RankUnit::Pe => Group::new(sys).every_pe(),
     };
+    pg.add_group("world", ranks, group)?;
     pg.init_tick = pg.machine.engine.now();
     Ok(pg)
 }
@@ -143,16 +134,28 @@ impl ProcessGroup {
             )));
         }
         let name = format!("group{}{ranks:?}", self.groups.len());
-        self.add_group(&name, ranks.to_vec())
+        let group = self.sip_group(&name, ranks)?;
+        self.add_group(&name, ranks.to_vec(), group)
     }
 
-    fn add_group(&mut self, name: &str, ranks: Vec<u32>) -> Result<GroupId, DistError> {
-        let sys = &self.machine.system;
-        let mut group = Group::of_sips(sys, &ranks)
+    /// The participants of ranks = SIPs `ranks`, as the mapper says.
+    fn sip_group(&self, name: &str, ranks: &[u32]) -> Result<Group, DistError> {
+        let group = Group::of_sips(&self.machine.system, ranks)
             .map_err(|e| DistError::Config(format!("group {name}: {e}")))?;
-        if self.config.mapper == "all_pes" {
-            group = group.every_pe();
-        }
+        Ok(if self.config.mapper == "all_pes" {
+            group.every_pe()
+        } else {
+            group
+        })
+    }
+
+    /// Installs `group`'s communicator and opens its barrier.
+    fn add_group(
+        &mut self,
+        name: &str,
+        ranks: Vec<u32>,
+        group: Group,
+    ) -> Result<GroupId, DistError> {
         let comm = Communicator::with_group(&mut self.machine, &self.config, group, name)?;
         self.groups.push(RankGroup {
             name: name.into(),

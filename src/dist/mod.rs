@@ -39,7 +39,7 @@ pub use barrier::{Call, EpochBarrier, Joined};
 pub use group::{
     GroupId, ProcessGroup, RankGroup, RankUnit, TurnOrder, WORLD, init_process_group, world_size,
 };
-pub use rank::{Rank, SHARD_ALIGN, Work};
+pub use rank::{Rank, Work};
 pub use tensor::{Block, DPPolicy, Shard, Split, Tensor};
 
 /// Why a distributed program failed.

@@ -10,14 +10,11 @@ use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
 use crate::ccl::{Buffers, CollResult, Collective, Job, ReduceOp};
 use crate::kernel::Kernel;
 use crate::machine::LaunchReport;
-use crate::memory_map::End;
+use crate::memory_map::{BUFFER_ALIGN, End};
 use crate::topology::address::{Location, Space};
 use half::f16;
 use kernbench_systems::Tick;
 use std::sync::MutexGuard;
-
-/// Alignment of tensor shards in memory, bytes.
-pub const SHARD_ALIGN: u64 = 64;
 
 /// A kernel launch of this rank: pass it to [`Rank::wait`].
 #[derive(Debug, PartialEq, Eq)]
@@ -127,7 +124,7 @@ impl<'p> Rank<'_, 'p> {
             };
             match m
                 .memory
-                .alloc(space, instance, s.nbytes, SHARD_ALIGN, End::Bottom, &what)
+                .alloc(space, instance, s.nbytes, BUFFER_ALIGN, End::Bottom, &what)
             {
                 Ok(addr) => shards[k].addr = addr,
                 Err(e) => {
@@ -457,15 +454,15 @@ impl<'p> Rank<'_, 'p> {
         let rank = self.rank;
         let mut g = g;
         let joined = g.join_epoch(group.0, rank, call)?;
-        if joined.complete {
-            let s = &mut *g;
-            let at = s.latest_clock(group.0);
-            let report = LaunchReport { start: at, end: at };
-            s.works.insert(joined.work, WorkState::Done(report));
-            s.complete(joined.work, report);
+        if !joined.complete {
+            let (_g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
+            return Ok(r?.end);
         }
-        let (mut g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
+        // The last member releases the others at the latest clock.
+        let at = g.latest_clock(group.0);
         g.works.remove(&joined.work);
-        Ok(r?.end)
+        g.complete(joined.work, LaunchReport { start: at, end: at });
+        g.host[rank as usize] = at;
+        Ok(at)
     }
 }

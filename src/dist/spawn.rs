@@ -41,7 +41,6 @@ pub(super) enum WorkState {
     /// Submitted by a worker, not yet handed to the engine.
     Pending,
     Running(LaunchHandle),
-    Done(LaunchReport),
 }
 
 #[derive(Debug)]
@@ -141,36 +140,24 @@ impl Sched<'_> {
         call: super::barrier::Call,
     ) -> Result<super::barrier::Joined, DistError> {
         self.seq[rank as usize] += 1;
-        let next = &mut self.next_work;
         let rg = &mut self.pg.groups[group];
-        let mut opened = false;
         let joined = rg
             .barrier
-            .join(rank, call, &rg.name, || {
-                opened = true;
-                *next += 1;
-                *next - 1
-            })
+            .join(rank, call, &rg.name, self.next_work)
             .map_err(DistError::Collective)?;
-        if opened {
-            self.works.insert(joined.work, WorkState::Gathering);
+        if joined.opened {
+            self.new_work(WorkState::Gathering);
         }
         Ok(joined)
     }
 
-    /// Blocks `rank` until work `work` is done (at once if it is).
+    /// Blocks `rank` until work `work` is done.
     pub fn wait_for<'g, 'p>(
         shared: &Shared<'p>,
         mut g: MutexGuard<'g, Sched<'p>>,
         rank: u32,
         work: u64,
     ) -> (MutexGuard<'g, Sched<'p>>, Result<LaunchReport, DistError>) {
-        if let Some(WorkState::Done(r)) = g.works.get(&work) {
-            let r = *r;
-            let host = &mut g.host[rank as usize];
-            *host = (*host).max(r.end);
-            return (g, Ok(r));
-        }
         g.status[rank as usize] = Status::Waiting(work);
         let mut g = shared.yield_turn(g, rank);
         let r = g.resume[rank as usize]
@@ -201,18 +188,15 @@ impl Sched<'_> {
         }
     }
 
-    /// The next rank to run after `last`, in the turn order.
+    /// The next runnable rank after `last` in the turn order (the first
+    /// in that order when none ran yet).
     fn next_runnable(&self, last: Option<u32>, order: TurnOrder) -> Option<u32> {
         let n = self.status.len() as u32;
-        let ranks: Vec<u32> = match order {
-            TurnOrder::Ascending => (0..n).collect(),
-            TurnOrder::Descending => (0..n).rev().collect(),
-        };
-        let start = last
-            .and_then(|l| ranks.iter().position(|&r| r == l))
-            .map_or(0, |i| i + 1);
-        (0..ranks.len())
-            .map(|k| ranks[(start + k) % ranks.len()])
+        (1..=n)
+            .map(|k| match order {
+                TurnOrder::Ascending => (last.unwrap_or(n - 1) + k) % n,
+                TurnOrder::Descending => (last.unwrap_or(0) + n - k) % n,
+            })
             .find(|&r| matches!(self.status[r as usize], Status::Runnable))
     }
 

@@ -309,11 +309,6 @@ impl Engine {
         exec::send_launches(&mut self.world, scope, programs, at)
     }
 
-    /// The record of a launch (None once taken).
-    pub fn launch_record(&self, id: exec::LaunchId) -> Option<exec::LaunchRecord> {
-        self.world.resource::<exec::Launches>().get(id).copied()
-    }
-
     /// Removes a launch's record once the host has read it.
     pub fn take_launch(&mut self, id: exec::LaunchId) -> Option<exec::LaunchRecord> {
         self.world.resource_mut::<exec::Launches>().take(id)
@@ -346,8 +341,10 @@ impl Engine {
             return Ok(true);
         }
         loop {
+            // An error ends the tick idle (advance stops the clock), so only
+            // an idle step can carry one.
             let idle = self.step();
-            if let Some(e) = self.world.resource_mut::<RunErrors>().first.take() {
+            if idle && let Some(e) = self.world.resource_mut::<RunErrors>().first.take() {
                 return Err(RunError::Failed(e));
             }
             if done(&self.world) {

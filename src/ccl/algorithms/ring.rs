@@ -16,7 +16,7 @@ pub struct RingAlgo;
 /// This participant's index from its program ids.
 pub fn me(tl: &mut Tl, g: &Group) -> usize {
     let (sip, cube, pe) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));
-    g.participant_at(sip, cube, pe.min(g.pes - 1))
+    g.participant_at(sip, cube, pe)
 }
 
 /// Participants in ring order: SIPs along a cycle of the SIP grid, within

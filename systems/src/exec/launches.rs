@@ -74,6 +74,11 @@ impl Launches {
         self.records.get(id as usize)
     }
 
+    /// Whether launch `id` has finished (a record already taken has).
+    pub fn finished(&self, id: LaunchId) -> bool {
+        self.get(id).is_none_or(|r| r.finished())
+    }
+
     /// Removes a record (the host has read it); its id may be reused.
     pub fn take(&mut self, id: LaunchId) -> Option<LaunchRecord> {
         self.records.try_remove(id as usize)
