@@ -52,6 +52,8 @@ pub struct Estimate {
 pub struct Work {
     pub sends: f64,
     pub bytes_per_send: f64,
+    /// Pipeline depth of each send.
+    pub pieces: f64,
 }
 
 /// Directed links of a system, counted from its node counts without
@@ -119,14 +121,15 @@ impl Estimate {
         let mut e = Self::build(sys);
         let g = Group::new(sys);
         let p = g.size() as f64;
-        let chunks = f64::from(config.chunks);
+        let limits = crate::ccl::PieceLimits::of(sys, config);
         let work = work(
             &config.algorithm,
             &g,
             job.collective,
             job.bytes() as f64,
-            chunks,
+            |size, stages| config.chunks.pieces((size / 2.0) as usize, stages, limits) as f64,
         );
+        let chunks = work.pieces;
         let slot = config.slot_size as f64;
         let chunk_messages = (work.bytes_per_send / slot).ceil().max(1.0);
         // Each chunk: data + credit; each send also loads and stores a tile.
@@ -232,7 +235,14 @@ impl Budget {
 
 /// Sends per participant and their size for one run of `algorithm`
 /// (docs/model.md §Cost estimate gives each line's reasoning).
-pub fn work(algorithm: &str, g: &Group, c: Collective, bytes: f64, chunks: f64) -> Work {
+/// `depth(bytes per send, stages)` is the pipeline depth of such a send.
+pub fn work(
+    algorithm: &str,
+    g: &Group,
+    c: Collective,
+    bytes: f64,
+    depth: impl Fn(f64, usize) -> f64,
+) -> Work {
     let p = g.size().max(1) as f64;
     let cubes = f64::from(g.cubes_per_sip());
     let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
@@ -249,9 +259,17 @@ pub fn work(algorithm: &str, g: &Group, c: Collective, bytes: f64, chunks: f64) 
         (_, Collective::ReduceScatter | Collective::AllGather) => (p - 1.0, bytes / p),
         (_, Collective::Broadcast | Collective::Reduce) => (1.0, bytes),
     };
+    // Chains (tree levels, ring broadcast and reduce) forward piece by piece.
+    let stages = match (algorithm, c) {
+        ("tree", _) => levels as usize,
+        ("ring", Collective::Broadcast | Collective::Reduce) => g.size().max(2) - 1,
+        _ => 1,
+    };
+    let pieces = depth(size, stages);
     Work {
-        sends: sends.max(1.0) * chunks,
-        bytes_per_send: (size / chunks).max(2.0),
+        sends: sends.max(1.0) * pieces,
+        bytes_per_send: (size / pieces).max(2.0),
+        pieces,
     }
 }
 
@@ -294,12 +312,13 @@ mod tests {
     fn ring_work_is_the_nccl_ring() {
         let sys = System::embedded_default(); // 4 SIPs x 16 cubes = 64 participants
         let g = Group::new(&sys);
-        let w = work("ring", &g, Collective::AllReduce, 64.0 * 1024.0, 2.0);
+        let w = work("ring", &g, Collective::AllReduce, 64.0 * 1024.0, |_, _| 2.0);
         assert_eq!(
             w,
             Work {
                 sends: 2.0 * 63.0 * 2.0,
-                bytes_per_send: 512.0
+                bytes_per_send: 512.0,
+                pieces: 2.0
             }
         );
     }

@@ -2,7 +2,7 @@
 
 mod common;
 use common::system;
-use kernbench::ccl::{AlgoConfig, CclConfig, CclError, Collective, Job, ReduceOp};
+use kernbench::ccl::{AlgoConfig, CclConfig, CclError, Chunks, Collective, Job, ReduceOp};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::Space;
 use kernbench_systems::memory::DataMode;
@@ -14,7 +14,7 @@ fn cfg(algorithm: &str, buffer: Space, chunks: u32) -> AlgoConfig {
         buffer_kind: buffer,
         n_slots: 4,
         slot_size: 4096,
-        chunks,
+        chunks: Chunks::Fixed(chunks),
         world_size: None,
         mapper: "leader_only".into(),
         validator: None,
@@ -28,7 +28,7 @@ fn smoke_every_algorithm_all_reduce() {
         s.sip.cube_mesh.w = 2;
         s.sip.cube_mesh.h = 2;
     });
-    for algo in ["ring", "tree", "adr0032", "hier_lanes"] {
+    for algo in ["ring", "bidir_ring", "tree", "adr0032", "hier_lanes"] {
         let (mut m, c) =
             common::communicator(&sys, &cfg(algo, Space::Tcm, 2), DataMode::Functional).unwrap();
         let r = c
@@ -94,6 +94,27 @@ fn ring_all_reduce_closed_form() {
 }
 
 #[test]
+fn bidir_ring_all_reduce_closed_form() {
+    // Two rings, one per direction, each with half of every block: 2(n−1)
+    // steps of L + ⌈S/(2nB)⌉ plus one add of S/(4n) elements per
+    // reduce-scatter step; the second ring's add waits for the first's on
+    // the one vector unit, so it ends one add later. (Half-blocks of a
+    // couple of link ticks come out one tick later: there the first ring's
+    // credits, which travel on the second ring's links, meet its data.)
+    for n in [3u64, 4, 8] {
+        for s in [n * 4096, n * 20_000, n * 65_536] {
+            let v = (s / n / 4).div_ceil(LANES);
+            let expect = 2 * (n - 1) * (L + (s / n / 2).div_ceil(B)) + n * v;
+            assert_eq!(
+                ticks(&lean_ring(n as u32), "bidir_ring", (s / 2) as usize),
+                expect,
+                "n={n} S={s}"
+            );
+        }
+    }
+}
+
+#[test]
 fn adr0032_single_cube_ring_closed_form() {
     // n−1 rounds of the whole vector, L + ⌈S/B⌉ each; the received vector is
     // forwarded before it is added, so only the last add is exposed.
@@ -109,7 +130,7 @@ fn adr0032_single_cube_ring_closed_form() {
     }
 }
 
-const ALGORITHMS: [&str; 4] = ["ring", "tree", "adr0032", "hier_lanes"];
+const ALGORITHMS: [&str; 5] = ["ring", "bidir_ring", "tree", "adr0032", "hier_lanes"];
 const CUBE_MESHES: [(u32, u32); 4] = [(1, 1), (2, 2), (4, 4), (3, 5)];
 const BUFFERS: [Space; 3] = [Space::Tcm, Space::Sram, Space::Hbm];
 const OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
@@ -168,8 +189,8 @@ fn matrix(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) {
             }
         }
     }
-    // 10 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
-    assert_eq!(runs, 10 * 4 * 3);
+    // 15 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
+    assert_eq!(runs, 15 * 4 * 3);
 }
 
 #[test]

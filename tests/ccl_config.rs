@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use kernbench::ccl::algorithms;
 use kernbench::ccl::config::DEFAULT_CCL_YAML;
-use kernbench::ccl::{AlgoConfig, CclConfig};
+use kernbench::ccl::{AlgoConfig, CclConfig, Chunks};
 use kernbench::spec::SpecError;
 use kernbench::topology::address::Space;
 
@@ -297,10 +297,17 @@ fn embedded_default_has_the_shipped_entries() {
     let c = CclConfig::embedded_default();
     assert_eq!(c.origin, "<embedded ccl.yaml>");
     let got = names(&c);
-    for want in ["adr0032", "adr0032_pipelined", "ring", "hier_lanes", "tree"] {
+    for want in [
+        "adr0032",
+        "adr0032_pipelined",
+        "ring",
+        "bidir_ring",
+        "hier_lanes",
+        "tree",
+    ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got.len(), 6, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -309,7 +316,7 @@ fn embedded_default_has_the_shipped_entries() {
             buffer_kind: Space::Tcm,
             n_slots: 4,
             slot_size: 65536,
-            chunks: 1,
+            chunks: Chunks::Auto,
             world_size: None,
             mapper: "leader_only".into(),
             validator: None,
@@ -359,8 +366,10 @@ fn embedded_entries_inherit_from_defaults() {
     let piped = c.entry("adr0032_pipelined").unwrap();
     assert_eq!(adr.algorithm, "adr0032");
     assert_eq!(piped.algorithm, "adr0032");
-    assert_eq!(adr.chunks, c.defaults.chunks);
-    assert_eq!(piped.chunks, 8);
+    // ADR-0032 as specified does not pipeline; the default depth is auto.
+    assert_eq!(adr.chunks, Chunks::Fixed(1));
+    assert_eq!(piped.chunks, Chunks::Fixed(8));
+    assert_eq!(c.entry("ring").unwrap().chunks, Chunks::Auto);
     for e in &c.entries {
         assert_eq!(e.buffer_kind, c.defaults.buffer_kind, "{}", e.name);
         assert_eq!(e.n_slots, c.defaults.n_slots, "{}", e.name);
@@ -387,7 +396,7 @@ algorithms:
         (plain.algorithm.as_str(), plain.buffer_kind, plain.n_slots),
         ("tree", Space::Tcm, 4)
     );
-    assert_eq!((plain.slot_size, plain.chunks), (65536, 1));
+    assert_eq!((plain.slot_size, plain.chunks), (65536, Chunks::Fixed(1)));
     let custom = c.entry("custom").unwrap();
     // No algorithm given: the defaults' one.
     assert_eq!(custom.algorithm, "ring");
@@ -398,11 +407,27 @@ algorithms:
             custom.slot_size,
             custom.chunks
         ),
-        (Space::Hbm, 16, 4096, 3)
+        (Space::Hbm, 16, 4096, Chunks::Fixed(3))
     );
     assert_eq!(custom.name, "custom");
     // Entries do not change the defaults.
     assert_eq!(c.defaults.n_slots, 4);
+}
+
+#[test]
+fn chunks_is_auto_or_a_number_and_a_wrong_word_names_both() {
+    let text = |chunks: &str| {
+        format!(
+            "defaults: {{ algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 2 }}\nalgorithms:\n  r:\n    chunks: {chunks}\n"
+        )
+    };
+    let c = CclConfig::from_yaml(&text("auto"), "inline").unwrap();
+    assert_eq!(c.entry("r").unwrap().chunks, Chunks::Auto);
+    assert_eq!(c.defaults.chunks, Chunks::Fixed(2));
+    let e = CclConfig::from_yaml(&text("deep"), "inline").unwrap_err();
+    assert_eq!(e.path, "algorithms.r.chunks", "{e}");
+    assert!(e.problem.contains("'deep'"), "{e}");
+    assert!(e.allowed.contains("auto"), "{e}");
 }
 
 #[test]

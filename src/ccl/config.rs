@@ -1,7 +1,7 @@
 //! `configs/ccl.yaml`: defaults plus named algorithm entries.
 //!
 //! ```yaml
-//! defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 65536, chunks: 1 }
+//! defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 65536, chunks: auto }
 //! algorithms:
 //!   ring_sram: { algorithm: ring, buffer_kind: sram }
 //! ```
@@ -36,6 +36,163 @@ impl From<BufferKind> for Space {
     }
 }
 
+/// Pipeline depth of an algorithm's transfers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Chunks {
+    /// Chosen per transfer from its size, the slot size and how many
+    /// forwarding stages it crosses ([`Chunks::pieces`]).
+    Auto,
+    /// Every transfer in this many pieces.
+    Fixed(u32),
+}
+
+/// The smallest piece `auto` cuts: below it, per-message costs outweigh
+/// what the extra pipelining gains.
+pub const AUTO_MIN_PIECE_BYTES: u64 = 1024;
+/// The deepest pipeline `auto` chooses (bounds the traced program).
+pub const AUTO_MAX_PIECES: u64 = 1024;
+/// `auto` cuts a transfer that crosses several forwarding stages in a row
+/// (a chain) into at least this many pieces per stage, so filling the
+/// pipeline costs about 1/8 of the transfer or less.
+pub const AUTO_PIECES_PER_STAGE: u64 = 8;
+
+/// The piece sizes `auto` chooses between on a system: at most one slot,
+/// and at least what keeps a queue's credits covering a link's round trip.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PieceLimits {
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    /// That link's latency plus a NoC hop's, ns, and its bandwidth, bytes
+    /// per ns (0 for an ideal link): what one chain hop costs besides the
+    /// piece's own transfer.
+    pub hop_latency_ns: f64,
+    pub link_bytes_per_ns: f64,
+}
+
+impl PieceLimits {
+    /// A piece occupies a slot until its receiver takes it, so a queue has
+    /// at most `n_slots` pieces in flight: to keep the slowest link the
+    /// collective crosses (inter-SIP, else UCIe, else NoC) busy, `n_slots`
+    /// pieces must cover its bandwidth × round trip, the round trip being
+    /// twice that link's and a NoC hop's latency (docs/model.md §Pipelining).
+    pub fn of(sys: &crate::spec::System, config: &AlgoConfig) -> Self {
+        let s = &sys.spec;
+        let link = if s.system.sips.count > 1 {
+            &s.links.inter_sip
+        } else if s.sip.cube_mesh.w * s.sip.cube_mesh.h > 1 {
+            &s.links.ucie
+        } else {
+            &s.links.noc
+        };
+        let (hop_latency_ns, link_bytes_per_ns) = if link.ideal {
+            (0.0, 0.0)
+        } else {
+            (
+                link.latency_ns + s.links.noc.latency_ns,
+                link.bandwidth_gbps,
+            )
+        };
+        let window = link_bytes_per_ns * 2.0 * hop_latency_ns;
+        let max_bytes = config.slot_size.max(2);
+        let min_bytes = ((window / f64::from(config.n_slots.max(1))).ceil() as u64)
+            .clamp(AUTO_MIN_PIECE_BYTES, max_bytes.max(AUTO_MIN_PIECE_BYTES));
+        Self {
+            min_bytes,
+            max_bytes,
+            hop_latency_ns,
+            link_bytes_per_ns,
+        }
+    }
+
+    /// How many piece transfers of `piece_bytes` one chain hop lasts (at
+    /// least 1): piece i reaches the member `d` hops down a chain about
+    /// `d ×` this after the head sends it.
+    pub fn hop_in_pieces(&self, piece_bytes: u64) -> f64 {
+        if self.link_bytes_per_ns <= 0.0 || piece_bytes == 0 {
+            return 1.0;
+        }
+        let transfer_ns = piece_bytes as f64 / self.link_bytes_per_ns;
+        1.0 + self.hop_latency_ns / transfer_ns
+    }
+}
+
+impl Chunks {
+    /// Pieces to cut a transfer of `elems` f16 into when it crosses `stages`
+    /// store-and-forward stages one after another (a chain of n members:
+    /// n − 1; one ring step: 1). `auto` takes the more of one piece per slot
+    /// and, for a chain, [`AUTO_PIECES_PER_STAGE`] per stage; then keeps
+    /// pieces at least `limits.min_bytes` and at most [`AUTO_MAX_PIECES`]
+    /// (docs/model.md §Pipelining). Never more pieces than elements.
+    pub fn pieces(self, elems: usize, stages: usize, limits: PieceLimits) -> usize {
+        let elems = elems.max(1) as u64;
+        let k = match self {
+            Chunks::Fixed(k) => u64::from(k),
+            Chunks::Auto => {
+                let bytes = elems * 2;
+                let per_stage = if stages > 1 {
+                    AUTO_PIECES_PER_STAGE * stages as u64
+                } else {
+                    1
+                };
+                let wanted = bytes.div_ceil(limits.max_bytes).max(per_stage);
+                wanted
+                    .min((bytes / limits.min_bytes).max(1))
+                    .min(AUTO_MAX_PIECES)
+            }
+        };
+        k.clamp(1, elems) as usize
+    }
+
+    /// The fixed depth, if any (`auto` is None).
+    pub fn fixed(self) -> Option<u32> {
+        match self {
+            Chunks::Fixed(k) => Some(k),
+            Chunks::Auto => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Chunks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Chunks::Auto => f.write_str("auto"),
+            Chunks::Fixed(k) => write!(f, "{k}"),
+        }
+    }
+}
+
+impl Serialize for Chunks {
+    fn serialize<S: serde::Serializer>(&self, ser: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Chunks::Auto => ser.serialize_str("auto"),
+            Chunks::Fixed(k) => ser.serialize_u32(*k),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Chunks {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match ChunksSpec::deserialize(d)? {
+            ChunksSpec::Number(k) => u32::try_from(k)
+                .map(Chunks::Fixed)
+                .map_err(serde::de::Error::custom),
+            ChunksSpec::Word(w) if w == "auto" => Ok(Chunks::Auto),
+            ChunksSpec::Word(w) => Err(serde::de::Error::custom(format!(
+                "chunks '{w}': a whole number or auto"
+            ))),
+        }
+    }
+}
+
+/// `chunks` as written: a number or a word (only `auto` is valid; the
+/// resolver names the field when it is not).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ChunksSpec {
+    Number(u64),
+    Word(String),
+}
+
 /// One entry: every field optional, missing ones come from `defaults`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -48,8 +205,9 @@ pub struct EntrySpec {
     pub n_slots: Option<u64>,
     /// Bytes per slot: the largest chunk one message carries.
     pub slot_size: Option<u64>,
-    /// Pipeline depth: each transfer of the algorithm is cut into this many pieces.
-    pub chunks: Option<u64>,
+    /// Pipeline depth: each transfer of the algorithm is cut into this many
+    /// pieces, or `auto` (chosen from the size and the system).
+    pub chunks: Option<ChunksSpec>,
     /// Ranks of the process group (default: one per SIP).
     pub world_size: Option<u32>,
     /// Which PEs of a rank's SIP take part (`leader_only`, `all_pes`).
@@ -79,7 +237,7 @@ pub struct AlgoConfig {
     pub buffer_kind: Space,
     pub n_slots: u32,
     pub slot_size: u64,
-    pub chunks: u32,
+    pub chunks: Chunks,
     /// Process-group settings (see `dist`): ranks (None: one per SIP), the
     /// mapper and validator names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -147,8 +305,8 @@ impl AlgoConfig {
                 self.slot_size = v;
             }
             "chunks" => {
-                range(1, MAX_CHUNKS, "")?;
-                self.chunks = v as u32;
+                range(1, MAX_CHUNKS, " or auto")?;
+                self.chunks = Chunks::Fixed(v as u32);
             }
             other => {
                 return Err((
@@ -157,6 +315,28 @@ impl AlgoConfig {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The depth `spec` gives, range-checked like [`AlgoConfig::set`].
+    fn chunks_from(&mut self, spec: &ChunksSpec) -> Result<Chunks, (String, String)> {
+        match spec {
+            ChunksSpec::Number(k) => self.set("chunks", *k).map(|()| self.chunks),
+            ChunksSpec::Word(w) if w == "auto" => Ok(Chunks::Auto),
+            ChunksSpec::Word(w) => Err((
+                format!("chunks is '{w}'"),
+                format!("auto, or a whole number from 1 to {MAX_CHUNKS}"),
+            )),
+        }
+    }
+
+    /// Sets `chunks` from text: `auto` or a number.
+    pub fn set_chunks(&mut self, text: &str) -> Result<(), (String, String)> {
+        let spec = match text.parse::<u64>() {
+            Ok(k) => ChunksSpec::Number(k),
+            Err(_) => ChunksSpec::Word(text.into()),
+        };
+        self.chunks = self.chunks_from(&spec)?;
         Ok(())
     }
 
@@ -245,7 +425,7 @@ impl CclConfig {
                     .ok_or_else(|| missing("buffer_kind"))?,
                 n_slots: 0,
                 slot_size: 0,
-                chunks: 0,
+                chunks: Chunks::Auto,
                 world_size: e.world_size.or(base.and_then(|b| b.world_size)),
                 mapper: e
                     .mapper
@@ -285,13 +465,19 @@ impl CclConfig {
             for (field, given, inherited) in [
                 ("n_slots", e.n_slots, base.map(|b| u64::from(b.n_slots))),
                 ("slot_size", e.slot_size, base.map(|b| b.slot_size)),
-                ("chunks", e.chunks, base.map(|b| u64::from(b.chunks))),
             ] {
                 let v = given.or(inherited).ok_or_else(|| missing(field))?;
                 cfg.set(field, v).map_err(|(problem, allowed)| {
                     err(format!("{path}.{field}"), problem, allowed)
                 })?;
             }
+            cfg.chunks = match (&e.chunks, base) {
+                (Some(spec), _) => cfg.chunks_from(spec).map_err(|(problem, allowed)| {
+                    err(format!("{path}.chunks"), problem, allowed)
+                })?,
+                (None, Some(b)) => b.chunks,
+                (None, None) => return Err(missing("chunks")),
+            };
             Ok(cfg)
         };
         let defaults = resolve("defaults", "defaults", &file.defaults, None)?;

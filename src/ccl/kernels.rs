@@ -252,12 +252,15 @@ impl Ring {
 }
 
 /// A ring collective over blocks of a buffer: ring block `k` is the buffer
-/// block `prefix ++ [k]`, or `prefix ++ [order[k]]` with an order table.
+/// block `prefix ++ [k] ++ suffix`, or `prefix ++ [order[k]] ++ suffix` with
+/// an order table (a suffix takes one part of every block, e.g. the half
+/// one direction of a bidirectional ring carries).
 #[derive(Debug, Clone)]
 pub struct RingJob {
     pub ring: Ring,
     pub prefix: Vec<Index>,
     pub order: Option<Arc<[u32]>>,
+    pub suffix: Vec<Index>,
 }
 
 impl RingJob {
@@ -268,6 +271,7 @@ impl RingJob {
             None => Index::At(k),
             Some(t) => Index::Table(t.clone(), k),
         });
+        b.extend(self.suffix.iter().cloned());
         b
     }
 
@@ -478,6 +482,91 @@ pub fn all_gather(tl: &mut Tl, buf: &mut Buffer, jobs: &[RingJob], own: &[Sym], 
                 buf.store(tl, std::slice::from_ref(&a));
             }
         }
+    }
+}
+
+/// One pipelined chain through this member: the part of the buffer under
+/// `prefix`, cut into pieces, arriving on `from` (None: this member is the
+/// head) and leaving on `to` (None: the tail).
+#[derive(Debug, Clone)]
+pub struct Chain {
+    pub prefix: Vec<Index>,
+    pub from: Option<QDir>,
+    pub to: Option<QDir>,
+    /// When piece 0 reaches this member, in piece times after the head
+    /// sends it (its distance from the head).
+    pub offset: usize,
+}
+
+/// What the chains do with each piece.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChainKind {
+    /// The head loads and sends; the others receive, forward and store.
+    Broadcast,
+    /// Every member loads its piece; the others receive and combine it in
+    /// before forwarding; the tail stores the result.
+    Reduce(ReduceOp),
+}
+
+/// Runs `chains` through this member, piece by piece, in the order the
+/// pieces reach it (piece i of a chain at its offset + i): a PE waits on
+/// one receive at a time, so a chain whose pieces come later must never
+/// hold back one whose pieces come sooner. While every chain has pieces
+/// left the order repeats each piece time, and those steps run as one loop.
+pub fn run_chains(tl: &mut Tl, buf: &Buffer, kind: ChainKind, chains: &[Chain], pieces: usize) {
+    let Some(first) = chains.iter().map(|c| c.offset).max() else {
+        return;
+    };
+    let last = chains.iter().map(|c| c.offset + pieces).min().unwrap_or(0);
+    let end = chains.iter().map(|c| c.offset + pieces).max().unwrap_or(0);
+    let step = |tl: &mut Tl, t: usize| {
+        for c in chains {
+            if (c.offset..c.offset + pieces).contains(&t) {
+                run_piece(tl, buf, kind, c, Sym::from(t - c.offset));
+            }
+        }
+    };
+    let start = chains.iter().map(|c| c.offset).min().unwrap_or(0);
+    for t in start..first.min(end) {
+        step(tl, t);
+    }
+    if last > first {
+        tl.repeat(last - first, &[], |tl, s, _| {
+            for c in chains {
+                run_piece(tl, buf, kind, c, s + (first - c.offset));
+            }
+            Vec::new()
+        });
+    }
+    for t in last.max(first)..end {
+        step(tl, t);
+    }
+}
+
+/// One piece of one chain at this member.
+fn run_piece(tl: &mut Tl, buf: &Buffer, kind: ChainKind, c: &Chain, piece: Sym) {
+    let mut digits = c.prefix.clone();
+    digits.push(Index::At(piece));
+    let part = buf.part(&Atom(digits));
+    let t = match (kind, c.from) {
+        (ChainKind::Broadcast, None) => tl.load_part(&part),
+        (ChainKind::Broadcast, Some(from)) => tl.recv_part(from, &part),
+        (ChainKind::Reduce(_), None) => tl.load_part(&part),
+        (ChainKind::Reduce(op), Some(from)) => {
+            let mine = tl.load_part(&part);
+            let x = tl.recv_part(from, &part);
+            combine(tl, op, mine, x)
+        }
+    };
+    if let Some(to) = c.to {
+        tl.send(to, t);
+    }
+    let stores = match kind {
+        ChainKind::Broadcast => c.from.is_some(),
+        ChainKind::Reduce(_) => c.to.is_none(),
+    };
+    if stores {
+        tl.store_part(&part, t);
     }
 }
 

@@ -28,7 +28,7 @@ use kernbench_systems::{RunError, Tick};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-pub use config::{AlgoConfig, CclConfig};
+pub use config::{AlgoConfig, CclConfig, Chunks, PieceLimits};
 
 /// A collective operation.
 #[derive(
@@ -278,6 +278,20 @@ impl Buffers {
 }
 
 impl KernelArgs {
+    /// Pieces to cut a transfer of `elems` elements into when it crosses
+    /// `stages` forwarding stages in a row (see [`Chunks::pieces`]).
+    pub fn pieces(&self, elems: usize, stages: usize) -> usize {
+        self.chunks.pieces(elems, stages, self.piece_limits)
+    }
+
+    /// Piece times until piece 0 of a chain whose pieces hold `elems`
+    /// elements reaches the member `hops` hops from its head (see
+    /// [`PieceLimits::hop_in_pieces`]).
+    pub fn chain_offset(&self, elems: usize, hops: usize) -> usize {
+        let hop = self.piece_limits.hop_in_pieces(elems as u64 * 2);
+        (hops as f64 * hop).round() as usize
+    }
+
     /// This PE's buffer.
     pub fn buffer(&self, tl: &mut Tl) -> crate::kernel::Addr {
         let b = self.buffers;
@@ -340,8 +354,10 @@ pub struct KernelArgs {
     pub job: Job,
     /// Where every participant's buffer is.
     pub buffers: Buffers,
-    /// Pipeline depth: each transfer is cut into this many pieces.
-    pub chunks: usize,
+    /// Pipeline depth: fixed, or chosen per transfer ([`KernelArgs::pieces`]).
+    pub chunks: Chunks,
+    /// The piece sizes an `auto` depth chooses between on this system.
+    pub piece_limits: PieceLimits,
 }
 
 /// A collective algorithm (ADR-0050): what it supports, its wiring, its kernel.
@@ -499,9 +515,10 @@ impl Communicator {
         job: &Job,
     ) -> Result<(), CclError> {
         Self::supports(config, job.collective)?;
-        job.check(config.chunks).map_err(|(problem, allowed)| {
-            CclError::Config(format!("{}: {problem}; allowed: {allowed}", config.name))
-        })?;
+        job.check(config.chunks.fixed().unwrap_or(1))
+            .map_err(|(problem, allowed)| {
+                CclError::Config(format!("{}: {problem}; allowed: {allowed}", config.name))
+            })?;
         let hbm = sys.spec.memory.hbm.size_bytes;
         if job.bytes() > hbm {
             return Err(CclError::Config(format!(
@@ -557,13 +574,14 @@ impl Communicator {
         Ok(())
     }
 
-    fn launch_args(&self, job: Job, buffers: Buffers) -> (Vec<u32>, KernelArgs) {
+    fn launch_args(&self, sys: &System, job: Job, buffers: Buffers) -> (Vec<u32>, KernelArgs) {
         let pes: Vec<u32> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
         let args = KernelArgs {
             group: self.group,
             job,
             buffers,
-            chunks: self.config.chunks as usize,
+            chunks: self.config.chunks,
+            piece_limits: PieceLimits::of(sys, &self.config),
         };
         (pes, args)
     }
@@ -572,7 +590,8 @@ impl Communicator {
     /// it: what sharing and loops make of the algorithm's kernel.
     pub fn programs(&self, machine: &Machine, job: Job) -> Result<Vec<(u32, Launch)>, CclError> {
         self.check(machine, &job)?;
-        let (pes, args) = self.launch_args(job, Buffers::hbm(0, Self::pe_stride(&job)));
+        let (pes, args) =
+            self.launch_args(&machine.system, job, Buffers::hbm(0, Self::pe_stride(&job)));
         Ok(machine.trace(self.algorithm.kernel(), &args, &pes)?)
     }
 
@@ -604,7 +623,7 @@ impl Communicator {
         buffers: Buffers,
     ) -> Result<Vec<(u32, Launch)>, CclError> {
         Self::check_before_build(&machine.system, &self.config, &job)?;
-        let (pes, args) = self.launch_args(job, buffers);
+        let (pes, args) = self.launch_args(&machine.system, job, buffers);
         Ok(machine.trace(self.algorithm.kernel(), &args, &pes)?)
     }
 

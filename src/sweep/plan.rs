@@ -156,7 +156,8 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
 fn set_ccl_field(config: &mut AlgoConfig, field: &str, v: &str) -> Result<(), (String, String)> {
     match field {
         "buffer_kind" => config.set_buffer_kind(v),
-        "n_slots" | "slot_size" | "chunks" => {
+        "chunks" => config.set_chunks(v),
+        "n_slots" | "slot_size" => {
             let n = v.parse::<u64>().map_err(|_| {
                 (
                     format!("{field} = {v} is not a whole number"),
@@ -586,7 +587,7 @@ impl Plan {
             elems: crate::ccl::Job::elems_of(bytes)
                 .map_err(|(problem, allowed)| format!("bytes: {problem}; allowed: {allowed}"))?,
         };
-        job.check(config.chunks)
+        job.check(config.chunks.fixed().unwrap_or(1))
             .map_err(|(problem, allowed)| format!("ccl.chunks: {problem}; allowed: {allowed}"))?;
         Ok(Resolved {
             system,

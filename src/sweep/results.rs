@@ -22,7 +22,9 @@ pub struct Row {
     pub buffer_kind: String,
     pub n_slots: u32,
     pub slot_size: u64,
-    pub chunks: u32,
+    /// A number, or `auto` (empty for a point that failed before it resolved).
+    #[serde(deserialize_with = "text_or_number")]
+    pub chunks: String,
     pub op: String,
     pub bytes: u64,
     pub ticks: u64,
@@ -222,4 +224,18 @@ pub fn summary(rows: &[Row]) -> String {
         ));
     }
     out
+}
+
+/// A field written as text now and as a number by earlier result sets.
+fn text_or_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Number(u64),
+        Text(String),
+    }
+    Ok(match <Either as serde::Deserialize>::deserialize(d)? {
+        Either::Number(n) => n.to_string(),
+        Either::Text(t) => t,
+    })
 }

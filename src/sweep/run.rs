@@ -104,7 +104,7 @@ pub fn run_point(
         buffer_kind: String::new(),
         n_slots: 0,
         slot_size: 0,
-        chunks: 0,
+        chunks: String::new(),
         op: String::new(),
         bytes: 0,
         ticks: 0,
@@ -128,8 +128,11 @@ pub fn run_point(
         row.algorithm = r.config.name.clone();
         row.implementation = r.config.algorithm.clone();
         row.buffer_kind = r.config.buffer_kind.name().into();
-        (row.n_slots, row.slot_size, row.chunks) =
-            (r.config.n_slots, r.config.slot_size, r.config.chunks);
+        (row.n_slots, row.slot_size, row.chunks) = (
+            r.config.n_slots,
+            r.config.slot_size,
+            r.config.chunks.to_string(),
+        );
         row.op = r.op.name().into();
         row.bytes = r.bytes;
         let mode = if verify {

@@ -171,7 +171,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let (cw, ch) = g.cubes;
     let (cx, cy) = (cube % cw, cube / cw);
     let (root_col, root_row) = (cw / 2, ch / 2);
-    let mut buf = Buffer::new(a.buffer(tl), a.job.elems, &[a.chunks]);
+    let mut buf = Buffer::new(a.buffer(tl), a.job.elems, &[a.pieces(a.job.elems, 1)]);
     let all = buf.atoms(&[]);
     buf.load(tl, &all);
     // Phases 1-2: rows onto the root column, then the root column onto the root row.

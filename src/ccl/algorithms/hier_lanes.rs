@@ -40,11 +40,23 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     // Two halves, one per cube-ring direction; with one cube per SIP they still
     // double the pipeline depth of the lane rings, which pays for itself.
     let halves = 2;
-    let mut buf = Buffer::new(a.buffer(tl), a.job.elems, &[halves, c, 2, w, h, a.chunks]);
+    let mut buf = Buffer::new(
+        a.buffer(tl),
+        a.job.elems,
+        &[
+            halves,
+            c,
+            2,
+            w,
+            h,
+            a.pieces(a.job.elems / (halves * c * 2 * w * h), 1),
+        ],
+    );
     let job = |ring: Ring, prefix: Vec<Index>| RingJob {
         ring,
         prefix,
         order: None,
+        suffix: Vec::new(),
     };
 
     // Level 0: the cube ring, both directions (half of the buffer each).

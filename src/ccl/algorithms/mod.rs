@@ -3,6 +3,7 @@
 //! entry to `configs/ccl.yaml` (docs/guide.md walks through it).
 
 mod adr0032;
+mod bidir_ring;
 mod hier_lanes;
 #[cfg(feature = "test-algorithms")]
 mod panics;
@@ -15,6 +16,7 @@ use super::{Algorithm, CclError};
 pub static ALL: &[&dyn Algorithm] = &[
     &adr0032::Adr0032,
     &ring::RingAlgo,
+    &bidir_ring::BidirRing,
     &hier_lanes::HierLanes,
     &tree::Tree,
 ];

@@ -3,7 +3,10 @@
 //! participant sends 2(n−1)/n of the buffer); broadcast and reduce are
 //! pipelined chains along the ring.
 
-use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
+use crate::ccl::kernels::{
+    Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter,
+    run_chains,
+};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
@@ -58,7 +61,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     }
     let (order, position) = ring_tables(tl, &a.group);
     let me = position[participant] as usize;
-    let (job, op, chunks) = (a.job, a.job.op, a.chunks);
+    let (job, op) = (a.job, a.job.op);
     match job.collective {
         Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather => {
             let ring = Ring {
@@ -67,7 +70,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
                 next: QDir::E,
                 prev: QDir::W,
             };
-            let mut buf = Buffer::new(a.buffer(tl), job.elems, &[n, chunks]);
+            let mut buf = Buffer::new(a.buffer(tl), job.elems, &[n, a.pieces(job.elems / n, 1)]);
             // Ring block k holds the data block of the participant at position
             // k, so all-gather starts from each member's own block; for
             // reduce-scatter the blocks shift by one, since it leaves position
@@ -83,6 +86,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
                 ring,
                 prefix: Vec::new(),
                 order: Some(order),
+                suffix: Vec::new(),
             }];
             let keep = |own| Keep {
                 own,
@@ -101,39 +105,60 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
             }
             all_gather(tl, &mut buf, &j, &[j[0].owned()], keep(true));
         }
-        Collective::Broadcast => {
-            // Chain 0 → 1 → … → n−1, atom by atom.
-            let mut buf = Buffer::new(a.buffer(tl), job.elems, &[chunks]);
-            let all = buf.atoms(&[]);
-            if me == 0 {
-                buf.load(tl, &all);
-                buf.send(tl, &all, QDir::E);
-                return;
-            }
-            let to = (me + 1 < n).then_some(QDir::E);
-            for c in &all {
-                buf.recv_replace(tl, c, QDir::W, to);
-            }
-            buf.store(tl, &all);
-        }
-        Collective::Reduce => {
-            // Chain n−1 → … → 0, reducing on the way.
-            let mut buf = Buffer::new(a.buffer(tl), job.elems, &[chunks]);
-            let all = buf.atoms(&[]);
-            buf.load(tl, &all);
-            if me == n - 1 {
-                buf.send(tl, &all, QDir::W);
-                return;
-            }
-            let to = (me > 0).then_some(QDir::W);
-            for c in &all {
-                buf.recv_combine(tl, op, c, QDir::E, to);
-            }
-            if me == 0 {
-                buf.store(tl, &all);
-            }
+        Collective::Broadcast | Collective::Reduce => {
+            // One chain: broadcast 0 → 1 → … → n−1, reduce n−1 → … → 0.
+            let pieces = a.pieces(job.elems, n - 1);
+            let buf = Buffer::new(a.buffer(tl), job.elems, &[pieces]);
+            let (kind, chain) = if job.collective == Collective::Broadcast {
+                let chain = Chain {
+                    prefix: Vec::new(),
+                    from: (me > 0).then_some(QDir::W),
+                    to: (me + 1 < n).then_some(QDir::E),
+                    offset: me,
+                };
+                (ChainKind::Broadcast, chain)
+            } else {
+                let chain = Chain {
+                    prefix: Vec::new(),
+                    from: (me + 1 < n).then_some(QDir::E),
+                    to: (me > 0).then_some(QDir::W),
+                    offset: n - 1 - me,
+                };
+                (ChainKind::Reduce(op), chain)
+            };
+            run_chains(tl, &buf, kind, &[chain], pieces);
         }
     }
+}
+
+/// The queues of cycle c of a participant: its successor on `CYCLE_NEXT[c]`,
+/// its predecessor on `CYCLE_PREV[c]` (`ring` has one cycle, `bidir_ring`
+/// up to two).
+pub const CYCLE_NEXT: [QDir; 2] = [QDir::E, QDir::S];
+pub const CYCLE_PREV: [QDir; 2] = [QDir::W, QDir::N];
+
+/// Each participant's queues to its neighbours on every cycle of `cycles`
+/// (participant orders), both ways.
+pub fn cycle_wiring(g: &Group, q: &QueueConfig, cycles: &[Vec<usize>]) -> Vec<(u32, Vec<Entry>)> {
+    let n = g.size();
+    if n < 2 {
+        return Vec::new();
+    }
+    let mut entries: Vec<Vec<Entry>> = vec![Vec::new(); n];
+    for (c, order) in cycles.iter().enumerate() {
+        for k in 0..n {
+            let next = g.pe(order[(k + 1) % n]);
+            let prev = g.pe(order[(k + n - 1) % n]);
+            let e = &mut entries[order[k]];
+            e.push(q.entry(CYCLE_NEXT[c], next, CYCLE_PREV[c]));
+            e.push(q.entry(CYCLE_PREV[c], prev, CYCLE_NEXT[c]));
+        }
+    }
+    entries
+        .into_iter()
+        .enumerate()
+        .map(|(p, e)| (g.pe(p), e))
+        .collect()
 }
 
 impl Algorithm for RingAlgo {
@@ -150,24 +175,7 @@ impl Algorithm for RingAlgo {
         &Collective::ALL
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
-        let n = g.size();
-        if n < 2 {
-            return Vec::new();
-        }
-        let order = ring_order(g);
-        (0..n)
-            .map(|k| {
-                let next = g.pe(order[(k + 1) % n]);
-                let prev = g.pe(order[(k + n - 1) % n]);
-                (
-                    g.pe(order[k]),
-                    vec![
-                        q.entry(QDir::E, next, QDir::W),
-                        q.entry(QDir::W, prev, QDir::E),
-                    ],
-                )
-            })
-            .collect()
+        cycle_wiring(g, q, &[ring_order(g)])
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

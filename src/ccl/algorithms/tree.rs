@@ -54,7 +54,11 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     if a.group.size() == 1 {
         return;
     }
-    let mut buf = Buffer::new(a.buffer(tl), a.job.elems, &[a.chunks]);
+    let mut buf = Buffer::new(
+        a.buffer(tl),
+        a.job.elems,
+        &[a.pieces(a.job.elems, levels(a.group.size()))],
+    );
     let all = buf.atoms(&[]);
     match a.job.collective {
         Collective::Reduce => {

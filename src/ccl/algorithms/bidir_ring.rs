@@ -1,0 +1,302 @@
+//! `bidir_ring`: rings over Hamiltonian cycles of the participants, each
+//! run both ways round at once. Every block is cut into one part per ring,
+//! so every link of a cycle carries data in both directions: all-reduce,
+//! reduce-scatter and all-gather take half the time of `ring`'s one-way
+//! ring. On a square torus of side 3 or more with one participant per SIP
+//! there are two edge-disjoint Hamiltonian cycles, four rings, and every SIP
+//! link carries a ring each way. Broadcast and reduce are pipelined chains,
+//! one per ring, cut into pieces by the pipeline depth (`chunks: auto`
+//! chooses it from the size, the chain's length and the links).
+
+use super::ring::{cycle_wiring, me, ring_order};
+use crate::ccl::kernels::{
+    Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
+};
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::kernel::Tl;
+use crate::kernel::wiring::QueueConfig;
+use crate::spec::SipTopology;
+use kernbench_systems::ipcq::Entry;
+use std::sync::Arc;
+
+pub struct BidirRing;
+
+use super::ring::{CYCLE_NEXT as NEXT, CYCLE_PREV as PREV};
+
+/// Participant orders of the cycles the rings follow, each starting at
+/// participant 0: on a square torus of side k ≥ 3 with one participant per
+/// SIP, two edge-disjoint Hamiltonian cycles (below); otherwise `ring`'s order.
+///
+/// Every step of either cycle moves +x or +y, so x + y grows by one per
+/// step; cycle 0 moves +x except on the anti-diagonal x + y ≡ k − 1, where
+/// it moves +y, and cycle 1 does the opposite. Each SIP's +x and +y links
+/// thus belong to exactly one cycle. Every k steps cycle 0 moves by
+/// (−1, +1), so it first returns to its start after k² steps: it visits
+/// every SIP (cycle 1 likewise, with x and y swapped).
+pub fn cycles(g: &Group) -> Vec<Vec<usize>> {
+    let (w, h) = g.grid;
+    let one_per_sip = g.cubes_per_sip() * g.pes == 1;
+    if g.topology != SipTopology::Torus2d || w != h || w < 3 || !one_per_sip {
+        return vec![ring_order(g)];
+    }
+    let k = w as usize;
+    (0..2)
+        .map(|c| {
+            let (mut x, mut y) = (0, 0);
+            (0..k * k)
+                .map(|_| {
+                    let at = g.participant((y * k + x) as u32, 0);
+                    let diagonal = (x + y) % k == k - 1;
+                    if diagonal == (c == 1) {
+                        x = (x + 1) % k;
+                    } else {
+                        y = (y + 1) % k;
+                    }
+                    at
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A cycle's participant order and its inverse (participant → position),
+/// shared by the PEs of a launch.
+struct CycleTable {
+    order: Arc<[u32]>,
+    position: Arc<[u32]>,
+}
+
+fn cycle_tables(tl: &mut Tl, g: &Group) -> Vec<CycleTable> {
+    let all = cycles(g);
+    (0..all.len())
+        .map(|c| {
+            let order = tl.table(&format!("bidir cycle {c} order"), || {
+                all[c].iter().map(|&p| p as u32).collect()
+            });
+            let position = tl.table(&format!("bidir cycle {c} position"), || {
+                let mut pos = vec![0u32; order.len()];
+                for (k, &p) in order.iter().enumerate() {
+                    pos[p as usize] = k as u32;
+                }
+                pos
+            });
+            CycleTable { order, position }
+        })
+        .collect()
+}
+
+fn kernel(tl: &mut Tl, a: &KernelArgs) {
+    let n = a.group.size();
+    let participant = me(tl, &a.group);
+    if n == 1 {
+        return;
+    }
+    let tables = cycle_tables(tl, &a.group);
+    let pos: Vec<usize> = tables
+        .iter()
+        .map(|t| t.position[participant] as usize)
+        .collect();
+    match a.job.collective {
+        Collective::Broadcast | Collective::Reduce => chains(tl, a, &pos),
+        _ => rings(tl, a, &tables, &pos),
+    }
+}
+
+/// Reduce-scatter, all-gather or both over every cycle both ways round.
+/// Ring block `k` of a ring is the data block of the participant its table
+/// names: for all-gather the one at ring position `k` (each starts from its
+/// own block), for reduce-scatter the one at position `k − 1` (reduce-scatter
+/// leaves position `k` with ring block `k + 1`, and each must end with its
+/// own). Ring `2c + d` (cycle c, d = 1 the reverse way) carries part `2c + d`
+/// of every block.
+fn rings(tl: &mut Tl, a: &KernelArgs, tables: &[CycleTable], pos: &[usize]) {
+    let (n, job) = (a.group.size(), a.job);
+    let shift = usize::from(job.collective == Collective::ReduceScatter);
+    let mut jobs = Vec::new();
+    for (c, CycleTable { order, .. }) in tables.iter().enumerate() {
+        let forward = Ring {
+            n,
+            me: tl.param(pos[c] as i64),
+            next: NEXT[c],
+            prev: PREV[c],
+        };
+        for (d, ring) in [forward, forward.reversed()].into_iter().enumerate() {
+            let name = format!("bidir cycle {c} way {d} shift {shift}");
+            let table = tl.table(&name, || {
+                (0..n)
+                    .map(|k| {
+                        let at = (k + n - shift) % n;
+                        order[if d == 0 { at } else { (n - at) % n }]
+                    })
+                    .collect()
+            });
+            jobs.push(RingJob {
+                ring,
+                prefix: Vec::new(),
+                order: Some(table),
+                suffix: vec![(2 * c + d).into()],
+            });
+        }
+    }
+    let parts = jobs.len();
+    let pieces = a.pieces(job.elems / (parts * n), 1);
+    let mut buf = Buffer::new(a.buffer(tl), job.elems, &[n, parts, pieces]);
+    let keep = |own| Keep {
+        own,
+        received: true,
+        reuse: false,
+    };
+    if job.collective == Collective::AllGather {
+        let own: Vec<_> = jobs.iter().map(|j| j.ring.me).collect();
+        for j in &jobs {
+            buf.load(tl, &buf.atoms(&j.block(j.ring.me)));
+        }
+        all_gather(tl, &mut buf, &jobs, &own, keep(false));
+        return;
+    }
+    reduce_scatter(tl, job.op, &mut buf, &jobs);
+    if job.collective == Collective::ReduceScatter {
+        for j in &jobs {
+            buf.store(tl, &buf.atoms(&j.block(j.owned())));
+        }
+        return;
+    }
+    let owned: Vec<_> = jobs.iter().map(|j| j.owned()).collect();
+    all_gather(tl, &mut buf, &jobs, &owned, keep(true));
+}
+
+/// Pipelined chains, two per cycle, one per part of the buffer: broadcast
+/// sends part 2c east along cycle c from position 0 through 1, 2, … and
+/// part 2c + 1 west through n − 1, n − 2, …; reduce runs each the other way
+/// round into position 0. Each member takes the pieces of all chains in the
+/// order they reach it.
+fn chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
+    let (n, elems) = (a.group.size(), a.job.elems);
+    let parts = 2 * pos.len();
+    let pieces = a.pieces(elems / parts, n - 1);
+    let buf = Buffer::new(a.buffer(tl), elems, &[parts, pieces]);
+    let at = |hops| a.chain_offset(elems / (parts * pieces), hops);
+    let chain = |part: usize, from, to, offset| Chain {
+        prefix: vec![part.into()],
+        from,
+        to,
+        offset,
+    };
+    let mut all = Vec::new();
+    let broadcast = a.job.collective == Collective::Broadcast;
+    for (c, &p) in pos.iter().enumerate() {
+        let (next, prev) = (NEXT[c], PREV[c]);
+        if broadcast {
+            let root = p == 0;
+            all.push(chain(
+                2 * c,
+                (!root).then_some(prev),
+                (p != n - 1).then_some(next),
+                at(p),
+            ));
+            all.push(chain(
+                2 * c + 1,
+                (!root).then_some(next),
+                (p != 1).then_some(prev),
+                at((n - p) % n),
+            ));
+        } else {
+            let to_root = |dir| (p != 0).then_some(dir);
+            all.push(chain(
+                2 * c,
+                (p != n - 1).then_some(next),
+                to_root(prev),
+                at(n - 1 - p),
+            ));
+            let east = at(if p == 0 { n - 1 } else { p - 1 });
+            all.push(chain(
+                2 * c + 1,
+                (p != 1).then_some(prev),
+                to_root(next),
+                east,
+            ));
+        }
+    }
+    let kind = if broadcast {
+        ChainKind::Broadcast
+    } else {
+        ChainKind::Reduce(a.job.op)
+    };
+    run_chains(tl, &buf, kind, &all, pieces);
+}
+
+impl Algorithm for BidirRing {
+    fn name(&self) -> &'static str {
+        "bidir_ring"
+    }
+    fn summary(&self) -> &'static str {
+        "rings both ways round over Hamiltonian cycles (two edge-disjoint ones on a square torus): every cycle link busy both ways; pipelined chains for broadcast and reduce"
+    }
+    fn every_pe(&self) -> bool {
+        true
+    }
+    fn collectives(&self) -> &'static [Collective] {
+        &[
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::AllGather,
+            Collective::Broadcast,
+            Collective::Reduce,
+        ]
+    }
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+        cycle_wiring(g, q, &cycles(g))
+    }
+    fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
+        kernel
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::System;
+    use std::collections::HashSet;
+
+    fn torus(k: u32) -> Group {
+        let mut sys = System::embedded_default();
+        let s = &mut sys.spec;
+        s.system.sips.count = k * k;
+        s.system.sips.topology = SipTopology::Torus2d;
+        (s.system.sips.w, s.system.sips.h) = (Some(k), Some(k));
+        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (1, 1);
+        Group {
+            grid: (k, k),
+            ..Group::new(&sys)
+        }
+    }
+
+    /// Both cycles visit every SIP once, every hop joins torus neighbours,
+    /// and no link (either way) is in both.
+    #[test]
+    fn a_square_torus_has_two_edge_disjoint_hamiltonian_cycles() {
+        for k in [3u32, 4, 5, 16] {
+            let g = torus(k);
+            let all = cycles(&g);
+            assert_eq!(all.len(), 2, "{k}x{k}");
+            let mut used = HashSet::new();
+            for c in &all {
+                let mut seen = c.clone();
+                seen.sort_unstable();
+                assert_eq!(seen, (0..(k * k) as usize).collect::<Vec<_>>(), "{k}x{k}");
+                for i in 0..c.len() {
+                    let (a, b) = (c[i] as u32, c[(i + 1) % c.len()] as u32);
+                    let (dx, dy) = ((a % k).abs_diff(b % k), (a / k).abs_diff(b / k));
+                    let step = |d: u32| d == 1 || d == k - 1;
+                    assert!((dx == 0 && step(dy)) || (dy == 0 && step(dx)), "{a} -> {b}");
+                    assert!(
+                        used.insert((a.min(b), a.max(b))),
+                        "{k}x{k}: link {a}-{b} twice"
+                    );
+                }
+            }
+        }
+        // A 2x2 torus or a ring keeps the one cycle of `ring`.
+        assert_eq!(cycles(&torus(2)).len(), 1);
+    }
+}
