@@ -27,9 +27,14 @@ fn programs(
     collective: Collective,
     elems: usize,
 ) -> Vec<(u32, Launch)> {
-    let ccl = CclConfig::embedded_default();
-    let (m, comm) =
-        common::communicator(sys, ccl.entry(algorithm).unwrap(), DataMode::TimingOnly).unwrap();
+    // One piece per block, so program lengths compare across sizes (`auto`
+    // would cut a 16-participant block into more pieces than a 1024 one).
+    let mut config = CclConfig::embedded_default()
+        .entry(algorithm)
+        .unwrap()
+        .clone();
+    config.chunks = kernbench::ccl::Chunks::Fixed(1);
+    let (m, comm) = common::communicator(sys, &config, DataMode::TimingOnly).unwrap();
     let job = Job {
         collective,
         op: ReduceOp::Sum,

@@ -186,11 +186,35 @@ impl<'de> Deserialize<'de> for Chunks {
 
 /// `chunks` as written: a number or a word (only `auto` is valid; the
 /// resolver names the field when it is not).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum ChunksSpec {
     Number(u64),
     Word(String),
+}
+
+impl<'de> Deserialize<'de> for ChunksSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = ChunksSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a whole number in digits (no sign, fraction or unit suffix such as K), or auto")
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ChunksSpec, E> {
+                Ok(ChunksSpec::Number(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ChunksSpec, E> {
+                u64::try_from(v)
+                    .map(ChunksSpec::Number)
+                    .map_err(|_| E::invalid_value(serde::de::Unexpected::Signed(v), &self))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ChunksSpec, E> {
+                Ok(ChunksSpec::Word(v.into()))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
 }
 
 /// One entry: every field optional, missing ones come from `defaults`.
