@@ -133,6 +133,9 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
                 buf.store(tl, &all);
             }
         }
+        Collective::AllToAll => {
+            unreachable!("ring does not list all_to_all: Communicator::supports refuses it first")
+        }
     }
 }
 
@@ -147,7 +150,13 @@ impl Algorithm for RingAlgo {
         true
     }
     fn collectives(&self) -> &'static [Collective] {
-        &Collective::ALL
+        &[
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::AllGather,
+            Collective::Broadcast,
+            Collective::Reduce,
+        ]
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let n = g.size();
