@@ -297,10 +297,17 @@ fn embedded_default_has_the_shipped_entries() {
     let c = CclConfig::embedded_default();
     assert_eq!(c.origin, "<embedded ccl.yaml>");
     let got = names(&c);
-    for want in ["adr0032", "adr0032_pipelined", "ring", "hier_lanes", "tree"] {
+    for want in [
+        "adr0032",
+        "adr0032_pipelined",
+        "ring",
+        "hier_lanes",
+        "tree",
+        "pairwise",
+    ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 5, "{got:?}");
+    assert_eq!(got.len(), 6, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -438,6 +445,7 @@ fn unknown_entry_lists_the_entry_names() {
         "ring",
         "hier_lanes",
         "tree",
+        "pairwise",
     ] {
         assert!(msg.contains(name), "{name} not listed: {msg}");
     }

@@ -539,6 +539,7 @@ fn run_unknown_algorithm_lists_the_entries() {
         "ring",
         "hier_lanes",
         "tree",
+        "pairwise",
     ] {
         assert!(r.stderr.contains(name), "{name} not listed: {}", r.stderr);
     }

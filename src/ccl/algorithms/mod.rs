@@ -4,6 +4,7 @@
 
 mod adr0032;
 mod hier_lanes;
+mod pairwise;
 #[cfg(feature = "test-algorithms")]
 mod panics;
 mod ring;
@@ -17,6 +18,7 @@ pub static ALL: &[&dyn Algorithm] = &[
     &ring::RingAlgo,
     &hier_lanes::HierLanes,
     &tree::Tree,
+    &pairwise::Pairwise,
 ];
 
 /// Algorithms only the project's tests can name (never listed to users).
