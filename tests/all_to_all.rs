@@ -129,3 +129,146 @@ fn pairwise_closed_form() {
         }
     }
 }
+
+/// The bisection term on its closed forms, and only for all-to-all: a
+/// lean ring cuts 2 links each way, a 4x4 torus 8, a 4x4 mesh 4, a 2x4
+/// mesh (taller than wide) cuts its rows: 2 links.
+#[test]
+fn the_bisection_term_cuts_the_longer_dimension_in_half() {
+    use kernbench::ccl::bound::lower_bound;
+    let s: u64 = 16 * 4096;
+    let inter = 100; // bytes per tick of the default inter-SIP links
+    let cases = [
+        // (SIPs, topology, grid, bytes crossing one way, crossing links)
+        (8, SipTopology::Ring1d, None, 4 * 4 * s / 8, 2),
+        (5, SipTopology::Ring1d, None, 2 * 3 * s / 5, 2),
+        (16, SipTopology::Torus2d, Some((4, 4)), 8 * 8 * s / 16, 8),
+        (
+            16,
+            SipTopology::Mesh2dNoWrap,
+            Some((4, 4)),
+            8 * 8 * s / 16,
+            4,
+        ),
+        (8, SipTopology::Mesh2dNoWrap, Some((2, 4)), 4 * 4 * s / 8, 2),
+    ];
+    for (n, topology, grid, bytes, links) in cases {
+        let sys = common::lean(n, topology, grid);
+        let (m, c) =
+            common::communicator(&sys, &cfg("pairwise", Space::Tcm, 1), DataMode::TimingOnly)
+                .unwrap();
+        let mut j = job((s / 2) as usize);
+        let b = lower_bound(&m, &sys, &c.group, &j);
+        let bisection = b.terms.iter().find(|t| t.0 == "bisection");
+        assert_eq!(
+            bisection,
+            Some(&("bisection", bytes / (links * inter))),
+            "{n} SIPs {topology:?} {grid:?}: {b:?}"
+        );
+        for other in Collective::ALL
+            .into_iter()
+            .filter(|&k| k != Collective::AllToAll)
+        {
+            j.collective = other;
+            let b = lower_bound(&m, &sys, &c.group, &j);
+            assert!(b.terms.iter().all(|t| t.0 != "bisection"), "{other}: {b:?}");
+        }
+    }
+}
+
+/// A large all-to-all on a lean ring is set by the bisection; the pairwise
+/// time stays above every bound on the default (non-ideal) system too.
+#[test]
+fn no_run_beats_its_bound() {
+    let r = lean_run(8, "pairwise", 8 << 16);
+    assert_eq!(r.bound_term, "bisection", "{r:?}");
+    assert_eq!(r.bound_ticks, 4 * 4 * (1 << 16) / (2 * B));
+    let sys = sips(6, SipTopology::Torus2d, Some((3, 2)), (2, 2));
+    let ccl = CclConfig::embedded_default();
+    let (mut m, c) =
+        common::communicator(&sys, ccl.entry("pairwise").unwrap(), DataMode::TimingOnly).unwrap();
+    for elems in [24, 24 << 6, 24 << 12] {
+        let r = c.run(&mut m, job(elems)).unwrap();
+        assert!(r.ticks >= r.bound_ticks, "{elems} elems: {r:?}");
+    }
+}
+
+/// A size that does not split into one block per participant is refused
+/// before anything runs, naming the size, the count and the sizes allowed.
+#[test]
+fn a_size_that_is_not_a_multiple_of_the_participants_is_refused() {
+    let sys = common::lean_links(6, B, L);
+    let (mut m, c) =
+        common::communicator(&sys, &cfg("pairwise", Space::Tcm, 1), DataMode::Functional).unwrap();
+    let e = c.run(&mut m, job(1000)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "pairwise: all_to_all of 2000 B per participant over 6 participants: the buffer must split into 6 equal blocks of whole f16 elements; allowed: a multiple of 12 B (6 participants x 2 B), e.g. 1992 B or 2004 B"
+    );
+    assert!(c.programs(&m, job(1000)).is_err());
+    let e = c.run(&mut m, job(5)).unwrap_err().to_string();
+    assert!(e.ends_with("e.g. 12 B"), "{e}");
+    assert!(c.run(&mut m, job(1002)).is_ok());
+    // Algorithms without all-to-all say so.
+    let (mut m, c) =
+        common::communicator(&sys, &cfg("ring", Space::Tcm, 1), DataMode::Functional).unwrap();
+    match c.run(&mut m, job(1002)) {
+        Err(CclError::Unsupported { what, .. }) => assert!(what.contains("all_to_all"), "{what}"),
+        other => panic!("ring ran all_to_all: {other:?}"),
+    }
+}
+
+/// Pairwise wires one channel per distance: more than 256 participants are
+/// refused at install naming the limit; slot areas that outgrow a TCM are
+/// refused naming the fix, and the shipped entry (hbm) fits.
+#[test]
+fn pairwise_limits_name_their_fix() {
+    let config = cfg("pairwise", Space::Tcm, 1);
+    let sys = common::lean(257, SipTopology::Ring1d, None);
+    let Err(e) = common::communicator(&sys, &config, DataMode::TimingOnly) else {
+        panic!("257 participants installed");
+    };
+    let e = e.to_string();
+    assert!(
+        e.starts_with("pairwise (pairwise): a group of 257 participants")
+            && e.contains("at most 256 participants")
+            && e.contains("allowed: fewer SIPs or cubes"),
+        "{e}"
+    );
+    // 31 queues of 4 x 64 KiB do not fit a 4 MiB TCM.
+    let sys = common::lean(32, SipTopology::Ring1d, None);
+    let mut big = config.clone();
+    big.slot_size = 65536;
+    let Err(e) = common::communicator(&sys, &big, DataMode::TimingOnly) else {
+        panic!("7.75 MiB of slots in a 4 MiB TCM");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("cannot hold the IPCQ slot area") && e.contains("another buffer_kind"),
+        "{e}"
+    );
+    let shipped = CclConfig::embedded_default();
+    let entry = shipped.entry("pairwise").unwrap();
+    assert_eq!((entry.buffer_kind, entry.slot_size), (Space::Hbm, 65536));
+    let sys = common::lean(256, SipTopology::Ring1d, None);
+    assert!(common::communicator(&sys, entry, DataMode::TimingOnly).is_ok());
+}
+
+/// Every participant runs the same program: the position is a parameter.
+#[test]
+fn pairwise_participants_share_one_program() {
+    let sys = common::lean(16, SipTopology::Ring1d, None);
+    let ccl = CclConfig::embedded_default();
+    let (m, c) =
+        common::communicator(&sys, ccl.entry("pairwise").unwrap(), DataMode::TimingOnly).unwrap();
+    let launches = c.programs(&m, job(16 * 64)).unwrap();
+    assert_eq!(launches.len(), 16);
+    let first = &launches[0].1.program;
+    assert!(
+        launches
+            .iter()
+            .all(|(_, l)| std::sync::Arc::ptr_eq(&l.program, first))
+    );
+    // 15 loads; 7 steps of two sends, two recvs, two stores; one of one each.
+    assert_eq!(first.len(), 15 + 7 * 6 + 3);
+}
