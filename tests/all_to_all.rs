@@ -8,7 +8,7 @@ use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::Space;
 use kernbench_systems::memory::DataMode;
 
-const ALGORITHMS: [&str; 1] = ["pairwise"];
+const ALGORITHMS: [&str; 2] = ["pairwise", "bruck"];
 
 fn cfg(algorithm: &str, buffer: Space, chunks: u32) -> AlgoConfig {
     AlgoConfig {
@@ -176,8 +176,8 @@ fn the_bisection_term_cuts_the_longer_dimension_in_half() {
     }
 }
 
-/// A large all-to-all on a lean ring is set by the bisection; the pairwise
-/// time stays above every bound on the default (non-ideal) system too.
+/// A large all-to-all on a lean ring is set by the bisection; both
+/// algorithms stay above their bound on a non-ideal torus too.
 #[test]
 fn no_run_beats_its_bound() {
     let r = lean_run(8, "pairwise", 8 << 16);
@@ -185,11 +185,13 @@ fn no_run_beats_its_bound() {
     assert_eq!(r.bound_ticks, 4 * 4 * (1 << 16) / (2 * B));
     let sys = sips(6, SipTopology::Torus2d, Some((3, 2)), (2, 2));
     let ccl = CclConfig::embedded_default();
-    let (mut m, c) =
-        common::communicator(&sys, ccl.entry("pairwise").unwrap(), DataMode::TimingOnly).unwrap();
-    for elems in [24, 24 << 6, 24 << 12] {
-        let r = c.run(&mut m, job(elems)).unwrap();
-        assert!(r.ticks >= r.bound_ticks, "{elems} elems: {r:?}");
+    for algo in ALGORITHMS {
+        let entry = ccl.entry(algo).unwrap();
+        let (mut m, c) = common::communicator(&sys, entry, DataMode::TimingOnly).unwrap();
+        for elems in [24, 24 << 6, 24 << 12] {
+            let r = c.run(&mut m, job(elems)).unwrap();
+            assert!(r.ticks >= r.bound_ticks, "{algo}, {elems} elems: {r:?}");
+        }
     }
 }
 
@@ -256,19 +258,52 @@ fn pairwise_limits_name_their_fix() {
 
 /// Every participant runs the same program: the position is a parameter.
 #[test]
-fn pairwise_participants_share_one_program() {
+fn participants_share_one_program() {
     let sys = common::lean(16, SipTopology::Ring1d, None);
     let ccl = CclConfig::embedded_default();
-    let (m, c) =
-        common::communicator(&sys, ccl.entry("pairwise").unwrap(), DataMode::TimingOnly).unwrap();
-    let launches = c.programs(&m, job(16 * 64)).unwrap();
-    assert_eq!(launches.len(), 16);
-    let first = &launches[0].1.program;
+    for algo in ALGORITHMS {
+        let (m, c) =
+            common::communicator(&sys, ccl.entry(algo).unwrap(), DataMode::TimingOnly).unwrap();
+        let launches = c.programs(&m, job(16 * 64)).unwrap();
+        assert_eq!(launches.len(), 16);
+        let first = &launches[0].1.program;
+        assert!(
+            launches
+                .iter()
+                .all(|(_, l)| std::sync::Arc::ptr_eq(&l.program, first)),
+            "{algo}"
+        );
+        // pairwise: 15 loads; 7 steps of two sends, two recvs, two stores,
+        // one of one each. bruck: 15 loads; 4 steps of 8 sends and recvs;
+        // 15 stores.
+        let ops = if algo == "pairwise" {
+            15 + 7 * 6 + 3
+        } else {
+            15 + 4 * 8 * 2 + 15
+        };
+        assert_eq!(first.len(), ops, "{algo}");
+    }
+}
+
+/// Bruck's ⌈log2 n⌉ steps win on small blocks, pairwise's single pass over
+/// the data on large ones (4 SIPs of 2x2 cubes, the shipped entries).
+#[test]
+fn bruck_wins_small_blocks_and_pairwise_large_ones() {
+    let sys = sips(4, SipTopology::Ring1d, None, (2, 2));
+    let ccl = CclConfig::embedded_default();
+    let ticks = |algo: &str, bytes: usize| {
+        let (mut m, c) =
+            common::communicator(&sys, ccl.entry(algo).unwrap(), DataMode::TimingOnly).unwrap();
+        c.run(&mut m, job(bytes / 2)).unwrap().ticks
+    };
+    let (bruck, pairwise) = (ticks("bruck", 1 << 10), ticks("pairwise", 1 << 10));
     assert!(
-        launches
-            .iter()
-            .all(|(_, l)| std::sync::Arc::ptr_eq(&l.program, first))
+        2 * bruck < pairwise,
+        "1 KiB: bruck {bruck}, pairwise {pairwise}"
     );
-    // 15 loads; 7 steps of two sends, two recvs, two stores; one of one each.
-    assert_eq!(first.len(), 15 + 7 * 6 + 3);
+    let (bruck, pairwise) = (ticks("bruck", 1 << 20), ticks("pairwise", 1 << 20));
+    assert!(
+        pairwise < bruck,
+        "1 MiB: bruck {bruck}, pairwise {pairwise}"
+    );
 }

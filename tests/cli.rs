@@ -540,6 +540,7 @@ fn run_unknown_algorithm_lists_the_entries() {
         "hier_lanes",
         "tree",
         "pairwise",
+        "bruck",
     ] {
         assert!(r.stderr.contains(name), "{name} not listed: {}", r.stderr);
     }

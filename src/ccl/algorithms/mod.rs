@@ -3,6 +3,7 @@
 //! entry to `configs/ccl.yaml` (docs/guide.md walks through it).
 
 mod adr0032;
+mod bruck;
 mod hier_lanes;
 mod pairwise;
 #[cfg(feature = "test-algorithms")]
@@ -19,6 +20,7 @@ pub static ALL: &[&dyn Algorithm] = &[
     &hier_lanes::HierLanes,
     &tree::Tree,
     &pairwise::Pairwise,
+    &bruck::Bruck,
 ];
 
 /// Algorithms only the project's tests can name (never listed to users).

@@ -85,7 +85,7 @@ impl Algorithm for Pairwise {
         let n = g.size();
         if n > MAX_PARTICIPANTS {
             return Err(format!(
-                "a group of {n} participants: pairwise wires one logical channel per distance (QDir::Chan is a u8), so at most {MAX_PARTICIPANTS} participants; allowed: fewer SIPs or cubes"
+                "a group of {n} participants: pairwise wires one logical channel per distance (QDir::Chan is a u8), so at most {MAX_PARTICIPANTS} participants; allowed: fewer SIPs or cubes, or algorithm bruck"
             ));
         }
         Ok(())
