@@ -3,8 +3,8 @@
 //!
 //! * bandwidth terms: bytes a participant, its cube, or its SIP must receive,
 //!   over the bandwidth of the links that enter it (2(n−1)/n·S for all-reduce
-//!   and (n−1)/n·S for reduce-scatter and all-gather, S for a broadcast
-//!   receiver or the reduce root), with n counted at that level;
+//!   and (n−1)/n·S for reduce-scatter, all-gather and all-to-all, S for a
+//!   broadcast receiver or the reduce root), with n counted at that level;
 //! * memory term: bytes the cube's HBM port must read and write;
 //! * bisection term (all-to-all only): bytes one half of the SIP grid must
 //!   send the other, over the inter-SIP links that cross the cut;

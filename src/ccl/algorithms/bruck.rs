@@ -77,10 +77,10 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let mut done_before: Vec<usize> = Vec::new();
     for k in 0..levels(n) {
         for &i in &slots_of_step(n, k) {
-            for c in 0..a.chunks {
-                tl.send(send_chan(k), slots[i][c]);
+            for (c, tile) in slots[i].iter_mut().enumerate() {
+                tl.send(send_chan(k), *tile);
                 let part = piece(&buf, me, Sym::from(n - i), c);
-                slots[i][c] = tl.recv_part(recv_chan(k), &part);
+                *tile = tl.recv_part(recv_chan(k), &part);
             }
         }
         // Slots final after the previous step are stored now, behind this

@@ -92,7 +92,7 @@ impl Algorithm for Pairwise {
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let n = g.size();
-        if n < 2 || n > MAX_PARTICIPANTS {
+        if !(2..=MAX_PARTICIPANTS).contains(&n) {
             return Vec::new();
         }
         (0..n)
