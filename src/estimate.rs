@@ -78,11 +78,13 @@ pub fn links(sys: &System) -> u64 {
 
 /// Ops held in programs: distinct programs times their length. Ring and
 /// adr0032 steps are loops, so a few programs of a few dozen ops per chunk;
-/// hier_lanes shares a program per SIP, unrolled; tree one per participant.
+/// hier_lanes shares a program per SIP, unrolled; pairwise and bruck one
+/// program for all, unrolled; tree one per participant.
 fn held_program_ops(algorithm: &str, g: &Group, ops_per_participant: f64, chunks: f64) -> f64 {
     match algorithm {
         "ring" | "adr0032" => 3.0 * 64.0 * chunks,
         "hier_lanes" => f64::from(g.sips) * ops_per_participant,
+        "pairwise" | "bruck" => ops_per_participant,
         _ => g.size() as f64 * ops_per_participant,
     }
 }
@@ -138,11 +140,11 @@ impl Estimate {
         e.ops = p * work.sends * OPS_PER_SEND + 4.0 * p;
         let held_ops = held_program_ops(&config.algorithm, &g, e.ops / p, chunks);
         // Register files: a ring step carries a block's tiles in two banks,
-        // hier_lanes four pieces of it.
-        let pieces = if config.algorithm == "hier_lanes" {
-            4.0
-        } else {
-            1.0
+        // hier_lanes four pieces of it; pairwise and bruck hold every block.
+        let pieces = match config.algorithm.as_str() {
+            "hier_lanes" => 4.0,
+            "pairwise" | "bruck" => p / 4.0,
+            _ => 1.0,
         };
         let registers = p * (4.0 * chunks * pieces + 16.0);
         let packet = sys
@@ -151,7 +153,12 @@ impl Estimate {
             .noc
             .packet_bytes
             .min(sys.spec.links.inter_sip.packet_bytes) as f64;
-        let hops = f64::from(sys.spec.cube.noc_mesh.w + sys.spec.cube.noc_mesh.h) + 4.0;
+        let mut hops = f64::from(sys.spec.cube.noc_mesh.w + sys.spec.cube.noc_mesh.h) + 4.0;
+        if job.collective == Collective::AllToAll {
+            // Blocks go to every participant, a quarter of the grid away on
+            // average, about three links per SIP hop.
+            hops += 3.0 * (f64::from(g.grid.0) + f64::from(g.grid.1)) / 4.0;
+        }
         let packets_per_chunk = (work.bytes_per_send.min(slot) / packet).ceil().max(1.0);
         // Chunks cross the network; each send also loads and stores its tile
         // between HBM and the PE over the NoC.
@@ -250,13 +257,17 @@ pub fn work(
     let (sends, size) = match (algorithm, c) {
         ("tree", Collective::AllReduce) => (2.0 * levels, bytes),
         ("tree", _) => (levels, bytes),
+        // A block to one peer per send, about half of them per step.
+        ("bruck", _) => (levels * (p / 2.0).ceil(), bytes / p),
         ("adr0032", _) => (4.0 + (w - 1.0 + h - 1.0).max(1.0) * 2.0, bytes),
         ("hier_lanes", _) => (
             4.0 * ((cubes - 1.0) + (w - 1.0) + (h - 1.0)),
             bytes / (2.0 * cubes).max(1.0),
         ),
         (_, Collective::AllReduce) => (2.0 * (p - 1.0), bytes / p),
-        (_, Collective::ReduceScatter | Collective::AllGather) => (p - 1.0, bytes / p),
+        (_, Collective::ReduceScatter | Collective::AllGather | Collective::AllToAll) => {
+            (p - 1.0, bytes / p)
+        }
         (_, Collective::Broadcast | Collective::Reduce) => (1.0, bytes),
     };
     // Chains (tree levels, ring broadcast and reduce) forward piece by piece.

@@ -304,10 +304,12 @@ fn embedded_default_has_the_shipped_entries() {
         "bidir_ring",
         "hier_lanes",
         "tree",
+        "pairwise",
+        "bruck",
     ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 6, "{got:?}");
+    assert_eq!(got.len(), 8, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -370,11 +372,23 @@ fn embedded_entries_inherit_from_defaults() {
     assert_eq!(adr.chunks, Chunks::Fixed(1));
     assert_eq!(piped.chunks, Chunks::Fixed(8));
     assert_eq!(c.entry("ring").unwrap().chunks, Chunks::Auto);
-    for e in &c.entries {
+    // The all-to-all entries set their own queues (n−1 or 2⌈log2 n⌉ per
+    // participant); every other entry inherits them.
+    for e in c
+        .entries
+        .iter()
+        .filter(|e| !["pairwise", "bruck"].contains(&e.name.as_str()))
+    {
         assert_eq!(e.buffer_kind, c.defaults.buffer_kind, "{}", e.name);
         assert_eq!(e.n_slots, c.defaults.n_slots, "{}", e.name);
         assert_eq!(e.slot_size, c.defaults.slot_size, "{}", e.name);
     }
+    let queues = |name: &str| {
+        let e = c.entry(name).unwrap();
+        (e.buffer_kind, e.n_slots, e.slot_size, e.chunks)
+    };
+    assert_eq!(queues("pairwise"), (Space::Hbm, 4, 65536, Chunks::Auto));
+    assert_eq!(queues("bruck"), (Space::Sram, 64, 4096, Chunks::Auto));
 }
 
 #[test]
@@ -463,6 +477,8 @@ fn unknown_entry_lists_the_entry_names() {
         "ring",
         "hier_lanes",
         "tree",
+        "pairwise",
+        "bruck",
     ] {
         assert!(msg.contains(name), "{name} not listed: {msg}");
     }

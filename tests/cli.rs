@@ -539,6 +539,8 @@ fn run_unknown_algorithm_lists_the_entries() {
         "ring",
         "hier_lanes",
         "tree",
+        "pairwise",
+        "bruck",
     ] {
         assert!(r.stderr.contains(name), "{name} not listed: {}", r.stderr);
     }
@@ -610,6 +612,7 @@ fn run_help_lists_its_options() {
         "reduce_scatter",
         "all_gather",
         "broadcast",
+        "all_to_all",
         "sum",
         "max",
     ] {
@@ -669,4 +672,41 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         "{}",
         r.stderr
     );
+}
+
+#[test]
+fn run_all_to_all_pairwise_verifies_and_refuses_sizes_that_do_not_split() {
+    let r = kernbench(&[
+        "run",
+        "--collective",
+        "all_to_all",
+        "--algorithm",
+        "pairwise",
+        "--max-bytes",
+        "16K",
+        "--verify",
+    ]);
+    r.expect_code(0);
+    let out = &r.stdout;
+    assert!(out.contains("# all_to_all / pairwise"), "{out}");
+    assert_eq!(out.matches(" ok  ").count(), 5, "1K..16K verified:\n{out}");
+    assert!(!out.contains("WRONG"), "{out}");
+    // torus_6_rect: 6 SIPs x 16 cubes = 96 participants; 1 KiB is not 96 blocks.
+    let r = kernbench(&[
+        "run",
+        "--preset",
+        "torus_6_rect",
+        "--collective",
+        "all_to_all",
+        "--algorithm",
+        "pairwise",
+    ]);
+    r.expect_user_error();
+    for part in [
+        "1024 B per participant over 96 participants",
+        "a multiple of 192 B",
+        "e.g. 960 B or 1152 B",
+    ] {
+        assert!(r.stderr.contains(part), "{part}: {}", r.stderr);
+    }
 }

@@ -552,3 +552,36 @@ fn world_size_of_every_pe_gives_one_rank_per_pe() {
         "{e}"
     );
 }
+
+/// `all_to_all` through the process group: participant p = rank · cubes +
+/// cube ends with block j = participant j's input block p, element by element.
+#[test]
+fn process_group_all_to_all_exchanges_blocks() {
+    let sys = sips(2, 2, 1);
+    let (cubes, n) = (2usize, 4usize);
+    let (block, elems) = (5usize, 4 * 5usize);
+    let mut pg = pg(&sys, "pairwise", DataMode::Functional);
+    // Element i of participant p's input: (p · 7 + i) mod 13.
+    let value = |p: usize, i: usize| ((p * 7 + i) % 13) as f32;
+    pg.spawn(2, |ctx| {
+        let t = ctx.empty((cubes, elems), DPPolicy::cube_rows(cubes as u32))?;
+        let r = ctx.rank() as usize;
+        let data: Vec<f32> = (0..cubes * elems)
+            .map(|x| value(r * cubes + x / elems, x % elems))
+            .collect();
+        ctx.write(&t, &data)?;
+        let res = ctx.all_to_all(&t)?;
+        assert_eq!(
+            (res.collective, res.participants),
+            (Collective::AllToAll, n)
+        );
+        let got = ctx.read(&t)?;
+        for (x, &v) in got.iter().enumerate() {
+            let (p, i) = (r * cubes + x / elems, x % elems);
+            let (j, k) = (i / block, i % block);
+            assert_eq!(v, value(j, p * block + k), "rank {r} element {x}");
+        }
+        Ok(())
+    })
+    .unwrap();
+}

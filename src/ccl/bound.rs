@@ -3,9 +3,11 @@
 //!
 //! * bandwidth terms: bytes a participant, its cube, or its SIP must receive,
 //!   over the bandwidth of the links that enter it (2(n−1)/n·S for all-reduce
-//!   and (n−1)/n·S for reduce-scatter and all-gather, S for a broadcast
-//!   receiver or the reduce root), with n counted at that level;
+//!   and (n−1)/n·S for reduce-scatter, all-gather and all-to-all, S for a
+//!   broadcast receiver or the reduce root), with n counted at that level;
 //! * memory term: bytes the cube's HBM port must read and write;
+//! * bisection term (all-to-all only): bytes one half of the SIP grid must
+//!   send the other, over the inter-SIP links that cross the cut;
 //! * latency term: the summed link latency between participant 0 and the
 //!   participant farthest from it (every result depends on both).
 //!
@@ -46,7 +48,9 @@ fn inbound(job: &Job, n: usize) -> f64 {
     let (s, n) = (job.bytes() as f64, n as f64);
     match job.collective {
         Collective::AllReduce => 2.0 * (n - 1.0) / n * s,
-        Collective::ReduceScatter | Collective::AllGather => (n - 1.0) / n * s,
+        Collective::ReduceScatter | Collective::AllGather | Collective::AllToAll => {
+            (n - 1.0) / n * s
+        }
         Collective::Broadcast | Collective::Reduce => s,
     }
 }
@@ -135,12 +139,17 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     if !hbm.ideal {
         let s = job.bytes() as f64;
         let moved = match job.collective {
-            Collective::AllReduce | Collective::Reduce => 2.0 * s,
+            Collective::AllReduce | Collective::Reduce | Collective::AllToAll => 2.0 * s,
             Collective::ReduceScatter | Collective::AllGather => s + s / n as f64,
             Collective::Broadcast => s,
         };
         let rate = hbm.bandwidth_gbps * sys.spec.system.tick_ns;
         terms.push(("HBM port", term(moved, Some(rate))));
+    }
+    if job.collective == Collective::AllToAll
+        && let Some(t) = bisection(m, g, job)
+    {
+        terms.push(("bisection", t));
     }
     // Latency: participant 0 to the farthest SIP's farthest cube.
     let (w, h) = g.grid;
@@ -170,6 +179,54 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     }
     let ticks = terms.iter().map(|t| t.1).max().unwrap_or(0);
     Bound { ticks, terms }
+}
+
+/// All-to-all's bisection term: cut the machine's SIP grid in two halves
+/// along its longer dimension (rows when it is taller than wide, else
+/// columns; a ring is one row), so side A is `x < w/2` (or `y < h/2`).
+/// Every participant on side A sends a block of `S/n` to every participant
+/// on side B, and those bytes cross the inter-SIP links from A to B: their
+/// summed rate bounds the time. None when one side has no participant or a
+/// crossing link is ideal. The cut is of the physical grid, so a subgroup's
+/// members are counted where they sit and the term stays a valid bound.
+fn bisection(m: &Machine, g: &Group, job: &Job) -> Option<Tick> {
+    let (t, links) = (&m.topology, m.engine.links());
+    let (w, h) = t.grid;
+    let side_a = |sip: u32| {
+        let (x, y) = t.sip_coord(sip);
+        if h > w { y < h / 2 } else { x < w / 2 }
+    };
+    let per_sip = (g.cubes_per_sip() * g.pes) as f64;
+    let in_a = (0..g.sips).filter(|&k| side_a(g.sip(k))).count() as f64 * per_sip;
+    let in_b = g.sips as f64 * per_sip - in_a;
+    if in_a == 0.0 || in_b == 0.0 {
+        return None;
+    }
+    let block = job.bytes() as f64 / g.size() as f64;
+    let mut rate = 0.0;
+    for sip in (0..t.sips).filter(|&s| side_a(s)) {
+        for cube in 0..t.cubes_per_sip() {
+            for dir in crate::topology::Dir::ALL {
+                let port = Node::XSip { sip, cube, dir };
+                if !t.present(port) {
+                    continue;
+                }
+                for l in links.out_links(t.id(port)) {
+                    let crosses = links.class_index(l) == INTER_SIP
+                        && matches!(t.node(links.endpoints(l).1), Node::XSip { sip, .. } if !side_a(sip));
+                    if !crosses {
+                        continue;
+                    }
+                    let c = links.class(l);
+                    if c.ideal {
+                        return None;
+                    }
+                    rate += c.rate_num as f64 / c.rate_den as f64;
+                }
+            }
+        }
+    }
+    Some(term(in_a * in_b * block, Some(rate)))
 }
 
 #[cfg(test)]

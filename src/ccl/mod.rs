@@ -52,15 +52,17 @@ pub enum Collective {
     AllGather,
     Broadcast,
     Reduce,
+    AllToAll,
 }
 
 impl Collective {
-    pub const ALL: [Collective; 5] = [
+    pub const ALL: [Collective; 6] = [
         Collective::AllReduce,
         Collective::ReduceScatter,
         Collective::AllGather,
         Collective::Broadcast,
         Collective::Reduce,
+        Collective::AllToAll,
     ];
 
     pub fn name(self) -> &'static str {
@@ -70,6 +72,7 @@ impl Collective {
             "all_gather",
             "broadcast",
             "reduce",
+            "all_to_all",
         ][self as usize]
     }
 
@@ -78,13 +81,18 @@ impl Collective {
         let n = n as f64;
         match self {
             Collective::AllReduce => 2.0 * (n - 1.0) / n,
-            Collective::ReduceScatter | Collective::AllGather => (n - 1.0) / n,
+            Collective::ReduceScatter | Collective::AllGather | Collective::AllToAll => {
+                (n - 1.0) / n
+            }
             Collective::Broadcast | Collective::Reduce => 1.0,
         }
     }
 
     pub fn reduces(self) -> bool {
-        !matches!(self, Collective::AllGather | Collective::Broadcast)
+        !matches!(
+            self,
+            Collective::AllGather | Collective::Broadcast | Collective::AllToAll
+        )
     }
 }
 
@@ -379,6 +387,11 @@ pub trait Algorithm: Sync {
     fn every_pe(&self) -> bool {
         false
     }
+    /// Refuses a group the wiring cannot serve (a message naming the limit
+    /// and the fix); checked before anything is installed.
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     /// Neighbour tables to install (the SFR configuration), per global PE index.
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)>;
     /// The kernel every participant runs.
@@ -423,7 +436,8 @@ pub struct CollResult {
     /// The α-β lower bound of this system and collective, ticks.
     pub bound_ticks: Tick,
     /// The term that sets it: participant port, cube links, SIP lanes, HBM
-    /// port or latency (docs/model.md §The α-β lower bound).
+    /// port, bisection (all-to-all) or latency (docs/model.md §The α-β
+    /// lower bound).
     pub bound_term: String,
     /// bound / time × 100.
     pub pct_of_bound: f64,
@@ -482,6 +496,9 @@ impl Communicator {
                     .join(", "),
             });
         }
+        algorithm.check_group(&group).map_err(|e| {
+            CclError::Config(format!("{} ({}): {e}", config.name, algorithm.name()))
+        })?;
         let q = QueueConfig {
             buffer: config.buffer_kind,
             n_slots: config.n_slots,
@@ -503,7 +520,29 @@ impl Communicator {
     /// the slot areas) before any simulation.
     pub fn check(&self, machine: &Machine, job: &Job) -> Result<(), CclError> {
         Self::check_before_build(&machine.system, &self.config, job)?;
+        self.check_blocks(job)?;
         self.check_buffer_fits(machine, job)
+    }
+
+    /// All-to-all exchanges `n` equal blocks of whole elements: its size
+    /// must be a multiple of `n` elements (nccl's count per peer).
+    fn check_blocks(&self, job: &Job) -> Result<(), CclError> {
+        let n = self.group.size();
+        if job.collective != Collective::AllToAll || job.elems.is_multiple_of(n) {
+            return Ok(());
+        }
+        let unit = n as u64 * 2;
+        let below = job.bytes() / unit * unit;
+        let nearest = if below == 0 {
+            format!("{unit} B")
+        } else {
+            format!("{below} B or {} B", below + unit)
+        };
+        Err(CclError::Config(format!(
+            "{}: all_to_all of {} B per participant over {n} participants: the buffer must split into {n} equal blocks of whole f16 elements; allowed: a multiple of {unit} B ({n} participants x 2 B), e.g. {nearest}",
+            self.config.name,
+            job.bytes(),
+        )))
     }
 
     /// What can be refused from the spec alone, before a machine is built:
@@ -623,6 +662,7 @@ impl Communicator {
         buffers: Buffers,
     ) -> Result<Vec<(u32, Launch)>, CclError> {
         Self::check_before_build(&machine.system, &self.config, &job)?;
+        self.check_blocks(&job)?;
         let (pes, args) = self.launch_args(&machine.system, job, buffers);
         Ok(machine.trace(self.algorithm.kernel(), &args, &pes)?)
     }
@@ -766,6 +806,9 @@ pub mod verify {
 
     /// Whether participant `p`'s buffer after the collective is right.
     pub fn output_matches(job: &Job, n: usize, p: usize, got: &[f16]) -> bool {
+        if job.collective == Collective::AllToAll {
+            return all_to_all_matches(job, n, p, got);
+        }
         let blocks = split(job.elems, n);
         let owner = |i: usize| {
             blocks
@@ -782,8 +825,22 @@ pub mod verify {
                 Collective::Broadcast => value(0, i),
                 Collective::Reduce if p == 0 => reduced(job, n, i),
                 Collective::Reduce => return true,
+                Collective::AllToAll => unreachable!("checked by all_to_all_matches"),
             };
             got[i] == f16::from_f32(expect)
+        })
+    }
+
+    /// All-to-all: `p`'s block `j` must be `j`'s input block `p` (the
+    /// buffer is `n` equal blocks; other sizes are refused before a run).
+    fn all_to_all_matches(job: &Job, n: usize, p: usize, got: &[f16]) -> bool {
+        if n == 0 || !job.elems.is_multiple_of(n) || got.len() != job.elems {
+            return false;
+        }
+        let b = job.elems / n;
+        (0..job.elems).all(|i| {
+            let (j, t) = (i / b, i % b);
+            got[i] == f16::from_f32(value(j, p * b + t))
         })
     }
 }
@@ -828,5 +885,51 @@ mod tests {
         // Inputs stay within 0..=3, so MAX_PARTICIPANTS sums are exact.
         assert!((0..1000).all(|k| (0.0..=3.0).contains(&value(k % 97, k))));
         assert_eq!(MAX_PARTICIPANTS, 682);
+    }
+
+    /// All-to-all: the right exchange passes; any participant whose two
+    /// received blocks are swapped fails, for every pair of blocks. (Two
+    /// blocks of b elements agree by chance with probability 4^-b: at 8
+    /// elements one of the 1,920 swaps below does.)
+    #[test]
+    fn a_swapped_pair_of_all_to_all_blocks_fails() {
+        for n in [2usize, 5, 16] {
+            let b = 32;
+            let job = Job {
+                collective: Collective::AllToAll,
+                op: ReduceOp::Sum,
+                elems: n * b,
+            };
+            // p's block j is j's input block p.
+            let out = |p: usize, order: &dyn Fn(usize) -> usize| -> Vec<f16> {
+                (0..n * b)
+                    .map(|i| f16::from_f32(value(order(i / b), p * b + i % b)))
+                    .collect()
+            };
+            for p in 0..n {
+                assert!(output_matches(&job, n, p, &out(p, &|j| j)));
+                assert!(!output_matches(&job, n, p, &input(&job, n, p)) || n == 1);
+                for x in 0..n {
+                    for y in (x + 1)..n {
+                        let swap = |j: usize| match j {
+                            j if j == x => y,
+                            j if j == y => x,
+                            j => j,
+                        };
+                        assert!(
+                            !output_matches(&job, n, p, &out(p, &swap)),
+                            "{n} participants: p{p} with blocks {x} and {y} swapped passed"
+                        );
+                    }
+                }
+            }
+        }
+        // A buffer that is not n equal blocks never matches.
+        let job = Job {
+            collective: Collective::AllToAll,
+            op: ReduceOp::Sum,
+            elems: 7,
+        };
+        assert!(!output_matches(&job, 2, 0, &input(&job, 2, 0)));
     }
 }

@@ -418,6 +418,13 @@ impl<'p> Rank<'_, 'p> {
         self.collective(WORLD, Collective::AllGather, t, ReduceOp::Sum)
     }
 
+    /// `all_to_all` over every rank: the buffer is one block per
+    /// participant, and participant p's block j becomes participant j's
+    /// block p (nccl's ncclAllToAll, in place).
+    pub fn all_to_all(&mut self, t: &Tensor) -> Result<CollResult, DistError> {
+        self.collective(WORLD, Collective::AllToAll, t, ReduceOp::Sum)
+    }
+
     /// `broadcast` from `root` over every rank (the library's algorithms
     /// root at rank 0's first cube).
     pub fn broadcast(&mut self, t: &Tensor, root: u32) -> Result<CollResult, DistError> {

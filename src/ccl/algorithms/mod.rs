@@ -4,7 +4,9 @@
 
 mod adr0032;
 mod bidir_ring;
+mod bruck;
 mod hier_lanes;
+mod pairwise;
 #[cfg(feature = "test-algorithms")]
 mod panics;
 mod ring;
@@ -19,6 +21,8 @@ pub static ALL: &[&dyn Algorithm] = &[
     &bidir_ring::BidirRing,
     &hier_lanes::HierLanes,
     &tree::Tree,
+    &pairwise::Pairwise,
+    &bruck::Bruck,
 ];
 
 /// Algorithms only the project's tests can name (never listed to users).
