@@ -3,26 +3,14 @@
 
 mod common;
 use common::system;
-use kernbench::ccl::{AlgoConfig, CclConfig, CclError, Collective, Job, ReduceOp};
+use kernbench::ccl::{CclConfig, CclError, Collective, Job, ReduceOp};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::Space;
 use kernbench_systems::memory::DataMode;
 
 const ALGORITHMS: [&str; 2] = ["pairwise", "bruck"];
 
-fn cfg(algorithm: &str, buffer: Space, chunks: u32) -> AlgoConfig {
-    AlgoConfig {
-        name: algorithm.into(),
-        algorithm: algorithm.into(),
-        buffer_kind: buffer,
-        n_slots: 4,
-        slot_size: 4096,
-        chunks: kernbench::ccl::Chunks::Fixed(chunks),
-        world_size: None,
-        mapper: "leader_only".into(),
-        validator: None,
-    }
-}
+use common::algo_config as cfg;
 
 fn job(elems: usize) -> Job {
     Job {

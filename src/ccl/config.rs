@@ -170,17 +170,27 @@ impl Serialize for Chunks {
     }
 }
 
+impl TryFrom<&ChunksSpec> for Chunks {
+    /// (problem, allowed)
+    type Error = (String, String);
+
+    /// The one check of a written depth: `auto`, or 1 to [`MAX_CHUNKS`].
+    fn try_from(spec: &ChunksSpec) -> Result<Self, Self::Error> {
+        let allowed = || format!("a whole number from 1 to {MAX_CHUNKS}, or auto");
+        match spec {
+            ChunksSpec::Number(k) if (1..=MAX_CHUNKS).contains(k) => Ok(Chunks::Fixed(*k as u32)),
+            ChunksSpec::Number(k) => Err((format!("chunks is {k}"), allowed())),
+            ChunksSpec::Word(w) if w == "auto" => Ok(Chunks::Auto),
+            ChunksSpec::Word(w) => Err((format!("chunks is '{w}'"), allowed())),
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Chunks {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match ChunksSpec::deserialize(d)? {
-            ChunksSpec::Number(k) => u32::try_from(k)
-                .map(Chunks::Fixed)
-                .map_err(serde::de::Error::custom),
-            ChunksSpec::Word(w) if w == "auto" => Ok(Chunks::Auto),
-            ChunksSpec::Word(w) => Err(serde::de::Error::custom(format!(
-                "chunks '{w}': a whole number or auto"
-            ))),
-        }
+        Chunks::try_from(&ChunksSpec::deserialize(d)?).map_err(|(problem, allowed)| {
+            serde::de::Error::custom(format!("{problem}; allowed: {allowed}"))
+        })
     }
 }
 
@@ -328,10 +338,6 @@ impl AlgoConfig {
                 }
                 self.slot_size = v;
             }
-            "chunks" => {
-                range(1, MAX_CHUNKS, " or auto")?;
-                self.chunks = Chunks::Fixed(v as u32);
-            }
             other => {
                 return Err((
                     format!("unknown ccl field '{other}'"),
@@ -342,25 +348,13 @@ impl AlgoConfig {
         Ok(())
     }
 
-    /// The depth `spec` gives, range-checked like [`AlgoConfig::set`].
-    fn chunks_from(&mut self, spec: &ChunksSpec) -> Result<Chunks, (String, String)> {
-        match spec {
-            ChunksSpec::Number(k) => self.set("chunks", *k).map(|()| self.chunks),
-            ChunksSpec::Word(w) if w == "auto" => Ok(Chunks::Auto),
-            ChunksSpec::Word(w) => Err((
-                format!("chunks is '{w}'"),
-                format!("auto, or a whole number from 1 to {MAX_CHUNKS}"),
-            )),
-        }
-    }
-
     /// Sets `chunks` from text: `auto` or a number.
     pub fn set_chunks(&mut self, text: &str) -> Result<(), (String, String)> {
         let spec = match text.parse::<u64>() {
             Ok(k) => ChunksSpec::Number(k),
             Err(_) => ChunksSpec::Word(text.into()),
         };
-        self.chunks = self.chunks_from(&spec)?;
+        self.chunks = Chunks::try_from(&spec)?;
         Ok(())
     }
 
@@ -496,7 +490,7 @@ impl CclConfig {
                 })?;
             }
             cfg.chunks = match (&e.chunks, base) {
-                (Some(spec), _) => cfg.chunks_from(spec).map_err(|(problem, allowed)| {
+                (Some(spec), _) => Chunks::try_from(spec).map_err(|(problem, allowed)| {
                     err(format!("{path}.chunks"), problem, allowed)
                 })?,
                 (None, Some(b)) => b.chunks,

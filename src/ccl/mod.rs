@@ -65,6 +65,16 @@ impl Collective {
         Collective::AllToAll,
     ];
 
+    /// Every collective but all-to-all: what a ring (reduce-scatter,
+    /// all-gather) and its chains (broadcast, reduce) implement.
+    pub const RING: [Collective; 5] = [
+        Collective::AllReduce,
+        Collective::ReduceScatter,
+        Collective::AllGather,
+        Collective::Broadcast,
+        Collective::Reduce,
+    ];
+
     pub fn name(self) -> &'static str {
         [
             "all_reduce",

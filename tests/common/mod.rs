@@ -56,3 +56,23 @@ pub fn communicator(
     let c = kernbench::ccl::Communicator::new(&mut m, config)?;
     Ok((m, c))
 }
+
+/// A collective configuration of `algorithm` with receive slots in
+/// `buffer` (4 slots of 4 KiB) and a fixed pipeline depth.
+pub fn algo_config(
+    algorithm: &str,
+    buffer: kernbench::topology::address::Space,
+    chunks: u32,
+) -> kernbench::ccl::AlgoConfig {
+    kernbench::ccl::AlgoConfig {
+        name: algorithm.into(),
+        algorithm: algorithm.into(),
+        buffer_kind: buffer,
+        n_slots: 4,
+        slot_size: 4096,
+        chunks: kernbench::ccl::Chunks::Fixed(chunks),
+        world_size: None,
+        mapper: "leader_only".into(),
+        validator: None,
+    }
+}

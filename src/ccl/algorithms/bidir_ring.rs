@@ -34,12 +34,10 @@ use super::ring::{CYCLE_NEXT as NEXT, CYCLE_PREV as PREV};
 /// (−1, +1), so it first returns to its start after k² steps: it visits
 /// every SIP (cycle 1 likewise, with x and y swapped).
 pub fn cycles(g: &Group) -> Vec<Vec<usize>> {
-    let (w, h) = g.grid;
-    let one_per_sip = g.cubes_per_sip() * g.pes == 1;
-    if g.topology != SipTopology::Torus2d || w != h || w < 3 || !one_per_sip {
+    if !two_cycles(g) {
         return vec![ring_order(g)];
     }
-    let k = w as usize;
+    let k = g.grid.0 as usize;
     (0..2)
         .map(|c| {
             let (mut x, mut y) = (0, 0);
@@ -59,6 +57,14 @@ pub fn cycles(g: &Group) -> Vec<Vec<usize>> {
         .collect()
 }
 
+/// Whether the group is a square torus of side 3 or more with one
+/// participant per SIP (where [`cycles`] finds two).
+fn two_cycles(g: &Group) -> bool {
+    let (w, h) = g.grid;
+    let one_per_sip = g.cubes_per_sip() * g.pes == 1;
+    g.topology == SipTopology::Torus2d && w == h && w >= 3 && one_per_sip
+}
+
 /// A cycle's participant order and its inverse (participant → position),
 /// shared by the PEs of a launch.
 struct CycleTable {
@@ -66,12 +72,13 @@ struct CycleTable {
     position: Arc<[u32]>,
 }
 
+/// The cycles are computed once per launch, by the first PE traced.
 fn cycle_tables(tl: &mut Tl, g: &Group) -> Vec<CycleTable> {
-    let all = cycles(g);
-    (0..all.len())
+    let count = if two_cycles(g) { 2 } else { 1 };
+    (0..count)
         .map(|c| {
             let order = tl.table(&format!("bidir cycle {c} order"), || {
-                all[c].iter().map(|&p| p as u32).collect()
+                cycles(g)[c].iter().map(|&p| p as u32).collect()
             });
             let position = tl.table(&format!("bidir cycle {c} position"), || {
                 let mut pos = vec![0u32; order.len()];
@@ -236,13 +243,7 @@ impl Algorithm for BidirRing {
         true
     }
     fn collectives(&self) -> &'static [Collective] {
-        &[
-            Collective::AllReduce,
-            Collective::ReduceScatter,
-            Collective::AllGather,
-            Collective::Broadcast,
-            Collective::Reduce,
-        ]
+        &Collective::RING
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         cycle_wiring(g, q, &cycles(g))

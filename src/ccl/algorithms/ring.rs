@@ -175,13 +175,7 @@ impl Algorithm for RingAlgo {
         true
     }
     fn collectives(&self) -> &'static [Collective] {
-        &[
-            Collective::AllReduce,
-            Collective::ReduceScatter,
-            Collective::AllGather,
-            Collective::Broadcast,
-            Collective::Reduce,
-        ]
+        &Collective::RING
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         cycle_wiring(g, q, &[ring_order(g)])
