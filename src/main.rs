@@ -139,7 +139,7 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 
 #[derive(Args)]
 struct SweepArgs {
-    /// A built-in plan (default, scaling, smoke) or a plan YAML file.
+    /// A built-in plan (default, scaling, smoke, bounds) or a plan YAML file.
     #[arg(long, default_value = "default")]
     plan: String,
     /// Base system spec for every point (default: the plan's, else the embedded one).

@@ -16,10 +16,11 @@ use std::path::Path;
 pub const MAX_POINTS: u128 = 100_000;
 
 /// Plans built into the binary: (name, YAML).
-pub const PLANS: [(&str, &str); 3] = [
+pub const PLANS: [(&str, &str); 4] = [
     ("default", include_str!("../../configs/sweeps/default.yaml")),
     ("scaling", include_str!("../../configs/sweeps/scaling.yaml")),
     ("smoke", include_str!("../../configs/sweeps/smoke.yaml")),
+    ("bounds", include_str!("../../configs/sweeps/bounds.yaml")),
 ];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
