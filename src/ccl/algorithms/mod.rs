@@ -9,6 +9,7 @@ mod hier_lanes;
 mod pairwise;
 #[cfg(feature = "test-algorithms")]
 mod panics;
+mod rhd;
 mod ring;
 mod tree;
 
@@ -21,6 +22,7 @@ pub static ALL: &[&dyn Algorithm] = &[
     &bidir_ring::BidirRing,
     &hier_lanes::HierLanes,
     &tree::Tree,
+    &rhd::Rhd,
     &pairwise::Pairwise,
     &bruck::Bruck,
 ];
