@@ -6,6 +6,8 @@ mod adr0032;
 mod bidir_ring;
 mod bruck;
 mod hier_lanes;
+#[cfg(feature = "test-algorithms")]
+mod mutants;
 mod pairwise;
 #[cfg(feature = "test-algorithms")]
 mod panics;
@@ -29,7 +31,12 @@ pub static ALL: &[&dyn Algorithm] = &[
 
 /// Algorithms only the project's tests can name (never listed to users).
 #[cfg(feature = "test-algorithms")]
-static TEST_ONLY: &[&dyn Algorithm] = &[&panics::Panics];
+static TEST_ONLY: &[&dyn Algorithm] = &[
+    &panics::Panics,
+    &mutants::SKIP_STEP,
+    &mutants::WRONG_BLOCK,
+    &mutants::DOUBLE_COUNT,
+];
 #[cfg(not(feature = "test-algorithms"))]
 static TEST_ONLY: &[&dyn Algorithm] = &[];
 
