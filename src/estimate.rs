@@ -257,6 +257,10 @@ pub fn work(
     let (sends, size) = match (algorithm, c) {
         ("tree", Collective::AllReduce) => (2.0 * levels, bytes),
         ("tree", _) => (levels, bytes),
+        // Each tree's n − 1 links carry its half once each way: about one
+        // send per participant, tree and direction.
+        ("dbtree", Collective::AllReduce) => (4.0, bytes / 2.0),
+        ("dbtree", _) => (2.0, bytes / 2.0),
         // A block to one peer per send, about half of them per step.
         ("bruck", _) => (levels * (p / 2.0).ceil(), bytes / p),
         // Step k of each phase sends its half cut into about levels − k
@@ -280,6 +284,9 @@ pub fn work(
     // Chains (tree levels, ring broadcast and reduce) forward piece by piece.
     let stages = match (algorithm, c) {
         ("tree", _) => levels as usize,
+        // Up one tree (a level deeper than tree) and, for all-reduce, down.
+        ("dbtree", Collective::AllReduce) => 2 * (levels as usize + 1),
+        ("dbtree", _) => levels as usize + 1,
         ("ring", Collective::Broadcast | Collective::Reduce) => g.size().max(2) - 1,
         _ => 1,
     };

@@ -16,7 +16,15 @@ fn smoke_every_algorithm_all_reduce() {
         s.sip.cube_mesh.w = 2;
         s.sip.cube_mesh.h = 2;
     });
-    for algo in ["ring", "bidir_ring", "tree", "adr0032", "hier_lanes", "rhd"] {
+    for algo in [
+        "ring",
+        "bidir_ring",
+        "tree",
+        "adr0032",
+        "hier_lanes",
+        "rhd",
+        "dbtree",
+    ] {
         let (mut m, c) =
             common::communicator(&sys, &cfg(algo, Space::Tcm, 2), DataMode::Functional).unwrap();
         let r = c
@@ -163,6 +171,71 @@ fn rhd_beats_ring_at_1k_on_16_sips() {
     assert_eq!((run(&torus, "rhd"), run(&torus, "ring")), (4035, 10072));
 }
 
+/// dbtree on a lean ring, each tree with half the buffer (T = ⌈S/2B⌉,
+/// V = V(S/4), C = ⌈credit_bytes/B⌉).
+///
+/// n = 2: both trees are the one link pair 0–1. Broadcast: the halves back
+/// to back, L + 2T; reduce: one add after the second, L + 2T + V;
+/// all-reduce: 0 adds the first half and returns it at once, adds the
+/// second (arrived T later) and returns it behind the first and behind the
+/// credit it sent for the second on the same link: 2L + 3T + V + C.
+///
+/// n = 3: tree 0 is the chain 0 – 2 – 1, tree 1 the chain 0 – 1 – 2, one
+/// hop each over the ring's links, the two trees in opposite directions.
+/// Broadcast 2(L + T); reduce adds once in the middle and twice at the
+/// root, one half after the other: 2(L + T) + 3V; all-reduce goes back
+/// down: 4(L + T) + 3V.
+#[test]
+fn dbtree_closed_forms() {
+    let c = CREDIT.div_ceil(B);
+    for s in [256u64, 2048, 8192, 40_000, 131_072] {
+        let (t, v) = ((s / 2).div_ceil(B), (s / 4).div_ceil(LANES));
+        let run = |n, collective| timing_run(&lean_ring(n), "dbtree", collective, s).unwrap();
+        assert_eq!(run(2, Collective::Broadcast), L + 2 * t, "n=2 S={s}");
+        assert_eq!(run(2, Collective::Reduce), L + 2 * t + v, "n=2 S={s}");
+        assert_eq!(
+            run(2, Collective::AllReduce),
+            2 * L + 3 * t + v + c,
+            "n=2 S={s}"
+        );
+        assert_eq!(run(3, Collective::Broadcast), 2 * (L + t), "n=3 S={s}");
+        assert_eq!(run(3, Collective::Reduce), 2 * (L + t) + 3 * v, "n=3 S={s}");
+        assert_eq!(
+            run(3, Collective::AllReduce),
+            4 * (L + t) + 3 * v,
+            "n=3 S={s}"
+        );
+        // The values too.
+        assert_eq!(
+            ticks(&lean_ring(3), "dbtree", (s / 2) as usize),
+            4 * (L + t) + 3 * v
+        );
+    }
+}
+
+/// At 256 KiB on a 16-SIP 4×4 torus of one cube (the shipped entries,
+/// default links), both trees' halves pipeline where the binomial tree
+/// sends the whole buffer at every level.
+#[test]
+fn dbtree_beats_tree_at_256k_on_16_sips() {
+    let ccl = CclConfig::embedded_default();
+    let torus = sips(16, SipTopology::Torus2d, Some((4, 4)), (1, 1));
+    let run = |name: &str, collective| {
+        let entry = ccl.entry(name).expect("a shipped entry");
+        let (mut m, c) = common::communicator(&torus, entry, DataMode::TimingOnly).unwrap();
+        let job = Job {
+            collective,
+            op: ReduceOp::Sum,
+            elems: 128 << 10,
+        };
+        c.run(&mut m, job).unwrap().ticks
+    };
+    let both = |collective| (run("dbtree", collective), run("tree", collective));
+    assert_eq!(both(Collective::AllReduce), (14923, 37827));
+    assert_eq!(both(Collective::Broadcast), (9498, 15925));
+    assert_eq!(both(Collective::Reduce), (8510, 23225));
+}
+
 #[test]
 fn adr0032_single_cube_ring_closed_form() {
     // n−1 rounds of the whole vector, L + ⌈S/B⌉ each; the received vector is
@@ -179,7 +252,15 @@ fn adr0032_single_cube_ring_closed_form() {
     }
 }
 
-const ALGORITHMS: [&str; 6] = ["ring", "bidir_ring", "tree", "adr0032", "hier_lanes", "rhd"];
+const ALGORITHMS: [&str; 7] = [
+    "ring",
+    "bidir_ring",
+    "tree",
+    "adr0032",
+    "hier_lanes",
+    "rhd",
+    "dbtree",
+];
 const CUBE_MESHES: [(u32, u32); 4] = [(1, 1), (2, 2), (4, 4), (3, 5)];
 const BUFFERS: [Space; 3] = [Space::Tcm, Space::Sram, Space::Hbm];
 const OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
@@ -238,8 +319,8 @@ fn matrix(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) {
             }
         }
     }
-    // 18 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
-    assert_eq!(runs, 18 * 4 * 3);
+    // 21 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
+    assert_eq!(runs, 21 * 4 * 3);
 }
 
 #[test]
@@ -285,7 +366,7 @@ fn matrix_mesh_4x4() {
 /// participants: empty blocks) and 131 (odd), every buffer kind in turn;
 /// values checked against the reference, no run under its bound,
 /// unsupported collectives refused by name.
-const LATENCY_ALGORITHMS: [&str; 1] = ["rhd"];
+const LATENCY_ALGORITHMS: [&str; 2] = ["rhd", "dbtree"];
 
 fn latency_matrix(topology: SipTopology) {
     let grids = [
@@ -337,8 +418,8 @@ fn latency_matrix(topology: SipTopology) {
             }
         }
     }
-    // rhd: 3 collectives × 3 ops × 2 sizes on 15 systems.
-    assert_eq!(runs, 3 * 3 * 2 * 15);
+    // rhd and dbtree: 3 collectives each × 3 ops × 2 sizes on 15 systems.
+    assert_eq!(runs, 6 * 3 * 2 * 15);
 }
 
 #[test]

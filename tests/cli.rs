@@ -640,21 +640,21 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
     ]);
     r.expect_code(0);
     let out = &r.stdout;
-    // Broadcast is supported by ring, bidir_ring and tree (and their ccl
-    // entries), not by the all-reduce-only algorithms.
+    // Broadcast is supported by ring, bidir_ring, tree and dbtree (and
+    // their ccl entries), not by the all-reduce-only algorithms.
     let tables: Vec<&str> = out
         .lines()
         .filter(|l| l.starts_with("# broadcast / "))
         .collect();
-    assert_eq!(tables.len(), 3, "{out}");
+    assert_eq!(tables.len(), 4, "{out}");
     assert!(!out.contains("# broadcast / hier_lanes"), "{out}");
     assert_eq!(
         out.matches(" ok  ").count(),
-        6,
+        8,
         "every row verified:\n{out}"
     );
     let best = out
-        .split("# best per size (of 3 entries)\n")
+        .split("# best per size (of 4 entries)\n")
         .nth(1)
         .unwrap_or_else(|| panic!("no summary in:\n{out}"));
     let rows: Vec<&str> = best.lines().skip(1).collect();
@@ -662,7 +662,10 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
     for (row, size) in rows.iter().zip(["4096", "16384"]) {
         let f: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(f[0], size, "{row}");
-        assert!(["ring", "bidir_ring", "tree"].contains(&f[1]), "{row}");
+        assert!(
+            ["ring", "bidir_ring", "tree", "dbtree"].contains(&f[1]),
+            "{row}"
+        );
         assert!(row.ends_with('x'), "the runner-up's ratio: {row}");
     }
     let r = kernbench(&["run", "--algorithm", "all", "--trace", "t.json"]);

@@ -5,6 +5,7 @@
 mod adr0032;
 mod bidir_ring;
 mod bruck;
+mod dbtree;
 mod hier_lanes;
 #[cfg(feature = "test-algorithms")]
 mod mutants;
@@ -25,6 +26,7 @@ pub static ALL: &[&dyn Algorithm] = &[
     &hier_lanes::HierLanes,
     &tree::Tree,
     &rhd::Rhd,
+    &dbtree::DbTree,
     &pairwise::Pairwise,
     &bruck::Bruck,
 ];
