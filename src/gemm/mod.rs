@@ -32,7 +32,7 @@
 
 mod kernel;
 mod roofline;
-//SWEEP
+pub mod sweep;
 mod tiling;
 
 pub use kernel::{GemmArgs, gemm_kernel};
