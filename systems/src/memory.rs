@@ -129,6 +129,9 @@ impl MemoryStore {
     /// (a matrix stored tile by tile) read back as one range.
     fn merge_around(&mut self, at: MemLoc) {
         let end_of = |k: MemLoc, v: &Vec<f16>| k.offset + v.len() as u64 * ELEM_BYTES;
+        if self.tensors[&at].is_empty() {
+            return;
+        }
         let mut start = at;
         let before = self
             .tensors
@@ -286,6 +289,9 @@ mod tests {
             m.read_rect(at(2), 2, 2, 3).unwrap(),
             v(&[2.0, 3.0, 5.0, 6.0])
         );
+        // An empty write next to a tensor leaves it alone.
+        m.write(at(12), &[]).unwrap();
+        assert_eq!(m.read(at(0), 6).unwrap().len(), 6);
     }
 }
 
