@@ -259,6 +259,13 @@ pub fn work(
         ("tree", _) => (levels, bytes),
         // A block to one peer per send, about half of them per step.
         ("bruck", _) => (levels * (p / 2.0).ceil(), bytes / p),
+        // Step k of each phase sends its half cut into about levels − k
+        // ranges: levels(levels + 1)/2 sends carry (p−1)/p of the buffer.
+        ("rhd", _) => {
+            let phases = if c == Collective::AllReduce { 2.0 } else { 1.0 };
+            let per_phase = levels * (levels + 1.0) / 2.0;
+            (phases * per_phase, bytes * (p - 1.0) / p / per_phase)
+        }
         ("adr0032", _) => (4.0 + (w - 1.0 + h - 1.0).max(1.0) * 2.0, bytes),
         ("hier_lanes", _) => (
             4.0 * ((cubes - 1.0) + (w - 1.0) + (h - 1.0)),
@@ -317,6 +324,27 @@ mod tests {
             let m = Machine::build(&sys).unwrap();
             assert_eq!(links(&sys), m.engine.links().len() as u64, "{}", sys.origin);
         }
+    }
+
+    /// rhd all-reduce on 16 participants: 2 phases of 4 + 3 + 2 + 1 ranges
+    /// carrying 15/16 of the buffer each.
+    #[test]
+    fn rhd_work_counts_the_ranges_of_its_cuts() {
+        let sys = System::embedded_default();
+        let g = Group {
+            sips: 1,
+            cubes: (4, 4),
+            ..Group::new(&sys)
+        };
+        let w = work("rhd", &g, Collective::AllReduce, 16.0 * 1024.0, |_, _| 1.0);
+        assert_eq!(
+            w,
+            Work {
+                sends: 20.0,
+                bytes_per_send: 15.0 * 1024.0 / 10.0,
+                pieces: 1.0
+            }
+        );
     }
 
     #[test]

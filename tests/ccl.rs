@@ -16,7 +16,7 @@ fn smoke_every_algorithm_all_reduce() {
         s.sip.cube_mesh.w = 2;
         s.sip.cube_mesh.h = 2;
     });
-    for algo in ["ring", "bidir_ring", "tree", "adr0032", "hier_lanes"] {
+    for algo in ["ring", "bidir_ring", "tree", "adr0032", "hier_lanes", "rhd"] {
         let (mut m, c) =
             common::communicator(&sys, &cfg(algo, Space::Tcm, 2), DataMode::Functional).unwrap();
         let r = c
@@ -40,6 +40,7 @@ fn smoke_every_algorithm_all_reduce() {
 const B: u64 = 64; // inter-SIP bytes per tick
 const L: u64 = 100; // inter-SIP latency, ticks
 const LANES: u64 = 256; // pe.vector_lanes of the default spec
+const CREDIT: u64 = 16; // control.credit_bytes of the default spec
 
 /// n SIPs of one cube on a ring; only inter-SIP links and the PE's vector unit cost time.
 fn lean_ring(n: u32) -> System {
@@ -102,6 +103,66 @@ fn bidir_ring_all_reduce_closed_form() {
     }
 }
 
+/// rhd all-reduce on 2 and 4 SIPs of a lean ring (`C` = ⌈credit_bytes/B⌉).
+///
+/// n = 2: one exchange of halves, an add of S/4 elements, one exchange back.
+///
+/// n = 4 (all-reduce splits on bit 0 first: partners 1 hop, then 2 hops,
+/// both ways east by the tie rule): step 0 sends the partner's two quarters
+/// in the order it needs them, arriving at L + T and L + 2T (T = ⌈S/4B⌉);
+/// the first is added and forwarded 2 hops at once, so step 1's quarter
+/// arrives at 3(L + T) + V and the reduce-scatter ends one add later. The
+/// all-gather sends the quarter 2 hops and, at once, 1 hop; the quarter from
+/// 2 hops away arrives 2(L + T) later and goes on 1 hop, behind the credit
+/// its receiver just sent on the same east link: 3(L + T) + C. Exact while
+/// T ≤ L (the forwarded quarter finds the first link free).
+#[test]
+fn rhd_all_reduce_closed_form() {
+    let c = CREDIT.div_ceil(B);
+    for s in [256u64, 2048, 8192, 40_000, 131_072] {
+        let expect = 2 * (L + (s / 2).div_ceil(B)) + (s / 4).div_ceil(LANES);
+        assert_eq!(
+            ticks(&lean_ring(2), "rhd", (s / 2) as usize),
+            expect,
+            "n=2 S={s}"
+        );
+    }
+    for s in [512u64, 4096, 16_000, 25_600] {
+        let (t, v) = ((s / 4).div_ceil(B), (s / 8).div_ceil(LANES));
+        assert!(t <= L);
+        let expect = 6 * (L + t) + 2 * v + c;
+        assert_eq!(
+            ticks(&lean_ring(4), "rhd", (s / 2) as usize),
+            expect,
+            "n=4 S={s}"
+        );
+    }
+}
+
+/// At 1 KiB on 16 SIPs of one cube (the shipped ccl.yaml entries, default
+/// links): rhd's 2·log2 16 = 8 steps against ring's 30. On a ring the
+/// partners 2^b apart add up to as many hops as ring's steps, so rhd saves
+/// only their per-step costs; on a 4×4 torus its partners are at most 2
+/// hops away.
+#[test]
+fn rhd_beats_ring_at_1k_on_16_sips() {
+    let ccl = CclConfig::embedded_default();
+    let run = |sys: &System, name: &str| {
+        let entry = ccl.entry(name).expect("a shipped entry");
+        let (mut m, c) = common::communicator(sys, entry, DataMode::TimingOnly).unwrap();
+        let job = Job {
+            collective: Collective::AllReduce,
+            op: ReduceOp::Sum,
+            elems: 512,
+        };
+        c.run(&mut m, job).unwrap().ticks
+    };
+    let ring_1d = sips(16, SipTopology::Ring1d, None, (1, 1));
+    let torus = sips(16, SipTopology::Torus2d, Some((4, 4)), (1, 1));
+    assert_eq!((run(&ring_1d, "rhd"), run(&ring_1d, "ring")), (9671, 10072));
+    assert_eq!((run(&torus, "rhd"), run(&torus, "ring")), (4035, 10072));
+}
+
 #[test]
 fn adr0032_single_cube_ring_closed_form() {
     // n−1 rounds of the whole vector, L + ⌈S/B⌉ each; the received vector is
@@ -118,7 +179,7 @@ fn adr0032_single_cube_ring_closed_form() {
     }
 }
 
-const ALGORITHMS: [&str; 5] = ["ring", "bidir_ring", "tree", "adr0032", "hier_lanes"];
+const ALGORITHMS: [&str; 6] = ["ring", "bidir_ring", "tree", "adr0032", "hier_lanes", "rhd"];
 const CUBE_MESHES: [(u32, u32); 4] = [(1, 1), (2, 2), (4, 4), (3, 5)];
 const BUFFERS: [Space; 3] = [Space::Tcm, Space::Sram, Space::Hbm];
 const OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
@@ -177,8 +238,8 @@ fn matrix(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) {
             }
         }
     }
-    // 15 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
-    assert_eq!(runs, 15 * 4 * 3);
+    // 18 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
+    assert_eq!(runs, 18 * 4 * 3);
 }
 
 #[test]
@@ -216,6 +277,81 @@ fn matrix_mesh_2x3() {
 #[test]
 fn matrix_mesh_4x4() {
     matrix(16, SipTopology::Mesh2dNoWrap, Some((4, 4)));
+}
+
+/// The latency-optimal algorithms: every collective each supports × op ×
+/// SIP topology, on 1, 2, 5, 6 and 16 SIPs (2D grids 1×1, 2×1, 5×1, 3×2,
+/// 4×4) of 1×1, 2×3 and 4×4 cubes, at 3 elements (fewer than most groups'
+/// participants: empty blocks) and 131 (odd), every buffer kind in turn;
+/// values checked against the reference, no run under its bound,
+/// unsupported collectives refused by name.
+const LATENCY_ALGORITHMS: [&str; 1] = ["rhd"];
+
+fn latency_matrix(topology: SipTopology) {
+    let grids = [
+        (1, (1, 1)),
+        (2, (2, 1)),
+        (5, (5, 1)),
+        (6, (3, 2)),
+        (16, (4, 4)),
+    ];
+    let mut runs = 0;
+    for (k, (cubes, (n, grid))) in [(1, 1), (2, 3), (4, 4)]
+        .into_iter()
+        .flat_map(|c| grids.map(|g| (c, g)))
+        .enumerate()
+    {
+        let grid = (topology != SipTopology::Ring1d).then_some(grid);
+        let sys = sips(n, topology, grid, cubes);
+        let buffer = BUFFERS[k % 3];
+        for algo in LATENCY_ALGORITHMS {
+            let (mut m, c) =
+                common::communicator(&sys, &cfg(algo, buffer, 2), DataMode::Functional).unwrap();
+            for (collective, op, elems) in Collective::ALL
+                .into_iter()
+                .flat_map(|c| OPS.map(|op| (c, op)))
+                .flat_map(|(c, op)| [3, 131].map(|e| (c, op, e)))
+            {
+                let what = format!(
+                    "{algo} {collective} {op:?} {elems} elements on {n} SIPs {topology:?} {grid:?}, cubes {cubes:?}, {buffer:?}"
+                );
+                match c.run(
+                    &mut m,
+                    Job {
+                        collective,
+                        op,
+                        elems,
+                    },
+                ) {
+                    Ok(r) => {
+                        assert_eq!(r.verified, Some(true), "wrong values: {what}");
+                        assert!(r.ticks >= r.bound_ticks, "beat the bound: {what}: {r:?}");
+                        runs += 1;
+                    }
+                    Err(CclError::Unsupported { algorithm, .. }) => {
+                        assert_eq!(algorithm, algo);
+                        assert!(!c.algorithm.collectives().contains(&collective), "{what}");
+                    }
+                    Err(e) => panic!("{what}: {e}"),
+                }
+            }
+        }
+    }
+    // rhd: 3 collectives × 3 ops × 2 sizes on 15 systems.
+    assert_eq!(runs, 3 * 3 * 2 * 15);
+}
+
+#[test]
+fn latency_matrix_ring_1d() {
+    latency_matrix(SipTopology::Ring1d);
+}
+#[test]
+fn latency_matrix_torus_2d() {
+    latency_matrix(SipTopology::Torus2d);
+}
+#[test]
+fn latency_matrix_mesh_2d_no_wrap() {
+    latency_matrix(SipTopology::Mesh2dNoWrap);
 }
 
 /// ADR-0032 against the every-lane hierarchical all-reduce on a 16-SIP 4×4

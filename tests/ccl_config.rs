@@ -306,10 +306,11 @@ fn embedded_default_has_the_shipped_entries() {
         "tree",
         "pairwise",
         "bruck",
+        "rhd",
     ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 8, "{got:?}");
+    assert_eq!(got.len(), 9, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -373,11 +374,12 @@ fn embedded_entries_inherit_from_defaults() {
     assert_eq!(piped.chunks, Chunks::Fixed(8));
     assert_eq!(c.entry("ring").unwrap().chunks, Chunks::Auto);
     // The all-to-all entries set their own queues (n−1 or 2⌈log2 n⌉ per
-    // participant); every other entry inherits them.
+    // participant), and rhd (a step's half in up to log2 n + 1 ranges);
+    // every other entry inherits them.
     for e in c
         .entries
         .iter()
-        .filter(|e| !["pairwise", "bruck"].contains(&e.name.as_str()))
+        .filter(|e| !["pairwise", "bruck", "rhd"].contains(&e.name.as_str()))
     {
         assert_eq!(e.buffer_kind, c.defaults.buffer_kind, "{}", e.name);
         assert_eq!(e.n_slots, c.defaults.n_slots, "{}", e.name);
@@ -389,6 +391,7 @@ fn embedded_entries_inherit_from_defaults() {
     };
     assert_eq!(queues("pairwise"), (Space::Hbm, 4, 65536, Chunks::Auto));
     assert_eq!(queues("bruck"), (Space::Sram, 64, 4096, Chunks::Auto));
+    assert_eq!(queues("rhd"), (Space::Tcm, 16, 8192, Chunks::Auto));
 }
 
 #[test]

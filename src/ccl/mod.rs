@@ -764,12 +764,19 @@ impl Communicator {
     }
 
     fn outputs_match(&self, machine: &Machine, job: &Job) -> bool {
+        self.first_mismatch(machine, job).is_none()
+    }
+
+    /// After a functional run of `job`: the first participant's first
+    /// element that differs from the reference, None when every output is
+    /// right. Its Display names participant, element, expected and got.
+    pub fn first_mismatch(&self, machine: &Machine, job: &Job) -> Option<verify::Mismatch> {
         let n = self.group.size();
-        (0..n).all(|p| {
+        (0..n).find_map(|p| {
             let got = machine
                 .read(self.hbm(p, job), job.elems)
                 .expect("buffer written");
-            verify::output_matches(job, n, p, &got)
+            verify::first_mismatch(job, n, p, &got)
         })
     }
 }
@@ -816,8 +823,44 @@ pub mod verify {
 
     /// Whether participant `p`'s buffer after the collective is right.
     pub fn output_matches(job: &Job, n: usize, p: usize, got: &[f16]) -> bool {
-        if job.collective == Collective::AllToAll {
-            return all_to_all_matches(job, n, p, got);
+        first_mismatch(job, n, p, got).is_none()
+    }
+
+    /// The first element of participant `p`'s buffer that is wrong.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    pub struct Mismatch {
+        pub participant: usize,
+        pub element: usize,
+        /// NaN when there is no reference: an all-to-all buffer that is
+        /// not `n` equal blocks (refused before a run).
+        pub expected: f16,
+        pub got: f16,
+    }
+
+    impl fmt::Display for Mismatch {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            write!(
+                f,
+                "participant {}, element {}: expected {}, got {}",
+                self.participant, self.element, self.expected, self.got
+            )
+        }
+    }
+
+    /// The first element of `p`'s buffer after the collective that differs
+    /// from the reference (elements the collective leaves undefined, such
+    /// as blocks a reduce-scatter does not own, are not checked).
+    pub fn first_mismatch(job: &Job, n: usize, p: usize, got: &[f16]) -> Option<Mismatch> {
+        let wrong = |element: usize, expected: f16| Mismatch {
+            participant: p,
+            element,
+            expected,
+            got: got.get(element).copied().unwrap_or(f16::NAN),
+        };
+        if job.collective == Collective::AllToAll
+            && (n == 0 || !job.elems.is_multiple_of(n) || got.len() != job.elems)
+        {
+            return Some(wrong(0, f16::NAN));
         }
         let blocks = split(job.elems, n);
         let owner = |i: usize| {
@@ -826,31 +869,23 @@ pub mod verify {
                 .position(|b| b.0 <= i && i < b.0 + b.1)
                 .unwrap_or(0)
         };
-        (0..job.elems).all(|i| {
+        (0..job.elems).find_map(|i| {
             let expect = match job.collective {
                 Collective::AllReduce => reduced(job, n, i),
                 Collective::ReduceScatter if owner(i) == p => reduced(job, n, i),
-                Collective::ReduceScatter => return true,
+                Collective::ReduceScatter => return None,
                 Collective::AllGather => value(owner(i), i),
                 Collective::Broadcast => value(0, i),
                 Collective::Reduce if p == 0 => reduced(job, n, i),
-                Collective::Reduce => return true,
-                Collective::AllToAll => unreachable!("checked by all_to_all_matches"),
+                Collective::Reduce => return None,
+                // p's block j must be j's input block p.
+                Collective::AllToAll => {
+                    let b = job.elems / n;
+                    value(i / b, p * b + i % b)
+                }
             };
-            got[i] == f16::from_f32(expect)
-        })
-    }
-
-    /// All-to-all: `p`'s block `j` must be `j`'s input block `p` (the
-    /// buffer is `n` equal blocks; other sizes are refused before a run).
-    fn all_to_all_matches(job: &Job, n: usize, p: usize, got: &[f16]) -> bool {
-        if n == 0 || !job.elems.is_multiple_of(n) || got.len() != job.elems {
-            return false;
-        }
-        let b = job.elems / n;
-        (0..job.elems).all(|i| {
-            let (j, t) = (i / b, i % b);
-            got[i] == f16::from_f32(value(j, p * b + t))
+            let expect = f16::from_f32(expect);
+            (got.get(i) != Some(&expect)).then(|| wrong(i, expect))
         })
     }
 }
@@ -895,6 +930,51 @@ mod tests {
         // Inputs stay within 0..=3, so MAX_PARTICIPANTS sums are exact.
         assert!((0..1000).all(|k| (0.0..=3.0).contains(&value(k % 97, k))));
         assert_eq!(MAX_PARTICIPANTS, 682);
+    }
+
+    /// A wrong output is reported at its first wrong element, with the
+    /// reference and the value found; elements a reduce-scatter leaves
+    /// undefined are never reported.
+    #[test]
+    fn the_first_wrong_element_is_named() {
+        let n = 4;
+        let job = |collective| Job {
+            collective,
+            op: ReduceOp::Max,
+            elems: 40,
+        };
+        let reference = |job: &Job, p: usize| -> Vec<f16> {
+            let blocks = kernels::split(job.elems, n);
+            (0..job.elems)
+                .map(|i| {
+                    let all = (1..n).fold(value(0, i), |a, q| job.op.apply(a, value(q, i)));
+                    let owner = blocks.iter().position(|b| b.0 <= i && i < b.0 + b.1);
+                    let x = match job.collective {
+                        Collective::ReduceScatter if owner != Some(p) => 7.0,
+                        _ => all,
+                    };
+                    f16::from_f32(x)
+                })
+                .collect()
+        };
+        let ar = job(Collective::AllReduce);
+        let mut got = reference(&ar, 2);
+        assert_eq!(first_mismatch(&ar, n, 2, &got), None);
+        got[23] = f16::from_f32(9.0);
+        got[31] = f16::from_f32(9.0);
+        let m = first_mismatch(&ar, n, 2, &got).expect("element 23 is wrong");
+        let want = (1..n).fold(value(0, 23), |a, q| a.max(value(q, 23)));
+        assert_eq!((m.participant, m.element), (2, 23));
+        assert_eq!(
+            m.to_string(),
+            format!("participant 2, element 23: expected {want}, got 9")
+        );
+        // Reduce-scatter: participant 1 owns elements 10..20 only.
+        let rs = job(Collective::ReduceScatter);
+        let mut got = reference(&rs, 1);
+        assert_eq!(first_mismatch(&rs, n, 1, &got), None);
+        got[12] = f16::from_f32(9.0);
+        assert_eq!(first_mismatch(&rs, n, 1, &got).map(|m| m.element), Some(12));
     }
 
     /// All-to-all: the right exchange passes; any participant whose two

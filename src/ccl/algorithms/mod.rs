@@ -6,9 +6,12 @@ mod adr0032;
 mod bidir_ring;
 mod bruck;
 mod hier_lanes;
+#[cfg(feature = "test-algorithms")]
+mod mutants;
 mod pairwise;
 #[cfg(feature = "test-algorithms")]
 mod panics;
+mod rhd;
 mod ring;
 mod tree;
 
@@ -21,13 +24,19 @@ pub static ALL: &[&dyn Algorithm] = &[
     &bidir_ring::BidirRing,
     &hier_lanes::HierLanes,
     &tree::Tree,
+    &rhd::Rhd,
     &pairwise::Pairwise,
     &bruck::Bruck,
 ];
 
 /// Algorithms only the project's tests can name (never listed to users).
 #[cfg(feature = "test-algorithms")]
-static TEST_ONLY: &[&dyn Algorithm] = &[&panics::Panics];
+static TEST_ONLY: &[&dyn Algorithm] = &[
+    &panics::Panics,
+    &mutants::SKIP_STEP,
+    &mutants::WRONG_BLOCK,
+    &mutants::DOUBLE_COUNT,
+];
 #[cfg(not(feature = "test-algorithms"))]
 static TEST_ONLY: &[&dyn Algorithm] = &[];
 
