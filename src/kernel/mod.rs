@@ -80,6 +80,17 @@ impl Addr {
     pub fn hbm(offset: u64) -> Addr {
         Addr::Local(Space::Hbm, offset)
     }
+    /// The address `bytes` further on in the same memory.
+    pub fn plus(self, bytes: u64) -> Addr {
+        match self {
+            Addr::Local(space, off) => Addr::Local(space, off + bytes),
+            Addr::Global(g) => Addr::Global(g + bytes),
+            Addr::At(l) => Addr::At(crate::topology::address::Location {
+                offset: l.offset + bytes,
+                ..l
+            }),
+        }
+    }
 }
 
 /// A part of a buffer split level by level (the first `len % radix` blocks
