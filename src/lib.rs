@@ -6,10 +6,12 @@
 pub mod ccl;
 pub mod dist;
 pub mod estimate;
+pub mod gemm;
 pub mod kernel;
 pub mod machine;
 pub mod memory_map;
 pub mod report;
+pub mod seeded;
 pub mod spec;
 pub mod sweep;
 pub mod topology;

@@ -70,6 +70,23 @@ enum Command {
     ///
     /// Example: cargo run --release -- bench --rounds 8190
     Bench(BenchArgs),
+    /// Time GEMMs (f16, C = A·B) on one SIP of the system over a grid of
+    /// square (128-4096), wide (m = 16-1024) and tall (n = 16-1024) shapes,
+    /// against the roofline of the PEs and memories used (docs/model.md
+    /// §GEMM). Writes results.csv and three SVG figures: latency vs size,
+    /// achieved vs peak TFLOP/s, simulated / roofline.
+    ///
+    /// Example: kernbench gemm-sweep --out gemm/
+    GemmSweep(GemmSweepArgs),
+}
+
+#[derive(Args)]
+struct GemmSweepArgs {
+    #[command(flatten)]
+    system: SystemArg,
+    /// Directory for results.csv and the figures (created if missing).
+    #[arg(long, value_name = "DIR", default_value = "gemm")]
+    out: PathBuf,
 }
 
 /// Which system to use: the embedded default unless --system or --preset.
@@ -286,11 +303,56 @@ fn main() {
         Command::Run(a) => run(a),
         Command::Sweep(a) => sweep(a),
         Command::Merge(a) => merge(a),
+        Command::GemmSweep(a) => gemm_sweep(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
         std::process::exit(2);
     }
+}
+
+fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
+    use kernbench::gemm::sweep;
+    let sys = a.system.load()?;
+    let shapes = sweep::default_grid();
+    eprintln!(
+        "gemm-sweep: {} shapes on one SIP of {} ({} cubes x {} PEs) -> {}",
+        shapes.len(),
+        sys.origin,
+        sys.cubes_per_sip(),
+        sys.pes_per_cube(),
+        a.out.display()
+    );
+    let started = std::time::Instant::now();
+    let rows = sweep::run_grid(&sys, &shapes)?;
+    println!(
+        "{:>7} {:>6} {:>6} {:>6} {:>12} {:>12} {:>8} {:>9} {:>9} {:>7}",
+        "family", "m", "k", "n", "time(us)", "bound(us)", "set by", "TFLOP/s", "peak", "sim/rf"
+    );
+    for r in &rows {
+        println!(
+            "{:>7} {:>6} {:>6} {:>6} {:>12.3} {:>12.3} {:>8} {:>9.2} {:>9.2} {:>7.3}",
+            r.family,
+            r.m,
+            r.k,
+            r.n,
+            r.time_ns / 1e3,
+            r.roofline_ns / 1e3,
+            r.bound_by,
+            r.achieved_tflops,
+            r.peak_tflops,
+            r.sim_over_roofline
+        );
+    }
+    let files = sweep::write(&a.out, &rows).map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "{} shapes in {:.1} s; wrote {} in {}",
+        rows.len(),
+        started.elapsed().as_secs_f64(),
+        files.join(", "),
+        a.out.display()
+    );
+    Ok(())
 }
 
 fn gib(bytes: Option<u64>) -> String {

@@ -70,6 +70,37 @@ impl<'p> Rank<'_, 'p> {
         self.shared.lock().device[self.rank as usize]
     }
 
+    /// The spec of the machine the ranks share (a copy).
+    pub fn system_spec(&self) -> crate::spec::SystemSpec {
+        self.shared.lock().pg.machine.system.spec.clone()
+    }
+
+    /// The largest free TCM range, in bytes, on the least free of PEs
+    /// `(cube, pe)` of the current device (what a kernel may use as scratch).
+    pub fn largest_free_tcm(&self, pes: &[(u32, u32)]) -> Result<u64, DistError> {
+        let g = self.enter()?;
+        let m = &g.pg.machine;
+        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
+        let sip = match g.pg.unit {
+            RankUnit::Sip => g.device[self.rank as usize],
+            RankUnit::Pe => g.device[self.rank as usize] / ppc / cps,
+        };
+        Ok(pes
+            .iter()
+            .map(|&(c, p)| {
+                let pe = (sip * cps + c) * ppc + p;
+                let inst = m.memory.instance_of(Space::Tcm, pe);
+                m.memory
+                    .free_ranges(Space::Tcm, inst)
+                    .iter()
+                    .map(|r| r.1)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .min()
+            .unwrap_or(0))
+    }
+
     /// This worker's host clock: when its next submission leaves the host.
     pub fn now(&self) -> Tick {
         self.shared.lock().host[self.rank as usize]

@@ -66,6 +66,8 @@ pub enum Addr {
     Global(u64),
     /// An offset in the executing PE's own TCM, or its cube's SRAM or HBM.
     Local(Space, u64),
+    /// A memory named by its structural coordinates (a tensor shard's home).
+    At(crate::topology::address::Location),
 }
 
 impl Addr {
@@ -77,6 +79,17 @@ impl Addr {
     }
     pub fn hbm(offset: u64) -> Addr {
         Addr::Local(Space::Hbm, offset)
+    }
+    /// The address `bytes` further on in the same memory.
+    pub fn plus(self, bytes: u64) -> Addr {
+        match self {
+            Addr::Local(space, off) => Addr::Local(space, off + bytes),
+            Addr::Global(g) => Addr::Global(g + bytes),
+            Addr::At(l) => Addr::At(crate::topology::address::Location {
+                offset: l.offset + bytes,
+                ..l
+            }),
+        }
     }
 }
 
@@ -213,6 +226,17 @@ impl<'a> Tl<'a> {
                 instance: MemLoc::LOCAL,
                 offset,
             },
+            Addr::At(l) => match self.resolver.encode(l) {
+                Ok(_) => self.resolver.mem_loc(self.topo, l),
+                Err(e) => {
+                    self.fail(format!("location {l:?}: {e}"));
+                    MemLoc {
+                        space: Space::Tcm,
+                        instance: MemLoc::LOCAL,
+                        offset: 0,
+                    }
+                }
+            },
             Addr::Global(g) => match self.resolver.decode(g) {
                 Ok(l) => self.resolver.mem_loc(self.topo, l),
                 Err(e) => {
@@ -302,6 +326,64 @@ impl<'a> Tl<'a> {
         let t = self.def(Some(elems));
         self.push(Op::Load { dst: 0, src }, &[], Some(t));
         t
+    }
+
+    /// A `rows`×`cols` tile of a row-major matrix whose rows are `pitch`
+    /// elements apart, from memory in one transfer (a 2-D DMA descriptor).
+    pub fn load_rect(
+        &mut self,
+        at: impl Into<Addr>,
+        rows: usize,
+        cols: usize,
+        pitch: usize,
+    ) -> Tile {
+        let Some(src) = self.rect(at.into(), rows, cols, pitch) else {
+            return self.def(Some(0));
+        };
+        let t = self.def(Some(rows * cols));
+        self.push(Op::Load { dst: 0, src }, &[], Some(t));
+        t
+    }
+
+    /// Writes a `rows`×`cols` tile into a row-major matrix whose rows are
+    /// `pitch` elements apart, in one transfer.
+    pub fn store_rect(
+        &mut self,
+        at: impl Into<Addr>,
+        t: Tile,
+        rows: usize,
+        cols: usize,
+        pitch: usize,
+    ) {
+        if t.elems.is_some_and(|e| e != rows * cols) {
+            self.fail(format!(
+                "store_rect of a tile of {} elements into {rows}x{cols}",
+                t.elems.unwrap_or(0)
+            ));
+        }
+        if let Some(dst) = self.rect(at.into(), rows, cols, pitch) {
+            self.push(Op::Store { src: 0, dst }, &[t], None);
+        }
+    }
+
+    fn rect(&mut self, at: Addr, rows: usize, cols: usize, pitch: usize) -> Option<Place> {
+        let dim = |d: usize| u32::try_from(d).ok();
+        match (dim(rows), dim(cols), dim(pitch)) {
+            (Some(rows), Some(cols), Some(pitch)) if cols <= pitch || rows <= 1 => {
+                Some(Place::Rect {
+                    loc: self.loc(at),
+                    rows,
+                    cols,
+                    pitch,
+                })
+            }
+            _ => {
+                self.fail(format!(
+                    "rectangle of {rows}x{cols} elements with rows {pitch} apart: rows must not overlap (cols <= pitch) and each number fit in u32"
+                ));
+                None
+            }
+        }
     }
 
     /// A part of a split buffer from memory.

@@ -6,11 +6,11 @@ use plotters::prelude::*;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-type Series = Vec<(String, Vec<(f64, f64)>)>;
+pub(crate) type Series = Vec<(String, Vec<(f64, f64)>)>;
 
 /// One line chart: x on a base-2 log scale (sizes and SIP counts are powers
 /// of two); y linear, or log10 with `log_y`.
-fn chart(
+pub(crate) fn chart(
     path: &Path,
     title: &str,
     x_desc: &str,
@@ -77,7 +77,7 @@ fn chart(
     root.present().map_err(|x| e(&x))
 }
 
-fn human(v: f64) -> String {
+pub(crate) fn human(v: f64) -> String {
     let v = v.round();
     match v {
         v if v >= 1073741824.0 => format!("{}G", v / 1073741824.0),

@@ -120,6 +120,79 @@ impl MemoryStore {
             self.tensors.remove(&k);
         }
         self.tensors.insert(at, data.to_vec());
+        self.merge_around(at);
+        Ok(())
+    }
+
+    /// Joins the tensor at `at` with a stored tensor that ends where it
+    /// starts and one that starts where it ends, so rows written one by one
+    /// (a matrix stored tile by tile) read back as one range.
+    fn merge_around(&mut self, at: MemLoc) {
+        let end_of = |k: MemLoc, v: &Vec<f16>| k.offset + v.len() as u64 * ELEM_BYTES;
+        if self.tensors[&at].is_empty() {
+            return;
+        }
+        let mut start = at;
+        let before = self
+            .tensors
+            .range(MemLoc { offset: 0, ..at }..at)
+            .next_back()
+            .map(|(&k, v)| (k, end_of(k, v)));
+        if let Some((k, end)) = before
+            && end == at.offset
+        {
+            let tail = self.tensors.remove(&at).expect("inserted by the caller");
+            self.tensors.get_mut(&k).expect("found above").extend(tail);
+            start = k;
+        }
+        let end = end_of(start, &self.tensors[&start]);
+        if let Some(next) = self.tensors.remove(&MemLoc {
+            offset: end,
+            ..start
+        }) {
+            self.tensors.get_mut(&start).expect("present").extend(next);
+        }
+    }
+
+    /// Reads `rows` runs of `cols` elements, each `pitch` elements after the
+    /// one before, into one row-major tile.
+    pub fn read_rect(
+        &self,
+        at: MemLoc,
+        rows: u64,
+        cols: u64,
+        pitch: u64,
+    ) -> Result<Vec<f16>, String> {
+        let mut out = Vec::with_capacity((rows * cols) as usize);
+        for r in 0..rows {
+            let row = MemLoc {
+                offset: at.offset + r * pitch * ELEM_BYTES,
+                ..at
+            };
+            out.extend(self.read(row, cols)?);
+        }
+        Ok(out)
+    }
+
+    /// Writes a row-major tile as runs of `cols` elements, `pitch` apart.
+    pub fn write_rect(
+        &mut self,
+        at: MemLoc,
+        data: &[f16],
+        rows: u64,
+        pitch: u64,
+    ) -> Result<(), String> {
+        if rows <= 1 {
+            return self.write(at, data);
+        }
+        let cols = data.len() / rows as usize;
+        for (r, row) in data.chunks(cols.max(1)).enumerate() {
+            let at = MemLoc {
+                offset: at.offset + r as u64 * pitch * ELEM_BYTES,
+                ..at
+            };
+            self.write(at, row)?;
+        }
         Ok(())
     }
 
@@ -197,6 +270,28 @@ mod tests {
         // A write covering the whole tensor replaces it.
         m.write(at(96), &v(&[5.0; 8])).unwrap();
         assert_eq!(m.read(at(100), 2).unwrap(), v(&[5.0, 5.0]));
+    }
+
+    /// A 2x2 tile of a 3-column matrix lands in two runs; runs written next
+    /// to each other, in any order, read back as one range.
+    #[test]
+    fn rectangles_write_rows_and_adjacent_runs_merge() {
+        let mut m = MemoryStore::default();
+        // Matrix at 0: rows of 3; write column 2 first, then columns 0-1.
+        m.write_rect(at(4), &v(&[3.0, 6.0]), 2, 3).unwrap();
+        m.write_rect(at(0), &v(&[1.0, 2.0, 4.0, 5.0]), 2, 3)
+            .unwrap();
+        assert_eq!(
+            m.read(at(0), 6).unwrap(),
+            v(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+        );
+        assert_eq!(
+            m.read_rect(at(2), 2, 2, 3).unwrap(),
+            v(&[2.0, 3.0, 5.0, 6.0])
+        );
+        // An empty write next to a tensor leaves it alone.
+        m.write(at(12), &[]).unwrap();
+        assert_eq!(m.read(at(0), 6).unwrap().len(), 6);
     }
 }
 

@@ -228,6 +228,32 @@ pub enum Place {
     Fixed { loc: MemLoc, elems: u64 },
     /// `Program::atoms[k]`, computed per PE and iteration.
     Atom(u32),
+    /// A rectangle of a row-major matrix: `rows` runs of `cols` elements,
+    /// the first at `loc`, each `pitch` elements after the one before (a
+    /// two-dimensional DMA descriptor: a GEMM tile of a larger matrix).
+    Rect {
+        loc: MemLoc,
+        rows: u32,
+        cols: u32,
+        pitch: u32,
+    },
+}
+
+impl Place {
+    /// A resolved place as `(loc, rows, cols, pitch)`: a fixed run is one
+    /// row. None for an atom, which `PeExec::op` resolves before issue.
+    pub fn rect(self) -> Option<(MemLoc, u64, u64, u64)> {
+        match self {
+            Place::Fixed { loc, elems } => Some((loc, 1, elems, elems)),
+            Place::Rect {
+                loc,
+                rows,
+                cols,
+                pitch,
+            } => Some((loc, rows.into(), cols.into(), pitch.into())),
+            Place::Atom(_) => None,
+        }
+    }
 }
 
 /// Elementwise binary operations.
@@ -348,6 +374,9 @@ impl Program {
     pub fn place(&self, p: Place, params: &[i64], iter: u32) -> (MemLoc, u64) {
         match p {
             Place::Fixed { loc, elems } => (loc, elems),
+            Place::Rect {
+                loc, rows, cols, ..
+            } => (loc, u64::from(rows) * u64::from(cols)),
             Place::Atom(k) => self.atoms[k as usize].eval(params, iter, &self.tables),
         }
     }

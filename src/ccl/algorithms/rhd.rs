@@ -98,10 +98,7 @@ impl Fold {
 
 /// Element `i` of a buffer at `base`.
 fn at(base: Addr, i: usize) -> Addr {
-    match base {
-        Addr::Local(space, off) => Addr::Local(space, off + 2 * i as u64),
-        Addr::Global(g) => Addr::Global(g + 2 * i as u64),
-    }
+    base.plus(2 * i as u64)
 }
 
 /// Offset of block `i` of `split(elems, parts)`.

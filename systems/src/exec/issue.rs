@@ -189,17 +189,18 @@ fn load(
     let now = qa.clock.now;
     let functional = ka.functional;
     let hw = &*qa.hw;
-    let Op::Load {
-        dst,
-        src: Place::Fixed { loc: src, elems },
-    } = *op
-    else {
+    let Some((src, rows, cols, pitch)) = (match *op {
+        Op::Load { src, .. } => src.rect(),
+        _ => None,
+    }) else {
         unreachable!("issue() dispatches by op kind; PeExec::op resolves places")
     };
+    let dst = op.output().expect("a load writes a register");
     let src = src.resolve(pe, hw.pes_per_cube);
+    let elems = rows * cols;
     let bytes = elems * ELEM_BYTES;
     let data = if functional {
-        Some(ka.store.read(src, elems)?)
+        Some(ka.store.read_rect(src, rows, cols, pitch)?)
     } else {
         None
     };
@@ -244,18 +245,23 @@ fn store(
 ) -> Result<(), String> {
     let now = qa.clock.now;
     let hw = &*qa.hw;
-    let Op::Store {
-        src,
-        dst: Place::Fixed { loc: dst, .. },
-    } = *op
-    else {
-        unreachable!("issue() dispatches by op kind; PeExec::op resolves places")
+    let Op::Store { src, dst } = *op else {
+        unreachable!("issue() dispatches by op kind")
+    };
+    let Some((dst, rows, cols, pitch)) = dst.rect() else {
+        unreachable!("PeExec::op resolves places")
     };
     let dst = dst.resolve(pe, hw.pes_per_cube);
     let r = &ex.regs[src as usize];
     let bytes = r.elems * ELEM_BYTES;
+    if rows > 1 && r.elems != rows * cols {
+        return Err(format!(
+            "store of {} elements into a {rows}x{cols} rectangle",
+            r.elems
+        ));
+    }
     if let Some(d) = &r.data {
-        ka.store.write(dst, d)?;
+        ka.store.write_rect(dst, d, rows, pitch)?;
     }
     if dst.space == Space::Tcm && dst.instance == pe {
         let done = qa.ports.access(dst.space, dst.instance, now, bytes);

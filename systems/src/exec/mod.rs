@@ -148,9 +148,12 @@ impl PeExec {
         }
         let iter = self.frame.map_or(0, |f| f.iter);
         let reg = |r: Reg| self.reg_name(r);
-        let place = |p: Place| {
-            let (loc, elems) = self.program.place(p, &self.params, iter);
-            Place::Fixed { loc, elems }
+        let place = |p: Place| match p {
+            Place::Atom(_) => {
+                let (loc, elems) = self.program.place(p, &self.params, iter);
+                Place::Fixed { loc, elems }
+            }
+            fixed => fixed,
         };
         Some(match op {
             Op::Load { dst, src } => Op::Load {
