@@ -171,6 +171,16 @@ impl Group {
         }
     }
 
+    /// Every participant's neighbour-table entries, `entries(p)` for
+    /// participant p; none for a group of one (it exchanges nothing).
+    pub fn wire_each(&self, entries: impl Fn(usize) -> Vec<Entry>) -> Vec<(u32, Vec<Entry>)> {
+        let n = self.size();
+        (0..n)
+            .filter(|_| n > 1)
+            .map(|p| (self.pe(p), entries(p)))
+            .collect()
+    }
+
     /// The group of the SIPs `sips` (in member order): the whole machine's
     /// group when they are all SIPs in order, else a logical ring over them.
     /// They must be evenly spaced (first, first + s, first + 2s, …), which

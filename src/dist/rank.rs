@@ -28,6 +28,19 @@ pub struct Rank<'s, 'p> {
 }
 
 impl<'p> Rank<'_, 'p> {
+    /// The SIP of this rank's current device (in the rank = flat PE mode,
+    /// the SIP of its PE), with the machine's cubes per SIP and PEs per cube.
+    fn device_sip(&self, g: &Sched) -> (u32, u32, u32) {
+        let t = &g.pg.machine.topology;
+        let (cps, ppc) = (t.cubes_per_sip(), t.pes_per_cube);
+        let device = g.device[self.rank as usize];
+        let sip = match g.pg.unit {
+            RankUnit::Sip => device,
+            RankUnit::Pe => device / ppc / cps,
+        };
+        (sip, cps, ppc)
+    }
+
     /// Takes the lock; fails if the spawn is being aborted.
     fn enter(&self) -> Result<MutexGuard<'_, Sched<'p>>, DistError> {
         let g = self.shared.lock();
@@ -80,11 +93,7 @@ impl<'p> Rank<'_, 'p> {
     pub fn largest_free_tcm(&self, pes: &[(u32, u32)]) -> Result<u64, DistError> {
         let g = self.enter()?;
         let m = &g.pg.machine;
-        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
-        let sip = match g.pg.unit {
-            RankUnit::Sip => g.device[self.rank as usize],
-            RankUnit::Pe => g.device[self.rank as usize] / ppc / cps,
-        };
+        let (sip, cps, ppc) = self.device_sip(&g);
         Ok(pes
             .iter()
             .map(|&(c, p)| {
@@ -127,12 +136,8 @@ impl<'p> Rank<'_, 'p> {
     ) -> Result<Tensor, DistError> {
         let mut g = self.enter()?;
         let (device, unit) = (g.device[self.rank as usize], g.pg.unit);
+        let (sip, cps, ppc) = self.device_sip(&g);
         let m = &mut g.pg.machine;
-        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
-        let sip = match unit {
-            RankUnit::Sip => device,
-            RankUnit::Pe => device / ppc / cps,
-        };
         let mut shards = place(shape, &policy, sip, cps, ppc).map_err(DistError::Config)?;
         if unit == RankUnit::Pe {
             if shards.len() != 1 {
@@ -255,11 +260,7 @@ impl<'p> Rank<'_, 'p> {
     ) -> Result<Work, DistError> {
         let mut g = self.enter()?;
         let m = &g.pg.machine;
-        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
-        let sip = match g.pg.unit {
-            RankUnit::Sip => g.device[self.rank as usize],
-            RankUnit::Pe => g.device[self.rank as usize] / ppc / cps,
-        };
+        let (sip, cps, ppc) = self.device_sip(&g);
         if let Some(&(c, p)) = pes.iter().find(|&&(c, p)| c >= cps || p >= ppc) {
             return Err(DistError::Config(format!(
                 "launch on (cube {c}, pe {p}): a SIP has cubes 0..{cps} of PEs 0..{ppc}"

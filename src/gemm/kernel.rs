@@ -1,7 +1,7 @@
 //! The tiled GEMM kernel: each PE computes the output tiles of its shard of
 //! C, streaming operand tiles from memory by 2-D transfers, double-buffered.
 
-use super::tiling::{OutTile, Rect, TileShape, plan};
+use super::tiling::{OutTile, ShardRect, TileShape, plan};
 use crate::dist::Tensor;
 use crate::kernel::{Addr, Tile, Tl};
 
@@ -13,7 +13,7 @@ pub struct GemmArgs {
     pub tile: TileShape,
 }
 
-fn load(tl: &mut Tl, r: &Rect) -> Tile {
+fn load(tl: &mut Tl, r: &ShardRect) -> Tile {
     tl.load_rect(Addr::At(r.at), r.rows, r.cols, r.pitch)
 }
 

@@ -37,7 +37,7 @@ mod tiling;
 
 pub use kernel::{GemmArgs, gemm_kernel};
 pub use roofline::{Roofline, roofline};
-pub use tiling::{OutTile, Rect, Step, TCM_TILES, TILE_GRAIN, TileShape, plan};
+pub use tiling::{OutTile, ShardRect, Step, TCM_TILES, TILE_GRAIN, TileShape, plan};
 
 use crate::dist::{DPPolicy, DistError, Rank, Split, Tensor, Work};
 

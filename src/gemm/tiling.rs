@@ -96,7 +96,7 @@ fn ramp_up(ks: &[(usize, usize)], ratio: f64, max: usize) -> Vec<(usize, usize)>
 
 /// A rectangle of a tensor shard in memory: one transfer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Rect {
+pub struct ShardRect {
     pub at: Location,
     pub rows: usize,
     pub cols: usize,
@@ -107,15 +107,15 @@ pub struct Rect {
 /// One reduction step of an output tile: `a` (m × k) times `b` (k × n).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Step {
-    pub a: Rect,
-    pub b: Rect,
+    pub a: ShardRect,
+    pub b: ShardRect,
     pub k: usize,
 }
 
 /// An output tile of a PE: where it goes and the steps that sum into it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutTile {
-    pub c: Rect,
+    pub c: ShardRect,
     pub steps: Vec<Step>,
 }
 
@@ -155,7 +155,7 @@ fn boundaries(t: &Tensor) -> (Vec<usize>, Vec<usize>) {
 
 /// The rectangle of `t` at (row, col) of `rows` × `cols`, read from a shard
 /// that holds it, preferring one on the PE's own cube (and PE).
-fn rect(t: &Tensor, pe: &Shard, (row, col): (usize, usize), rows: usize, cols: usize) -> Rect {
+fn rect(t: &Tensor, pe: &Shard, (row, col): (usize, usize), rows: usize, cols: usize) -> ShardRect {
     let holds = |s: &&Shard| {
         let ((r0, rn), (c0, cn)) = (s.block.rows, s.block.cols);
         r0 <= row && row + rows <= r0 + rn && c0 <= col && col + cols <= c0 + cn
@@ -168,7 +168,7 @@ fn rect(t: &Tensor, pe: &Shard, (row, col): (usize, usize), rows: usize, cols: u
         .expect("cut at every shard boundary, so a shard holds every rectangle");
     let pitch = s.block.cols.1;
     let offset = ((row - s.block.rows.0) * pitch + (col - s.block.cols.0)) as u64 * 2;
-    Rect {
+    ShardRect {
         at: Location {
             space: t.space,
             sip: s.sip,

@@ -37,7 +37,7 @@ pub use sym::{Index, Sym};
 use crate::topology::Topology;
 use crate::topology::address::{AddressResolver, Space};
 use kernbench_systems::program::{
-    AtomExpr, BinOp, Digit, Launch, MemLoc, Op, Place, Program, QDir,
+    AtomExpr, BinOp, Digit, Launch, MemLoc, MemRect, Op, Place, Program, QDir,
 };
 use regalloc::{LoopRec, Uses};
 use rustc_hash::FxHashMap;
@@ -120,6 +120,7 @@ pub struct Tl<'a> {
     uses: Vec<Uses>,
     params: Vec<i64>,
     atoms: Vec<AtomExpr>,
+    rects: Vec<MemRect>,
     atom_ids: FxHashMap<AtomExpr, u32>,
     tables: Vec<Arc<[u32]>>,
     loops: Vec<LoopRec>,
@@ -147,6 +148,7 @@ impl<'a> Tl<'a> {
             uses: Vec::new(),
             params: Vec::new(),
             atoms: Vec::new(),
+            rects: Vec::new(),
             atom_ids: FxHashMap::default(),
             tables: Vec::new(),
             loops: Vec::new(),
@@ -370,12 +372,14 @@ impl<'a> Tl<'a> {
         let dim = |d: usize| u32::try_from(d).ok();
         match (dim(rows), dim(cols), dim(pitch)) {
             (Some(rows), Some(cols), Some(pitch)) if cols <= pitch || rows <= 1 => {
-                Some(Place::Rect {
-                    loc: self.loc(at),
+                let loc = self.loc(at);
+                self.rects.push(MemRect {
+                    loc,
                     rows,
                     cols,
                     pitch,
-                })
+                });
+                Some(Place::Rect(self.rects.len() as u32 - 1))
             }
             _ => {
                 self.fail(format!(
@@ -630,6 +634,7 @@ impl<'a> Tl<'a> {
                 ops: self.ops,
                 regs,
                 atoms: self.atoms,
+                rects: self.rects,
                 tables: self.tables,
             },
             self.params,

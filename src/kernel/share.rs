@@ -30,6 +30,7 @@ fn same_program(a: &Program, b: &Program) -> bool {
     a.regs == b.regs
         && a.ops == b.ops
         && a.atoms == b.atoms
+        && a.rects == b.rects
         && a.tables.len() == b.tables.len()
         && a.tables
             .iter()
@@ -45,6 +46,7 @@ fn fingerprint(p: &Program) -> u64 {
         hash_op(op, &mut h);
     }
     p.atoms.hash(&mut h);
+    p.rects.hash(&mut h);
     for t in &p.tables {
         (Arc::as_ptr(t) as *const u32 as usize).hash(&mut h);
     }

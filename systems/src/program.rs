@@ -228,32 +228,20 @@ pub enum Place {
     Fixed { loc: MemLoc, elems: u64 },
     /// `Program::atoms[k]`, computed per PE and iteration.
     Atom(u32),
-    /// A rectangle of a row-major matrix: `rows` runs of `cols` elements,
-    /// the first at `loc`, each `pitch` elements after the one before (a
-    /// two-dimensional DMA descriptor: a GEMM tile of a larger matrix).
-    Rect {
-        loc: MemLoc,
-        rows: u32,
-        cols: u32,
-        pitch: u32,
-    },
+    /// `Program::rects[k]`: a rectangle of a row-major matrix. Held by the
+    /// program, not the op, so ops stay 32 bytes on the stepping path.
+    Rect(u32),
 }
 
-impl Place {
-    /// A resolved place as `(loc, rows, cols, pitch)`: a fixed run is one
-    /// row. None for an atom, which `PeExec::op` resolves before issue.
-    pub fn rect(self) -> Option<(MemLoc, u64, u64, u64)> {
-        match self {
-            Place::Fixed { loc, elems } => Some((loc, 1, elems, elems)),
-            Place::Rect {
-                loc,
-                rows,
-                cols,
-                pitch,
-            } => Some((loc, rows.into(), cols.into(), pitch.into())),
-            Place::Atom(_) => None,
-        }
-    }
+/// A rectangle of a row-major matrix: `rows` runs of `cols` elements, the
+/// first at `loc`, each `pitch` elements after the one before (a
+/// two-dimensional DMA descriptor: a GEMM tile of a larger matrix).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct MemRect {
+    pub loc: MemLoc,
+    pub rows: u32,
+    pub cols: u32,
+    pub pitch: u32,
 }
 
 /// Elementwise binary operations.
@@ -357,6 +345,7 @@ pub struct Program {
     pub ops: Vec<Op>,
     pub regs: u16,
     pub atoms: Vec<AtomExpr>,
+    pub rects: Vec<MemRect>,
     pub tables: Vec<std::sync::Arc<[u32]>>,
 }
 
@@ -374,10 +363,24 @@ impl Program {
     pub fn place(&self, p: Place, params: &[i64], iter: u32) -> (MemLoc, u64) {
         match p {
             Place::Fixed { loc, elems } => (loc, elems),
-            Place::Rect {
-                loc, rows, cols, ..
-            } => (loc, u64::from(rows) * u64::from(cols)),
+            Place::Rect(k) => {
+                let r = self.rects[k as usize];
+                (r.loc, u64::from(r.rows) * u64::from(r.cols))
+            }
             Place::Atom(k) => self.atoms[k as usize].eval(params, iter, &self.tables),
+        }
+    }
+
+    /// A resolved place as `(loc, rows, cols, pitch)`: a fixed run is one
+    /// row. None for an atom, which `PeExec::op` resolves before issue.
+    pub fn rect(&self, p: Place) -> Option<(MemLoc, u64, u64, u64)> {
+        match p {
+            Place::Fixed { loc, elems } => Some((loc, 1, elems, elems)),
+            Place::Rect(k) => {
+                let r = self.rects[k as usize];
+                Some((r.loc, r.rows.into(), r.cols.into(), r.pitch.into()))
+            }
+            Place::Atom(_) => None,
         }
     }
 }
@@ -458,3 +461,6 @@ mod tests {
         assert_eq!(t.eval(&[0, 5], 2, &[table]).0.offset, 64 + 2 * 3);
     }
 }
+
+/// Ops are read on every issue: keep them two to a cache line.
+const _: () = assert!(std::mem::size_of::<Op>() == 32);

@@ -108,21 +108,17 @@ impl Algorithm for Bruck {
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let n = g.size();
-        (0..n)
-            .filter(|_| n > 1)
-            .map(|p| {
-                let entries = (0..levels(n))
-                    .flat_map(|k| {
-                        let d = (1 << k) % n;
-                        [
-                            q.entry(send_chan(k), g.pe((p + d) % n), recv_chan(k)),
-                            q.entry(recv_chan(k), g.pe((p + n - d) % n), send_chan(k)),
-                        ]
-                    })
-                    .collect();
-                (g.pe(p), entries)
-            })
-            .collect()
+        g.wire_each(|p| {
+            (0..levels(n))
+                .flat_map(|k| {
+                    let d = (1 << k) % n;
+                    [
+                        q.entry(send_chan(k), g.pe((p + d) % n), recv_chan(k)),
+                        q.entry(recv_chan(k), g.pe((p + n - d) % n), send_chan(k)),
+                    ]
+                })
+                .collect()
+        })
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

@@ -272,23 +272,20 @@ impl Algorithm for DbTree {
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let n = g.size();
-        (0..n)
-            .filter(|_| n > 1)
-            .map(|p| {
-                let mut e = Vec::new();
-                for t in 0..2 {
-                    let me = node(n, t, p);
-                    if let Some(up) = me.parent {
-                        let k = node(n, t, up).children.iter().position(|&c| c == p);
-                        e.push(q.entry(chan(t, None), g.pe(up), chan(t, k)));
-                    }
-                    for (k, &c) in me.children.iter().enumerate() {
-                        e.push(q.entry(chan(t, Some(k)), g.pe(c), chan(t, None)));
-                    }
+        g.wire_each(|p| {
+            let mut e = Vec::new();
+            for t in 0..2 {
+                let me = node(n, t, p);
+                if let Some(up) = me.parent {
+                    let k = node(n, t, up).children.iter().position(|&c| c == p);
+                    e.push(q.entry(chan(t, None), g.pe(up), chan(t, k)));
                 }
-                (g.pe(p), e)
-            })
-            .collect()
+                for (k, &c) in me.children.iter().enumerate() {
+                    e.push(q.entry(chan(t, Some(k)), g.pe(c), chan(t, None)));
+                }
+            }
+            e
+        })
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

@@ -99,14 +99,11 @@ impl Algorithm for Pairwise {
         if !(2..=MAX_PARTICIPANTS).contains(&n) {
             return Vec::new();
         }
-        (0..n)
-            .map(|p| {
-                let entries = (1..n)
-                    .map(|d| q.entry(chan(d), g.pe((p + d) % n), chan(n - d)))
-                    .collect();
-                (g.pe(p), entries)
-            })
-            .collect()
+        g.wire_each(|p| {
+            (1..n)
+                .map(|d| q.entry(chan(d), g.pe((p + d) % n), chan(n - d)))
+                .collect()
+        })
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

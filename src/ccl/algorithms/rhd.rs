@@ -474,25 +474,21 @@ impl Algorithm for Rhd {
         ]
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
-        let n = g.size();
-        let f = Fold::new(n);
-        (0..n)
-            .filter(|_| n > 1)
-            .map(|p| {
-                let mut e: Vec<Entry> = f
-                    .pair_of(p)
-                    .map(|x| q.entry(FOLD, g.pe(x), FOLD))
-                    .into_iter()
-                    .collect();
-                if let Some(v) = f.member(p) {
-                    e.extend(
-                        (0..f.levels)
-                            .map(|b| q.entry(chan(b), g.pe(f.participant(v ^ (1 << b))), chan(b))),
-                    );
-                }
-                (g.pe(p), e)
-            })
-            .collect()
+        let f = Fold::new(g.size());
+        g.wire_each(|p| {
+            let mut e: Vec<Entry> = f
+                .pair_of(p)
+                .map(|x| q.entry(FOLD, g.pe(x), FOLD))
+                .into_iter()
+                .collect();
+            if let Some(v) = f.member(p) {
+                e.extend(
+                    (0..f.levels)
+                        .map(|b| q.entry(chan(b), g.pe(f.participant(v ^ (1 << b))), chan(b))),
+                );
+            }
+            e
+        })
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

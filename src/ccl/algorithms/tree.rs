@@ -105,16 +105,12 @@ impl Algorithm for Tree {
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let n = g.size();
-        (0..n)
-            .filter(|_| n > 1)
-            .map(|p| {
-                let entries = (0..levels(n))
-                    .filter(|k| (p ^ (1 << k)) < n)
-                    .map(|k| q.entry(QDir::Chan(k as u8), g.pe(p ^ (1 << k)), QDir::Chan(k as u8)))
-                    .collect();
-                (g.pe(p), entries)
-            })
-            .collect()
+        g.wire_each(|p| {
+            (0..levels(n))
+                .filter(|k| (p ^ (1 << k)) < n)
+                .map(|k| q.entry(QDir::Chan(k as u8), g.pe(p ^ (1 << k)), QDir::Chan(k as u8)))
+                .collect()
+        })
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

@@ -190,7 +190,7 @@ fn load(
     let functional = ka.functional;
     let hw = &*qa.hw;
     let Some((src, rows, cols, pitch)) = (match *op {
-        Op::Load { src, .. } => src.rect(),
+        Op::Load { src, .. } => ex.program.rect(src),
         _ => None,
     }) else {
         unreachable!("issue() dispatches by op kind; PeExec::op resolves places")
@@ -248,7 +248,7 @@ fn store(
     let Op::Store { src, dst } = *op else {
         unreachable!("issue() dispatches by op kind")
     };
-    let Some((dst, rows, cols, pitch)) = dst.rect() else {
+    let Some((dst, rows, cols, pitch)) = ex.program.rect(dst) else {
         unreachable!("PeExec::op resolves places")
     };
     let dst = dst.resolve(pe, hw.pes_per_cube);
