@@ -15,6 +15,7 @@ pub mod seeded;
 pub mod spec;
 pub mod sweep;
 pub mod topology;
+pub mod tp;
 pub mod trace;
 pub mod workload;
 

@@ -203,3 +203,56 @@ fn simulated_time_respects_the_roofline_and_large_squares_come_close() {
         }
     }
 }
+
+/// Split-K: C replicated over 4 cubes, A's columns and B's rows split over
+/// the same 4: each cube's copy of C is exactly the product over its own
+/// part of k, computed by all 8 of its PEs (C is one shard per cube).
+#[test]
+fn c_replicated_over_cubes_gets_each_cubes_partial_product() {
+    use kernbench::dist::Tensor;
+    let sys = one_sip(16 << 10);
+    let (m, k, n) = (40, 128, 48);
+    let a = seeded::small_ints(8, m * k, 2);
+    let b = seeded::small_ints(9, k * n, 2);
+    let split = |cube| DPPolicy {
+        cube,
+        pe: Split::Replicate,
+        num_cubes: 4,
+        num_pes: 1,
+    };
+    let mut pg = init_process_group(
+        &sys,
+        &CclConfig::embedded_default(),
+        "pairwise",
+        DataMode::Functional,
+    )
+    .unwrap();
+    let copies = Mutex::new(Vec::new());
+    pg.spawn(1, |ctx| {
+        let ta = ctx.empty((m, k), split(Split::ColumnWise))?;
+        let tb = ctx.empty((k, n), split(Split::RowWise))?;
+        let tc = ctx.empty((m, n), split(Split::Replicate))?;
+        ctx.write(&ta, &a)?;
+        ctx.write(&tb, &b)?;
+        assert_eq!(roofline(&sys.spec, &ta, &tb, &tc).pes, 32);
+        let w = matmul(ctx, &ta, &tb, &tc)?;
+        ctx.wait(w)?;
+        for c in 0..4 {
+            let one = Tensor {
+                shards: vec![tc.shards[c]],
+                ..tc.clone()
+            };
+            copies.lock().unwrap().push(ctx.read(&one)?);
+        }
+        Ok(())
+    })
+    .unwrap();
+    for (c, got) in copies.into_inner().unwrap().iter().enumerate() {
+        let ks = c * 32..(c + 1) * 32;
+        let ac: Vec<f32> = (0..m)
+            .flat_map(|i| a[i * k + ks.start..i * k + ks.end].to_vec())
+            .collect();
+        let bc = b[ks.start * n..ks.end * n].to_vec();
+        assert!(*got == reference(&ac, &bc, m, 32, n), "cube {c}");
+    }
+}

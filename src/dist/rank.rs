@@ -134,6 +134,29 @@ impl<'p> Rank<'_, 'p> {
         shape: (usize, usize),
         policy: DPPolicy,
     ) -> Result<Tensor, DistError> {
+        self.allocate(space, shape, policy, End::Bottom)
+    }
+
+    /// A tensor for a model's parameters, in HBM, allocated from the top
+    /// of each cube's memory (where IPCQ slot areas also live): parameters
+    /// of any shape — uneven splits, a bias on one rank only — then never
+    /// move the offsets of the tensors [`Rank::empty`] allocates bottom up,
+    /// which a collective needs equal on every cube and rank.
+    pub fn parameter(
+        &mut self,
+        shape: (usize, usize),
+        policy: DPPolicy,
+    ) -> Result<Tensor, DistError> {
+        self.allocate(Space::Hbm, shape, policy, End::Top)
+    }
+
+    fn allocate(
+        &mut self,
+        space: Space,
+        shape: (usize, usize),
+        policy: DPPolicy,
+        end: End,
+    ) -> Result<Tensor, DistError> {
         let mut g = self.enter()?;
         let (device, unit) = (g.device[self.rank as usize], g.pg.unit);
         let (sip, cps, ppc) = self.device_sip(&g);
@@ -160,7 +183,7 @@ impl<'p> Rank<'_, 'p> {
             };
             match m
                 .memory
-                .alloc(space, instance, s.nbytes, BUFFER_ALIGN, End::Bottom, &what)
+                .alloc(space, instance, s.nbytes, BUFFER_ALIGN, end, &what)
             {
                 Ok(addr) => shards[k].addr = addr,
                 Err(e) => {

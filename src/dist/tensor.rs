@@ -72,7 +72,7 @@ impl Block {
     }
 
     /// `parts` blocks of this one, cut as `split` says.
-    fn split(&self, split: Split, parts: u32) -> Vec<Block> {
+    pub fn split(&self, split: Split, parts: u32) -> Vec<Block> {
         let parts = parts as usize;
         let cut = |(first, len): (usize, usize)| {
             let (q, r) = (len / parts, len % parts);

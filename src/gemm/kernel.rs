@@ -1,7 +1,7 @@
 //! The tiled GEMM kernel: each PE computes the output tiles of its shard of
 //! C, streaming operand tiles from memory by 2-D transfers, double-buffered.
 
-use super::tiling::{OutTile, ShardRect, TileShape, plan};
+use super::tiling::{OutTile, ShardRect, TileShape, Worker, plan};
 use crate::dist::Tensor;
 use crate::kernel::{Addr, Tile, Tl};
 
@@ -11,6 +11,8 @@ pub struct GemmArgs {
     pub b: Tensor,
     pub c: Tensor,
     pub tile: TileShape,
+    /// Who computes which block of C ([`super::workers`]).
+    pub workers: Vec<Worker>,
 }
 
 fn load(tl: &mut Tl, r: &ShardRect) -> Tile {
@@ -49,10 +51,10 @@ fn fold(tl: &mut Tl, tiles: &[OutTile], p: Product, acc: &mut Option<Tile>) {
 /// pairs are in TCM.
 pub fn gemm_kernel(tl: &mut Tl, g: &GemmArgs) {
     let (cube, pe) = (tl.program_id(1), tl.program_id(2));
-    let Some(out) = g.c.shards.iter().find(|s| s.cube == cube && s.pe == pe) else {
+    let Some(w) = g.workers.iter().find(|w| w.cube == cube && w.pe == pe) else {
         return;
     };
-    let tiles = plan(&g.a, &g.b, &g.c, out, g.tile);
+    let tiles = plan(&g.a, &g.b, &g.c, w, g.tile);
     let steps: Vec<(usize, usize)> = tiles
         .iter()
         .enumerate()

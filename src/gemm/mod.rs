@@ -37,7 +37,9 @@ mod tiling;
 
 pub use kernel::{GemmArgs, gemm_kernel};
 pub use roofline::{Roofline, roofline};
-pub use tiling::{OutTile, ShardRect, Step, TCM_TILES, TILE_GRAIN, TileShape, plan};
+pub use tiling::{
+    OutTile, ShardRect, Step, TCM_TILES, TILE_GRAIN, TileShape, Worker, plan, workers,
+};
 
 use crate::dist::{DPPolicy, DistError, Rank, Split, Tensor, Work};
 
@@ -60,31 +62,51 @@ pub fn check(a: &Tensor, b: &Tensor, c: &Tensor) -> Result<(), DistError> {
             t.shape
         ));
     }
-    let replicated = c.policy.pe == Split::Replicate && c.policy.num_pes > 1
-        || c.policy.cube == Split::Replicate && c.policy.num_cubes > 1;
-    if replicated {
+    if c.policy.pe == Split::Replicate && c.policy.num_pes > 1 {
         return bad(format!(
-            "matmul: C's DPPolicy replicates it (cube {}, pe {}); allowed: C split over cubes and PEs (row_wise or column_wise), so each PE computes its own block",
-            c.policy.cube.name(),
-            c.policy.pe.name()
+            "matmul: C's DPPolicy replicates it over {} PEs of a cube; allowed: C split over PEs (row_wise or column_wise), or one shard per cube (num_pes 1), which the cube's PEs share",
+            c.policy.num_pes
         ));
+    }
+    if c.policy.cube == Split::Replicate && c.policy.num_cubes > 1 {
+        // Split-K: each cube's copy of C is its part of the sum over k.
+        let n = c.policy.num_cubes;
+        let (pa, pb) = (a.policy, b.policy);
+        if pa.cube != Split::ColumnWise
+            || pb.cube != Split::RowWise
+            || pa.num_cubes != n
+            || pb.num_cubes != n
+        {
+            return bad(format!(
+                "matmul: C is replicated over {n} cubes, so each cube computes a partial product over its part of k (split-K); that needs A column_wise and B row_wise over the same {n} cubes, and A is {} over {}, B {} over {}",
+                pa.cube.name(),
+                pa.num_cubes,
+                pb.cube.name(),
+                pb.num_cubes
+            ));
+        }
     }
     Ok(())
 }
 
-/// Launches C = A · B on the PEs holding C's shards of the current device
-/// and returns at once; `Rank::wait` gives when it ran. C's previous
-/// contents are overwritten.
+/// Launches C = A · B on the PEs of the current device that [`workers`]
+/// names (those holding C's shards, or sharing a cube's one shard) and
+/// returns at once; `Rank::wait` gives when it ran. C's previous contents
+/// are overwritten; when C is replicated over cubes, each cube's copy gets
+/// the partial product over that cube's part of k (split-K).
 pub fn matmul(ctx: &mut Rank, a: &Tensor, b: &Tensor, c: &Tensor) -> Result<Work, DistError> {
     check(a, b, c)?;
-    let pes: Vec<(u32, u32)> = c.shards.iter().map(|s| (s.cube, s.pe)).collect();
+    let spec = ctx.system_spec();
+    let workers = workers(a, c, spec.cube.pe_layout.pes());
+    let pes: Vec<(u32, u32)> = workers.iter().map(|w| (w.cube, w.pe)).collect();
     let tcm = ctx.largest_free_tcm(&pes)?;
-    let tile = TileShape::of(&ctx.system_spec(), tcm).map_err(DistError::Config)?;
+    let tile = TileShape::of(&spec, tcm).map_err(DistError::Config)?;
     let args = GemmArgs {
         a: a.clone(),
         b: b.clone(),
         c: c.clone(),
         tile,
+        workers,
     };
     ctx.launch(gemm_kernel, &args, &pes)
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeSet;
 pub struct Roofline {
     /// m · n · k.
     pub macs: u64,
-    /// PEs that compute (one per shard of C).
+    /// PEs that compute ([`super::workers`]).
     pub pes: u32,
     /// macs / (pes · pe.macs_per_tick) ticks, in ns.
     pub compute_ns: f64,
@@ -43,7 +43,7 @@ impl Roofline {
 pub fn roofline(spec: &SystemSpec, a: &Tensor, b: &Tensor, c: &Tensor) -> Roofline {
     let (m, k, n) = (a.shape.0 as u64, a.shape.1 as u64, b.shape.1 as u64);
     let macs = m * n * k;
-    let pes = c.shards.len() as u32;
+    let pes = super::workers(a, c, spec.cube.pe_layout.pes()).len() as u32;
     let tick = spec.system.tick_ns;
     let per_tick = spec.pe.macs_per_tick * u64::from(pes);
     let compute_ns = macs.div_ceil(per_tick) as f64 * tick;

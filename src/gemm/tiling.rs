@@ -1,7 +1,7 @@
 //! How a GEMM is cut for the PEs: the tile shape the TCM allows, and each
 //! PE's output tiles with the operand rectangles that feed them.
 
-use crate::dist::{Shard, Tensor};
+use crate::dist::{Block, Split, Tensor};
 use crate::spec::SystemSpec;
 use crate::topology::address::Location;
 
@@ -153,10 +153,71 @@ fn boundaries(t: &Tensor) -> (Vec<usize>, Vec<usize>) {
     (rows.collect(), cols.collect())
 }
 
+/// A PE of a GEMM: the block of C it computes and the reduction range it
+/// sums over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Worker {
+    pub cube: u32,
+    pub pe: u32,
+    pub block: Block,
+    /// (first, count) of k: all of it, or under split-K the cube's part.
+    pub k: (usize, usize),
+}
+
+/// Who computes C = A · B: one PE per shard of C, except that a cube
+/// holding its block of C as one shard in HBM or SRAM (`num_pes == 1`)
+/// shares it among up to `pes_per_cube` PEs, cut along its longer side. When
+/// C is replicated over cubes (split-K), each cube sums over its own part of
+/// k (A's columns there), so its copy of C is a partial product.
+pub fn workers(a: &Tensor, c: &Tensor, pes_per_cube: u32) -> Vec<Worker> {
+    let split_k = c.policy.cube == Split::Replicate && c.policy.num_cubes > 1;
+    let k_of = |cube: u32| {
+        if !split_k {
+            return (0, a.shape.1);
+        }
+        let on = a.shards.iter().filter(|s| s.cube == cube);
+        let lo = on.clone().map(|s| s.block.cols.0).min().unwrap_or(0);
+        let hi = on
+            .map(|s| s.block.cols.0 + s.block.cols.1)
+            .max()
+            .unwrap_or(0);
+        (lo, hi - lo)
+    };
+    let shared = c.policy.num_pes == 1 && c.space != crate::topology::address::Space::Tcm;
+    let mut out = Vec::new();
+    for s in &c.shards {
+        let k = k_of(s.cube);
+        if !shared {
+            out.push(Worker {
+                cube: s.cube,
+                pe: s.pe,
+                block: s.block,
+                k,
+            });
+            continue;
+        }
+        let (split, len) = if s.block.rows.1 >= s.block.cols.1 {
+            (Split::RowWise, s.block.rows.1)
+        } else {
+            (Split::ColumnWise, s.block.cols.1)
+        };
+        let parts = pes_per_cube.min(len as u32).max(1);
+        for (pe, block) in s.block.split(split, parts).into_iter().enumerate() {
+            out.push(Worker {
+                cube: s.cube,
+                pe: pe as u32,
+                block,
+                k,
+            });
+        }
+    }
+    out
+}
+
 /// The rectangle of `t` at (row, col) of `rows` × `cols`, read from a shard
-/// that holds it, preferring one on the PE's own cube (and PE).
-fn rect(t: &Tensor, pe: &Shard, (row, col): (usize, usize), rows: usize, cols: usize) -> ShardRect {
-    let holds = |s: &&Shard| {
+/// that holds it, preferring one on the worker's own cube (and PE).
+fn rect(t: &Tensor, w: &Worker, (row, col): (usize, usize), rows: usize, cols: usize) -> ShardRect {
+    let holds = |s: &&crate::dist::Shard| {
         let ((r0, rn), (c0, cn)) = (s.block.rows, s.block.cols);
         r0 <= row && row + rows <= r0 + rn && c0 <= col && col + cols <= c0 + cn
     };
@@ -164,7 +225,7 @@ fn rect(t: &Tensor, pe: &Shard, (row, col): (usize, usize), rows: usize, cols: u
         .shards
         .iter()
         .filter(holds)
-        .min_by_key(|s| (s.cube != pe.cube, s.pe != pe.pe))
+        .min_by_key(|s| (s.cube != w.cube, s.pe != w.pe))
         .expect("cut at every shard boundary, so a shard holds every rectangle");
     let pitch = s.block.cols.1;
     let offset = ((row - s.block.rows.0) * pitch + (col - s.block.cols.0)) as u64 * 2;
@@ -186,16 +247,16 @@ fn rect(t: &Tensor, pe: &Shard, (row, col): (usize, usize), rows: usize, cols: u
     }
 }
 
-/// The output tiles of the PE holding C's shard `out`, for C = A · B, in
-/// row-major tile order; each tile's steps run over K in order. Tiles never
-/// straddle a shard of A, B or C, so every rectangle is one transfer.
-pub fn plan(a: &Tensor, b: &Tensor, c: &Tensor, out: &Shard, t: TileShape) -> Vec<OutTile> {
+/// The output tiles of worker `w`, for C = A · B, in row-major tile order;
+/// each tile's steps run over the worker's k in order. Tiles never straddle
+/// a shard of A, B or C, so every rectangle is one transfer.
+pub fn plan(a: &Tensor, b: &Tensor, c: &Tensor, w: &Worker, t: TileShape) -> Vec<OutTile> {
     let (a_rows, a_cols) = boundaries(a);
     let (b_rows, b_cols) = boundaries(b);
     let k_cuts: Vec<usize> = a_cols.into_iter().chain(b_rows).collect();
-    let (r0, rn) = out.block.rows;
-    let (c0, cn) = out.block.cols;
-    let ks = intervals(0, a.shape.1, &k_cuts, t.k);
+    let (r0, rn) = w.block.rows;
+    let (c0, cn) = w.block.cols;
+    let ks = intervals(w.k.0, w.k.0 + w.k.1, &k_cuts, t.k);
     let mut tiles = Vec::new();
     for (row, m) in intervals(r0, r0 + rn, &a_rows, t.m) {
         for (col, n) in intervals(c0, c0 + cn, &b_cols, t.n) {
@@ -211,13 +272,13 @@ pub fn plan(a: &Tensor, b: &Tensor, c: &Tensor, out: &Shard, t: TileShape) -> Ve
             let steps = ks
                 .iter()
                 .map(|&(k0, k)| Step {
-                    a: rect(a, out, (row, k0), m, k),
-                    b: rect(b, out, (k0, col), k, n),
+                    a: rect(a, w, (row, k0), m, k),
+                    b: rect(b, w, (k0, col), k, n),
                     k,
                 })
                 .collect();
             tiles.push(OutTile {
-                c: rect(c, out, (row, col), m, n),
+                c: rect(c, w, (row, col), m, n),
                 steps,
             });
         }

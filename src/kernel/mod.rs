@@ -332,6 +332,7 @@ impl<'a> Tl<'a> {
 
     /// A `rows`×`cols` tile of a row-major matrix whose rows are `pitch`
     /// elements apart, from memory in one transfer (a 2-D DMA descriptor).
+    /// Rows may overlap: pitch 0 reads one row `rows` times (a broadcast).
     pub fn load_rect(
         &mut self,
         at: impl Into<Addr>,
@@ -339,7 +340,7 @@ impl<'a> Tl<'a> {
         cols: usize,
         pitch: usize,
     ) -> Tile {
-        let Some(src) = self.rect(at.into(), rows, cols, pitch) else {
+        let Some(src) = self.rect(at.into(), rows, cols, pitch, false) else {
             return self.def(Some(0));
         };
         let t = self.def(Some(rows * cols));
@@ -363,15 +364,23 @@ impl<'a> Tl<'a> {
                 t.elems.unwrap_or(0)
             ));
         }
-        if let Some(dst) = self.rect(at.into(), rows, cols, pitch) {
+        if let Some(dst) = self.rect(at.into(), rows, cols, pitch, true) {
             self.push(Op::Store { src: 0, dst }, &[t], None);
         }
     }
 
-    fn rect(&mut self, at: Addr, rows: usize, cols: usize, pitch: usize) -> Option<Place> {
+    /// A 2-D place; a store's rows must not overlap (a load's may).
+    fn rect(
+        &mut self,
+        at: Addr,
+        rows: usize,
+        cols: usize,
+        pitch: usize,
+        store: bool,
+    ) -> Option<Place> {
         let dim = |d: usize| u32::try_from(d).ok();
         match (dim(rows), dim(cols), dim(pitch)) {
-            (Some(rows), Some(cols), Some(pitch)) if cols <= pitch || rows <= 1 => {
+            (Some(rows), Some(cols), Some(pitch)) if !store || cols <= pitch || rows <= 1 => {
                 let loc = self.loc(at);
                 self.rects.push(MemRect {
                     loc,
@@ -383,7 +392,7 @@ impl<'a> Tl<'a> {
             }
             _ => {
                 self.fail(format!(
-                    "rectangle of {rows}x{cols} elements with rows {pitch} apart: rows must not overlap (cols <= pitch) and each number fit in u32"
+                    "rectangle of {rows}x{cols} elements with rows {pitch} apart: a store's rows must not overlap (cols <= pitch) and each number fit in u32"
                 ));
                 None
             }

@@ -98,6 +98,25 @@ impl System {
         serde_yaml::to_string(&self.spec).expect("spec types always serialize to YAML")
     }
 
+    /// This system with `n` SIPs on the same kind of network: a 2-D grid
+    /// as square as `n` allows (w ≥ h, w · h = n), a ring as it is.
+    pub fn with_sips(&self, n: u32) -> Result<System, SpecError> {
+        let mut spec = self.spec.clone();
+        let sips = &mut spec.system.sips;
+        sips.count = n;
+        (sips.w, sips.h) = match sips.topology {
+            crate::spec::SipTopology::Ring1d => (None, None),
+            _ => {
+                let h = (1..=n)
+                    .filter(|h| h * h <= n && n.is_multiple_of(*h))
+                    .max()
+                    .unwrap_or(1);
+                (Some(n / h.max(1)), Some(h))
+            }
+        };
+        System::from_spec(spec, &self.origin)
+    }
+
     pub fn n_sips(&self) -> u32 {
         self.spec.system.sips.count
     }

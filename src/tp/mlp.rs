@@ -1,0 +1,206 @@
+//! The seed's 2-layer TP MLP (ADR-0027 D6): ColumnParallelLinear then
+//! RowParallelLinear on seeded weights, checked against a single-device f32
+//! reference with a first-order f16 error bound, with each rank's time
+//! broken down. `kernbench tp-mlp` prints it.
+
+use super::{
+    BiasPolicy, Breakdown, ColumnParallelLinear, RowParallelLinear, Timeline,
+    initialize_model_parallel, replicated, seeded_matrix,
+};
+use crate::ccl::CclConfig;
+use crate::dist::{DistError, init_process_group};
+use crate::spec::System;
+use kernbench_systems::Tick;
+use kernbench_systems::memory::DataMode;
+use std::sync::Mutex;
+
+/// Seeds of the MLP's data: fc1's weight (its bias is +1), fc2's, the input.
+const SEED_FC1: u64 = 11;
+const SEED_FC2: u64 = 21;
+const SEED_X: u64 = 31;
+
+/// f16's unit roundoff, 2⁻¹¹.
+const U: f32 = 1.0 / 2048.0;
+
+/// The MLP's sizes: X (batch, d_in) → (batch, d_hidden) → (batch, d_out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MlpShape {
+    pub batch: usize,
+    pub d_in: usize,
+    pub d_hidden: usize,
+    pub d_out: usize,
+}
+
+impl Default for MlpShape {
+    /// The seed's: B = 1, 512 → 2048 → 512.
+    fn default() -> Self {
+        MlpShape {
+            batch: 1,
+            d_in: 512,
+            d_hidden: 2048,
+            d_out: 512,
+        }
+    }
+}
+
+/// One TP size's run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MlpReport {
+    pub tp: u32,
+    /// World size: tp × data-parallel replicas.
+    pub world: u32,
+    /// Largest |device − f32 reference| over every rank's output.
+    pub max_abs_err: f32,
+    /// The first-order f16 bound at that element, and the largest |reference|.
+    pub bound_at_max: f32,
+    pub max_abs_ref: f32,
+    /// Whether every element of every rank is within its bound.
+    pub within_bound: bool,
+    /// Rank 0's time breakdown, ticks.
+    pub breakdown: Breakdown,
+    /// Rank 0's all-reduce (its own time), ticks.
+    pub allreduce_ticks: Tick,
+    /// Every rank's output, row-major.
+    pub outputs: Vec<Vec<f32>>,
+}
+
+/// The reference output and each element's error bound (module doc of
+/// docs/model.md §Tensor parallelism): the device rounds fc1's products,
+/// partial sums, bias add and output to f16 (≤ (2·s₁ + 1)·u·(|X||W₁| + |b₁|)
+/// with s₁ = ⌈d_in / 32⌉ k-steps at most), and fc2's likewise on each
+/// cube's part of k, plus one rounding per participant the all-reduce adds
+/// (P = tp × cubes), plus fc1's error carried through |W₂|.
+pub fn reference(
+    shape: MlpShape,
+    bias: Option<BiasPolicy>,
+    tp: u32,
+    cubes: u32,
+) -> (Vec<f32>, Vec<f32>) {
+    let MlpShape {
+        batch: b,
+        d_in,
+        d_hidden: dh,
+        d_out,
+    } = shape;
+    let x = crate::seeded::uniform(SEED_X, b * d_in);
+    let w1 = seeded_matrix(SEED_FC1, d_in, dh);
+    let w2 = seeded_matrix(SEED_FC2, dh, d_out);
+    let b1 = seeded_matrix(SEED_FC1 + 1, 1, dh);
+    let b2 = seeded_matrix(SEED_FC2 + 1, 1, d_out);
+    let with_bias = bias.is_some();
+    let mm = |a: &[f32], w: &[f32], k: usize, n: usize, bias: &[f32], abs: bool| {
+        let f = |v: f32| if abs { v.abs() } else { v };
+        let mut out = vec![0f32; b * n];
+        for i in 0..b {
+            for j in 0..n {
+                let mut acc = if with_bias { f(bias[j]) } else { 0.0 };
+                for p in 0..k {
+                    acc += f(a[i * k + p]) * f(w[p * n + j]);
+                }
+                out[i * n + j] = acc;
+            }
+        }
+        out
+    };
+    let y = mm(&x, &w1, d_in, dh, &b1, false);
+    let y_abs = mm(&x, &w1, d_in, dh, &b1, true);
+    let s1 = d_in.div_ceil(32) as f32;
+    let e_y: Vec<f32> = y_abs.iter().map(|v| (2.0 * s1 + 1.0) * U * v).collect();
+    let z = mm(&y, &w2, dh, d_out, &b2, false);
+    let z_abs = mm(
+        &y.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+        &w2,
+        dh,
+        d_out,
+        &b2,
+        true,
+    );
+    let carried = mm(
+        &e_y,
+        &w2.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+        dh,
+        d_out,
+        &b2,
+        false,
+    );
+    let parts = tp * cubes;
+    let s2 = (dh / parts as usize).div_ceil(32) as f32;
+    let k2 = 2.0 * s2 + parts as f32 + 1.0;
+    let bound = (0..b * d_out)
+        .map(|i| {
+            // `carried` added |b₂| once through the bias term: take it back out.
+            let c = carried[i] - if with_bias { b2[i % d_out] } else { 0.0 };
+            c + k2 * U * z_abs[i]
+        })
+        .collect();
+    (z, bound)
+}
+
+/// Runs the MLP with TP = `tp` on `sys` (world = its SIP count, DP = world
+/// / tp), functional, and checks every rank's output against the reference.
+pub fn run_mlp(
+    sys: &System,
+    ccl: &CclConfig,
+    algorithm: &str,
+    tp: u32,
+    shape: MlpShape,
+    bias: Option<BiasPolicy>,
+) -> Result<MlpReport, DistError> {
+    let mut pg = init_process_group(sys, ccl, algorithm, DataMode::Functional)?;
+    let mp = initialize_model_parallel(&mut pg, tp)?;
+    let world = pg.world_size;
+    let cubes = sys.cubes_per_sip();
+    let x = crate::seeded::uniform(SEED_X, shape.batch * shape.d_in);
+    let outputs = Mutex::new(vec![Vec::new(); world as usize]);
+    let rank0 = Mutex::new((Breakdown::default(), 0));
+    pg.spawn(world, |ctx| {
+        let fc1 = ColumnParallelLinear::new(
+            ctx,
+            &mp,
+            (shape.d_in, shape.d_hidden),
+            bias.is_some(),
+            Some(SEED_FC1),
+        )?;
+        let fc2 = RowParallelLinear::new(
+            ctx,
+            &mp,
+            (shape.d_hidden, shape.d_out),
+            bias,
+            Some(SEED_FC2),
+        )?;
+        let input = ctx.empty((shape.batch, shape.d_in), replicated(cubes))?;
+        ctx.write(&input, &x)?;
+        let mut time = Timeline::start(ctx);
+        let h = fc1.forward(ctx, &input, &mut time)?;
+        let y = fc2.forward(ctx, &mp, &h, &mut time)?;
+        if ctx.rank() == 0 {
+            *rank0.lock().unwrap() = (time.breakdown(ctx), time.collective_ticks()[0]);
+        }
+        outputs.lock().unwrap()[ctx.rank() as usize] = ctx.read(&y)?;
+        Ok(())
+    })?;
+    let (want, bound) = reference(shape, bias, tp, cubes);
+    let (mut worst, mut at, mut within) = (0f32, 0, true);
+    let outputs = outputs.into_inner().unwrap();
+    for out in &outputs {
+        for (i, (g, w)) in out.iter().zip(&want).enumerate() {
+            let err = (g - w).abs();
+            within &= err <= bound[i];
+            if err > worst {
+                (worst, at) = (err, i);
+            }
+        }
+    }
+    let (breakdown, allreduce_ticks) = rank0.into_inner().unwrap();
+    Ok(MlpReport {
+        tp,
+        world,
+        max_abs_err: worst,
+        bound_at_max: bound[at],
+        max_abs_ref: want.iter().fold(0f32, |m, v| m.max(v.abs())),
+        within_bound: within,
+        breakdown,
+        allreduce_ticks,
+        outputs,
+    })
+}
