@@ -78,6 +78,49 @@ enum Command {
     ///
     /// Example: kernbench gemm-sweep --out gemm/
     GemmSweep(GemmSweepArgs),
+    /// The 2-layer tensor-parallel MLP of ADR-0027 (ColumnParallelLinear →
+    /// RowParallelLinear, seeded weights, f16) for each TP size on a system
+    /// of that many SIPs: the max abs error against a single-device f32
+    /// reference (with its first-order f16 bound) and rank 0's time broken
+    /// down into compute, communication (hidden behind compute, exposed),
+    /// and launch + wait. Units: µs.
+    ///
+    /// Example: kernbench tp-mlp --tp 1,2,4,8 --batch 16
+    TpMlp(TpMlpArgs),
+}
+
+#[derive(Args)]
+struct TpMlpArgs {
+    #[command(flatten)]
+    system: SystemArg,
+    /// TP sizes to run, comma-separated; each runs on a copy of the system
+    /// with TP × --dp SIPs (same network kind, 2-D grids as square as the
+    /// count allows).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    tp: Vec<u32>,
+    /// Data-parallel replicas: the world is TP × DP ranks, TP groups of
+    /// consecutive ranks.
+    #[arg(long, default_value_t = 1)]
+    dp: u32,
+    /// Tokens (rows of X).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Input features of fc1.
+    #[arg(long, default_value_t = 512)]
+    d_in: usize,
+    /// fc1's output = fc2's input features (split over TP ranks, then cubes).
+    #[arg(long, default_value_t = 2048)]
+    d_hidden: usize,
+    /// Output features of fc2.
+    #[arg(long, default_value_t = 512)]
+    d_out: usize,
+    /// Biases: rank0 (Megatron: fc2's bias on TP rank 0 only, folded in
+    /// before the all-reduce), replicate (every rank adds it after), none.
+    #[arg(long, default_value = "rank0", value_parser = ["rank0", "replicate", "none"])]
+    bias: String,
+    /// The ccl.yaml entry whose algorithm the all-reduce runs.
+    #[arg(long, default_value = "ring")]
+    algorithm: String,
 }
 
 #[derive(Args)]
@@ -304,6 +347,7 @@ fn main() {
         Command::Sweep(a) => sweep(a),
         Command::Merge(a) => merge(a),
         Command::GemmSweep(a) => gemm_sweep(a),
+        Command::TpMlp(a) => tp_mlp(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");
@@ -351,6 +395,79 @@ fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
         started.elapsed().as_secs_f64(),
         files.join(", "),
         a.out.display()
+    );
+    Ok(())
+}
+
+fn tp_mlp(a: TpMlpArgs) -> Result<()> {
+    use kernbench::tp::{BiasPolicy, mlp};
+    let base = a.system.load()?;
+    let ccl = kernbench::ccl::CclConfig::embedded_default();
+    let bias = match a.bias.as_str() {
+        "rank0" => Some(BiasPolicy::Rank0),
+        "replicate" => Some(BiasPolicy::Replicate),
+        _ => None,
+    };
+    let shape = mlp::MlpShape {
+        batch: a.batch,
+        d_in: a.d_in,
+        d_hidden: a.d_hidden,
+        d_out: a.d_out,
+    };
+    let tick_us = base.spec.system.tick_ns / 1e3;
+    println!(
+        "# tp-mlp: X ({} x {}) -> fc1 ColumnParallel -> ({} x {}) -> fc2 RowParallel -> ({} x {}); bias {}; all-reduce '{}'; {} cubes x {} PEs per SIP; times of rank 0 in us",
+        a.batch,
+        a.d_in,
+        a.batch,
+        a.d_hidden,
+        a.batch,
+        a.d_out,
+        a.bias,
+        a.algorithm,
+        base.cubes_per_sip(),
+        base.pes_per_cube()
+    );
+    println!(
+        "{:>3} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}",
+        "tp",
+        "world",
+        "max|err|",
+        "max|ref|",
+        "total",
+        "compute",
+        "comm",
+        "hidden",
+        "exposed",
+        "launch+wait"
+    );
+    for &tp in &a.tp {
+        let sys = base.with_sips(tp.saturating_mul(a.dp))?;
+        let r = mlp::run_mlp(&sys, &ccl, &a.algorithm, tp, shape, bias)?;
+        let b = r.breakdown;
+        let us = |t: u64| t as f64 * tick_us;
+        println!(
+            "{:>3} {:>5} {:>10.3e} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3}",
+            tp,
+            r.world,
+            r.max_abs_err,
+            r.max_abs_ref,
+            us(b.total),
+            us(b.compute),
+            us(b.communication),
+            us(b.hidden),
+            us(b.communication - b.hidden),
+            us(b.launch)
+        );
+        if !r.within_bound {
+            anyhow::bail!(
+                "tp {tp}: an output element is outside its f16 error bound (max |err| {:.3e}): a simulator bug, please report it",
+                r.max_abs_err
+            );
+        }
+    }
+    println!(
+        "# total = compute + exposed + launch+wait; comm = hidden + exposed (each collective's own time); max|err| over every rank's output against the single-device f32 reference, each element checked against its first-order f16 bound (docs/model.md §Tensor parallelism)"
     );
     Ok(())
 }
