@@ -199,7 +199,8 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 
 #[derive(Args)]
 struct SweepArgs {
-    /// A built-in plan (default, scaling, smoke, bounds) or a plan YAML file.
+    /// A built-in plan (default, scaling, smoke, bounds; tp: the TP scaling
+    /// study of a transformer block) or a plan YAML file.
     #[arg(long, default_value = "default")]
     plan: String,
     /// Base system spec for every point (default: the plan's, else the embedded one).
@@ -998,6 +999,9 @@ fn sweep(a: SweepArgs) -> Result<()> {
         (None, Some(n)) => Some(presets::preset(n)?),
         _ => None,
     };
+    if let Some(plan) = kernbench::tp::study::TpPlan::find(&a.plan)? {
+        return tp_sweep(&plan, &a, system);
+    }
     let (ccl, ccl_text) = match &a.ccl {
         Some(p) => (
             Some(CclConfig::from_file(p)?),
@@ -1093,6 +1097,90 @@ fn sweep(a: SweepArgs) -> Result<()> {
 
 /// `--jobs`: at least 1; more than the points or 4x the cores is clamped
 /// with a note (default: the cores).
+/// `sweep` of a TP plan: every point, a table, results.csv and figures.
+fn tp_sweep(
+    plan: &kernbench::tp::study::TpPlan,
+    a: &SweepArgs,
+    system: Option<System>,
+) -> Result<()> {
+    use kernbench::tp::study;
+    if a.resume || a.shard.is_some() || a.ccl.is_some() {
+        bail!(
+            "--resume, --shard and --ccl apply to collective plans; the TP plan '{}' runs whole in one go with the embedded ccl.yaml; allowed: --out, --jobs, --system, --preset",
+            plan.name
+        );
+    }
+    let base = system.unwrap_or_else(System::embedded_default);
+    let out = a.out.clone().unwrap_or_else(|| {
+        PathBuf::from("results").join(format!(
+            "{}-{}",
+            plan.name,
+            chrono::Utc::now().format("%Y%m%d-%H%M%S")
+        ))
+    });
+    let total = plan.points().len();
+    let jobs = sweep_jobs(a.jobs, total)?;
+    eprintln!(
+        "sweep '{}' (tp_block): {total} points, {jobs} job(s), {} tokens, all-reduce '{}' -> {}",
+        plan.name,
+        plan.tokens,
+        plan.algorithm,
+        out.display()
+    );
+    let started = Instant::now();
+    let finished = std::sync::atomic::AtomicUsize::new(0);
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let progress = |_: usize| {
+        let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if tty {
+            eprint!(
+                "\r{n}/{total} points, {:.0} s",
+                started.elapsed().as_secs_f64()
+            );
+        }
+    };
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
+    let rows = pool
+        .install(|| study::run(plan, &base, &progress))
+        .map_err(anyhow::Error::msg)?;
+    if tty {
+        eprintln!();
+    }
+    println!(
+        "{:>16} {:>6} {:>3} {:>12} {:>12} {:>12} {:>12} {:>8} {:>6}",
+        "topology", "hidden", "tp", "time(us)", "compute", "comm", "launch+wait", "speedup", "eff"
+    );
+    for r in &rows {
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        println!(
+            "{:>16} {:>6} {:>3} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>8} {:>6}",
+            r.topology,
+            r.hidden,
+            r.tp,
+            r.time_us,
+            r.compute_us,
+            r.comm_us,
+            r.launch_wait_us,
+            opt(r.speedup),
+            opt(r.efficiency)
+        );
+    }
+    let label = format!(
+        "{} cubes x {} PEs per SIP, {} tokens",
+        base.cubes_per_sip(),
+        base.pes_per_cube(),
+        plan.tokens
+    );
+    let files = study::write(&out, &rows, &label).map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "{total} points in {:.1} s; wrote {} in {}",
+        started.elapsed().as_secs_f64(),
+        files.join(", "),
+        out.display()
+    );
+    Ok(())
+}
+
 fn sweep_jobs(asked: Option<usize>, points: usize) -> Result<usize> {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let Some(jobs) = asked else {

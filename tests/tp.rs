@@ -244,3 +244,39 @@ fn bad_tp_inputs_name_the_field() {
         "{e}"
     );
 }
+
+#[test]
+#[ignore]
+fn block_probe() {
+    use kernbench::tp::block::{BlockShape, run_block};
+    for topo in ["ring_1d", "torus_2d"] {
+        for (h, tp) in [(1024, 1), (1024, 16), (8192, 1), (8192, 16)] {
+            let mut spec = System::embedded_default().spec;
+            spec.system.sips.topology = serde_yaml::from_str(topo).unwrap();
+            for l in [
+                &mut spec.links.noc,
+                &mut spec.links.ucie,
+                &mut spec.links.inter_sip,
+            ] {
+                l.packet_bytes = 65536;
+            }
+            let sys = System::from_spec(spec, "probe")
+                .unwrap()
+                .with_sips(tp)
+                .unwrap();
+            let t = std::time::Instant::now();
+            let r = run_block(
+                &sys,
+                &ccl(),
+                "ring",
+                tp,
+                BlockShape {
+                    tokens: 1024,
+                    hidden: h,
+                },
+            )
+            .unwrap();
+            eprintln!("{topo} h {h} tp {tp}: {:?} wall {:?}", r, t.elapsed());
+        }
+    }
+}

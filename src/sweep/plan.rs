@@ -174,7 +174,7 @@ fn set_ccl_field(config: &mut AlgoConfig, field: &str, v: &str) -> Result<(), (S
     }
 }
 
-fn scalar(v: &Value) -> String {
+pub(crate) fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
@@ -185,7 +185,7 @@ fn scalar(v: &Value) -> String {
 }
 
 /// Sets a dotted path in a YAML mapping.
-fn set_path(root: &mut Value, path: &str, v: Value) -> Result<(), String> {
+pub(crate) fn set_path(root: &mut Value, path: &str, v: Value) -> Result<(), String> {
     let mut cur = root;
     let parts: Vec<&str> = path.split('.').collect();
     for (i, p) in parts.iter().enumerate() {

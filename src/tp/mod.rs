@@ -37,11 +37,12 @@
 //! .unwrap();
 //! ```
 
+pub mod block;
 mod kernels;
 pub mod layers;
 pub mod mlp;
 mod state;
-
+pub mod study;
 mod timeline;
 
 pub use kernels::{BiasArgs, EmbedArgs, bias_add_kernel, embedding_kernel};

@@ -1,0 +1,256 @@
+//! `kernbench sweep --plan tp`: the TP scaling study. A TP plan
+//! (`workload: tp_block`, configs/sweeps/tp.yaml) runs [`run_block`] for
+//! every topology × hidden × TP of its grid, on a system of TP SIPs, and
+//! writes results.csv and three figures: time per block, the communication
+//! share of it, and the scaling efficiency (speedup over TP = 1 / TP).
+
+use super::block::{BlockShape, run_block};
+use crate::ccl::CclConfig;
+use crate::spec::{SipTopology, SpecError, System, parse_yaml};
+use crate::sweep::plan::{scalar, set_path};
+use crate::sweep::plots::{Series, chart};
+use crate::sweep::results::write_atomic;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use serde_yaml::Mapping;
+use std::path::Path;
+
+/// The built-in TP plan.
+pub const TP_PLAN: (&str, &str) = ("tp", include_str!("../../configs/sweeps/tp.yaml"));
+
+/// What a TP plan may vary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TpGrid {
+    pub topology: Vec<SipTopology>,
+    pub hidden: Vec<usize>,
+    pub tp: Vec<u32>,
+}
+
+/// A TP scaling plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TpPlan {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Must be `tp_block`.
+    pub workload: String,
+    /// Spec fields set on every point (dotted paths), as in sweep plans.
+    #[serde(default)]
+    pub base: Mapping,
+    /// The ccl.yaml entry of the all-reduces.
+    pub algorithm: String,
+    pub tokens: usize,
+    pub grid: TpGrid,
+}
+
+/// One point's result; times in µs, of rank 0.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TpRow {
+    pub topology: String,
+    pub sips: u32,
+    pub tp: u32,
+    pub hidden: usize,
+    pub tokens: usize,
+    pub algorithm: String,
+    pub time_us: f64,
+    pub compute_us: f64,
+    pub comm_us: f64,
+    pub hidden_comm_us: f64,
+    pub exposed_comm_us: f64,
+    pub launch_wait_us: f64,
+    /// time at TP = 1 (same topology and hidden) / time; empty without a TP = 1 point.
+    pub speedup: Option<f64>,
+    /// speedup / TP.
+    pub efficiency: Option<f64>,
+}
+
+impl TpPlan {
+    /// The plan `name_or_path` if it is a TP plan: the built-in `tp`, or a
+    /// YAML file whose `workload:` is `tp_block`. None for other plans.
+    pub fn find(name_or_path: &str) -> Result<Option<TpPlan>, SpecError> {
+        let (text, origin) = if name_or_path == TP_PLAN.0 {
+            (TP_PLAN.1.to_string(), "configs/sweeps/tp.yaml".to_string())
+        } else {
+            let path = Path::new(name_or_path);
+            let Ok(text) = std::fs::read_to_string(path) else {
+                return Ok(None);
+            };
+            let head: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_default();
+            if head.get("workload").and_then(|w| w.as_str()) != Some("tp_block") {
+                return Ok(None);
+            }
+            (text, name_or_path.to_string())
+        };
+        let plan: TpPlan = parse_yaml(&text, &origin)?;
+        let err = |path: &str, problem: String, allowed: &str| SpecError {
+            file: origin.clone(),
+            path: path.into(),
+            line: None,
+            problem,
+            allowed: allowed.into(),
+        };
+        if plan.workload != "tp_block" {
+            return Err(err(
+                "workload",
+                format!("unknown workload '{}'", plan.workload),
+                "tp_block",
+            ));
+        }
+        if plan.grid.topology.is_empty() || plan.grid.hidden.is_empty() || plan.grid.tp.is_empty() {
+            return Err(err(
+                "grid",
+                "an empty axis".into(),
+                "at least one value on topology, hidden and tp",
+            ));
+        }
+        if let Some(&t) = plan.grid.tp.iter().find(|&&t| t == 0) {
+            return Err(err("grid.tp", format!("tp {t}"), "TP sizes of at least 1"));
+        }
+        if plan.tokens == 0 {
+            return Err(err("tokens", "0 tokens".into(), "at least 1"));
+        }
+        CclConfig::embedded_default()
+            .entry(&plan.algorithm)
+            .map_err(|(p, a)| err("algorithm", p, &a))?;
+        Ok(Some(plan))
+    }
+
+    /// `base` with the plan's `base:` fields set.
+    pub fn base_system(&self, base: &System) -> Result<System, String> {
+        let mut root = serde_yaml::to_value(&base.spec).expect("spec serializes");
+        for (k, v) in &self.base {
+            set_path(&mut root, &scalar(k), v.clone())
+                .map_err(|e| format!("base.{}: {e}", scalar(k)))?;
+        }
+        let spec = serde_yaml::from_value(root).map_err(|e| format!("base: {e}"))?;
+        System::from_spec(spec, &base.origin).map_err(|e| e.to_string())
+    }
+
+    /// Points in order: topology, then hidden, then TP.
+    pub fn points(&self) -> Vec<(SipTopology, usize, u32)> {
+        let g = &self.grid;
+        g.topology
+            .iter()
+            .flat_map(|&t| {
+                g.hidden
+                    .iter()
+                    .flat_map(move |&h| g.tp.iter().map(move |&p| (t, h, p)))
+            })
+            .collect()
+    }
+}
+
+/// Runs every point on rayon's pool; `done` is called after each.
+pub fn run(
+    plan: &TpPlan,
+    base: &System,
+    done: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<TpRow>, String> {
+    let base = plan.base_system(base)?;
+    let ccl = CclConfig::embedded_default();
+    let tick_us = base.spec.system.tick_ns / 1e3;
+    let mut rows = plan
+        .points()
+        .par_iter()
+        .enumerate()
+        .map(|(i, &(topology, hidden, tp))| {
+            let mut spec = base.spec.clone();
+            spec.system.sips.topology = topology;
+            let sys = System::from_spec(spec, &base.origin)
+                .and_then(|s| s.with_sips(tp))
+                .map_err(|e| format!("{} x{tp}: {e}", topology.name()))?;
+            let shape = BlockShape {
+                tokens: plan.tokens,
+                hidden,
+            };
+            let r = run_block(&sys, &ccl, &plan.algorithm, tp, shape)
+                .map_err(|e| format!("{} x{tp}, hidden {hidden}: {e}", topology.name()))?;
+            done(i);
+            let b = r.breakdown;
+            let us = |t: u64| t as f64 * tick_us;
+            Ok(TpRow {
+                topology: topology.name().into(),
+                sips: tp,
+                tp,
+                hidden,
+                tokens: plan.tokens,
+                algorithm: plan.algorithm.clone(),
+                time_us: us(b.total),
+                compute_us: us(b.compute),
+                comm_us: us(b.communication),
+                hidden_comm_us: us(b.hidden),
+                exposed_comm_us: us(b.communication - b.hidden),
+                launch_wait_us: us(b.launch),
+                speedup: None,
+                efficiency: None,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let one: Vec<(String, usize, f64)> = rows
+        .iter()
+        .filter(|r| r.tp == 1)
+        .map(|r| (r.topology.clone(), r.hidden, r.time_us))
+        .collect();
+    for r in &mut rows {
+        if let Some(t1) = one.iter().find(|o| o.0 == r.topology && o.1 == r.hidden) {
+            r.speedup = Some(t1.2 / r.time_us);
+            r.efficiency = Some(t1.2 / r.time_us / f64::from(r.tp));
+        }
+    }
+    Ok(rows)
+}
+
+/// One series per (topology, hidden) over TP.
+fn by_slice(rows: &[TpRow], y: &dyn Fn(&TpRow) -> Option<f64>) -> Series {
+    let mut out: Series = Vec::new();
+    for r in rows {
+        let Some(v) = y(r) else { continue };
+        let name = format!("{} h={}", r.topology, r.hidden);
+        match out.iter_mut().find(|s| s.0 == name) {
+            Some(s) => s.1.push((f64::from(r.tp), v)),
+            None => out.push((name, vec![(f64::from(r.tp), v)])),
+        }
+    }
+    out
+}
+
+/// Writes results.csv and the three figures into `dir`; returns the files.
+pub fn write(dir: &Path, rows: &[TpRow], system: &str) -> Result<Vec<String>, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in rows {
+        w.serialize(r).map_err(|e| e.to_string())?;
+    }
+    let bytes = w.into_inner().map_err(|e| e.to_string())?;
+    write_atomic(&dir.join("results.csv"), &bytes).map_err(|e| e.to_string())?;
+    let x = "TP size (SIPs)";
+    let figures = [
+        (
+            "tp_block_time.svg",
+            "time per block, us (log)",
+            true,
+            by_slice(rows, &|r| Some(r.time_us)),
+        ),
+        (
+            "tp_comm_share.svg",
+            "communication / time per block",
+            false,
+            by_slice(rows, &|r| Some(r.comm_us / r.time_us)),
+        ),
+        (
+            "tp_efficiency.svg",
+            "speedup / TP",
+            false,
+            by_slice(rows, &|r| r.efficiency),
+        ),
+    ];
+    let mut files = vec!["results.csv".to_string()];
+    for (file, y, log, series) in figures {
+        let title = format!("Transformer block, TP scaling ({system})");
+        chart(&dir.join(file), &title, x, y, log, &series)?;
+        files.push(file.into());
+    }
+    Ok(files)
+}
