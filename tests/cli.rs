@@ -713,3 +713,24 @@ fn run_all_to_all_pairwise_verifies_and_refuses_sizes_that_do_not_split() {
         assert!(r.stderr.contains(part), "{part}: {}", r.stderr);
     }
 }
+
+/// `tp-mlp` prints one row per TP size with the error and the breakdown;
+/// a TP size that does not fit the layer sizes is a user error naming them.
+#[test]
+fn tp_mlp_prints_error_and_breakdown() {
+    let r = kernbench(&["tp-mlp", "--tp", "1,2"]);
+    r.expect_code(0);
+    let rows: Vec<&str> = r.stdout.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(rows.len(), 3, "{}", r.stdout);
+    assert!(rows[0].contains("max|err|") && rows[0].contains("launch+wait"));
+    let tp2: Vec<&str> = rows[2].split_whitespace().collect();
+    assert_eq!(&tp2[..2], ["2", "2"]);
+    assert_eq!(tp2[2], "4.805e-3", "{}", r.stdout);
+    let r = kernbench(&["tp-mlp", "--tp", "3"]);
+    r.expect_user_error();
+    assert!(
+        r.stderr.contains("out_features = 2048 over 3 TP ranks"),
+        "{}",
+        r.stderr
+    );
+}

@@ -245,38 +245,80 @@ fn bad_tp_inputs_name_the_field() {
     );
 }
 
+/// A transformer block: the breakdown sums to the total, the two
+/// all-reduces are the whole communication, and each takes what the same
+/// all-reduce takes run alone.
 #[test]
-#[ignore]
-fn block_probe() {
+fn block_breakdown_sums_and_its_all_reduces_match_a_lone_run() {
     use kernbench::tp::block::{BlockShape, run_block};
-    for topo in ["ring_1d", "torus_2d"] {
-        for (h, tp) in [(1024, 1), (1024, 16), (8192, 1), (8192, 16)] {
-            let mut spec = System::embedded_default().spec;
-            spec.system.sips.topology = serde_yaml::from_str(topo).unwrap();
-            for l in [
-                &mut spec.links.noc,
-                &mut spec.links.ucie,
-                &mut spec.links.inter_sip,
-            ] {
-                l.packet_bytes = 65536;
-            }
-            let sys = System::from_spec(spec, "probe")
-                .unwrap()
-                .with_sips(tp)
-                .unwrap();
-            let t = std::time::Instant::now();
-            let r = run_block(
-                &sys,
-                &ccl(),
-                "ring",
-                tp,
-                BlockShape {
-                    tokens: 1024,
-                    hidden: h,
-                },
-            )
-            .unwrap();
-            eprintln!("{topo} h {h} tp {tp}: {:?} wall {:?}", r, t.elapsed());
-        }
+    let sys = sips(2);
+    let shape = BlockShape {
+        tokens: 64,
+        hidden: 1024,
+    };
+    let r = run_block(&sys, &ccl(), "ring", 2, shape).unwrap();
+    let b = r.breakdown;
+    assert_eq!(b.compute + b.communication - b.hidden + b.launch, b.total);
+    assert_eq!(r.allreduce_ticks.len(), 2);
+    assert_eq!(b.communication, r.allreduce_ticks.iter().sum::<u64>());
+    let mut pg = init_process_group(&sys, &ccl(), "ring", DataMode::TimingOnly).unwrap();
+    let alone = Mutex::new(0);
+    pg.spawn(2, |ctx| {
+        let z = ctx.empty((64, 1024), tp::replicated(16))?;
+        *alone.lock().unwrap() = ctx.all_reduce(&z, ReduceOp::Sum)?.ticks;
+        Ok(())
+    })
+    .unwrap();
+    let alone = alone.into_inner().unwrap();
+    assert!(
+        r.allreduce_ticks.iter().all(|&t| t == alone),
+        "{:?} vs {alone}",
+        r.allreduce_ticks
+    );
+}
+
+/// The built-in plan parses and covers TP 1-16 x 3 topologies x 4 widths;
+/// a small plan runs, TP = 1 has efficiency 1, and bad plans name the field.
+#[test]
+fn tp_plans_run_and_bad_ones_name_the_field() {
+    use kernbench::tp::study::{TpPlan, run};
+    let plan = TpPlan::find("tp").unwrap().unwrap();
+    assert_eq!(plan.points().len(), 60);
+    let dir = std::env::temp_dir().join(format!("kb-tp-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, body: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, body).unwrap();
+        p.to_string_lossy().to_string()
+    };
+    let small = "name: small\nworkload: tp_block\nalgorithm: ring\ntokens: 32\ngrid:\n  topology: [ring_1d]\n  hidden: [512]\n  tp: [1, 2]\n";
+    let plan = TpPlan::find(&write("small.yaml", small)).unwrap().unwrap();
+    let rows = run(&plan, &System::embedded_default(), &|_| {}).unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].efficiency, Some(1.0));
+    for r in &rows {
+        let parts = r.compute_us + r.exposed_comm_us + r.launch_wait_us;
+        assert!((parts - r.time_us).abs() < 1e-6, "{r:?}");
     }
+    let e = TpPlan::find(&write("bad.yaml", &small.replace("tp: [1, 2]", "tp: [0]")))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("grid.tp") && e.contains("at least 1"), "{e}");
+    let e = TpPlan::find(&write(
+        "bad2.yaml",
+        &small.replace("algorithm: ring", "algorithm: nope"),
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("algorithm") && e.contains("nope"), "{e}");
+    let e = TpPlan::find(&write(
+        "bad3.yaml",
+        &small.replace("hidden: [512]", "hidden: [512]\n  sips: [4]"),
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("sips"), "{e}");
+    // Not a TP plan: left to the collective sweep.
+    assert!(TpPlan::find("default").unwrap().is_none());
+    std::fs::remove_dir_all(&dir).unwrap();
 }
