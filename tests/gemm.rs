@@ -256,3 +256,22 @@ fn c_replicated_over_cubes_gets_each_cubes_partial_product() {
         assert!(*got == reference(&ac, &bc, m, 32, n), "cube {c}");
     }
 }
+
+/// The whole gemm-sweep grid (14 shapes): none beats its roofline.
+#[test]
+fn no_gemm_of_the_sweep_grid_beats_its_roofline() {
+    use kernbench::gemm::sweep::{default_grid, run_grid};
+    let rows = run_grid(&System::embedded_default(), &default_grid()).unwrap();
+    assert_eq!(rows.len(), 14);
+    for r in &rows {
+        assert!(
+            r.sim_over_roofline >= 1.0,
+            "{} {}x{}x{}: {} of its roofline",
+            r.family,
+            r.m,
+            r.k,
+            r.n,
+            r.sim_over_roofline
+        );
+    }
+}

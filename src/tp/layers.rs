@@ -103,6 +103,18 @@ pub fn bias_add(ctx: &mut Rank, out: &Tensor, bias: &Tensor) -> Result<Work, Dis
     ctx.launch(bias_add_kernel, &args, &pes)
 }
 
+/// [`bias_add`], waited for and timed.
+fn add_bias(
+    ctx: &mut Rank,
+    out: &Tensor,
+    bias: &Tensor,
+    time: &mut Timeline,
+) -> Result<(), DistError> {
+    let w = bias_add(ctx, out, bias)?;
+    time.kernel(ctx, w)?;
+    Ok(())
+}
+
 /// Writes `data` into `t` if the layer is initialised (functional runs).
 fn fill(ctx: &mut Rank, t: &Tensor, data: Option<Vec<f32>>) -> Result<(), DistError> {
     match data {
@@ -185,8 +197,7 @@ impl ColumnParallelLinear {
         let w = matmul(ctx, x, &self.weight, &y)?;
         time.kernel(ctx, w)?;
         if let Some(b) = &self.bias {
-            let w = bias_add(ctx, &y, b)?;
-            time.kernel(ctx, w)?;
+            add_bias(ctx, &y, b, time)?;
         }
         Ok(y)
     }
@@ -260,13 +271,11 @@ impl RowParallelLinear {
         let w = matmul(ctx, x, &self.weight, &z)?;
         time.kernel(ctx, w)?;
         if let Some((b, BiasPolicy::Rank0)) = &self.bias {
-            let w = bias_add(ctx, &z, b)?;
-            time.kernel(ctx, w)?;
+            add_bias(ctx, &z, b, time)?;
         }
         super::reduce_from(ctx, mp, &z, time)?;
         if let Some((b, BiasPolicy::Replicate)) = &self.bias {
-            let w = bias_add(ctx, &z, b)?;
-            time.kernel(ctx, w)?;
+            add_bias(ctx, &z, b, time)?;
         }
         Ok(z)
     }
