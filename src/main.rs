@@ -1010,13 +1010,10 @@ fn sweep(a: SweepArgs) -> Result<()> {
         None => (None, kernbench::ccl::config::DEFAULT_CCL_YAML.to_string()),
     };
     let plan = kernbench::sweep::Plan::load_with(&a.plan, system, ccl)?;
-    let out = a.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(format!(
-            "{}-{}",
-            plan.file.name,
-            chrono::Utc::now().format("%Y%m%d-%H%M%S")
-        ))
-    });
+    let out = a
+        .out
+        .clone()
+        .unwrap_or_else(|| default_out(&plan.file.name));
     let jobs = sweep_jobs(a.jobs, plan.points().len())?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -1111,13 +1108,7 @@ fn tp_sweep(
         );
     }
     let base = system.unwrap_or_else(System::embedded_default);
-    let out = a.out.clone().unwrap_or_else(|| {
-        PathBuf::from("results").join(format!(
-            "{}-{}",
-            plan.name,
-            chrono::Utc::now().format("%Y%m%d-%H%M%S")
-        ))
-    });
+    let out = a.out.clone().unwrap_or_else(|| default_out(&plan.name));
     let total = plan.points().len();
     let jobs = sweep_jobs(a.jobs, total)?;
     eprintln!(
@@ -1179,6 +1170,14 @@ fn tp_sweep(
         out.display()
     );
     Ok(())
+}
+
+/// A sweep's result directory when --out is not given: results/<plan>-<UTC timestamp>.
+fn default_out(plan: &str) -> PathBuf {
+    PathBuf::from("results").join(format!(
+        "{plan}-{}",
+        chrono::Utc::now().format("%Y%m%d-%H%M%S")
+    ))
 }
 
 fn sweep_jobs(asked: Option<usize>, points: usize) -> Result<usize> {

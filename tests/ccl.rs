@@ -16,15 +16,7 @@ fn smoke_every_algorithm_all_reduce() {
         s.sip.cube_mesh.w = 2;
         s.sip.cube_mesh.h = 2;
     });
-    for algo in [
-        "ring",
-        "bidir_ring",
-        "tree",
-        "adr0032",
-        "hier_lanes",
-        "rhd",
-        "dbtree",
-    ] {
+    for algo in ALGORITHMS {
         let (mut m, c) =
             common::communicator(&sys, &cfg(algo, Space::Tcm, 2), DataMode::Functional).unwrap();
         let r = c

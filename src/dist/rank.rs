@@ -83,6 +83,13 @@ impl<'p> Rank<'_, 'p> {
         self.shared.lock().device[self.rank as usize]
     }
 
+    /// Cubes per SIP and PEs per cube of the machine.
+    pub fn sip_shape(&self) -> (u32, u32) {
+        let g = self.shared.lock();
+        let t = &g.pg.machine.topology;
+        (t.cubes_per_sip(), t.pes_per_cube)
+    }
+
     /// The spec of the machine the ranks share (a copy).
     pub fn system_spec(&self) -> crate::spec::SystemSpec {
         self.shared.lock().pg.machine.system.spec.clone()

@@ -174,7 +174,7 @@ fn set_ccl_field(config: &mut AlgoConfig, field: &str, v: &str) -> Result<(), (S
     }
 }
 
-pub(crate) fn scalar(v: &Value) -> String {
+fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Number(n) => n.to_string(),
@@ -185,7 +185,7 @@ pub(crate) fn scalar(v: &Value) -> String {
 }
 
 /// Sets a dotted path in a YAML mapping.
-pub(crate) fn set_path(root: &mut Value, path: &str, v: Value) -> Result<(), String> {
+fn set_path(root: &mut Value, path: &str, v: Value) -> Result<(), String> {
     let mut cur = root;
     let parts: Vec<&str> = path.split('.').collect();
     for (i, p) in parts.iter().enumerate() {
@@ -201,6 +201,40 @@ pub(crate) fn set_path(root: &mut Value, path: &str, v: Value) -> Result<(), Str
             .or_insert_with(|| Value::Mapping(Mapping::new()));
     }
     Ok(())
+}
+
+/// `system` with a plan's `base:` fields (dotted spec paths) set; an error
+/// names the field as `base.<path>` in plan file `origin`.
+pub(crate) fn with_base(
+    system: &System,
+    base: &Mapping,
+    origin: &str,
+) -> Result<System, SpecError> {
+    let mut root = serde_yaml::to_value(&system.spec).expect("spec serializes");
+    for (k, v) in base {
+        let key = scalar(k);
+        set_path(&mut root, &key, v.clone()).map_err(|e| {
+            plan_error(
+                origin,
+                &format!("base.{key}"),
+                e,
+                "dotted system-spec paths such as sip.cube_mesh.w",
+            )
+        })?;
+    }
+    let spec = serde_path_to_error::deserialize(root).map_err(|e| {
+        let inner = e.inner().to_string();
+        let (problem, allowed) = match inner.split_once(", expected ") {
+            Some((head, expected)) => (head.to_string(), expected.to_string()),
+            None => (inner, "a value of the field's type".to_string()),
+        };
+        plan_error(origin, &format!("base.{}", e.path()), problem, &allowed)
+    })?;
+    System::from_spec(spec, &system.origin).map_err(|e| SpecError {
+        file: origin.into(),
+        path: format!("base.{}", e.path),
+        ..e
+    })
 }
 
 impl Plan {
@@ -442,32 +476,7 @@ impl Plan {
     /// The plan's system with its `base:` overrides; an error names the
     /// overridden field as `base.<path>`.
     fn base_system(&self) -> Result<System, SpecError> {
-        let o = &self.origin;
-        let mut root = serde_yaml::to_value(&self.system.spec).expect("spec serializes");
-        for (k, v) in &self.file.base {
-            let key = scalar(k);
-            set_path(&mut root, &key, v.clone()).map_err(|e| {
-                plan_error(
-                    o,
-                    &format!("base.{key}"),
-                    e,
-                    "dotted system-spec paths such as sip.cube_mesh.w",
-                )
-            })?;
-        }
-        let spec = serde_path_to_error::deserialize(root).map_err(|e| {
-            let inner = e.inner().to_string();
-            let (problem, allowed) = match inner.split_once(", expected ") {
-                Some((head, expected)) => (head.to_string(), expected.to_string()),
-                None => (inner, "a value of the field's type".to_string()),
-            };
-            plan_error(o, &format!("base.{}", e.path()), problem, &allowed)
-        })?;
-        System::from_spec(spec, &self.system.origin).map_err(|e| SpecError {
-            file: o.clone(),
-            path: format!("base.{}", e.path),
-            ..e
-        })
+        with_base(&self.system, &self.file.base, &self.origin)
     }
 
     /// Every point, in order, skipping algorithms that lack their collective.

@@ -88,7 +88,7 @@ fn expect(x: &Tensor, want: DPPolicy, what: &str, name: &str) -> Result<(), Dist
 
 /// Launches `out[r, :] += bias` on the PEs of the cubes where `bias` lies.
 pub fn bias_add(ctx: &mut Rank, out: &Tensor, bias: &Tensor) -> Result<Work, DistError> {
-    let ppc = ctx.system_spec().cube.pe_layout.pes();
+    let ppc = ctx.sip_shape().1;
     let mut pes = Vec::new();
     for s in &out.shards {
         if bias.shards.iter().any(|b| b.cube == s.cube) {
@@ -334,7 +334,7 @@ impl VocabParallelEmbedding {
             )));
         }
         let c = cubes(ctx);
-        let ppc = ctx.system_spec().cube.pe_layout.pes();
+        let ppc = ctx.sip_shape().1;
         let out = ctx.empty((ids.len(), self.dim), replicated(c))?;
         let pes: Vec<(u32, u32)> = (0..c)
             .flat_map(|cube| (0..sharing(ids.len(), ppc)).map(move |p| (cube, p)))

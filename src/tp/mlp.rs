@@ -87,51 +87,34 @@ pub fn reference(
     let w2 = seeded_matrix(SEED_FC2, dh, d_out);
     let b1 = seeded_matrix(SEED_FC1 + 1, 1, dh);
     let b2 = seeded_matrix(SEED_FC2 + 1, 1, d_out);
-    let with_bias = bias.is_some();
-    let mm = |a: &[f32], w: &[f32], k: usize, n: usize, bias: &[f32], abs: bool| {
-        let f = |v: f32| if abs { v.abs() } else { v };
-        let mut out = vec![0f32; b * n];
-        for i in 0..b {
-            for j in 0..n {
-                let mut acc = if with_bias { f(bias[j]) } else { 0.0 };
-                for p in 0..k {
-                    acc += f(a[i * k + p]) * f(w[p * n + j]);
-                }
-                out[i * n + j] = acc;
-            }
-        }
-        out
+    let (b1, b2) = match bias {
+        Some(_) => (b1, b2),
+        None => (vec![0.0; dh], vec![0.0; d_out]),
     };
-    let y = mm(&x, &w1, d_in, dh, &b1, false);
-    let y_abs = mm(&x, &w1, d_in, dh, &b1, true);
+    // a · w + bias, for `b` rows.
+    let mm = |a: &[f32], w: &[f32], k: usize, n: usize, bias: &[f32]| {
+        (0..b * n)
+            .map(|e| {
+                let (i, j) = (e / n, e % n);
+                (0..k).fold(bias[j], |acc, p| acc + a[i * k + p] * w[p * n + j])
+            })
+            .collect::<Vec<f32>>()
+    };
+    let abs = |v: &[f32]| v.iter().map(|x| x.abs()).collect::<Vec<f32>>();
+    let y = mm(&x, &w1, d_in, dh, &b1);
     let s1 = d_in.div_ceil(32) as f32;
-    let e_y: Vec<f32> = y_abs.iter().map(|v| (2.0 * s1 + 1.0) * U * v).collect();
-    let z = mm(&y, &w2, dh, d_out, &b2, false);
-    let z_abs = mm(
-        &y.iter().map(|v| v.abs()).collect::<Vec<_>>(),
-        &w2,
-        dh,
-        d_out,
-        &b2,
-        true,
-    );
-    let carried = mm(
-        &e_y,
-        &w2.iter().map(|v| v.abs()).collect::<Vec<_>>(),
-        dh,
-        d_out,
-        &b2,
-        false,
-    );
+    let e_y: Vec<f32> = mm(&abs(&x), &abs(&w1), d_in, dh, &abs(&b1))
+        .iter()
+        .map(|v| (2.0 * s1 + 1.0) * U * v)
+        .collect();
+    let z = mm(&y, &w2, dh, d_out, &b2);
+    let z_abs = mm(&abs(&y), &abs(&w2), dh, d_out, &abs(&b2));
+    let carried = mm(&e_y, &abs(&w2), dh, d_out, &vec![0.0; d_out]);
     let parts = tp * cubes;
     let s2 = (dh / parts as usize).div_ceil(32) as f32;
     let k2 = 2.0 * s2 + parts as f32 + 1.0;
     let bound = (0..b * d_out)
-        .map(|i| {
-            // `carried` added |b₂| once through the bias term: take it back out.
-            let c = carried[i] - if with_bias { b2[i % d_out] } else { 0.0 };
-            c + k2 * U * z_abs[i]
-        })
+        .map(|i| carried[i] + k2 * U * z_abs[i])
         .collect();
     (z, bound)
 }

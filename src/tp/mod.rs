@@ -80,8 +80,7 @@ pub fn cube_cols(cubes: u32) -> DPPolicy {
 
 /// Cubes per SIP of the rank's machine.
 fn cubes(ctx: &Rank) -> u32 {
-    let m = ctx.system_spec().sip.cube_mesh;
-    m.w * m.h
+    ctx.sip_shape().0
 }
 
 /// `copy_to_tensor_model_parallel_region`: identity in the forward pass

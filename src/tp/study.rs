@@ -7,7 +7,7 @@
 use super::block::{BlockShape, run_block};
 use crate::ccl::CclConfig;
 use crate::spec::{SipTopology, SpecError, System, parse_yaml};
-use crate::sweep::plan::{scalar, set_path};
+use crate::sweep::plan::with_base;
 use crate::sweep::plots::{Series, chart};
 use crate::sweep::results::write_atomic;
 use rayon::prelude::*;
@@ -49,7 +49,7 @@ pub struct TpPlan {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct TpRow {
     pub topology: String,
-    pub sips: u32,
+    /// Also the SIP count: the world is one TP group.
     pub tp: u32,
     pub hidden: usize,
     pub tokens: usize,
@@ -119,13 +119,7 @@ impl TpPlan {
 
     /// `base` with the plan's `base:` fields set.
     pub fn base_system(&self, base: &System) -> Result<System, String> {
-        let mut root = serde_yaml::to_value(&base.spec).expect("spec serializes");
-        for (k, v) in &self.base {
-            set_path(&mut root, &scalar(k), v.clone())
-                .map_err(|e| format!("base.{}: {e}", scalar(k)))?;
-        }
-        let spec = serde_yaml::from_value(root).map_err(|e| format!("base: {e}"))?;
-        System::from_spec(spec, &base.origin).map_err(|e| e.to_string())
+        with_base(base, &self.base, &self.name).map_err(|e| e.to_string())
     }
 
     /// Points in order: topology, then hidden, then TP.
@@ -172,7 +166,6 @@ pub fn run(
             let us = |t: u64| t as f64 * tick_us;
             Ok(TpRow {
                 topology: topology.name().into(),
-                sips: tp,
                 tp,
                 hidden,
                 tokens: plan.tokens,

@@ -8,6 +8,7 @@
 //! buffer, so it sends `⌈log2 n⌉/2` buffers where pairwise sends one.
 
 use super::ring::me;
+use super::tree::levels;
 use crate::ccl::kernels::Buffer;
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
@@ -16,10 +17,6 @@ use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
 pub struct Bruck;
-
-fn levels(n: usize) -> usize {
-    (usize::BITS - (n.max(1) - 1).leading_zeros()) as usize
-}
 
 /// Step `k` sends on channel `2k` (to `p + 2^k`) and receives on channel
 /// `2k + 1` (from `p − 2^k`).

@@ -24,6 +24,7 @@
 //! end, where waiting for it holds nothing else up.
 
 use super::ring::me;
+use super::tree::levels;
 use crate::ccl::kernels::{Atom, Buffer, combine};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
@@ -90,27 +91,17 @@ pub fn node(n: usize, t: usize, p: usize) -> Node {
     }
 }
 
-/// Levels of a btree of `n` ranks below its root 0: one to the highest
-/// power of two below `n`, then that rank's own.
-fn btree_root_height(n: usize) -> usize {
-    if n > 1 {
-        1 + (usize::BITS - 1 - (n - 1).leading_zeros()) as usize
-    } else {
-        0
-    }
-}
-
 /// Levels below `p` in tree `t` (0 for a leaf), in O(1): in a btree, rank
 /// `r`'s lower child `r − b/2` (`b` its lowest set bit) heads a complete
 /// subtree, so `r` has `log2 b` levels below it.
 fn height(n: usize, t: usize, p: usize) -> usize {
     let btree = |n: usize, r: usize| match r {
-        0 => btree_root_height(n),
+        0 => levels(n),
         r => r.trailing_zeros() as usize,
     };
     match (t, p) {
         (0, p) => btree(n, p),
-        (_, 0) => usize::from(n > 1) + btree_root_height(n.saturating_sub(1)),
+        (_, 0) => usize::from(n > 1) + levels(n.saturating_sub(1)),
         (_, p) => btree(n - 1, p - 1),
     }
 }

@@ -13,7 +13,10 @@ use kernbench_systems::program::QDir;
 
 pub struct Tree;
 
-fn levels(n: usize) -> usize {
+/// ⌈log2 n⌉ (0 for n ≤ 1): the levels of a binomial tree of `n`
+/// participants, the steps of Bruck's all-to-all, and the height of a
+/// btree's root (dbtree).
+pub(super) fn levels(n: usize) -> usize {
     (usize::BITS - (n.max(1) - 1).leading_zeros()) as usize
 }
 
