@@ -519,8 +519,12 @@ impl CclConfig {
         }
         self.entries.iter().find(|e| e.name == name).ok_or_else(|| {
             let names: Vec<&str> = self.entries.iter().map(|e| e.name.as_str()).collect();
+            let hint = crate::names::did_you_mean(name, names.iter().copied());
             (
-                format!("{} has no algorithm entry named '{name}'", self.origin),
+                format!(
+                    "{} has no algorithm entry named '{name}'{hint}",
+                    self.origin
+                ),
                 format!("an entry of the ccl config: defaults, {}", names.join(", ")),
             )
         })

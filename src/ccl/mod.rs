@@ -14,6 +14,7 @@ pub mod algorithms;
 pub mod bound;
 pub mod config;
 pub mod kernels;
+pub mod placement;
 
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
@@ -29,6 +30,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 pub use config::{AlgoConfig, CclConfig, Chunks, PieceLimits};
+pub use placement::Placement;
 
 /// A collective operation.
 #[derive(
@@ -691,7 +693,19 @@ impl Communicator {
     /// submitted before it; in functional mode also writes inputs and
     /// checks outputs.
     pub fn run(&self, machine: &mut Machine, job: Job) -> Result<CollResult, CclError> {
-        self.check(machine, &job)?;
+        let functional = self.prepare_run(machine, &job)?;
+        let h = self.submit(machine, job, Buffers::hbm(0, Self::pe_stride(&job)), 0)?;
+        // Run to the end (its last credits included), so runs do not overlap.
+        machine.synchronize()?;
+        let ticks = machine.wait(h)?.ticks();
+        let verified = functional.then(|| self.outputs_match(machine, &job));
+        Ok(self.result(machine, job, ticks, verified))
+    }
+
+    /// Checks `job` and, in functional mode, writes the inputs; returns
+    /// whether the run carries values.
+    fn prepare_run(&self, machine: &mut Machine, job: &Job) -> Result<bool, CclError> {
+        self.check(machine, job)?;
         let functional = *machine.engine.world.resource::<DataMode>() == DataMode::Functional;
         let n = self.group.size();
         if functional && n > verify::MAX_PARTICIPANTS {
@@ -701,14 +715,9 @@ impl Communicator {
             )));
         }
         if functional {
-            self.write_inputs(machine, &job)?;
+            self.write_inputs(machine, job)?;
         }
-        let h = self.submit(machine, job, Buffers::hbm(0, Self::pe_stride(&job)), 0)?;
-        // Run to the end (its last credits included), so runs do not overlap.
-        machine.synchronize()?;
-        let ticks = machine.wait(h)?.ticks();
-        let verified = functional.then(|| self.outputs_match(machine, &job));
-        Ok(self.result(machine, job, ticks, verified))
+        Ok(functional)
     }
 
     /// The measures of a run of `job` that took `ticks`.
@@ -751,14 +760,15 @@ impl Communicator {
         }
     }
 
-    fn hbm(&self, p: usize, job: &Job) -> Location {
+    /// Participant `p`'s buffer of a run whose buffers start at HBM offset `base`.
+    fn hbm_at(&self, p: usize, job: &Job, base: u64) -> Location {
         let (sip, cube, pe) = self.group.coords(p);
         Location {
             space: Space::Hbm,
             sip,
             cube,
             pe: 0,
-            offset: u64::from(pe) * Self::pe_stride(job),
+            offset: base + u64::from(pe) * Self::pe_stride(job),
         }
     }
 
@@ -766,7 +776,7 @@ impl Communicator {
     fn write_inputs(&self, machine: &mut Machine, job: &Job) -> Result<(), CclError> {
         for p in 0..self.group.size() {
             let data = verify::input(job, self.group.size(), p);
-            machine.write(self.hbm(p, job), &data).map_err(|e| {
+            machine.write(self.hbm_at(p, job, 0), &data).map_err(|e| {
                 CclError::Config(format!("writing the input of participant {p}: {e}"))
             })?;
         }
@@ -781,10 +791,20 @@ impl Communicator {
     /// element that differs from the reference, None when every output is
     /// right. Its Display names participant, element, expected and got.
     pub fn first_mismatch(&self, machine: &Machine, job: &Job) -> Option<verify::Mismatch> {
+        self.first_mismatch_at(machine, job, 0)
+    }
+
+    /// As [`Communicator::first_mismatch`], for results at HBM offset `base`.
+    pub fn first_mismatch_at(
+        &self,
+        machine: &Machine,
+        job: &Job,
+        base: u64,
+    ) -> Option<verify::Mismatch> {
         let n = self.group.size();
         (0..n).find_map(|p| {
             let got = machine
-                .read(self.hbm(p, job), job.elems)
+                .read(self.hbm_at(p, job, base), job.elems)
                 .expect("buffer written");
             verify::first_mismatch(job, n, p, &got)
         })
@@ -867,36 +887,58 @@ pub mod verify {
             expected,
             got: got.get(element).copied().unwrap_or(f16::NAN),
         };
-        if job.collective == Collective::AllToAll
-            && (n == 0 || !job.elems.is_multiple_of(n) || got.len() != job.elems)
-        {
+        if !shape_checks(job, n, got) {
             return Some(wrong(0, f16::NAN));
         }
         let blocks = split(job.elems, n);
+        (0..job.elems).find_map(|i| {
+            let expect = expected(job, n, p, &blocks, i)?;
+            (got.get(i) != Some(&expect)).then(|| wrong(i, expect))
+        })
+    }
+
+    /// How many elements of `p`'s buffer differ from the reference (every
+    /// element when an all-to-all buffer has no reference).
+    pub fn count_wrong(job: &Job, n: usize, p: usize, got: &[f16]) -> u64 {
+        if !shape_checks(job, n, got) {
+            return job.elems as u64;
+        }
+        let blocks = split(job.elems, n);
+        (0..job.elems)
+            .filter(|&i| expected(job, n, p, &blocks, i).is_some_and(|e| got.get(i) != Some(&e)))
+            .count() as u64
+    }
+
+    /// Whether the buffer has a reference: an all-to-all needs `n` equal blocks.
+    fn shape_checks(job: &Job, n: usize, got: &[f16]) -> bool {
+        job.collective != Collective::AllToAll
+            || (n > 0 && job.elems.is_multiple_of(n) && got.len() == job.elems)
+    }
+
+    /// Element `i` of participant `p`'s result; None where the collective
+    /// leaves it undefined.
+    fn expected(job: &Job, n: usize, p: usize, blocks: &[(usize, usize)], i: usize) -> Option<f16> {
         let owner = |i: usize| {
             blocks
                 .iter()
                 .position(|b| b.0 <= i && i < b.0 + b.1)
                 .unwrap_or(0)
         };
-        (0..job.elems).find_map(|i| {
-            let expect = match job.collective {
-                Collective::AllReduce => reduced(job, n, i),
-                Collective::ReduceScatter if owner(i) == p => reduced(job, n, i),
-                Collective::ReduceScatter => return None,
-                Collective::AllGather => value(owner(i), i),
-                Collective::Broadcast => value(0, i),
-                Collective::Reduce if p == 0 => reduced(job, n, i),
-                Collective::Reduce => return None,
-                // p's block j must be j's input block p.
-                Collective::AllToAll => {
-                    let b = job.elems / n;
-                    value(i / b, p * b + i % b)
-                }
-            };
-            let expect = f16::from_f32(expect);
-            (got.get(i) != Some(&expect)).then(|| wrong(i, expect))
-        })
+        let expect = match job.collective {
+            Collective::AllReduce => reduced(job, n, i),
+            Collective::ReduceScatter if owner(i) == p => reduced(job, n, i),
+            Collective::ReduceScatter => return None,
+            Collective::AllGather => value(owner(i), i),
+            Collective::Broadcast => value(0, i),
+            Collective::Reduce if p == 0 => reduced(job, n, i),
+            Collective::Reduce => return None,
+            // p's block j must be j's input block p.
+            Collective::AllToAll => {
+                let b = job.elems / n;
+                value(i / b, p * b + i % b)
+            }
+        };
+        Some(f16::from_f32(expect))
     }
 }
 

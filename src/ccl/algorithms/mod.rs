@@ -54,7 +54,8 @@ pub fn find(name: &str) -> Result<&'static dyn Algorithm, CclError> {
         .find(|a| a.name() == name)
         .ok_or_else(|| {
             CclError::Config(format!(
-                "unknown algorithm '{name}'; registered: {}",
+                "unknown algorithm '{name}'{}; registered: {}",
+                crate::names::did_you_mean(name, names()),
                 names().join(", ")
             ))
         })
