@@ -3,6 +3,7 @@
 //! Layers (docs/ARCHITECTURE.md): `spec` (YAML → validated system) →
 //! `topology` (nodes, links, routes, addresses) → `machine` (an engine world
 //! with the hardware spawned) — all on the `kernbench_systems` engine crate.
+pub mod catalog;
 pub mod ccl;
 pub mod dist;
 pub mod estimate;
@@ -10,6 +11,8 @@ pub mod gemm;
 pub mod kernel;
 pub mod machine;
 pub mod memory_map;
+pub mod names;
+pub mod nccl_table;
 pub mod report;
 pub mod seeded;
 pub mod spec;

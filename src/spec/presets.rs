@@ -35,7 +35,10 @@ pub fn preset(name: &str) -> Result<System, SpecError> {
             file: "--preset".into(),
             path: name.into(),
             line: None,
-            problem: format!("no preset named '{name}'"),
+            problem: format!(
+                "no preset named '{name}'{}",
+                crate::names::did_you_mean(name, PRESETS.map(|p| p.0))
+            ),
             allowed: PRESETS.map(|p| p.0).join(", "),
         }),
     }
