@@ -6,10 +6,11 @@ static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
+use kernbench::ccl::{CclConfig, Collective, Communicator, Job, Placement, ReduceOp};
 use kernbench::estimate::Budget;
 use kernbench::kernel::wiring::{QueueConfig, ring};
 use kernbench::machine::Machine;
+use kernbench::nccl_table::Record;
 use kernbench::report::Usage;
 use kernbench::spec::{System, presets};
 use kernbench::topology::address::Space;
@@ -49,6 +50,12 @@ enum Command {
     ///   kernbench sweep --plan my.yaml --out r/ --resume # continue an interrupted sweep
     ///   kernbench sweep --shard 2/3 --out r2/            # one third of the points, for merge
     Sweep(SweepArgs),
+    /// List what can be named: system presets (--preset), sweep plans
+    /// (--plan), and the ccl config's algorithm entries (--algorithm) with
+    /// the collectives and SIP topologies each supports.
+    ///
+    /// Example: kernbench list algorithms
+    List(ListArgs),
     /// Combine result directories (shards of one plan) into one result set
     /// with plots.
     ///
@@ -60,9 +67,15 @@ enum Command {
     /// Example: kernbench topo --preset torus_4096 --dot out/
     Topo(TopoArgs),
     /// Run one collective over a range of sizes and print an nccl-tests-style
-    /// table: size, count, time, algbw, busbw, % of the α-β bound, verified.
+    /// table: size, count, type, redop, root, then time, algbw, busbw,
+    /// #wrong and % of the α-β bound out of place and in place, and the
+    /// "Avg bus bandwidth" footer.
     ///
-    /// Example: kernbench run --collective all_reduce --algorithm hier_lanes --preset mesh_16 --max-bytes 64M
+    /// There are no iteration or warmup counts (nccl-tests' -n, -w): the
+    /// simulator is deterministic, so every repetition of a size gives the
+    /// same ticks and one run per size and placement is the exact answer.
+    ///
+    /// Example: kernbench run -b 1K -e 1M -f 4 -o max -c 1 --preset mesh_16
     Run(RunArgs),
     /// Measure the simulator: build the 4096-SIP system, then run ring
     /// traffic (each SIP sends to its right neighbour, round after round) and
@@ -199,7 +212,7 @@ fn parse_seconds(s: &str) -> Result<f64, String> {
 
 #[derive(Args)]
 struct SweepArgs {
-    /// A built-in plan (default, scaling, smoke, bounds; tp: the TP scaling
+    /// A built-in plan (default, scaling, smoke, bounds, large; tp: the TP scaling
     /// study of a transformer block) or a plan YAML file.
     #[arg(long, default_value = "default")]
     plan: String,
@@ -230,6 +243,17 @@ struct SweepArgs {
     budget: BudgetArg,
 }
 
+/// `-c`: 1 checks, 0 does not (nccl-tests' values; true/false also work).
+fn parse_check(s: &str) -> Result<bool, String> {
+    match s {
+        "1" | "true" => Ok(true),
+        "0" | "false" => Ok(false),
+        _ => Err(format!(
+            "'{s}' is not a check setting; use 1 (check) or 0 (timing only)"
+        )),
+    }
+}
+
 fn parse_shard(s: &str) -> Result<(usize, usize), String> {
     let bad = || format!("'{s}' is not a shard; use K/N with 1 <= K <= N, e.g. 2/3");
     let (k, n) = s.split_once('/').ok_or_else(bad)?;
@@ -241,6 +265,44 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
         return Err(bad());
     }
     Ok((k, n))
+}
+
+#[derive(Args)]
+struct ListArgs {
+    /// What to list (default: all three).
+    #[arg(value_enum)]
+    what: Option<ListWhat>,
+    /// Collective configuration YAML whose entries to list (default: the
+    /// embedded configs/ccl.yaml).
+    #[arg(long, value_name = "FILE")]
+    ccl: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ListWhat {
+    Presets,
+    Plans,
+    Algorithms,
+}
+
+fn list(a: ListArgs) -> Result<()> {
+    use kernbench::catalog;
+    let ccl = match &a.ccl {
+        Some(path) => CclConfig::from_file(path)?,
+        None => CclConfig::embedded_default(),
+    };
+    let parts = [
+        (ListWhat::Presets, catalog::presets()),
+        (ListWhat::Plans, catalog::plans()),
+        (ListWhat::Algorithms, catalog::algorithms(&ccl)),
+    ];
+    let shown: Vec<String> = parts
+        .into_iter()
+        .filter(|(w, _)| a.what.is_none_or(|x| x == *w))
+        .map(|p| p.1)
+        .collect();
+    print!("{}", shown.join("\n"));
+    Ok(())
 }
 
 #[derive(Args)]
@@ -268,22 +330,31 @@ struct RunArgs {
     /// entry per size.
     #[arg(long, default_value = "defaults")]
     algorithm: String,
-    /// Reduction of reducing collectives.
-    #[arg(long, value_enum, default_value = "sum")]
+    /// Reduction of reducing collectives (nccl-tests -o).
+    #[arg(short = 'o', long, value_enum, default_value = "sum")]
     op: ReduceOp,
-    /// Smallest buffer per participant, bytes (K, M, G = 2^10, 2^20, 2^30).
-    #[arg(long, default_value = "1K", value_parser = kernbench::sweep::plan::parse_bytes)]
+    /// Smallest buffer per participant, bytes (K, M, G = 2^10, 2^20, 2^30);
+    /// a whole number of f16 elements (nccl-tests -b).
+    #[arg(short = 'b', long, default_value = "1K", value_parser = kernbench::sweep::plan::parse_bytes)]
     min_bytes: u64,
-    /// Largest buffer per participant, bytes.
-    #[arg(long, default_value = "1M", value_parser = kernbench::sweep::plan::parse_bytes)]
+    /// Largest buffer per participant, bytes (nccl-tests -e).
+    #[arg(short = 'e', long, default_value = "1M", value_parser = kernbench::sweep::plan::parse_bytes)]
     max_bytes: u64,
-    /// Size multiplier from one row to the next (2 or more).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
+    /// Size multiplier from one row to the next, 2 or more (nccl-tests -f).
+    #[arg(short = 'f', long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
     step_factor: u64,
-    /// Carry f16 values and check every participant's output against a
-    /// reference (slower); otherwise timing only.
-    #[arg(long)]
+    /// Carry f16 values and count the wrong result elements of every
+    /// participant against a reference (#wrong; slower, same timing).
+    /// `-c 1` as in nccl-tests, `--verify` alone, or `-c 0` for timing only.
+    #[arg(short = 'c', long = "verify", alias = "check", num_args = 0..=1, default_value = "0",
+          default_missing_value = "1", value_name = "0|1", value_parser = parse_check)]
     verify: bool,
+    /// Also write every size and placement as CSV (one line each).
+    #[arg(long, value_name = "FILE")]
+    csv: Option<PathBuf>,
+    /// Also write every size and placement as a JSON array.
+    #[arg(long, value_name = "FILE")]
+    json: Option<PathBuf>,
     /// Write a Chrome trace-event JSON of the runs (open in Perfetto or
     /// chrome://tracing): per-PE op spans, link occupancy, message flows.
     /// Large for big sizes: use with one size (--min-bytes = --max-bytes).
@@ -347,6 +418,7 @@ fn main() {
         Command::Run(a) => run(a),
         Command::Sweep(a) => sweep(a),
         Command::Merge(a) => merge(a),
+        Command::List(a) => list(a),
         Command::GemmSweep(a) => gemm_sweep(a),
         Command::TpMlp(a) => tp_mlp(a),
     };
@@ -769,24 +841,67 @@ fn run(a: RunArgs) -> Result<()> {
         Some(path) => CclConfig::from_file(path)?,
         None => CclConfig::embedded_default(),
     };
-    for (flag, bytes) in [("--min-bytes", a.min_bytes), ("--max-bytes", a.max_bytes)] {
+    for (flag, bytes) in [
+        ("-b/--min-bytes", a.min_bytes),
+        ("-e/--max-bytes", a.max_bytes),
+    ] {
         if let Err((problem, allowed)) = Job::elems_of(bytes) {
             bail!("{flag}: {problem}; allowed: {allowed}");
         }
     }
     if a.max_bytes < a.min_bytes {
         bail!(
-            "--min-bytes {} is more than --max-bytes {}; allowed: --min-bytes <= --max-bytes",
+            "-b/--min-bytes {} is more than -e/--max-bytes {}; allowed: --min-bytes <= --max-bytes",
             a.min_bytes,
             a.max_bytes
         );
     }
-    if a.algorithm != "all" {
+    for (flag, path) in [("--csv", &a.csv), ("--json", &a.json)] {
+        if let Some(path) = path {
+            check_output_file(flag, path)?;
+        }
+    }
+    let records = if a.algorithm != "all" {
         let config = ccl.entry(&a.algorithm).map_err(|(problem, allowed)| {
             anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}, or all")
         })?;
-        return run_entry(&a, &sys, config).map(|_| ());
+        run_entry(&a, &sys, config)?
+    } else {
+        run_all_entries(&a, &sys, &ccl)?
+    };
+    for (path, json) in [(&a.csv, false), (&a.json, true)] {
+        if let Some(path) = path {
+            kernbench::nccl_table::write(path, &records, json).map_err(anyhow::Error::msg)?;
+            eprintln!("wrote {}", path.display());
+        }
     }
+    Ok(())
+}
+
+/// Refuses an output file that cannot be written before anything runs:
+/// a directory, or a path whose directory does not exist.
+fn check_output_file(flag: &str, path: &Path) -> Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    if path.is_dir() {
+        bail!(
+            "{flag} {}: is a directory; allowed: a file path, e.g. {}",
+            path.display(),
+            path.join("results.csv").display()
+        );
+    }
+    if let Some(dir) = dir.filter(|d| !d.is_dir()) {
+        bail!(
+            "{flag} {}: the directory {} does not exist; allowed: a file path in an existing directory",
+            path.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// `--algorithm all`: every entry that supports the collective here, one
+/// table each, then the best per size; the records of every entry.
+fn run_all_entries(a: &RunArgs, sys: &System, ccl: &CclConfig) -> Result<Vec<Record>> {
     if a.trace.is_some() {
         bail!(
             "--trace with --algorithm all: a trace follows one algorithm; allowed: --algorithm NAME"
@@ -802,18 +917,28 @@ fn run(a: RunArgs) -> Result<()> {
             continue;
         }
         // One entry refused (too large, too slow) does not end the comparison.
-        match run_entry(&a, &sys, config) {
+        match run_entry(a, sys, config) {
             Ok(rows) => tables.push((config.name.clone(), rows)),
             Err(e) => println!("# {}: skipped: {e:#}", config.name),
         }
         println!();
     }
     print_best_per_size(&tables);
-    Ok(())
+    Ok(tables.into_iter().flat_map(|t| t.1).collect())
 }
 
-/// The best entry per size (shortest time) and how far the others are.
-fn print_best_per_size(tables: &[(String, Vec<kernbench::ccl::CollResult>)]) {
+/// The best entry per size (shortest in-place time) and how far the others are.
+fn print_best_per_size(tables: &[(String, Vec<Record>)]) {
+    let in_place = |rows: &[Record]| -> Vec<Record> {
+        rows.iter()
+            .filter(|r| r.placement == Placement::InPlace.name())
+            .cloned()
+            .collect()
+    };
+    let tables: Vec<(&str, Vec<Record>)> = tables
+        .iter()
+        .map(|(name, rows)| (name.as_str(), in_place(rows)))
+        .collect();
     let Some((_, first)) = tables.first() else {
         println!("# no entry of the ccl config supports this collective on this system");
         return;
@@ -824,9 +949,9 @@ fn print_best_per_size(tables: &[(String, Vec<kernbench::ccl::CollResult>)]) {
         "size(B)", "best", "time(us)", "busbw(GB/s)", "%bound"
     );
     for (k, row) in first.iter().enumerate() {
-        let mut at: Vec<(&str, &kernbench::ccl::CollResult)> = tables
+        let mut at: Vec<(&str, &Record)> = tables
             .iter()
-            .filter_map(|(name, rows)| rows.get(k).map(|r| (name.as_str(), r)))
+            .filter_map(|(name, rows)| rows.get(k).map(|r| (*name, r)))
             .collect();
         at.sort_by_key(|(name, r)| (r.ticks, *name));
         let (best, r) = at[0];
@@ -838,7 +963,7 @@ fn print_best_per_size(tables: &[(String, Vec<kernbench::ccl::CollResult>)]) {
             "{:>12} {:>18} {:>12.3} {:>11.2} {:>8.1}  {}",
             row.bytes,
             best,
-            r.time_ns / 1000.0,
+            r.time_us,
             r.busbw_gbps,
             r.pct_of_bound,
             then.join(", ")
@@ -846,31 +971,90 @@ fn print_best_per_size(tables: &[(String, Vec<kernbench::ccl::CollResult>)]) {
     }
 }
 
-/// One entry over the size range: its table, utilization, trace; its rows.
+/// The sizes of a run: `-b`, then times `-f` up to `-e`.
+fn run_sizes(a: &RunArgs) -> Vec<u64> {
+    std::iter::successors(Some(a.min_bytes), |&b| {
+        b.checked_mul(a.step_factor).filter(|&n| n <= a.max_bytes)
+    })
+    .collect()
+}
+
+/// One entry over the size range: header, one line per size with both
+/// placements, footer, utilization, trace; its records.
 fn run_entry(
     a: &RunArgs,
     sys: &System,
     config: &kernbench::ccl::AlgoConfig,
-) -> Result<Vec<kernbench::ccl::CollResult>> {
-    let largest = Job {
+) -> Result<Vec<Record>> {
+    let (mut machine, comm) = entry_machine(a, sys, config)?;
+    print!("{}", run_header(a, sys, config, &comm));
+    print!("{}", kernbench::nccl_table::column_header());
+    let sizes = run_sizes(a);
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let (mut records, mut last) = (Vec::new(), None);
+    for (k, &bytes) in sizes.iter().enumerate() {
+        if tty {
+            eprint!("\r# simulating {bytes} B ({}/{}) ...", k + 1, sizes.len());
+        }
+        let job = Job {
+            collective: a.collective,
+            op: a.op,
+            elems: (bytes / 2) as usize,
+        };
+        let mut pair = Vec::new();
+        for placement in Placement::ALL {
+            let before = Usage::snapshot(&machine);
+            let r = comm.run_placed(&mut machine, job, placement)?;
+            let wrong = a
+                .verify
+                .then(|| comm.wrong_elements(&machine, &job, comm.result_base(&job, placement)));
+            last = Some((before, r.ticks));
+            pair.push(Record::new(
+                &r,
+                &config.name,
+                &config.algorithm,
+                placement,
+                wrong,
+            ));
+        }
+        if tty {
+            eprint!("\r\x1b[K");
+        }
+        println!("{}", kernbench::nccl_table::line(&pair[0], &pair[1]));
+        records.extend(pair);
+    }
+    print!("{}", kernbench::nccl_table::footer(&records));
+    if let Some((before, ticks)) = last {
+        print!(
+            "\nlargest size in place, {}",
+            Usage::snapshot(&machine).summary(&before, &machine, ticks)
+        );
+    }
+    if let Some(path) = &a.trace {
+        finish_trace(&mut machine, path)?;
+    }
+    Ok(records)
+}
+
+/// Checks, estimates and builds one entry's machine and communicator
+/// (with the trace sink and run limits installed).
+fn entry_machine(
+    a: &RunArgs,
+    sys: &System,
+    config: &kernbench::ccl::AlgoConfig,
+) -> Result<(Machine, Communicator)> {
+    let job = |bytes: u64| Job {
         collective: a.collective,
         op: a.op,
-        elems: (a.max_bytes / 2) as usize,
+        elems: (bytes / 2) as usize,
     };
-    for elems in [a.min_bytes / 2, a.max_bytes / 2] {
-        Communicator::check_before_build(
-            sys,
-            config,
-            &Job {
-                elems: elems as usize,
-                ..largest
-            },
-        )?;
+    for bytes in [a.min_bytes, a.max_bytes] {
+        Communicator::check_before_build(sys, config, &job(bytes))?;
     }
     let est = kernbench::estimate::Estimate::collective(
         sys,
         config,
-        &largest,
+        &job(a.max_bytes),
         a.verify,
         a.trace.is_some(),
     );
@@ -883,14 +1067,8 @@ fn run_entry(
     };
     let mut machine = Machine::build_with(sys, mode)?;
     let comm = Communicator::new(&mut machine, config)?;
-    for elems in [a.min_bytes / 2, a.max_bytes / 2] {
-        comm.check(
-            &machine,
-            &Job {
-                elems: elems as usize,
-                ..largest
-            },
-        )?;
+    for bytes in [a.min_bytes, a.max_bytes] {
+        comm.check_out_of_place(&machine, &job(bytes))?;
     }
     if let Some(path) = &a.trace {
         let sink = kernbench::trace::ChromeTrace::create(path, sys.spec.system.tick_ns)
@@ -907,7 +1085,7 @@ fn run_entry(
     }
     if est.seconds > 60.0 {
         eprintln!(
-            "note: the largest size is estimated to take about {:.0} s to simulate ({:.3e} messages)",
+            "note: the largest size is estimated to take about {:.0} s to simulate per placement ({:.3e} messages)",
             est.seconds, est.messages
         );
     }
@@ -918,77 +1096,80 @@ fn run_entry(
             max_ticks: a.max_ticks,
             ..Default::default()
         });
-    println!(
-        "# {} / {} ({}: buffer {}, {} slots x {} B, {} chunks) on {} ({} participants), op {}",
+    Ok((machine, comm))
+}
+
+/// The parameter lines above the table: what ran, on what, and why there
+/// are no iteration counts.
+fn run_header(
+    a: &RunArgs,
+    sys: &System,
+    config: &kernbench::ccl::AlgoConfig,
+    comm: &Communicator,
+) -> String {
+    let s = &sys.spec;
+    let l = &s.links.inter_sip;
+    let who = if comm.group.pes == 1 {
+        "pe0 of every cube"
+    } else {
+        "every PE of every cube"
+    };
+    let check = if a.verify {
+        "on (-c 1: #wrong counts wrong result elements)"
+    } else {
+        "off (timing only; -c 1 checks)"
+    };
+    format!(
+        "# {} / {} (algorithm {}), op {}\n\
+         # system: {}: {} SIPs {} {}x{}, {} cubes x {} PEs per SIP, tick {} ns, inter-SIP links {} GB/s {} ns {} B packets\n\
+         # ccl: buffer {}, {} slots x {} B, chunks {}\n\
+         # participants: {} ({who})\n\
+         # sizes: {} to {} B, x{} per line; check {check}\n\
+         # one run per size and placement, no warmup or iterations: the simulator is deterministic\n\
+         # out-of-place: the collective, then a simulated copy of the result into a separate buffer (docs/model.md)\n#\n",
         a.collective,
         config.name,
         config.algorithm,
+        a.op.name(),
+        sys.origin,
+        s.system.sips.count,
+        s.system.sips.topology.name(),
+        sys.sip_grid.0,
+        sys.sip_grid.1,
+        sys.cubes_per_sip(),
+        sys.pes_per_cube(),
+        s.system.tick_ns,
+        l.bandwidth_gbps,
+        l.latency_ns,
+        l.packet_bytes,
         config.buffer_kind.name(),
         config.n_slots,
         config.slot_size,
         config.chunks,
-        sys.origin,
         comm.group.size(),
-        a.op.name()
-    );
+        a.min_bytes,
+        a.max_bytes,
+        a.step_factor,
+    )
+}
+
+/// Ends the `--trace` file: the sink writes its closing events.
+fn finish_trace(machine: &mut Machine, path: &Path) -> Result<()> {
+    let sink = machine
+        .take_trace()
+        .and_then(|s| {
+            s.into_any()
+                .downcast::<kernbench::trace::ChromeTrace>()
+                .ok()
+        })
+        .ok_or_else(|| anyhow::anyhow!("--trace: the trace sink was not installed"))?;
+    let n = sink.finish(machine).map_err(anyhow::Error::msg)?;
     println!(
-        "{:>12} {:>12} {:>12} {:>10} {:>10} {:>10} {:>9}  bound set by",
-        "size(B)", "count", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "%bound", "verified"
+        "wrote {} ({n} trace events; peak memory of this run {})",
+        path.display(),
+        gib(kernbench::report::peak_rss_bytes())
     );
-    let mut bytes = a.min_bytes;
-    let mut last = None;
-    let mut rows = Vec::new();
-    while bytes <= a.max_bytes {
-        let job = Job {
-            collective: a.collective,
-            op: a.op,
-            elems: (bytes / 2) as usize,
-        };
-        let before = Usage::snapshot(&machine);
-        let r = comm.run(&mut machine, job)?;
-        last = Some((before, r.ticks));
-        rows.push(r.clone());
-        let verified = match r.verified {
-            Some(true) => "ok",
-            Some(false) => "WRONG",
-            None => "-",
-        };
-        println!(
-            "{:>12} {:>12} {:>12.3} {:>10.2} {:>10.2} {:>10.1} {:>9}  {}",
-            r.bytes,
-            r.elems,
-            r.time_ns / 1000.0,
-            r.algbw_gbps,
-            r.busbw_gbps,
-            r.pct_of_bound,
-            verified,
-            r.bound_term
-        );
-        bytes = bytes.saturating_mul(a.step_factor);
-    }
-    if let Some((before, ticks)) = last {
-        print!(
-            "\nlargest size, {}",
-            Usage::snapshot(&machine).summary(&before, &machine, ticks)
-        );
-    }
-    if let Some(path) = &a.trace {
-        let sink = machine
-            .take_trace()
-            .and_then(|s| {
-                s.into_any()
-                    .downcast::<kernbench::trace::ChromeTrace>()
-                    .ok()
-            })
-            .expect("the trace sink set above");
-        let n = sink.finish(&machine).map_err(anyhow::Error::msg)?;
-        println!(
-            "wrote {} ({n} trace events; peak memory of this run {})",
-            path.display(),
-            gib(kernbench::report::peak_rss_bytes())
-        );
-    }
-    Ok(rows)
+    Ok(())
 }
 
 fn sweep(a: SweepArgs) -> Result<()> {

@@ -342,57 +342,73 @@ fn bench_small_ring_reports_messages() {
 // `run`: the nccl-tests-style table and its errors
 // ---------------------------------------------------------------------------
 
-/// One data row of the `run` table.
+/// One placement's cells of a `run` line.
+#[derive(Debug)]
+struct Cells {
+    time_us: f64,
+    algbw: f64,
+    busbw: f64,
+    /// `N/A` unless checked (-c 1).
+    wrong: String,
+    pct_bound: f64,
+}
+
+/// One data line of the `run` table: both placements of one size.
 #[derive(Debug)]
 struct RunRow {
     size: u64,
     count: u64,
-    time_us: f64,
-    algbw: f64,
-    busbw: f64,
-    pct_bound: f64,
-    verified: String,
+    dtype: String,
+    redop: String,
+    root: i64,
+    out: Cells,
+    inp: Cells,
     /// The bound's limiting term.
     bound_by: String,
 }
 
-/// Participants printed in the `# collective / entry (...) on ... (P participants)` header.
-fn participants(header: &str) -> usize {
-    let before = header
-        .split(" participants)")
-        .next()
-        .filter(|_| header.contains(" participants)"))
-        .unwrap_or_else(|| panic!("no participant count in {header:?}"));
-    before
-        .rsplit('(')
-        .next()
-        .and_then(|n| n.trim().parse().ok())
-        .unwrap_or_else(|| panic!("participant count is not a number in {header:?}"))
+/// Participants printed in the `# participants: P (...)` header line.
+fn participants(stdout: &str) -> usize {
+    stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("# participants: "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no participant count in:\n{stdout}"))
 }
 
-/// The rows between the column header (the line with `size(B)`) and the next blank line.
+/// The data lines of the first table: after the column header (the `#`
+/// line naming `redop`), up to the footer.
 fn run_rows(stdout: &str) -> Vec<RunRow> {
-    let mut lines = stdout.lines().skip_while(|l| !l.contains("size(B)"));
+    let mut lines = stdout.lines().skip_while(|l| !l.contains(" redop "));
     assert!(lines.next().is_some(), "no column header in:\n{stdout}");
     lines
-        .take_while(|l| !l.trim().is_empty())
+        .skip_while(|l| l.starts_with('#'))
+        .take_while(|l| !l.starts_with('#') && !l.trim().is_empty())
         .map(|l| {
             let cols: Vec<&str> = l.split_whitespace().collect();
-            assert!(cols.len() >= 8, "row {l:?}");
+            assert!(cols.len() >= 16, "row {l:?}");
             let num = |i: usize| -> f64 {
                 cols[i]
                     .parse()
                     .unwrap_or_else(|e| panic!("column {i} of {l:?}: {e}"))
             };
+            let cells = |at: usize| Cells {
+                time_us: num(at),
+                algbw: num(at + 1),
+                busbw: num(at + 2),
+                wrong: cols[at + 3].to_string(),
+                pct_bound: num(at + 4),
+            };
             RunRow {
                 size: cols[0].parse().expect("size"),
                 count: cols[1].parse().expect("count"),
-                time_us: num(2),
-                algbw: num(3),
-                busbw: num(4),
-                pct_bound: num(5),
-                verified: cols[6].to_string(),
-                bound_by: cols[7..].join(" "),
+                dtype: cols[2].to_string(),
+                redop: cols[3].to_string(),
+                root: cols[4].parse().expect("root"),
+                out: cells(5),
+                inp: cells(10),
+                bound_by: cols[15..].join(" "),
             }
         })
         .collect()
@@ -421,32 +437,43 @@ fn run_ring_all_reduce_on_torus_6_rect_prints_a_verified_table() {
         .find(|l| l.starts_with('#'))
         .unwrap_or_else(|| panic!("no header line in:\n{out}"));
     assert!(header.starts_with("# all_reduce / ring"), "{header}");
-    assert!(header.contains("torus_6_rect"), "{header}");
     assert!(header.contains("op sum"), "{header}");
+    assert!(
+        out.contains("# system: configs/topologies/torus_6_rect.yaml: 6 SIPs torus_2d 3x2"),
+        "{out}"
+    );
+    assert!(out.contains("# ccl: buffer "), "{out}");
+    assert!(out.contains("no warmup or iterations"), "{out}");
     // 6 SIPs x 16 cubes, one participant per cube.
-    let p = participants(header);
-    assert_eq!(p, 96, "{header}");
+    let p = participants(out);
+    assert_eq!(p, 96, "{out}");
     let columns = out
         .lines()
-        .find(|l| l.contains("size(B)"))
+        .find(|l| l.contains(" redop "))
         .unwrap_or_else(|| panic!("no column header in:\n{out}"));
     for col in [
-        "size(B)",
-        "count",
-        "time(us)",
-        "algbw(GB/s)",
-        "busbw(GB/s)",
-        "%bound",
-        "verified",
+        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "%bound",
     ] {
         assert!(columns.contains(col), "{col} missing: {columns}");
     }
+    assert!(
+        out.contains("out-of-place") && out.contains("in-place"),
+        "{out}"
+    );
     let rows = run_rows(out);
     let sizes: Vec<u64> = rows.iter().map(|r| r.size).collect();
     assert_eq!(sizes, [4096, 8192, 16384], "{out}");
     let factor = 2.0 * (p as f64 - 1.0) / p as f64;
     for row in &rows {
-        assert_eq!(row.verified, "ok", "{row:?}\n{out}");
+        assert_eq!(
+            (row.dtype.as_str(), row.redop.as_str(), row.root),
+            ("half", "sum", -1)
+        );
+        assert_eq!(
+            (row.out.wrong.as_str(), row.inp.wrong.as_str()),
+            ("0", "0"),
+            "{row:?}"
+        );
         assert!(
             [
                 "participant port",
@@ -459,30 +486,33 @@ fn run_ring_all_reduce_on_torus_6_rect_prints_a_verified_table() {
             "{row:?}"
         );
         assert_eq!(row.count, row.size / 2, "f16 elements: {row:?}");
-        assert!(row.time_us > 0.0, "{row:?}");
-        // GB/s = bytes / ns; the table shows 2 decimals, so compare with
-        // the exact value from size and time plus half a unit of the last digit.
-        let algbw = row.size as f64 / (row.time_us * 1000.0);
-        let shown = 0.005 + 1e-9;
-        assert!((row.algbw - algbw).abs() <= shown, "algbw: {row:?}");
-        let busbw = algbw * factor;
-        assert!(
-            (row.busbw - busbw).abs() <= (busbw * 0.01).max(shown),
-            "busbw must be algbw x 2(P-1)/P = {busbw:.4}: {row:?}"
-        );
-        assert!(
-            row.busbw >= row.algbw,
-            "all-reduce bus factor is > 1: {row:?}"
-        );
-        assert!(
-            row.pct_bound > 0.0 && row.pct_bound <= 100.0,
-            "%bound in (0, 100]: {row:?}"
-        );
+        for c in [&row.out, &row.inp] {
+            // Latency-bound: the bound's share is the same at these sizes.
+            assert_eq!(c.pct_bound, 2.2, "{row:?}");
+            // GB/s = bytes / ns; the table shows 2 decimals, so compare with
+            // the exact value from size and time plus half a unit of the last digit.
+            let algbw = row.size as f64 / (c.time_us * 1000.0);
+            let shown = 0.005 + 1e-9;
+            assert!((c.algbw - algbw).abs() <= shown, "algbw: {row:?}");
+            let busbw = algbw * factor;
+            assert!(
+                (c.busbw - busbw).abs() <= (busbw * 0.01).max(shown),
+                "busbw must be algbw x 2(P-1)/P = {busbw:.4}: {row:?}"
+            );
+        }
     }
-    assert!(
-        rows.windows(2).all(|w| w[0].time_us <= w[1].time_us),
-        "a larger all-reduce does not finish sooner:\n{out}"
+    // Simulated times (deterministic): out of place, the copy of the result
+    // into the output buffer comes on top of the in-place collective.
+    let times: Vec<(f64, f64)> = rows
+        .iter()
+        .map(|r| (r.out.time_us, r.inp.time_us))
+        .collect();
+    assert_eq!(
+        times,
+        [(33.758, 33.578), (33.798, 33.578), (33.974, 33.674)],
+        "{out}"
     );
+    assert!(out.contains("# Out of bounds values : 0 OK"), "{out}");
     let util = out
         .lines()
         .position(|l| l.contains("utilization"))
@@ -603,9 +633,23 @@ fn run_help_lists_its_options() {
         "--verify",
         "--system",
         "--preset",
+        "-b, --min-bytes",
+        "-e, --max-bytes",
+        "-f, --step-factor",
+        "-o, --op",
+        "-c, --verify",
+        "--csv <FILE>",
+        "--json <FILE>",
     ] {
         assert!(r.stdout.contains(opt), "{opt}: {}", r.stdout);
     }
+    // Why there is no -n / -w.
+    assert!(
+        r.stdout.contains("There are no iteration or warmup counts")
+            && r.stdout.contains("the simulator is deterministic"),
+        "{}",
+        r.stdout
+    );
     // The collectives and ops clap accepts.
     for value in [
         "all_reduce",
@@ -648,11 +692,20 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         .collect();
     assert_eq!(tables.len(), 4, "{out}");
     assert!(!out.contains("# broadcast / hier_lanes"), "{out}");
-    assert_eq!(
-        out.matches(" ok  ").count(),
-        8,
-        "every row verified:\n{out}"
-    );
+    let checked: Vec<RunRow> = out
+        .split("# broadcast / ")
+        .skip(1)
+        .flat_map(run_rows)
+        .collect();
+    assert_eq!(checked.len(), 8, "4 entries x 2 sizes:\n{out}");
+    for row in &checked {
+        assert_eq!((row.redop.as_str(), row.root), ("none", 0), "{row:?}");
+        assert_eq!(
+            (row.out.wrong.as_str(), row.inp.wrong.as_str()),
+            ("0", "0"),
+            "{row:?}"
+        );
+    }
     let best = out
         .split("# best per size (of 4 entries)\n")
         .nth(1)
@@ -692,8 +745,16 @@ fn run_all_to_all_pairwise_verifies_and_refuses_sizes_that_do_not_split() {
     r.expect_code(0);
     let out = &r.stdout;
     assert!(out.contains("# all_to_all / pairwise"), "{out}");
-    assert_eq!(out.matches(" ok  ").count(), 5, "1K..16K verified:\n{out}");
-    assert!(!out.contains("WRONG"), "{out}");
+    let rows = run_rows(out);
+    assert_eq!(rows.len(), 5, "1K..16K:\n{out}");
+    for row in &rows {
+        assert_eq!((row.redop.as_str(), row.root), ("none", -1), "{row:?}");
+        assert_eq!(
+            (row.out.wrong.as_str(), row.inp.wrong.as_str()),
+            ("0", "0"),
+            "{row:?}"
+        );
+    }
     // torus_6_rect: 6 SIPs x 16 cubes = 96 participants; 1 KiB is not 96 blocks.
     let r = kernbench(&[
         "run",
@@ -732,5 +793,138 @@ fn tp_mlp_prints_error_and_breakdown() {
         r.stderr.contains("out_features = 2048 over 3 TP ranks"),
         "{}",
         r.stderr
+    );
+}
+
+/// Issue 12's acceptance: nccl-tests' flags give its table with both
+/// placements and the footer, and `--csv`/`--json` hold the same numbers.
+#[test]
+fn run_with_nccl_tests_flags_prints_both_placements_and_writes_csv_and_json() {
+    let d = tempfile::tempdir().unwrap();
+    // The default system with one cube per SIP: 4 participants, quick to check.
+    let spec = std::fs::read_to_string(manifest_path("configs/topology.yaml"))
+        .unwrap()
+        .replace("cube_mesh: { w: 4, h: 4 }", "cube_mesh: { w: 1, h: 1 }");
+    let system = d.path().join("four.yaml");
+    std::fs::write(&system, spec).unwrap();
+    let (csv_path, json_path) = (d.path().join("r.csv"), d.path().join("r.json"));
+    let r = kernbench(&[
+        "run",
+        "--system",
+        system.to_str().unwrap(),
+        "-b",
+        "1K",
+        "-e",
+        "1M",
+        "-f",
+        "4",
+        "-o",
+        "max",
+        "-c",
+        "1",
+        "--csv",
+        csv_path.to_str().unwrap(),
+        "--json",
+        json_path.to_str().unwrap(),
+    ]);
+    r.expect_code(0);
+    let out = &r.stdout;
+    assert_eq!(participants(out), 4, "{out}");
+    assert!(out.contains("op max"), "{out}");
+    let rows = run_rows(out);
+    let sizes: Vec<u64> = rows.iter().map(|r| r.size).collect();
+    assert_eq!(sizes, [1024, 4096, 16384, 65536, 262144, 1048576], "{out}");
+    for row in &rows {
+        assert_eq!(
+            (row.dtype.as_str(), row.redop.as_str(), row.root),
+            ("half", "max", -1)
+        );
+        assert_eq!(
+            (row.out.wrong.as_str(), row.inp.wrong.as_str()),
+            ("0", "0"),
+            "{row:?}"
+        );
+    }
+    assert!(out.contains("# Out of bounds values : 0 OK"), "{out}");
+    // The CSV: one record per size and placement, the table's numbers.
+    let mut reader = csv::Reader::from_path(&csv_path).unwrap();
+    let records: Vec<kernbench::nccl_table::Record> =
+        reader.deserialize().map(|r| r.unwrap()).collect();
+    assert_eq!(records.len(), 12);
+    for (k, row) in rows.iter().enumerate() {
+        let (o, i) = (&records[2 * k], &records[2 * k + 1]);
+        assert_eq!(
+            (o.placement.as_str(), i.placement.as_str()),
+            ("out_of_place", "in_place")
+        );
+        assert_eq!(
+            (o.bytes, i.count, i.wrong, o.wrong),
+            (row.size, row.count as usize, Some(0), Some(0))
+        );
+        for (rec, cells) in [(o, &row.out), (i, &row.inp)] {
+            assert_eq!(
+                format!("{:.3}", rec.time_us),
+                format!("{:.3}", cells.time_us)
+            );
+            assert_eq!(
+                format!("{:.2}", rec.busbw_gbps),
+                format!("{:.2}", cells.busbw)
+            );
+            assert_eq!(rec.time_us, rec.ticks as f64 / 1000.0, "1 ns ticks");
+        }
+    }
+    // Simulated ticks, pinned (the simulator is deterministic).
+    let ticks: Vec<(u64, u64)> = records
+        .chunks(2)
+        .map(|p| (p[0].ticks, p[1].ticks))
+        .collect();
+    // Out of place adds the copy: 1 MiB read and written through the cube's
+    // HBM port (256 GB/s) is 8192 ticks, 8242 with latency and launch.
+    assert_eq!(
+        ticks,
+        [
+            (2260, 2128),
+            (2365, 2185),
+            (2898, 2598),
+            (4434, 3654),
+            (9976, 7878),
+            (25661, 17419)
+        ],
+        "{out}"
+    );
+    let avg = records.iter().map(|r| r.busbw_gbps).sum::<f64>() / 12.0;
+    assert!(
+        out.contains(&format!("# Avg bus bandwidth    : {avg:.3} GB/s")),
+        "{avg}\n{out}"
+    );
+    // The JSON holds the very same records.
+    let json: Vec<kernbench::nccl_table::Record> =
+        serde_json::from_str(&std::fs::read_to_string(&json_path).unwrap()).unwrap();
+    assert_eq!(json, records);
+    // Without -c nothing is checked: N/A in the table, empty in the CSV.
+    let r = kernbench(&[
+        "run",
+        "--system",
+        system.to_str().unwrap(),
+        "-e",
+        "2K",
+        "--csv",
+        csv_path.to_str().unwrap(),
+    ]);
+    r.expect_code(0);
+    assert!(
+        run_rows(&r.stdout)
+            .iter()
+            .all(|row| row.out.wrong == "N/A" && row.inp.wrong == "N/A")
+    );
+    assert!(
+        r.stdout.contains("# Out of bounds values : N/A"),
+        "{}",
+        r.stdout
+    );
+    let text = std::fs::read_to_string(&csv_path).unwrap();
+    assert!(
+        text.lines().skip(1).all(|l| l.ends_with(',')),
+        "wrong is empty:\n{text}"
     );
 }
