@@ -274,8 +274,8 @@ proptest! {
                     prop_assert!(!row.error.contains("panicked"), "{}\n{}", row.error, text);
                     if row.error.is_empty() {
                         prop_assert!(
-                            row.ticks > 0 && row.ticks >= row.bound_ticks,
-                            "{} ticks, bound {}\n{}", row.ticks, row.bound_ticks, text
+                            row.ticks > Some(0) && row.bound_ticks.is_some() && row.ticks >= row.bound_ticks,
+                            "{:?} ticks, bound {:?}\n{}", row.ticks, row.bound_ticks, text
                         );
                     }
                 }

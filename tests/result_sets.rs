@@ -258,3 +258,93 @@ fn jobs_zero_is_an_error_and_too_many_are_clamped() {
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("note: --jobs 100000 clamped to "), "{err}");
 }
+
+/// Issue 12's acceptance: a sweep with one bad point writes everything,
+/// names the failure and exits 1; results.csv keeps the failed row's axis
+/// values and leaves its result fields empty (NaN in pandas), never 0.
+#[test]
+fn a_sweep_with_one_bad_point_exits_1_and_its_row_has_empty_results() {
+    let d = tempfile::tempdir().unwrap();
+    let plan_path = d.path().join("plan.yaml");
+    // 6 SIPs on a torus without w/h cannot use the square fallback.
+    let yaml = "name: one_bad\nbase:\n  sip.cube_mesh.w: 1\n  sip.cube_mesh.h: 1\nstudies:\n  - name: s\n    grid:\n      system.sips.topology: [torus_2d]\n      system.sips.count: [4, 6]\n      algorithm: [ring]\n      bytes: [4K]\n";
+    std::fs::write(&plan_path, yaml).unwrap();
+    let out = d.path().join("out");
+    let (code, _, err) = kernbench(&[
+        "sweep",
+        "--plan",
+        plan_path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("1 point(s) failed:"), "{err}");
+    assert!(
+        err.contains("[1] s: system.sips.topology=torus_2d, system.sips.count=6"),
+        "{err}"
+    );
+    assert!(err.contains("not a square"), "{err}");
+    for f in ["results.json", "plan.yaml", "system.yaml", "simulator.csv"] {
+        assert!(out.join(f).exists(), "{f} written");
+    }
+    let mut csv = csv::Reader::from_path(out.join("results.csv")).unwrap();
+    let header = csv.headers().unwrap().clone();
+    let rows: Vec<csv::StringRecord> = csv.records().map(|r| r.unwrap()).collect();
+    assert_eq!(rows.len(), 2);
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| h == name)
+            .unwrap_or_else(|| panic!("no column {name} in {header:?}"))
+    };
+    let at = |row: usize, name: &str| rows[row][col(name)].to_string();
+    // One column per axis the plan varies, as the plan wrote the values;
+    // the algorithm and size axes are the rows' own columns.
+    for (axis, values) in [
+        ("system.sips.topology", ["torus_2d", "torus_2d"]),
+        ("system.sips.count", ["4", "6"]),
+        ("algorithm", ["ring", "ring"]),
+        ("bytes", ["4096", "4096"]),
+    ] {
+        assert_eq!([at(0, axis), at(1, axis)], values, "{axis}");
+    }
+    // The good row: the spec's tick, the element type, the bound's term and
+    // the simulated numbers (pinned: the simulator is deterministic).
+    assert_eq!(
+        [
+            at(0, "dtype"),
+            at(0, "tick_ns"),
+            at(0, "sips"),
+            at(0, "participants")
+        ],
+        ["half", "1.0", "4", "4"]
+    );
+    assert_eq!(at(0, "ticks"), "2185");
+    assert!(!at(0, "bound_term").is_empty());
+    // The failed row: every result field empty, the error kept.
+    for field in [
+        "sips",
+        "tick_ns",
+        "participants",
+        "ticks",
+        "time_us",
+        "algbw_gbps",
+        "busbw_gbps",
+        "bound_ticks",
+        "pct_of_bound",
+        "bound_term",
+        "verified",
+    ] {
+        assert_eq!(at(1, field), "", "{field} of the failed row");
+    }
+    assert!(
+        at(1, "error").contains("not a square"),
+        "{}",
+        at(1, "error")
+    );
+    let json: serde_json::Value = serde_json::from_str(&read(&out.join("results.json"))).unwrap();
+    assert!(
+        json[1]["ticks"].is_null() && json[1]["busbw_gbps"].is_null(),
+        "{json}"
+    );
+}

@@ -15,12 +15,21 @@ use std::path::Path;
 /// Most points a plan may expand to.
 pub const MAX_POINTS: u128 = 100_000;
 
+/// The names of every built-in plan: the collective plans, then the TP plan.
+pub fn plan_names() -> impl Iterator<Item = &'static str> {
+    PLANS
+        .iter()
+        .map(|p| p.0)
+        .chain([crate::tp::study::TP_PLAN.0])
+}
+
 /// Plans built into the binary: (name, YAML).
-pub const PLANS: [(&str, &str); 4] = [
+pub const PLANS: [(&str, &str); 5] = [
     ("default", include_str!("../../configs/sweeps/default.yaml")),
     ("scaling", include_str!("../../configs/sweeps/scaling.yaml")),
     ("smoke", include_str!("../../configs/sweeps/smoke.yaml")),
     ("bounds", include_str!("../../configs/sweeps/bounds.yaml")),
+    ("large", include_str!("../../configs/sweeps/large.yaml")),
 ];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -259,8 +268,14 @@ impl Plan {
             return Err(plan_error(
                 name_or_path,
                 "(file)",
-                "no built-in plan of that name and no such file".into(),
-                &format!("a plan file, or one of: {}", PLANS.map(|p| p.0).join(", ")),
+                format!(
+                    "no built-in plan of that name and no such file{}",
+                    crate::names::did_you_mean(name_or_path, plan_names())
+                ),
+                &format!(
+                    "a plan file, or one of: {}",
+                    plan_names().collect::<Vec<_>>().join(", ")
+                ),
             ));
         }
         let text = crate::spec::input::read_config(path, "sweep plan")?;

@@ -4,7 +4,9 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// One point's simulation result: every column is deterministic.
+/// One point's simulation result: every column is deterministic. A point
+/// that failed keeps what was resolved before it failed and leaves every
+/// other field empty (None: an empty CSV cell, NaN in pandas), never 0.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Row {
     pub index: usize,
@@ -12,40 +14,66 @@ pub struct Row {
     pub study: String,
     pub point: String,
     pub topology: String,
-    pub sips: u32,
+    pub sips: Option<u32>,
     pub grid: String,
     pub cubes: String,
-    pub participants: usize,
+    /// The inter-SIP links' packet size (empty in result sets written
+    /// before it existed).
+    #[serde(default)]
+    pub packet_bytes: Option<u64>,
+    /// The spec's tick, to turn `ticks` into time (empty in result sets
+    /// written before it existed).
+    #[serde(default)]
+    pub tick_ns: Option<f64>,
+    pub participants: Option<usize>,
     pub collective: String,
     pub algorithm: String,
     pub implementation: String,
     pub buffer_kind: String,
-    pub n_slots: u32,
-    pub slot_size: u64,
+    pub n_slots: Option<u32>,
+    pub slot_size: Option<u64>,
     /// A number, or `auto` (empty for a point that failed before it resolved).
     #[serde(deserialize_with = "text_or_number")]
     pub chunks: String,
     pub op: String,
-    pub bytes: u64,
-    pub ticks: u64,
-    pub time_us: f64,
-    pub algbw_gbps: f64,
-    pub busbw_gbps: f64,
-    pub bound_ticks: u64,
-    pub pct_of_bound: f64,
+    /// The element type moved (see [`crate::nccl_table::DTYPE`]).
+    #[serde(default)]
+    pub dtype: String,
+    pub bytes: Option<u64>,
+    pub ticks: Option<u64>,
+    pub time_us: Option<f64>,
+    pub algbw_gbps: Option<f64>,
+    pub busbw_gbps: Option<f64>,
+    pub bound_ticks: Option<u64>,
+    pub pct_of_bound: Option<f64>,
     /// The term that sets the bound (empty in result sets written before it existed).
     #[serde(default)]
     pub bound_term: String,
-    /// ok, WRONG, or - (timing only)
+    /// ok, WRONG, - (timing only), or empty for a failed point.
     pub verified: String,
     /// Empty unless the point failed.
     pub error: String,
 }
 
-/// What `points/<id>.json` holds: the row and the simulator's own cost.
+impl Row {
+    /// The measures of a point that ran: (busbw, % of bound, time in µs).
+    pub fn measured(&self) -> Option<(f64, f64, f64)> {
+        if !self.error.is_empty() {
+            return None;
+        }
+        Some((self.busbw_gbps?, self.pct_of_bound?, self.time_us?))
+    }
+}
+
+/// What `points/<id>.json` holds: the row, the point's axis values and the
+/// simulator's own cost.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PointFile {
     pub row: Row,
+    /// The point's (axis, value) assignments in plan order: results.csv has
+    /// a column per axis (empty in point files written before it existed).
+    #[serde(default)]
+    pub axes: Vec<(String, String)>,
     pub wall_ms: f64,
     pub peak_mb: f64,
 }
@@ -94,12 +122,7 @@ pub fn consolidate(dir: &Path) -> Result<Vec<Row>, String> {
     let points = load_points(dir)?;
     let rows: Vec<Row> = points.iter().map(|p| p.row.clone()).collect();
     let io = |e: std::io::Error| e.to_string(); // write_atomic's errors name the path
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for r in &rows {
-        w.serialize(r).map_err(|e| e.to_string())?;
-    }
-    let csv_bytes = w.into_inner().map_err(|e| e.to_string())?;
-    write_atomic(&dir.join("results.csv"), &csv_bytes).map_err(io)?;
+    write_atomic(&dir.join("results.csv"), &results_csv(&points)?).map_err(io)?;
     let json = serde_json::to_vec_pretty(&rows).map_err(|e| e.to_string())?;
     write_atomic(&dir.join("results.json"), &json).map_err(io)?;
     let mut sim = String::from("index,id,point,wall_ms,peak_mb\n");
@@ -110,8 +133,49 @@ pub fn consolidate(dir: &Path) -> Result<Vec<Row>, String> {
         ));
     }
     write_atomic(&dir.join("simulator.csv"), sim.as_bytes()).map_err(io)?;
-    super::plots::write_all(dir, &rows)?;
+    super::plots::write_all(dir, &points)?;
     Ok(rows)
+}
+
+/// results.csv: the rows' columns, then one column per other axis the plan
+/// varies (first-seen order: spec paths, `ccl.*`), holding each point's
+/// value as the plan wrote it. Axes that are row columns (collective,
+/// algorithm, op, bytes) are filled there.
+fn results_csv(points: &[PointFile]) -> Result<Vec<u8>, String> {
+    let err = |e: csv::Error| e.to_string();
+    if points.is_empty() {
+        return Ok(Vec::new());
+    }
+    // The rows' own columns come from serde; the axis columns are appended.
+    let mut fixed = csv::Writer::from_writer(Vec::new());
+    for p in points {
+        fixed.serialize(&p.row).map_err(err)?;
+    }
+    let fixed = fixed.into_inner().map_err(|e| e.to_string())?;
+    let mut reader = csv::Reader::from_reader(fixed.as_slice());
+    let mut header = reader.headers().map_err(err)?.clone();
+    let mut axes: Vec<&str> = Vec::new();
+    for (k, _) in points.iter().flat_map(|p| &p.axes) {
+        if !axes.contains(&k.as_str()) && !header.iter().any(|h| h == k) {
+            axes.push(k);
+        }
+    }
+    let mut out = csv::Writer::from_writer(Vec::new());
+    header.extend(axes.iter().copied());
+    out.write_record(&header).map_err(err)?;
+    for (record, p) in reader.records().zip(points) {
+        let mut record = record.map_err(err)?;
+        for axis in &axes {
+            let v = p
+                .axes
+                .iter()
+                .find(|(k, _)| k == axis)
+                .map_or("", |(_, v)| v);
+            record.push_field(v);
+        }
+        out.write_record(&record).map_err(err)?;
+    }
+    out.into_inner().map_err(|e| e.to_string())
 }
 
 fn human(bytes: u64) -> String {
@@ -138,23 +202,23 @@ pub fn points_table(points: &[PointFile]) -> String {
         "wall(s)",
         "peak(MB)"
     );
+    let cell = |v: Option<String>| v.unwrap_or_else(|| "-".into());
     for p in points {
         let r = &p.row;
-        let time = if r.error.is_empty() {
-            format!("{:.3}", r.time_us)
-        } else {
-            "error".into()
+        let time = match r.measured() {
+            Some((_, _, t)) => format!("{t:.3}"),
+            None => "error".into(),
         };
         out.push_str(&format!(
-            "{:>6} {:>16} {:>6} {:>15} {:>12} {:>9} {:>14} {:>10.2} {:>9.3} {:>9.1}\n",
+            "{:>6} {:>16} {:>6} {:>15} {:>12} {:>9} {:>14} {:>10} {:>9.3} {:>9.1}\n",
             r.index,
             r.topology,
-            r.sips,
+            cell(r.sips.map(|n| n.to_string())),
             r.collective,
             r.algorithm,
-            human(r.bytes),
+            cell(r.bytes.map(human)),
             time,
-            r.busbw_gbps,
+            cell(r.busbw_gbps.map(|b| format!("{b:.2}"))),
             p.wall_ms / 1000.0,
             p.peak_mb
         ));
@@ -165,16 +229,22 @@ pub fn points_table(points: &[PointFile]) -> String {
 /// The best algorithm per collective, size and topology (the largest SIP
 /// count of each topology kind), by busbw, with its % of bound.
 pub fn summary(rows: &[Row]) -> String {
-    let ok: Vec<&Row> = rows.iter().filter(|r| r.error.is_empty()).collect();
+    // (row, sips, bytes, busbw, % of bound) of every point that ran.
+    let ok: Vec<(&Row, u32, u64, f64, f64)> = rows
+        .iter()
+        .filter_map(|r| {
+            let (busbw, pct, _) = r.measured()?;
+            Some((r, r.sips?, r.bytes?, busbw, pct))
+        })
+        .collect();
     let mut largest: BTreeMap<&str, u32> = BTreeMap::new();
-    for r in &ok {
+    for (r, sips, ..) in &ok {
         let e = largest.entry(r.topology.as_str()).or_insert(0);
-        *e = (*e).max(r.sips);
+        *e = (*e).max(*sips);
     }
     let columns: Vec<(&str, u32)> = largest.into_iter().collect();
     let mut out = String::new();
-    let mut collectives: Vec<&str> = ok.iter().map(|r| r.collective.as_str()).collect();
-    collectives.dedup();
+    let mut collectives: Vec<&str> = ok.iter().map(|o| o.0.collective.as_str()).collect();
     collectives.sort();
     collectives.dedup();
     for c in collectives {
@@ -188,8 +258,8 @@ pub fn summary(rows: &[Row]) -> String {
         out.push('\n');
         let mut sizes: Vec<u64> = ok
             .iter()
-            .filter(|r| r.collective == c)
-            .map(|r| r.bytes)
+            .filter(|o| o.0.collective == c)
+            .map(|o| o.2)
             .collect();
         sizes.sort_unstable();
         sizes.dedup();
@@ -198,19 +268,12 @@ pub fn summary(rows: &[Row]) -> String {
             for (t, n) in &columns {
                 let best = ok
                     .iter()
-                    .filter(|r| {
-                        r.collective == c && r.bytes == s && r.topology == *t && r.sips == *n
+                    .filter(|(r, sips, bytes, ..)| {
+                        r.collective == c && *bytes == s && r.topology == *t && sips == n
                     })
-                    .max_by(|a, b| {
-                        a.busbw_gbps
-                            .total_cmp(&b.busbw_gbps)
-                            .then(b.index.cmp(&a.index))
-                    });
-                let cell = best.map_or("-".to_string(), |r| {
-                    format!(
-                        "{} {:.1} ({:.0}%)",
-                        r.algorithm, r.busbw_gbps, r.pct_of_bound
-                    )
+                    .max_by(|a, b| a.3.total_cmp(&b.3).then(b.0.index.cmp(&a.0.index)));
+                let cell = best.map_or("-".to_string(), |(r, _, _, busbw, pct)| {
+                    format!("{} {busbw:.1} ({pct:.0}%)", r.algorithm)
                 });
                 out.push_str(&format!(" {cell:>32}"));
             }

@@ -94,34 +94,49 @@ pub fn run_point(
         study: p.study.clone(),
         point: p.label(),
         topology: String::new(),
-        sips: 0,
+        sips: None,
         grid: String::new(),
         cubes: String::new(),
-        participants: 0,
+        packet_bytes: None,
+        tick_ns: None,
+        participants: None,
         collective: String::new(),
         algorithm: String::new(),
         implementation: String::new(),
         buffer_kind: String::new(),
-        n_slots: 0,
-        slot_size: 0,
+        n_slots: None,
+        slot_size: None,
         chunks: String::new(),
         op: String::new(),
-        bytes: 0,
-        ticks: 0,
-        time_us: 0.0,
-        algbw_gbps: 0.0,
-        busbw_gbps: 0.0,
-        bound_ticks: 0,
-        pct_of_bound: 0.0,
+        dtype: crate::nccl_table::DTYPE.into(),
+        bytes: None,
+        ticks: None,
+        time_us: None,
+        algbw_gbps: None,
+        busbw_gbps: None,
+        bound_ticks: None,
+        pct_of_bound: None,
         bound_term: String::new(),
-        verified: "-".into(),
+        verified: String::new(),
         error: String::new(),
     };
+    // The axes a row has a column for keep the point's values if it fails.
+    for (k, v) in &p.assignments {
+        match k.as_str() {
+            "collective" => row.collective = v.clone(),
+            "algorithm" => row.algorithm = v.clone(),
+            "op" => row.op = v.clone(),
+            "bytes" => row.bytes = super::plan::parse_bytes(v).ok(),
+            _ => {}
+        }
+    }
     let simulate = || -> Result<(), String> {
         let r = plan.resolve(p)?;
         let s = &r.system.spec;
         row.topology = s.system.sips.topology.name().into();
-        row.sips = s.system.sips.count;
+        row.sips = Some(s.system.sips.count);
+        row.tick_ns = Some(s.system.tick_ns);
+        row.packet_bytes = Some(s.links.inter_sip.packet_bytes);
         row.grid = format!("{}x{}", r.system.sip_grid.0, r.system.sip_grid.1);
         row.cubes = format!("{}x{}", s.sip.cube_mesh.w, s.sip.cube_mesh.h);
         row.collective = r.collective.name().into();
@@ -129,12 +144,12 @@ pub fn run_point(
         row.implementation = r.config.algorithm.clone();
         row.buffer_kind = r.config.buffer_kind.name().into();
         (row.n_slots, row.slot_size, row.chunks) = (
-            r.config.n_slots,
-            r.config.slot_size,
+            Some(r.config.n_slots),
+            Some(r.config.slot_size),
             r.config.chunks.to_string(),
         );
         row.op = r.op.name().into();
-        row.bytes = r.bytes;
+        row.bytes = Some(r.bytes);
         let mode = if verify {
             DataMode::Functional
         } else {
@@ -147,14 +162,14 @@ pub fn run_point(
         let mut machine =
             crate::machine::Machine::build_with(&r.system, mode).map_err(|e| e.to_string())?;
         let comm = Communicator::new(&mut machine, &r.config).map_err(|e| e.to_string())?;
-        row.participants = comm.group.size();
+        row.participants = Some(comm.group.size());
         let res = comm.run(&mut machine, job).map_err(|e| e.to_string())?;
-        row.ticks = res.ticks;
-        row.time_us = res.time_ns / 1000.0;
-        row.algbw_gbps = res.algbw_gbps;
-        row.busbw_gbps = res.busbw_gbps;
-        row.bound_ticks = res.bound_ticks;
-        row.pct_of_bound = res.pct_of_bound;
+        row.ticks = Some(res.ticks);
+        row.time_us = Some(res.time_ns / 1000.0);
+        row.algbw_gbps = Some(res.algbw_gbps);
+        row.busbw_gbps = Some(res.busbw_gbps);
+        row.bound_ticks = Some(res.bound_ticks);
+        row.pct_of_bound = Some(res.pct_of_bound);
         row.bound_term = res.bound_term;
         row.verified = match res.verified {
             Some(true) => "ok",
@@ -177,6 +192,7 @@ pub fn run_point(
     };
     PointFile {
         row,
+        axes: p.assignments.clone(),
         wall_ms: t0.elapsed().as_secs_f64() * 1000.0,
         peak_mb,
     }
