@@ -9,6 +9,7 @@
 //! time and peak memory per point), `plan.yaml`, `system.yaml`, `ccl.yaml`
 //! and the SVG plots.
 
+pub mod figure;
 pub mod fingerprint;
 pub mod lock;
 pub mod merge;

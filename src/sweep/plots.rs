@@ -1,15 +1,20 @@
-//! SVG plots of a result set (plotters): latency, busbw and % of bound vs
-//! size per algorithm, busbw vs SIP count (scaling), buffer-kind comparison.
+//! The figures of a result set. Per collective: latency, busbw and % of the
+//! α-β bound vs size as small multiples, one panel per (topology, SIP
+//! count) slice; and busbw vs SIP count at the largest size, one panel per
+//! topology. Series are keyed by every other axis the plan varies, so no
+//! two configurations share a line. Drawing is `figure.rs`.
 
-use super::results::Row;
-use plotters::prelude::*;
-use std::collections::BTreeMap;
+use super::figure::{Figure, Line, Panel, XKind, render};
+use super::results::{PointFile, Row};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 pub(crate) type Series = Vec<(String, Vec<(f64, f64)>)>;
 
-/// One line chart: x on a base-2 log scale (sizes and SIP counts are powers
-/// of two); y linear, or log10 with `log_y`.
+pub(crate) use super::figure::human;
+
+/// One line chart of named series (GEMM and TP figures): x on a log2 axis
+/// labelled as sizes, y on a log10 axis with `log_y`.
 pub(crate) fn chart(
     path: &Path,
     title: &str,
@@ -18,235 +23,323 @@ pub(crate) fn chart(
     log_y: bool,
     series: &Series,
 ) -> Result<(), String> {
-    let pts = series.iter().flat_map(|s| s.1.iter());
-    let ty = |y: f64| if log_y { y.max(1e-9).log10() } else { y };
-    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, f64::MIN, f64::MAX, f64::MIN);
-    for &(x, y) in pts {
-        (x0, x1, y0, y1) = (x0.min(x), x1.max(x), y0.min(ty(y)), y1.max(ty(y)));
-    }
-    if x0 > x1 {
-        return Ok(());
-    }
-    if x0 == x1 {
-        (x0, x1) = (x0 / 2.0, x1 * 2.0);
-    }
-    let pad = ((y1 - y0) * 0.08).max(if log_y { 0.1 } else { 1e-3 });
-    let (y0, y1) = (if log_y { y0 - pad } else { (y0 - pad).min(0.0) }, y1 + pad);
-    let e = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let root = SVGBackend::new(path, (900, 560)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(&x))?;
-    let mut c = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(48)
-        .y_label_area_size(72)
-        .build_cartesian_2d((x0..x1).log_scale().base(2.0), y0..y1)
-        .map_err(|x| e(&x))?;
-    let y_fmt = move |v: &f64| {
-        let y = if log_y { 10f64.powf(*v) } else { *v };
-        match y.abs() {
-            a if a >= 100.0 => format!("{y:.0}"),
-            a if a >= 1.0 => format!("{y:.1}"),
-            _ => format!("{y:.3}"),
-        }
+    let (dir, file) = (
+        path.parent().unwrap_or(Path::new(".")),
+        path.file_name()
+            .map_or(String::new(), |f| f.to_string_lossy().into()),
+    );
+    let figure = Figure {
+        file,
+        title: title.into(),
+        x_desc: x_desc.into(),
+        y_desc: y_desc.into(),
+        x_kind: XKind::Bytes,
+        series: series.iter().map(|s| s.0.clone()).collect(),
+        panels: vec![Panel {
+            title: String::new(),
+            lines: series
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Line {
+                    series: i,
+                    points: s.1.clone(),
+                })
+                .collect(),
+        }],
+        columns: 1,
+        log_y: Some(log_y),
     };
-    c.configure_mesh()
-        .x_desc(x_desc)
-        .y_desc(y_desc)
-        .x_label_formatter(&|v| human(*v))
-        .y_label_formatter(&y_fmt)
-        .draw()
-        .map_err(|x| e(&x))?;
-    for (i, (name, data)) in series.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
-        let line: Vec<(f64, f64)> = data.iter().map(|&(x, y)| (x, ty(y))).collect();
-        c.draw_series(LineSeries::new(line.clone(), color.stroke_width(2)))
-            .map_err(|x| e(&x))?
-            .label(name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-            });
-        c.draw_series(line.iter().map(|&p| Circle::new(p, 3, color.filled())))
-            .map_err(|x| e(&x))?;
-    }
-    c.configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))
+    render(dir, &figure)
 }
 
-pub(crate) fn human(v: f64) -> String {
-    let v = v.round();
-    match v {
-        v if v >= 1073741824.0 => format!("{}G", v / 1073741824.0),
-        v if v >= 1048576.0 => format!("{}M", v / 1048576.0),
-        v if v >= 1024.0 => format!("{}K", v / 1024.0),
-        v => format!("{v}"),
+/// Axes that place a point in a figure rather than on a line: the
+/// collective (one figure each), the size (x) and the slice (panel).
+const NOT_SERIES: [&str; 4] = [
+    "collective",
+    "bytes",
+    "system.sips.topology",
+    "system.sips.count",
+];
+
+/// A point's resolved value of plan axis `axis` (so points of different
+/// studies that ran the same configuration share a series).
+fn axis_value(p: &PointFile, axis: &str) -> String {
+    let r = &p.row;
+    let opt = |v: Option<String>| v.unwrap_or_default();
+    match axis {
+        "algorithm" => r.algorithm.clone(),
+        "op" => r.op.clone(),
+        "ccl.buffer_kind" => r.buffer_kind.clone(),
+        "ccl.n_slots" => opt(r.n_slots.map(|n| n.to_string())),
+        "ccl.slot_size" => opt(r.slot_size.map(|n| n.to_string())),
+        "ccl.chunks" => r.chunks.clone(),
+        _ => p
+            .axes
+            .iter()
+            .find(|(k, _)| k == axis)
+            .map_or_else(|| "(base)".into(), |(_, v)| v.clone()),
     }
 }
 
-/// Groups rows into named series of (x, y), ordered by x.
-fn series(
-    rows: &[&Row],
-    name: impl Fn(&Row) -> String,
-    x: impl Fn(&Row) -> f64,
-    y: impl Fn(&Row) -> f64,
-) -> Series {
-    let mut m: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
-    for r in rows {
-        m.entry(name(r)).or_default().push((x(r), y(r)));
+/// The axes, other than `excluded`, that take more than one value over
+/// `points`, in the plan's order.
+pub fn varied_axes(points: &[&PointFile], excluded: &[&str]) -> Vec<String> {
+    let mut names: Vec<&str> = Vec::new();
+    for (k, _) in points.iter().flat_map(|p| &p.axes) {
+        if !names.contains(&k.as_str()) && !excluded.contains(&k.as_str()) {
+            names.push(k);
+        }
     }
-    m.into_iter()
-        .map(|(k, mut v)| {
-            v.sort_by(|a, b| a.0.total_cmp(&b.0));
-            (k, v)
+    names
+        .into_iter()
+        .filter(|a| {
+            let values: BTreeSet<String> = points.iter().map(|p| axis_value(p, a)).collect();
+            values.len() > 1
+        })
+        .map(String::from)
+        .collect()
+}
+
+/// A point's series label: its values of the varied axes (the algorithm
+/// bare, others as `field=value`); the algorithm when nothing else varies.
+fn series_label(p: &PointFile, axes: &[String]) -> String {
+    if axes.is_empty() {
+        return p.row.algorithm.clone();
+    }
+    axes.iter()
+        .map(|a| match a.as_str() {
+            "algorithm" => axis_value(p, a),
+            _ => format!(
+                "{}={}",
+                a.strip_prefix("ccl.").unwrap_or(a),
+                axis_value(p, a)
+            ),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What a figure of the slices plots.
+struct Metric {
+    file: &'static str,
+    title: &'static str,
+    y_desc: &'static str,
+    y: fn(&Row) -> Option<f64>,
+}
+
+const METRICS: [Metric; 3] = [
+    Metric {
+        file: "latency",
+        title: "Latency vs size",
+        y_desc: "time (us)",
+        y: |r| r.time_us,
+    },
+    Metric {
+        file: "busbw",
+        title: "Bus bandwidth vs size",
+        y_desc: "busbw (GB/s)",
+        y: |r| r.busbw_gbps,
+    },
+    Metric {
+        file: "bound",
+        title: "% of the alpha-beta bound vs size",
+        y_desc: "% of bound",
+        y: |r| r.pct_of_bound,
+    },
+];
+
+/// The system the figure's points ran on: cubes per SIP and the inter-SIP
+/// packet size (several when the plan varies them).
+fn system_label(points: &[&PointFile]) -> String {
+    let systems: BTreeSet<String> = points
+        .iter()
+        .map(|p| {
+            let packet = p.row.packet_bytes.map_or("?".into(), |b| b.to_string());
+            format!(
+                "{} cubes per SIP, {packet} B inter-SIP packets",
+                p.row.cubes
+            )
+        })
+        .collect();
+    systems.into_iter().collect::<Vec<_>>().join(" / ")
+}
+
+/// Lines of `points` on one panel: one per series, by x, one point per x
+/// (points of the same series and x ran the same configuration).
+fn lines(
+    points: &[&PointFile],
+    series: &BTreeMap<String, usize>,
+    axes: &[String],
+    x: impl Fn(&Row) -> Option<f64>,
+    y: impl Fn(&Row) -> Option<f64>,
+) -> Vec<Line> {
+    let mut by: BTreeMap<usize, BTreeMap<u64, f64>> = BTreeMap::new();
+    for p in points {
+        let (Some(x), Some(y)) = (x(&p.row), y(&p.row)) else {
+            continue;
+        };
+        let s = series[&series_label(p, axes)];
+        by.entry(s).or_default().entry(x.to_bits()).or_insert(y);
+    }
+    by.into_iter()
+        .map(|(s, pts)| {
+            let mut points: Vec<(f64, f64)> = pts
+                .into_iter()
+                .map(|(x, y)| (f64::from_bits(x), y))
+                .collect();
+            points.sort_by(|a, b| a.0.total_cmp(&b.0));
+            Line { series: s, points }
         })
         .collect()
 }
 
-/// Writes every plot the rows support into `dir`; returns the files written.
-pub fn write_all(dir: &Path, rows: &[Row]) -> Result<Vec<String>, String> {
-    let ok: Vec<&Row> = rows
-        .iter()
-        .filter(|r| r.error.is_empty() && r.ticks > 0)
-        .collect();
-    let Some(first) = ok.first() else {
-        return Ok(Vec::new());
-    };
-    // The reference slice: the first topology at its largest SIP count, first buffer kind.
-    let topo = first.topology.clone();
-    let sips = ok
-        .iter()
-        .filter(|r| r.topology == topo)
-        .map(|r| r.sips)
-        .max()
-        .unwrap_or(0);
-    let buffer = first.buffer_kind.clone();
-    let mut written = Vec::new();
-    let mut collectives: Vec<String> = ok.iter().map(|r| r.collective.clone()).collect();
-    collectives.sort();
-    collectives.dedup();
-    let mut put = |name: String,
-                   title: String,
-                   xd: &str,
-                   yd: &str,
-                   log_y: bool,
-                   s: Series|
-     -> Result<(), String> {
-        if s.iter().all(|x| x.1.is_empty()) {
-            return Ok(());
+/// The topologies (in plan order) and SIP counts (ascending) of `points`.
+fn slices(points: &[&PointFile]) -> (Vec<String>, Vec<u32>) {
+    let mut topologies: Vec<String> = Vec::new();
+    for p in points {
+        if !topologies.contains(&p.row.topology) {
+            topologies.push(p.row.topology.clone());
         }
-        chart(&dir.join(&name), &title, xd, yd, log_y, &s)?;
-        written.push(name);
-        Ok(())
-    };
-    for c in &collectives {
-        let slice: Vec<&Row> = ok
+    }
+    let counts: BTreeSet<u32> = points.iter().filter_map(|p| p.row.sips).collect();
+    (topologies, counts.into_iter().collect())
+}
+
+/// The figures of one collective's points that ran.
+fn collective_figures(c: &str, points: &[&PointFile]) -> Vec<Figure> {
+    let axes = varied_axes(points, &NOT_SERIES);
+    let series: BTreeMap<String, usize> = points
+        .iter()
+        .map(|p| series_label(p, &axes))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| (s, i))
+        .collect();
+    let labels: Vec<String> = series.keys().cloned().collect();
+    let (topologies, counts) = slices(points);
+    let system = system_label(points);
+    let mut out = Vec::new();
+    for m in &METRICS {
+        let panels = topologies
             .iter()
-            .copied()
-            .filter(|r| {
-                &r.collective == c
-                    && r.topology == topo
-                    && r.sips == sips
-                    && r.buffer_kind == buffer
+            .flat_map(|t| counts.iter().map(move |&n| (t, n)))
+            .map(|(t, n)| {
+                let at: Vec<&PointFile> = points
+                    .iter()
+                    .copied()
+                    .filter(|p| &p.row.topology == t && p.row.sips == Some(n))
+                    .collect();
+                Panel {
+                    title: format!("{t} x{n}"),
+                    lines: lines(&at, &series, &axes, |r| r.bytes.map(|b| b as f64), m.y),
+                }
             })
             .collect();
-        let at = format!("{c} on {topo} x{sips}, {buffer} buffers");
-        let by_algo =
-            |y: fn(&Row) -> f64| series(&slice, |r| r.algorithm.clone(), |r| r.bytes as f64, y);
-        put(
-            format!("latency_{c}.svg"),
-            format!("Latency vs size: {at}"),
-            "size per participant (bytes)",
-            "time (us)",
-            true,
-            by_algo(|r| r.time_us),
-        )?;
-        put(
-            format!("busbw_{c}.svg"),
-            format!("Bus bandwidth vs size: {at}"),
-            "size per participant (bytes)",
-            "busbw (GB/s)",
-            false,
-            by_algo(|r| r.busbw_gbps),
-        )?;
-        put(
-            format!("bound_{c}.svg"),
-            format!("% of the alpha-beta bound: {at}"),
-            "size per participant (bytes)",
-            "% of bound",
-            false,
-            by_algo(|r| r.pct_of_bound),
-        )?;
-        // Scaling: busbw at the largest size vs SIP count, per algorithm and topology.
-        let largest = ok
-            .iter()
-            .filter(|r| &r.collective == c)
-            .map(|r| r.bytes)
-            .max()
-            .unwrap_or(0);
-        let scale: Vec<&Row> = ok
-            .iter()
-            .copied()
-            .filter(|r| &r.collective == c && r.bytes == largest && r.buffer_kind == buffer)
-            .collect();
-        let counts: std::collections::BTreeSet<u32> = scale.iter().map(|r| r.sips).collect();
-        if counts.len() > 1 {
-            let s = series(
-                &scale,
-                |r| format!("{} {}", r.algorithm, r.topology),
-                |r| r.sips as f64,
-                |r| r.busbw_gbps,
-            );
-            put(
-                format!("scaling_{c}.svg"),
-                format!(
-                    "Scaling: {c} busbw at {} per participant",
-                    human(largest as f64)
-                ),
-                "SIPs",
-                "busbw (GB/s)",
-                false,
-                s,
-            )?;
-        }
-        // Buffer kinds where the plan varies them most (ties: the first
-        // topology, the most SIPs).
-        let mut slices: BTreeMap<(&str, u32), std::collections::BTreeSet<&str>> = BTreeMap::new();
-        for r in ok.iter().filter(|r| &r.collective == c) {
-            slices
-                .entry((r.topology.as_str(), r.sips))
-                .or_default()
-                .insert(r.buffer_kind.as_str());
-        }
-        let best = slices
-            .iter()
-            .filter(|(_, k)| k.len() > 1)
-            .max_by_key(|((t, n), k)| (k.len(), *t == topo.as_str(), *n))
-            .map(|(s, _)| *s);
-        if let Some((t, n)) = best {
-            let kinds: Vec<&Row> = ok
+        out.push(Figure {
+            file: format!("{}_{c}.svg", m.file),
+            title: format!("{}: {c} ({system})", m.title),
+            x_desc: "size per participant (bytes)".into(),
+            y_desc: m.y_desc.into(),
+            x_kind: XKind::Bytes,
+            series: labels.clone(),
+            panels,
+            columns: counts.len(),
+            log_y: None,
+        });
+    }
+    if counts.len() > 1 {
+        out.push(scaling(
+            c,
+            points,
+            &series,
+            &axes,
+            &topologies,
+            &labels,
+            &system,
+        ));
+    }
+    out
+}
+
+/// Busbw vs SIP count at the largest size, one panel per topology.
+fn scaling(
+    c: &str,
+    points: &[&PointFile],
+    series: &BTreeMap<String, usize>,
+    axes: &[String],
+    topologies: &[String],
+    labels: &[String],
+    system: &str,
+) -> Figure {
+    let largest = points.iter().filter_map(|p| p.row.bytes).max().unwrap_or(0);
+    let at_largest: Vec<&PointFile> = points
+        .iter()
+        .copied()
+        .filter(|p| p.row.bytes == Some(largest))
+        .collect();
+    let panels = topologies
+        .iter()
+        .map(|t| {
+            let on: Vec<&PointFile> = at_largest
                 .iter()
                 .copied()
-                .filter(|r| &r.collective == c && r.topology == t && r.sips == n)
+                .filter(|p| &p.row.topology == t)
                 .collect();
-            let s = series(
-                &kinds,
-                |r| format!("{} {}", r.algorithm, r.buffer_kind),
-                |r| r.bytes as f64,
-                |r| r.busbw_gbps,
-            );
-            put(
-                format!("buffers_{c}.svg"),
-                format!("Buffer kinds: {c} on {t} x{n}"),
-                "size per participant (bytes)",
-                "busbw (GB/s)",
-                false,
-                s,
-            )?;
-        }
+            Panel {
+                title: t.clone(),
+                lines: lines(
+                    &on,
+                    series,
+                    axes,
+                    |r| r.sips.map(f64::from),
+                    |r| r.busbw_gbps,
+                ),
+            }
+        })
+        .collect();
+    Figure {
+        file: format!("scaling_{c}.svg"),
+        title: format!(
+            "Scaling: {c} busbw at {} per participant ({system})",
+            human(largest as f64)
+        ),
+        x_desc: "SIPs".into(),
+        y_desc: "busbw (GB/s)".into(),
+        x_kind: XKind::Count,
+        series: labels.to_vec(),
+        panels,
+        columns: topologies.len(),
+        log_y: None,
+    }
+}
+
+/// Every figure of a result set, in collective order.
+pub fn figures(points: &[PointFile]) -> Vec<Figure> {
+    let ran: Vec<&PointFile> = points
+        .iter()
+        .filter(|p| p.row.measured().is_some() && p.row.sips.is_some())
+        .collect();
+    let collectives: BTreeSet<&str> = ran.iter().map(|p| p.row.collective.as_str()).collect();
+    collectives
+        .into_iter()
+        .flat_map(|c| {
+            let of: Vec<&PointFile> = ran
+                .iter()
+                .copied()
+                .filter(|p| p.row.collective == c)
+                .collect();
+            collective_figures(c, &of)
+        })
+        .collect()
+}
+
+/// Writes every figure into `dir`; returns the files written.
+pub fn write_all(dir: &Path, points: &[PointFile]) -> Result<Vec<String>, String> {
+    let mut written = Vec::new();
+    for f in figures(points) {
+        render(dir, &f)?;
+        written.push(f.file);
     }
     Ok(written)
 }
