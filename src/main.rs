@@ -172,7 +172,8 @@ struct TopoArgs {
     #[command(flatten)]
     system: SystemArg,
     /// Write Graphviz views into DIR: sips.dot (SIP network) and cube.dot
-    /// (the NoC of sip0.cube0). Render with `neato -n -Tsvg`.
+    /// (the NoC of sip0.cube0). Render with `neato -Tsvg` (positions of
+    /// SIPs and routers are pinned; neato places the endpoints).
     #[arg(long, value_name = "DIR")]
     dot: Option<PathBuf>,
     #[command(flatten)]

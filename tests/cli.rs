@@ -928,3 +928,58 @@ fn run_with_nccl_tests_flags_prints_both_placements_and_writes_csv_and_json() {
         "wrong is empty:\n{text}"
     );
 }
+
+/// `list` names every preset, plan and ccl entry, each entry with what its
+/// algorithm supports; `list algorithms` shows only that part.
+#[test]
+fn list_shows_presets_plans_and_what_each_algorithm_supports() {
+    let r = kernbench(&["list"]);
+    r.expect_code(0);
+    let out = &r.stdout;
+    assert!(
+        out.contains(
+            "  mesh_16          16 SIPs mesh_2d_no_wrap 4x4, 16 cubes x 8 PEs per SIP, 2048 PEs"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "  ring_4096_lean   4096 SIPs ring_1d 4096x1, 1 cubes x 1 PEs per SIP, 4096 PEs"
+        ),
+        "{out}"
+    );
+    for plan in ["default", "scaling", "smoke", "bounds", "large", "tp"] {
+        assert!(
+            out.lines().any(|l| l.starts_with(&format!("  {plan} "))),
+            "plan {plan}: {out}"
+        );
+    }
+    let entry = |name: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .unwrap_or_else(|| panic!("no entry {name}: {out}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert_eq!(
+        entry("ring"),
+        "ring ring all_reduce, reduce_scatter, all_gather, broadcast, reduce ring_1d, torus_2d, mesh_2d_no_wrap"
+    );
+    assert_eq!(
+        entry("hier_lanes"),
+        "hier_lanes hier_lanes all_reduce ring_1d, torus_2d, mesh_2d_no_wrap"
+    );
+    assert_eq!(
+        entry("pairwise"),
+        "pairwise pairwise all_to_all ring_1d, torus_2d, mesh_2d_no_wrap"
+    );
+    let only = kernbench(&["list", "algorithms"]);
+    only.expect_code(0);
+    assert!(
+        only.stdout.starts_with("algorithms (--algorithm NAME"),
+        "{}",
+        only.stdout
+    );
+    assert!(!only.stdout.contains("presets ("), "{}", only.stdout);
+}
