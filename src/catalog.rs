@@ -3,29 +3,32 @@
 //! and SIP topologies each supports (the text of `kernbench list`).
 
 use crate::ccl::{CclConfig, algorithms};
+use crate::spec::System;
 use crate::spec::presets::{PRESETS, preset};
 use crate::sweep::plan::PLANS;
 use crate::tp::study::TP_PLAN;
 use std::fmt::Write as _;
+
+/// A system's shape in one line: SIPs, network and grid, cubes and PEs.
+pub fn shape(sys: &System) -> String {
+    let s = &sys.spec;
+    format!(
+        "{} SIPs {} {}x{}, {} cubes x {} PEs per SIP",
+        s.system.sips.count,
+        s.system.sips.topology.name(),
+        sys.sip_grid.0,
+        sys.sip_grid.1,
+        sys.cubes_per_sip(),
+        sys.pes_per_cube(),
+    )
+}
 
 /// The presets, one line each: name and the system in numbers.
 pub fn presets() -> String {
     let mut out = String::from("presets (--preset NAME; configs/topologies/):\n");
     for (name, _) in PRESETS {
         let line = match preset(name) {
-            Ok(sys) => {
-                let s = &sys.spec;
-                format!(
-                    "{} SIPs {} {}x{}, {} cubes x {} PEs per SIP, {} PEs",
-                    s.system.sips.count,
-                    s.system.sips.topology.name(),
-                    sys.sip_grid.0,
-                    sys.sip_grid.1,
-                    sys.cubes_per_sip(),
-                    sys.pes_per_cube(),
-                    sys.total_pes()
-                )
-            }
+            Ok(sys) => format!("{}, {} PEs", shape(&sys), sys.total_pes()),
             Err(e) => format!("does not load: {e}"),
         };
         let _ = writeln!(out, "  {name:<16} {line}");

@@ -1122,7 +1122,7 @@ fn run_header(
     };
     format!(
         "# {} / {} (algorithm {}), op {}\n\
-         # system: {}: {} SIPs {} {}x{}, {} cubes x {} PEs per SIP, tick {} ns, inter-SIP links {} GB/s {} ns {} B packets\n\
+         # system: {}: {}, tick {} ns, inter-SIP links {} GB/s {} ns {} B packets\n\
          # ccl: buffer {}, {} slots x {} B, chunks {}\n\
          # participants: {} ({who})\n\
          # sizes: {} to {} B, x{} per line; check {check}\n\
@@ -1133,12 +1133,7 @@ fn run_header(
         config.algorithm,
         a.op.name(),
         sys.origin,
-        s.system.sips.count,
-        s.system.sips.topology.name(),
-        sys.sip_grid.0,
-        sys.sip_grid.1,
-        sys.cubes_per_sip(),
-        sys.pes_per_cube(),
+        kernbench::catalog::shape(sys),
         s.system.tick_ns,
         l.bandwidth_gbps,
         l.latency_ns,

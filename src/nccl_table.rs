@@ -89,27 +89,31 @@ fn root(c: Collective) -> i64 {
 /// The three header lines of the table (placement groups, names, units).
 pub fn column_header() -> String {
     let group = format!("{:>46}{:>43}", "out-of-place", "in-place");
-    let names = format!(
-        "{:>10} {:>12} {:>6} {:>5} {:>4}{}{}  bound set by",
-        "size",
-        "count",
-        "type",
-        "redop",
-        "root",
-        placement_columns(["time", "algbw", "busbw", "#wrong", "%bound"]),
-        placement_columns(["time", "algbw", "busbw", "#wrong", "%bound"]),
+    let line = |first: [&str; 5], cells: [&str; 5]| {
+        format!(
+            "{:>10} {:>12} {:>6} {:>5} {:>4}{}{}",
+            first[0],
+            first[1],
+            first[2],
+            first[3],
+            first[4],
+            placement_columns(cells),
+            placement_columns(cells),
+        )
+    };
+    let names = line(
+        ["size", "count", "type", "redop", "root"],
+        ["time", "algbw", "busbw", "#wrong", "%bound"],
     );
-    let units = format!(
-        "{:>10} {:>12} {:>6} {:>5} {:>4}{}{}",
-        "(B)",
-        "(elements)",
-        "",
-        "",
-        "",
-        placement_columns(["(us)", "(GB/s)", "(GB/s)", "", ""]),
-        placement_columns(["(us)", "(GB/s)", "(GB/s)", "", ""]),
+    let units = line(
+        ["(B)", "(elements)", "", "", ""],
+        ["(us)", "(GB/s)", "(GB/s)", "", ""],
     );
-    format!("#{group}\n#{}\n#{}\n", &names[1..], units[1..].trim_end())
+    format!(
+        "#{group}\n#{}  bound set by\n#{}\n",
+        &names[1..],
+        units[1..].trim_end()
+    )
 }
 
 fn placement_columns(c: [&str; 5]) -> String {

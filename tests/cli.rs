@@ -414,6 +414,38 @@ fn run_rows(stdout: &str) -> Vec<RunRow> {
         .collect()
 }
 
+/// The header of the torus_6_rect ring run: what ran, on what, and the
+/// columns of both placements.
+fn assert_header_and_columns(out: &str) {
+    let header = out
+        .lines()
+        .find(|l| l.starts_with('#'))
+        .unwrap_or_else(|| panic!("no header line in:\n{out}"));
+    assert!(header.starts_with("# all_reduce / ring"), "{header}");
+    assert!(header.contains("op sum"), "{header}");
+    assert!(
+        out.contains("# system: configs/topologies/torus_6_rect.yaml: 6 SIPs torus_2d 3x2"),
+        "{out}"
+    );
+    assert!(out.contains("# ccl: buffer "), "{out}");
+    assert!(out.contains("no warmup or iterations"), "{out}");
+    // 6 SIPs x 16 cubes, one participant per cube.
+    assert_eq!(participants(out), 96, "{out}");
+    let columns = out
+        .lines()
+        .find(|l| l.contains(" redop "))
+        .unwrap_or_else(|| panic!("no column header in:\n{out}"));
+    for col in [
+        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "%bound",
+    ] {
+        assert!(columns.contains(col), "{col} missing: {columns}");
+    }
+    assert!(
+        out.contains("out-of-place") && out.contains("in-place"),
+        "{out}"
+    );
+}
+
 #[test]
 fn run_ring_all_reduce_on_torus_6_rect_prints_a_verified_table() {
     let r = kernbench(&[
@@ -432,34 +464,8 @@ fn run_ring_all_reduce_on_torus_6_rect_prints_a_verified_table() {
     ]);
     r.expect_code(0);
     let out = &r.stdout;
-    let header = out
-        .lines()
-        .find(|l| l.starts_with('#'))
-        .unwrap_or_else(|| panic!("no header line in:\n{out}"));
-    assert!(header.starts_with("# all_reduce / ring"), "{header}");
-    assert!(header.contains("op sum"), "{header}");
-    assert!(
-        out.contains("# system: configs/topologies/torus_6_rect.yaml: 6 SIPs torus_2d 3x2"),
-        "{out}"
-    );
-    assert!(out.contains("# ccl: buffer "), "{out}");
-    assert!(out.contains("no warmup or iterations"), "{out}");
-    // 6 SIPs x 16 cubes, one participant per cube.
+    assert_header_and_columns(out);
     let p = participants(out);
-    assert_eq!(p, 96, "{out}");
-    let columns = out
-        .lines()
-        .find(|l| l.contains(" redop "))
-        .unwrap_or_else(|| panic!("no column header in:\n{out}"));
-    for col in [
-        "size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "%bound",
-    ] {
-        assert!(columns.contains(col), "{col} missing: {columns}");
-    }
-    assert!(
-        out.contains("out-of-place") && out.contains("in-place"),
-        "{out}"
-    );
     let rows = run_rows(out);
     let sizes: Vec<u64> = rows.iter().map(|r| r.size).collect();
     assert_eq!(sizes, [4096, 8192, 16384], "{out}");
@@ -796,17 +802,54 @@ fn tp_mlp_prints_error_and_breakdown() {
     );
 }
 
+/// The default system with one cube per SIP: 4 participants, quick to check.
+fn one_cube_system(dir: &Path) -> PathBuf {
+    let spec = std::fs::read_to_string(manifest_path("configs/topology.yaml"))
+        .unwrap()
+        .replace("cube_mesh: { w: 4, h: 4 }", "cube_mesh: { w: 1, h: 1 }");
+    let system = dir.join("four.yaml");
+    std::fs::write(&system, spec).unwrap();
+    system
+}
+
+/// The `--csv` file's records: one per size and placement (out of place
+/// first), holding the numbers the table shows.
+fn records_match_table(csv_path: &Path, rows: &[RunRow]) -> Vec<kernbench::nccl_table::Record> {
+    let mut reader = csv::Reader::from_path(csv_path).unwrap();
+    let records: Vec<kernbench::nccl_table::Record> =
+        reader.deserialize().map(|r| r.unwrap()).collect();
+    assert_eq!(records.len(), 2 * rows.len());
+    for (k, row) in rows.iter().enumerate() {
+        let (o, i) = (&records[2 * k], &records[2 * k + 1]);
+        assert_eq!(
+            (o.placement.as_str(), i.placement.as_str()),
+            ("out_of_place", "in_place")
+        );
+        assert_eq!(
+            (o.bytes, i.count, i.wrong, o.wrong),
+            (row.size, row.count as usize, Some(0), Some(0))
+        );
+        for (rec, cells) in [(o, &row.out), (i, &row.inp)] {
+            assert_eq!(
+                format!("{:.3}", rec.time_us),
+                format!("{:.3}", cells.time_us)
+            );
+            assert_eq!(
+                format!("{:.2}", rec.busbw_gbps),
+                format!("{:.2}", cells.busbw)
+            );
+            assert_eq!(rec.time_us, rec.ticks as f64 / 1000.0, "1 ns ticks");
+        }
+    }
+    records
+}
+
 /// Issue 12's acceptance: nccl-tests' flags give its table with both
 /// placements and the footer, and `--csv`/`--json` hold the same numbers.
 #[test]
 fn run_with_nccl_tests_flags_prints_both_placements_and_writes_csv_and_json() {
     let d = tempfile::tempdir().unwrap();
-    // The default system with one cube per SIP: 4 participants, quick to check.
-    let spec = std::fs::read_to_string(manifest_path("configs/topology.yaml"))
-        .unwrap()
-        .replace("cube_mesh: { w: 4, h: 4 }", "cube_mesh: { w: 1, h: 1 }");
-    let system = d.path().join("four.yaml");
-    std::fs::write(&system, spec).unwrap();
+    let system = one_cube_system(d.path());
     let (csv_path, json_path) = (d.path().join("r.csv"), d.path().join("r.json"));
     let r = kernbench(&[
         "run",
@@ -846,33 +889,7 @@ fn run_with_nccl_tests_flags_prints_both_placements_and_writes_csv_and_json() {
         );
     }
     assert!(out.contains("# Out of bounds values : 0 OK"), "{out}");
-    // The CSV: one record per size and placement, the table's numbers.
-    let mut reader = csv::Reader::from_path(&csv_path).unwrap();
-    let records: Vec<kernbench::nccl_table::Record> =
-        reader.deserialize().map(|r| r.unwrap()).collect();
-    assert_eq!(records.len(), 12);
-    for (k, row) in rows.iter().enumerate() {
-        let (o, i) = (&records[2 * k], &records[2 * k + 1]);
-        assert_eq!(
-            (o.placement.as_str(), i.placement.as_str()),
-            ("out_of_place", "in_place")
-        );
-        assert_eq!(
-            (o.bytes, i.count, i.wrong, o.wrong),
-            (row.size, row.count as usize, Some(0), Some(0))
-        );
-        for (rec, cells) in [(o, &row.out), (i, &row.inp)] {
-            assert_eq!(
-                format!("{:.3}", rec.time_us),
-                format!("{:.3}", cells.time_us)
-            );
-            assert_eq!(
-                format!("{:.2}", rec.busbw_gbps),
-                format!("{:.2}", cells.busbw)
-            );
-            assert_eq!(rec.time_us, rec.ticks as f64 / 1000.0, "1 ns ticks");
-        }
-    }
+    let records = records_match_table(&csv_path, &rows);
     // Simulated ticks, pinned (the simulator is deterministic).
     let ticks: Vec<(u64, u64)> = records
         .chunks(2)

@@ -88,48 +88,7 @@ pub fn run_point(
         (h.reset)();
     }
     let t0 = Instant::now();
-    let mut row = Row {
-        index: p.index,
-        id: p.id(),
-        study: p.study.clone(),
-        point: p.label(),
-        topology: String::new(),
-        sips: None,
-        grid: String::new(),
-        cubes: String::new(),
-        packet_bytes: None,
-        tick_ns: None,
-        participants: None,
-        collective: String::new(),
-        algorithm: String::new(),
-        implementation: String::new(),
-        buffer_kind: String::new(),
-        n_slots: None,
-        slot_size: None,
-        chunks: String::new(),
-        op: String::new(),
-        dtype: crate::nccl_table::DTYPE.into(),
-        bytes: None,
-        ticks: None,
-        time_us: None,
-        algbw_gbps: None,
-        busbw_gbps: None,
-        bound_ticks: None,
-        pct_of_bound: None,
-        bound_term: String::new(),
-        verified: String::new(),
-        error: String::new(),
-    };
-    // The axes a row has a column for keep the point's values if it fails.
-    for (k, v) in &p.assignments {
-        match k.as_str() {
-            "collective" => row.collective = v.clone(),
-            "algorithm" => row.algorithm = v.clone(),
-            "op" => row.op = v.clone(),
-            "bytes" => row.bytes = super::plan::parse_bytes(v).ok(),
-            _ => {}
-        }
-    }
+    let mut row = blank_row(p);
     let simulate = || -> Result<(), String> {
         let r = plan.resolve(p)?;
         let s = &r.system.spec;
@@ -196,6 +155,54 @@ pub fn run_point(
         wall_ms: t0.elapsed().as_secs_f64() * 1000.0,
         peak_mb,
     }
+}
+
+/// A point's row before it runs: its identity and the axes a row has a
+/// column for; every result field empty until the run fills it.
+fn blank_row(p: &Point) -> Row {
+    let mut row = Row {
+        index: p.index,
+        id: p.id(),
+        study: p.study.clone(),
+        point: p.label(),
+        topology: String::new(),
+        sips: None,
+        grid: String::new(),
+        cubes: String::new(),
+        packet_bytes: None,
+        tick_ns: None,
+        participants: None,
+        collective: String::new(),
+        algorithm: String::new(),
+        implementation: String::new(),
+        buffer_kind: String::new(),
+        n_slots: None,
+        slot_size: None,
+        chunks: String::new(),
+        op: String::new(),
+        dtype: crate::nccl_table::DTYPE.into(),
+        bytes: None,
+        ticks: None,
+        time_us: None,
+        algbw_gbps: None,
+        busbw_gbps: None,
+        bound_ticks: None,
+        pct_of_bound: None,
+        bound_term: String::new(),
+        verified: String::new(),
+        error: String::new(),
+    };
+    // The axes a row has a column for keep the point's values if it fails.
+    for (k, v) in &p.assignments {
+        match k.as_str() {
+            "collective" => row.collective = v.clone(),
+            "algorithm" => row.algorithm = v.clone(),
+            "op" => row.op = v.clone(),
+            "bytes" => row.bytes = super::plan::parse_bytes(v).ok(),
+            _ => {}
+        }
+    }
+    row
 }
 
 /// The message of a panic payload (a `&str` or `String`, as `panic!` makes).
