@@ -539,7 +539,7 @@ fn topo(a: TopoArgs) -> Result<()> {
     let links = m.engine.links();
     let mut per_kind = [0u64; 4];
     for l in 0..links.len() as u32 {
-        per_kind[links.class_index(l) as usize] += 1;
+        per_kind[kernbench::topology::edge_kind(links.class_index(l)) as usize] += 1;
     }
     println!("\ndirected links by edge kind");
     println!(
