@@ -166,6 +166,28 @@ impl ProcessGroup {
         Ok(GroupId(self.groups.len() - 1))
     }
 
+    /// A group of every rank whose communicator runs `config` (instead of
+    /// the process group's), each SIP's receive queues shaped by
+    /// `queues(sip)`: how a heterogeneous group runs one algorithm while a
+    /// rank lacking the config keeps its own queue settings.
+    pub fn world_group_with(
+        &mut self,
+        name: &str,
+        config: &AlgoConfig,
+        queues: &dyn Fn(u32) -> crate::kernel::wiring::QueueConfig,
+    ) -> Result<GroupId, DistError> {
+        let ranks: Vec<u32> = (0..self.world_size).collect();
+        let group = self.sip_group(name, &ranks)?;
+        let comm = Communicator::with_queues(&mut self.machine, config, group, name, Some(queues))?;
+        self.groups.push(RankGroup {
+            name: name.into(),
+            ranks: ranks.clone(),
+            comm,
+            barrier: EpochBarrier::new(ranks),
+        });
+        Ok(GroupId(self.groups.len() - 1))
+    }
+
     /// A group's ranks and communicator.
     pub fn group(&self, g: GroupId) -> &RankGroup {
         &self.groups[g.0]
