@@ -11,6 +11,7 @@
 
 pub mod cache;
 pub mod hetero;
+pub mod report;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
