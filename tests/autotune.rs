@@ -17,15 +17,6 @@ fn small() -> System {
     })
 }
 
-const COLLECTIVES: [Collective; 6] = [
-    Collective::AllReduce,
-    Collective::ReduceScatter,
-    Collective::AllGather,
-    Collective::Broadcast,
-    Collective::Reduce,
-    Collective::AllToAll,
-];
-
 #[test]
 fn buckets_are_powers_of_two_from_1k() {
     assert_eq!(
@@ -43,7 +34,7 @@ fn the_pick_is_the_fastest_candidate_in_every_bucket() {
     let ccl = CclConfig::embedded_default();
     let mut tuner = Tuner::new(&sys, &ccl);
     let n = Group::new(&sys).size();
-    for collective in COLLECTIVES {
+    for collective in Collective::ALL {
         for bytes in [1024u64, 65_536] {
             let d = tuner.decide(collective, bytes).unwrap();
             let mut least = u64::MAX;
