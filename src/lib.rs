@@ -3,6 +3,7 @@
 //! Layers (docs/ARCHITECTURE.md): `spec` (YAML → validated system) →
 //! `topology` (nodes, links, routes, addresses) → `machine` (an engine world
 //! with the hardware spawned) — all on the `kernbench_systems` engine crate.
+pub mod autotune;
 pub mod catalog;
 pub mod ccl;
 pub mod dist;

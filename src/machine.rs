@@ -10,7 +10,7 @@ use half::f16;
 use kernbench_systems::exec::ExecParams;
 use kernbench_systems::exec::{HostQueue, LaunchId, Launches};
 use kernbench_systems::hierarchy::Hardware;
-use kernbench_systems::hierarchy::{HardwareNodes, spawn_hardware};
+use kernbench_systems::hierarchy::{HardwareNodes, PeRate, spawn_hardware};
 use kernbench_systems::ipcq::{Entry, NeighborTables, QueueParams, Scope};
 use kernbench_systems::memory::MemoryStore;
 use kernbench_systems::memory::{DataMode, MemPorts};
@@ -98,25 +98,34 @@ impl Machine {
             sram: &|sip, cube| t.id(Node::Sram { sip, cube }),
             hbm: &|sip, cube| t.id(Node::Hbm { sip, cube }),
         };
+        let rate = |sip: u32| {
+            let pe = &sys.kinds.of(sip).pe;
+            PeRate {
+                vector_lanes: u64::from(pe.vector_lanes),
+                macs_per_tick: pe.macs_per_tick,
+                launch_overhead: ns_to_ticks(sys, pe.launch_overhead_ns),
+            }
+        };
         spawn_hardware(
             &mut engine.world,
             t.sips,
             t.cubes_per_sip(),
             t.pes_per_cube,
             nodes,
+            &rate,
         );
         let cubes = t.sips as usize * t.cubes_per_sip() as usize;
         let w = &mut engine.world;
-        w.insert_resource(MemPorts::new(
-            memory_classes(sys)?,
-            cubes * t.pes_per_cube as usize,
-            cubes,
-        ));
-        let (pe, c) = (&sys.spec.pe, &sys.spec.control);
+        let cube_kind: Vec<u8> = (0..cubes as u32)
+            .map(|c| sys.kinds.index_of(c / t.cubes_per_sip()) as u8)
+            .collect();
+        let pe_kind = cube_kind
+            .iter()
+            .flat_map(|&k| std::iter::repeat_n(k, t.pes_per_cube as usize))
+            .collect();
+        w.insert_resource(MemPorts::new(memory_classes(sys)?, pe_kind, cube_kind));
+        let c = &sys.spec.control;
         w.insert_resource(ExecParams {
-            vector_lanes: pe.vector_lanes as u64,
-            macs_per_tick: pe.macs_per_tick,
-            launch_overhead: ns_to_ticks(sys, pe.launch_overhead_ns),
             launch_bytes: c.launch_bytes,
             install_entry_bytes: c.install_entry_bytes,
         });

@@ -77,6 +77,20 @@ enum Command {
     ///
     /// Example: kernbench run -b 1K -e 1M -f 4 -o max -c 1 --preset mesh_16
     Run(RunArgs),
+    /// Choose the fastest collective configuration per size bucket: simulate
+    /// every candidate of the ccl config's `autotune:` section at each
+    /// bucket (the smallest power of two >= the size) and print the
+    /// decision table (chosen config, its time, the runner-up and the
+    /// margin). Decisions are cached per system spec, candidate set,
+    /// collective and bucket, and reused by later runs and by
+    /// `--algorithm auto`. On a system with `sip_kinds`, the ranks run seed
+    /// 001's heterogeneous protocol on the simulated machine instead, and the
+    /// table says which ranks run a fallback. One simulation per candidate
+    /// is the measurement: the simulator is deterministic, so there are no
+    /// repetitions to set.
+    ///
+    /// Example: kernbench autotune --collective all_reduce --sizes 1K,64K,1M
+    Autotune(AutotuneArgs),
     /// Measure the simulator: build the 4096-SIP system, then run ring
     /// traffic (each SIP sends to its right neighbour, round after round) and
     /// report messages and link traversals per second.
@@ -317,6 +331,31 @@ struct MergeArgs {
 }
 
 #[derive(Args)]
+struct AutotuneArgs {
+    #[arg(long, value_enum, default_value = "all_reduce")]
+    collective: Collective,
+    #[command(flatten)]
+    system: SystemArg,
+    /// Collective configuration YAML (default: the embedded configs/ccl.yaml);
+    /// its `autotune:` section lists the candidates.
+    #[arg(long, value_name = "FILE")]
+    ccl: Option<PathBuf>,
+    /// Sizes per participant, comma-separated (K, M, G = 2^10, 2^20, 2^30);
+    /// each is tuned at its bucket.
+    #[arg(long, value_delimiter = ',', default_value = "1K,16K,256K,4M", value_parser = kernbench::sweep::plan::parse_bytes)]
+    sizes: Vec<u64>,
+    /// Where decisions are cached.
+    #[arg(long, value_name = "DIR", default_value = ".kernbench/autotune")]
+    cache: PathBuf,
+    /// Ignore cached decisions (and overwrite them).
+    #[arg(long)]
+    retune: bool,
+    /// Write the decision table as CSV here.
+    #[arg(long, value_name = "FILE.csv", default_value = "autotune.csv")]
+    csv: PathBuf,
+}
+
+#[derive(Args)]
 struct RunArgs {
     #[command(flatten)]
     system: SystemArg,
@@ -417,6 +456,7 @@ fn main() {
         Command::Topo(a) => topo(a),
         Command::Bench(a) => bench(a),
         Command::Run(a) => run(a),
+        Command::Autotune(a) => autotune(a),
         Command::Sweep(a) => sweep(a),
         Command::Merge(a) => merge(a),
         Command::List(a) => list(a),
@@ -427,6 +467,42 @@ fn main() {
         eprintln!("error: {e:#}");
         std::process::exit(2);
     }
+}
+
+fn autotune(a: AutotuneArgs) -> Result<()> {
+    use kernbench::autotune::{Tuner, report};
+    let sys = a.system.load()?;
+    let ccl = match &a.ccl {
+        Some(path) => CclConfig::from_file(path)?,
+        None => CclConfig::embedded_default(),
+    };
+    println!(
+        "# autotune {} on {} ({} candidates of {})",
+        a.collective,
+        sys.origin,
+        ccl.candidates.len(),
+        ccl.origin
+    );
+    let rows = if sys.kinds.heterogeneous() {
+        println!("# heterogeneous: seed 001's protocol on the simulated machine (not cached)");
+        report::heterogeneous(&sys, &ccl, a.collective, &a.sizes)?
+    } else {
+        let mut tuner = Tuner::new(&sys, &ccl).with_cache(&a.cache, a.retune);
+        let rows = report::homogeneous(&mut tuner, &sys, a.collective, &a.sizes)?;
+        for why in &tuner.rebuilt {
+            eprintln!("note: rebuilt a cached decision: {why}");
+        }
+        println!(
+            "# {} simulations; cache {}",
+            tuner.simulations,
+            a.cache.display()
+        );
+        rows
+    };
+    print!("{}", report::table(&rows));
+    report::write_csv(&a.csv, &rows).map_err(anyhow::Error::msg)?;
+    println!("# wrote {}", a.csv.display());
+    Ok(())
 }
 
 fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
@@ -612,7 +688,7 @@ fn topo(a: TopoArgs) -> Result<()> {
     let links = m.engine.links();
     let mut per_kind = [0u64; 4];
     for l in 0..links.len() as u32 {
-        per_kind[links.class_index(l) as usize] += 1;
+        per_kind[kernbench::topology::edge_kind(links.class_index(l)) as usize] += 1;
     }
     println!("\ndirected links by edge kind");
     println!(

@@ -49,7 +49,7 @@ impl Usage {
             let mut busiest = (0, 0u32);
             let (mut sum, mut used) = (0u64, 0u64);
             for i in 0..l.len() {
-                if l.class_index(i as u32) as usize != k {
+                if crate::topology::edge_kind(l.class_index(i as u32)) as usize != k {
                     continue;
                 }
                 let busy = self.links[i].busy - before.links[i].busy;

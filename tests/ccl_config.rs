@@ -172,7 +172,11 @@ fn unknown_algorithm_in_entry_lists_registered_ones() {
         "hier_lanes",
     );
     assert!(e.problem.contains("'warp_drive'"), "{e}");
-    assert_eq!(e.allowed, algorithms::names().join(", "), "{e}");
+    assert_eq!(
+        e.allowed,
+        format!("{}, or auto", algorithms::names().join(", ")),
+        "{e}"
+    );
 }
 
 #[test]

@@ -18,6 +18,7 @@
 //! | `merge DIR…` of directories that do not exist | each made first by `sweep` of the tiny plan, shard k of N |
 //! | `bench` | `--no-build`, `--sips 16`, `--rounds 4` |
 //! | `tp-mlp --tp LIST` | `--tp 1,2` |
+//! | `autotune` | `--sizes` capped at 16K, on `tests/data/doc/small.yaml` (or the mapped `--system`/`--preset`) |
 //! | `parallel -S HOSTS … 'CMD {}' ::: V…` | CMD for each V, here (`cd DIR &&` dropped) |
 //! | `$SLURM_ARRAY_TASK_ID` | 1 |
 //! | `neato …` | run if Graphviz is installed; else every node of the DOT file must carry a position |
@@ -417,10 +418,29 @@ fn shrink(mut args: Vec<String>, dir: &Path) -> Result<Vec<String>, String> {
             }
         }
         Some("tp-mlp") => set(&mut args, "--tp", "1,2"),
+        Some("autotune") => small_autotune(&mut args, dir)?,
         Some("run" | "topo") => small_system(&mut args, dir)?,
         _ => {}
     }
     Ok(args)
+}
+
+/// `autotune`: sizes above 16K tuned at 16K, on the small system unless
+/// the docs name one (then as `run`).
+fn small_autotune(args: &mut Vec<String>, dir: &Path) -> Result<(), String> {
+    if let Some(i) = args.iter().position(|a| a == "--sizes") {
+        let sizes: Result<Vec<String>, String> = args[i + 1]
+            .split(',')
+            .map(|s| kernbench::sweep::plan::parse_bytes(s).map(|b| b.min(SMALL).to_string()))
+            .collect();
+        args[i + 1] = sizes?.join(",");
+    }
+    if args.iter().any(|a| a == "--preset" || a == "--system") {
+        return small_system(args, dir);
+    }
+    let small = repo().join("tests/data/doc/small.yaml");
+    args.extend(["--system".to_string(), small.display().to_string()]);
+    Ok(())
 }
 
 /// Sets `flag`'s value, adding the flag when it is absent.

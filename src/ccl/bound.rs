@@ -16,7 +16,7 @@
 use super::{Collective, Group, Job};
 use crate::machine::Machine;
 use crate::spec::System;
-use crate::topology::{INTER_SIP, Node, UCIE};
+use crate::topology::{INTER_SIP, Node, UCIE, edge_kind};
 use kernbench_systems::{LinkTable, NodeId, RouteSource, Tick};
 
 /// The bound and the terms it is the maximum of.
@@ -64,7 +64,7 @@ fn inbound_rate(links: &LinkTable, node: NodeId, from: impl Fn(u8) -> bool) -> O
         let Some(back) = links.find(peer, node) else {
             continue;
         };
-        if !from(links.class_index(back)) {
+        if !from(edge_kind(links.class_index(back))) {
             continue;
         }
         let c = links.class(back);
@@ -135,7 +135,8 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
         terms.push(("SIP lanes", term(inbound(job, g.sips as usize), worst_sip)));
     }
     // Memory: the cube's HBM port reads its input and writes its output.
-    let hbm = &sys.spec.memory.hbm;
+    // Participant 0's cube must do it; its SIP's kind sets the port.
+    let hbm = &sys.kinds.of(g.sip(0)).memory.hbm;
     if !hbm.ideal {
         let s = job.bytes() as f64;
         let moved = match job.collective {
@@ -212,7 +213,7 @@ fn bisection(m: &Machine, g: &Group, job: &Job) -> Option<Tick> {
                     continue;
                 }
                 for l in links.out_links(t.id(port)) {
-                    let crosses = links.class_index(l) == INTER_SIP
+                    let crosses = edge_kind(links.class_index(l)) == INTER_SIP
                         && matches!(t.node(links.endpoints(l).1), Node::XSip { sip, .. } if !side_a(sip));
                     if !crosses {
                         continue;

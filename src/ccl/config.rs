@@ -258,7 +258,26 @@ pub struct CclFile {
     pub defaults: EntrySpec,
     #[serde(default)]
     pub algorithms: BTreeMap<String, EntrySpec>,
+    /// What `algorithm: auto` chooses among (see `crate::autotune`).
+    #[serde(default)]
+    pub autotune: Option<TuneSpaceSpec>,
 }
+
+/// `autotune:` as written: entries to try and optional axes that replace a
+/// field of every entry, making a grid (entries × buffer kinds × slots ×
+/// slot sizes × chunks).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TuneSpaceSpec {
+    pub configs: Vec<String>,
+    pub buffer_kind: Option<Vec<BufferKind>>,
+    pub n_slots: Option<Vec<u64>>,
+    pub slot_size: Option<Vec<u64>>,
+    pub chunks: Option<Vec<ChunksSpec>>,
+}
+
+/// The algorithm name that asks the autotuner to choose per size bucket.
+pub const AUTO: &str = "auto";
 
 /// A resolved, validated algorithm configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -382,6 +401,12 @@ pub struct CclConfig {
     /// The `defaults` entry as a configuration named "defaults".
     pub defaults: AlgoConfig,
     pub entries: Vec<AlgoConfig>,
+    /// The candidates `algorithm: auto` chooses among, in order (ties go to
+    /// the first): the `autotune:` grid, or every entry when there is none.
+    pub candidates: Vec<AlgoConfig>,
+    /// `--algorithm auto` when no entry has that name: the defaults with
+    /// algorithm auto.
+    pub auto: AlgoConfig,
 }
 
 impl CclConfig {
@@ -418,11 +443,11 @@ impl CclConfig {
                         algorithms::names().join(", "),
                     )
                 })?;
-            if algorithms::find(&algorithm).is_err() {
+            if algorithm != AUTO && algorithms::find(&algorithm).is_err() {
                 return Err(err(
                     format!("{path}.algorithm"),
                     format!("unknown algorithm '{algorithm}'"),
-                    algorithms::names().join(", "),
+                    format!("{}, or {AUTO}", algorithms::names().join(", ")),
                 ));
             }
             let missing = |field: &str| {
@@ -504,10 +529,26 @@ impl CclConfig {
             .iter()
             .map(|(name, e)| resolve(name, &format!("algorithms.{name}"), e, Some(&defaults)))
             .collect::<Result<Vec<_>, _>>()?;
+        let candidates = match &file.autotune {
+            Some(space) => tune_space(space, &entries)
+                .map_err(|(path, problem, allowed)| err(path, problem, allowed))?,
+            None => entries
+                .iter()
+                .filter(|e| e.algorithm != AUTO)
+                .cloned()
+                .collect(),
+        };
+        let auto = AlgoConfig {
+            name: AUTO.into(),
+            algorithm: AUTO.into(),
+            ..defaults.clone()
+        };
         Ok(Self {
             origin: origin.into(),
             defaults,
             entries,
+            candidates,
+            auto,
         })
     }
 
@@ -517,7 +558,11 @@ impl CclConfig {
         if name == "defaults" {
             return Ok(&self.defaults);
         }
-        self.entries.iter().find(|e| e.name == name).ok_or_else(|| {
+        let found = self.entries.iter().find(|e| e.name == name);
+        if found.is_none() && name == AUTO {
+            return Ok(&self.auto);
+        }
+        found.ok_or_else(|| {
             let names: Vec<&str> = self.entries.iter().map(|e| e.name.as_str()).collect();
             let hint = crate::names::did_you_mean(name, names.iter().copied());
             (
@@ -525,8 +570,101 @@ impl CclConfig {
                     "{} has no algorithm entry named '{name}'{hint}",
                     self.origin
                 ),
-                format!("an entry of the ccl config: defaults, {}", names.join(", ")),
+                format!(
+                    "an entry of the ccl config: defaults, {}, or {AUTO}",
+                    names.join(", ")
+                ),
             )
         })
     }
+}
+
+/// The `autotune:` grid: each named entry, with every given axis replacing
+/// its field; a grid candidate is named `entry/buffer/n_slotsxslot_size/cK`.
+/// Err is (path, problem, allowed).
+fn tune_space(
+    space: &TuneSpaceSpec,
+    entries: &[AlgoConfig],
+) -> Result<Vec<AlgoConfig>, (String, String, String)> {
+    let names = || {
+        entries
+            .iter()
+            .filter(|e| e.algorithm != AUTO)
+            .map(|e| e.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if space.configs.is_empty() {
+        return Err((
+            "autotune.configs".into(),
+            "no configs to choose among".into(),
+            format!("entries of algorithms:, e.g. [{}]", names()),
+        ));
+    }
+    let mut bases = Vec::new();
+    for (i, name) in space.configs.iter().enumerate() {
+        let Some(e) = entries
+            .iter()
+            .find(|e| &e.name == name && e.algorithm != AUTO)
+        else {
+            return Err((
+                format!("autotune.configs[{i}]"),
+                format!("'{name}' is not an entry of algorithms: (or is itself auto)"),
+                names(),
+            ));
+        };
+        bases.push(e.clone());
+    }
+    let gridded = space.buffer_kind.is_some()
+        || space.n_slots.is_some()
+        || space.slot_size.is_some()
+        || space.chunks.is_some();
+    let one = |v: Option<&Vec<u64>>| v.cloned().map(|v| v.into_iter().map(Some).collect());
+    let kinds: Vec<Option<BufferKind>> = space
+        .buffer_kind
+        .clone()
+        .map_or(vec![None], |v| v.into_iter().map(Some).collect());
+    let slots: Vec<Option<u64>> = one(space.n_slots.as_ref()).unwrap_or(vec![None]);
+    let sizes: Vec<Option<u64>> = one(space.slot_size.as_ref()).unwrap_or(vec![None]);
+    let chunks: Vec<Option<ChunksSpec>> = space
+        .chunks
+        .clone()
+        .map_or(vec![None], |v| v.into_iter().map(Some).collect());
+    let mut out = Vec::new();
+    for base in &bases {
+        for &k in &kinds {
+            for &n in &slots {
+                for &size in &sizes {
+                    for c in &chunks {
+                        let mut cfg = base.clone();
+                        if let Some(k) = k {
+                            cfg.buffer_kind = k.into();
+                        }
+                        for (field, v) in [("n_slots", n), ("slot_size", size)] {
+                            if let Some(v) = v {
+                                cfg.set(field, v)
+                                    .map_err(|(p, a)| (format!("autotune.{field}"), p, a))?;
+                            }
+                        }
+                        if let Some(c) = c {
+                            cfg.chunks = Chunks::try_from(c)
+                                .map_err(|(p, a)| ("autotune.chunks".to_string(), p, a))?;
+                        }
+                        if gridded {
+                            cfg.name = format!(
+                                "{}/{}/{}x{}/c{}",
+                                base.name,
+                                cfg.buffer_kind.name(),
+                                cfg.n_slots,
+                                cfg.slot_size,
+                                cfg.chunks
+                            );
+                        }
+                        out.push(cfg);
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
 }

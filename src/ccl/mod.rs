@@ -496,6 +496,21 @@ impl Communicator {
         group: Group,
         name: &str,
     ) -> Result<Self, CclError> {
+        Self::with_queues(machine, config, group, name, None)
+    }
+
+    /// As [`Communicator::with_group`], with each SIP's receive queues shaped
+    /// by `queues(sip)` instead of `config` (a heterogeneous group, where a
+    /// rank lacking the chosen config runs a fallback: the kernels, and so
+    /// the pieces sent, stay `config`'s; a queue's slots, credits and chunk
+    /// size are its receiver's).
+    pub fn with_queues(
+        machine: &mut Machine,
+        config: &AlgoConfig,
+        group: Group,
+        name: &str,
+        queues: Option<&dyn Fn(u32) -> QueueConfig>,
+    ) -> Result<Self, CclError> {
         let algorithm = algorithms::find(&config.algorithm)?;
         if group.pes > 1 && !algorithm.every_pe() {
             return Err(CclError::Unsupported {
@@ -521,13 +536,20 @@ impl Communicator {
         algorithm.check_group(&group).map_err(|e| {
             CclError::Config(format!("{} ({}): {e}", config.name, algorithm.name()))
         })?;
-        let q = QueueConfig {
-            buffer: config.buffer_kind,
-            n_slots: config.n_slots,
-            slot_size: config.slot_size,
-        };
+        let q = QueueConfig::of(config);
         let scope = machine.open_scope(name);
-        let installed_at = machine.install_scope(scope, algorithm.wiring(&group, &q))?;
+        let mut tables = algorithm.wiring(&group, &q);
+        if let Some(queues) = queues {
+            // A queue's slots, credits and chunk size are its receiver's own.
+            let per_sip = (group.cubes_per_sip() * group.pes_per_cube).max(1);
+            for (pe, entries) in &mut tables {
+                let own = queues(*pe / per_sip);
+                for e in entries.iter_mut() {
+                    (e.buffer, e.n_slots, e.slot_size) = (own.buffer, own.n_slots, own.slot_size);
+                }
+            }
+        }
+        let installed_at = machine.install_scope(scope, tables)?;
         Ok(Self {
             group,
             config: config.clone(),

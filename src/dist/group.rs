@@ -157,13 +157,34 @@ impl ProcessGroup {
         group: Group,
     ) -> Result<GroupId, DistError> {
         let comm = Communicator::with_group(&mut self.machine, &self.config, group, name)?;
+        Ok(self.push_group(name, ranks, comm))
+    }
+
+    /// Opens the barrier of a group whose communicator is installed.
+    fn push_group(&mut self, name: &str, ranks: Vec<u32>, comm: Communicator) -> GroupId {
         self.groups.push(RankGroup {
             name: name.into(),
             ranks: ranks.clone(),
             comm,
             barrier: EpochBarrier::new(ranks),
         });
-        Ok(GroupId(self.groups.len() - 1))
+        GroupId(self.groups.len() - 1)
+    }
+
+    /// A group of every rank whose communicator runs `config` (instead of
+    /// the process group's), each SIP's receive queues shaped by
+    /// `queues(sip)`: how a heterogeneous group runs one algorithm while a
+    /// rank lacking the config keeps its own queue settings.
+    pub fn world_group_with(
+        &mut self,
+        name: &str,
+        config: &AlgoConfig,
+        queues: &dyn Fn(u32) -> crate::kernel::wiring::QueueConfig,
+    ) -> Result<GroupId, DistError> {
+        let ranks: Vec<u32> = (0..self.world_size).collect();
+        let group = self.sip_group(name, &ranks)?;
+        let comm = Communicator::with_queues(&mut self.machine, config, group, name, Some(queues))?;
+        Ok(self.push_group(name, ranks, comm))
     }
 
     /// A group's ranks and communicator.

@@ -53,6 +53,9 @@ pub struct System {
     pub sip_grid: (u32, u32),
     /// where it came from: a path or "<embedded default>"
     pub origin: String,
+    /// The SIP kinds resolved from `sip_kinds:` (only the base kind when
+    /// there are none).
+    pub kinds: super::kinds::SipKinds,
 }
 
 impl System {
@@ -71,7 +74,7 @@ impl System {
     /// Parses and validates YAML text; errors carry `origin` as the file name and the line.
     pub fn from_yaml(text: &str, origin: &str) -> Result<System, SpecError> {
         let spec: SystemSpec = parse_yaml(text, origin)?;
-        let sip_grid = validate(&spec).map_err(|i| {
+        let (sip_grid, kinds) = validate(&spec).map_err(|i| {
             let line = line_of(text, &i.path);
             i.at(origin, line)
         })?;
@@ -79,16 +82,18 @@ impl System {
             spec,
             sip_grid,
             origin: origin.into(),
+            kinds,
         })
     }
 
     /// Validates an already-built spec (no text, so errors have no line).
     pub fn from_spec(spec: SystemSpec, origin: &str) -> Result<System, SpecError> {
-        let sip_grid = validate(&spec).map_err(|i| i.at(origin, None))?;
+        let (sip_grid, kinds) = validate(&spec).map_err(|i| i.at(origin, None))?;
         Ok(System {
             spec,
             sip_grid,
             origin: origin.into(),
+            kinds,
         })
     }
 
@@ -308,7 +313,7 @@ fn humanize_expected(expected: &str) -> String {
 
 /// A validation failure before it is tied to a file and line.
 #[derive(Debug)]
-struct Issue {
+pub(super) struct Issue {
     path: String,
     problem: String,
     allowed: String,
@@ -326,7 +331,11 @@ impl Issue {
     }
 }
 
-fn issue(path: impl Into<String>, problem: impl Into<String>, allowed: impl Into<String>) -> Issue {
+pub(super) fn issue(
+    path: impl Into<String>,
+    problem: impl Into<String>,
+    allowed: impl Into<String>,
+) -> Issue {
     Issue {
         path: path.into(),
         problem: problem.into(),
@@ -336,8 +345,9 @@ fn issue(path: impl Into<String>, problem: impl Into<String>, allowed: impl Into
 
 type Check = Result<(), Issue>;
 
-/// All rules of the spec; returns the SIP grid. Order: roughly document order.
-fn validate(spec: &SystemSpec) -> Result<(u32, u32), Issue> {
+/// All rules of the spec; returns the SIP grid and the resolved SIP kinds.
+/// Order: roughly document order.
+fn validate(spec: &SystemSpec) -> Result<((u32, u32), super::kinds::SipKinds), Issue> {
     let sips = &spec.system.sips;
     check_count(sips.count)?;
     let grid = sip_grid(sips)?;
@@ -369,7 +379,7 @@ fn validate(spec: &SystemSpec) -> Result<(u32, u32), Issue> {
     ] {
         check_link(&format!("links.{name}"), link)?;
     }
-    check_pe(&spec.pe)?;
+    check_pe_at("pe", &spec.pe)?;
     let c = &spec.control;
     // Control messages are small: a credit or launch of gigabytes would be
     // millions of packets per chunk, which no estimate of a run foresees.
@@ -392,7 +402,8 @@ fn validate(spec: &SystemSpec) -> Result<(u32, u32), Issue> {
         "launches would be free",
     )?;
     check_total_pes(spec)?;
-    Ok(grid)
+    let kinds = super::kinds::sip_kinds(spec)?;
+    Ok((grid, kinds))
 }
 
 fn check_count(count: u32) -> Check {
@@ -643,7 +654,7 @@ fn check_memory(path: &str, mem: &MemSpec) -> Check {
     check_duration(&format!("{path}.latency_ns"), mem.latency_ns)
 }
 
-fn check_bandwidth(path: &str, gbps: f64) -> Check {
+pub(super) fn check_bandwidth(path: &str, gbps: f64) -> Check {
     positive(path, gbps, "GB/s; set ideal: true for unlimited bandwidth")?;
     in_range(
         path,
@@ -654,7 +665,7 @@ fn check_bandwidth(path: &str, gbps: f64) -> Check {
     )
 }
 
-fn check_duration(path: &str, ns: f64) -> Check {
+pub(super) fn check_duration(path: &str, ns: f64) -> Check {
     non_negative(path, ns)?;
     in_range(path, ns, 0.0, MAX_DURATION_NS, "nanoseconds")
 }
@@ -670,18 +681,19 @@ fn check_link(path: &str, link: &LinkSpec) -> Check {
     )
 }
 
-fn check_pe(pe: &PeSpec) -> Check {
+/// The rules of a PE section at `path` (`pe`, or a kind's `sip_kinds.K.pe`).
+pub(super) fn check_pe_at(path: &str, pe: &PeSpec) -> Check {
     at_least_one(
-        "pe.vector_lanes",
+        &format!("{path}.vector_lanes"),
         u64::from(pe.vector_lanes),
         "the vector unit could do no work",
     )?;
     at_least_one(
-        "pe.macs_per_tick",
+        &format!("{path}.macs_per_tick"),
         pe.macs_per_tick,
         "the MAC array could do no work",
     )?;
-    check_duration("pe.launch_overhead_ns", pe.launch_overhead_ns)
+    check_duration(&format!("{path}.launch_overhead_ns"), pe.launch_overhead_ns)
 }
 
 /// Runs after every per-field rule, so the products below cannot be zero.

@@ -5,6 +5,7 @@
 //! never a silently ignored setting.
 
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// The whole system spec: one YAML document.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -19,6 +20,10 @@ pub struct SystemSpec {
     /// Sizes of control messages (defaults apply when omitted).
     #[serde(default)]
     pub control: ControlSpec,
+    /// Kinds of SIP with other parameters (a heterogeneous system; see
+    /// `spec::kinds`); `system.sips.kinds` says which SIPs have which.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sip_kinds: BTreeMap<String, super::kinds::SipKindSpec>,
 }
 
 /// Sizes of the small messages the model sends besides data.
@@ -87,6 +92,10 @@ pub struct SipsSpec {
     /// same cube of each neighbouring SIP. Omitted = every cube has its own lane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inter_sip_cubes: Option<Vec<u32>>,
+    /// SIP ids (or ranges "a..b") per kind of `sip_kinds`; SIPs not listed
+    /// have the spec's own parameters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kinds: Option<BTreeMap<String, Vec<super::kinds::SipIds>>>,
 }
 
 /// The SIP-level network.

@@ -20,6 +20,15 @@ pub const UCIE: u8 = 1;
 pub const INTER_SIP: u8 = 2;
 pub const PCIE: u8 = 3;
 
+/// Link classes per SIP kind: one per edge kind.
+pub const CLASSES_PER_KIND: u8 = 4;
+
+/// The edge kind (NOC, UCIE, INTER_SIP or PCIE) of link class `class`: a
+/// system with SIP kinds has four classes per kind, kind-major.
+pub fn edge_kind(class: u8) -> u8 {
+    class % CLASSES_PER_KIND
+}
+
 /// A compile error: the spec is valid YAML but the system cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}: {field}: {problem}")]
@@ -355,42 +364,34 @@ impl Topology {
 
     /// All directed links of the system, edge-kind classes from the spec.
     pub fn links(&self, sys: &System) -> Result<LinkTable, TopologyError> {
-        let l = &sys.spec.links;
-        let tick_ps = (sys.spec.system.tick_ns * 1000.0).round() as u64;
-        let classes = [
-            (&l.noc, "noc"),
-            (&l.ucie, "ucie"),
-            (&l.inter_sip, "inter_sip"),
-            (&l.pcie, "pcie"),
-        ]
-        .into_iter()
-        .map(|(spec, name)| link_class(&format!("links.{name}"), name, spec, tick_ps, &sys.origin))
-        .collect::<Result<Vec<_>, _>>()?;
-        let mut b = LinkTableBuilder::new(self.node_count(), classes);
+        let mut b = LinkTableBuilder::new(self.node_count(), link_classes(sys)?);
+        // Class offset of a SIP's links: its kind's four classes.
+        let kc = |sip: u32| sys.kinds.index_of(sip) as u8 * CLASSES_PER_KIND;
         let (nw, nh) = self.noc;
         let per_cube = 2 * ((nw - 1) * nh + nw * (nh - 1) + self.nodes_per_cube) as usize + 8;
         b.reserve(self.sips as usize * (self.cubes_per_sip() as usize * per_cube + 2));
         for s in 0..self.sips {
+            let k = kc(s);
             let io = self.id(Node::SipIo { sip: s });
-            b.duplex(0, io, PCIE);
-            b.duplex(io, self.io_router(s), NOC);
+            b.duplex(0, io, k + PCIE);
+            b.duplex(io, self.io_router(s), k + NOC);
             for c in 0..self.cubes_per_sip() {
                 let id = |slot: Slot| self.local_id(s, c, self.slot_index(slot));
                 for y in 0..nh {
                     for x in 0..nw {
                         let r = y * nw + x;
                         if x + 1 < nw {
-                            b.duplex(id(Slot::Router(r)), id(Slot::Router(r + 1)), NOC);
+                            b.duplex(id(Slot::Router(r)), id(Slot::Router(r + 1)), k + NOC);
                         }
                         if y + 1 < nh {
-                            b.duplex(id(Slot::Router(r)), id(Slot::Router(r + nw)), NOC);
+                            b.duplex(id(Slot::Router(r)), id(Slot::Router(r + nw)), k + NOC);
                         }
                     }
                 }
                 for i in self.routers_per_cube()..self.nodes_per_cube {
                     let (node, slot) = (self.local_id(s, c, i), self.slot(i));
                     if self.present(self.node(node)) {
-                        b.duplex(node, id(Slot::Router(self.attach[i as usize])), NOC);
+                        b.duplex(node, id(Slot::Router(self.attach[i as usize])), k + NOC);
                     }
                     match slot {
                         Slot::Ucie(d @ (Dir::E | Dir::S)) => {
@@ -400,7 +401,7 @@ impl Topology {
                                     peer,
                                     self.slot_index(Slot::Ucie(d.opposite())),
                                 );
-                                b.duplex(node, p, UCIE);
+                                b.duplex(node, p, k + UCIE);
                             }
                         }
                         Slot::XSip(d) if self.lane[c as usize] => {
@@ -412,7 +413,7 @@ impl Topology {
                                     c,
                                     self.slot_index(Slot::XSip(d.opposite())),
                                 );
-                                b.link(node, p, INTER_SIP);
+                                b.link(node, p, k + INTER_SIP);
                             }
                         }
                         _ => {}
@@ -424,9 +425,56 @@ impl Topology {
     }
 }
 
-/// Memory-port timing of the three spaces (tcm, sram, hbm), for `MemPorts`.
-pub fn memory_classes(sys: &System) -> Result<[LinkClass; 3], TopologyError> {
-    let m = &sys.spec.memory;
+/// The link classes of every SIP kind: four per kind (noc, ucie, inter_sip,
+/// pcie), kind-major; a kind's classes are named `noc:KIND` and so on.
+fn link_classes(sys: &System) -> Result<Vec<LinkClass>, TopologyError> {
+    let tick_ps = (sys.spec.system.tick_ns * 1000.0).round() as u64;
+    let mut classes = Vec::new();
+    for (k, kind) in sys.kinds.kinds.iter().enumerate() {
+        let l = &kind.links;
+        for (spec, edge) in [
+            (&l.noc, "noc"),
+            (&l.ucie, "ucie"),
+            (&l.inter_sip, "inter_sip"),
+            (&l.pcie, "pcie"),
+        ] {
+            let (field, name) = if k == 0 {
+                (format!("links.{edge}"), edge.to_string())
+            } else {
+                (
+                    format!("sip_kinds.{}.links.{edge}", kind.name),
+                    format!("{edge}:{}", kind.name),
+                )
+            };
+            classes.push(link_class(&field, &name, spec, tick_ps, &sys.origin)?);
+        }
+    }
+    Ok(classes)
+}
+
+/// Memory-port timing of the three spaces (tcm, sram, hbm) of every SIP
+/// kind, kind-major, for `MemPorts`.
+pub fn memory_classes(sys: &System) -> Result<Vec<[LinkClass; 3]>, TopologyError> {
+    sys.kinds
+        .kinds
+        .iter()
+        .enumerate()
+        .map(|(k, kind)| {
+            let prefix = if k == 0 {
+                "memory".to_string()
+            } else {
+                format!("sip_kinds.{}.memory", kind.name)
+            };
+            kind_memory_classes(sys, &prefix, &kind.memory)
+        })
+        .collect()
+}
+
+fn kind_memory_classes(
+    sys: &System,
+    prefix: &str,
+    m: &crate::spec::Memories,
+) -> Result<[LinkClass; 3], TopologyError> {
     let tick_ps = (sys.spec.system.tick_ns * 1000.0).round() as u64;
     let class = |name: &str, mem: &crate::spec::MemSpec| {
         let as_link = LinkSpec {
@@ -436,7 +484,7 @@ pub fn memory_classes(sys: &System) -> Result<[LinkClass; 3], TopologyError> {
             ideal: mem.ideal,
         };
         link_class(
-            &format!("memory.{name}"),
+            &format!("{prefix}.{name}"),
             name,
             &as_link,
             tick_ps,

@@ -29,6 +29,28 @@ pub struct Pe {
     pub index: u32,
 }
 
+/// A PE's throughput, from its SIP's kind: what `kernel_step` charges its
+/// ops and a launch's start-up.
+#[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeRate {
+    /// f16 elements the vector unit processes per tick.
+    pub vector_lanes: u64,
+    /// Multiply-accumulates the MAC array completes per tick.
+    pub macs_per_tick: u64,
+    /// Ticks from a launch's arrival to the kernel's first op.
+    pub launch_overhead: crate::time::Tick,
+}
+
+impl Default for PeRate {
+    fn default() -> Self {
+        Self {
+            vector_lanes: 1,
+            macs_per_tick: 1,
+            launch_overhead: 0,
+        }
+    }
+}
+
 /// Entity handles and network nodes of the hierarchy, dense by global index
 /// (PE `g = (sip·cubes_per_sip + cube)·pes_per_cube + pe`, cube
 /// `sip·cubes_per_sip + cube`), so systems reach a PE without a query scan.
@@ -79,13 +101,15 @@ pub struct HardwareNodes<'a> {
     pub hbm: &'a dyn Fn(u32, u32) -> NodeId,
 }
 
-/// Spawns `sips × cubes × pes` entities and inserts the [`Hardware`] index.
+/// Spawns `sips × cubes × pes` entities, each PE with its SIP's
+/// `rate(sip)`, and inserts the [`Hardware`] index.
 pub fn spawn_hardware(
     world: &mut World,
     sips: u32,
     cubes_per_sip: u32,
     pes_per_cube: u32,
     nodes: HardwareNodes,
+    rate: &dyn Fn(u32) -> PeRate,
 ) {
     let pe_node = nodes.pe;
     world.spawn_batch((0..sips).map(|index| Sip { index }));
@@ -94,11 +118,17 @@ pub fn spawn_hardware(
     );
     let pe_entities: Vec<Entity> = world
         .spawn_batch((0..sips).flat_map(|s| {
+            let r = rate(s);
             (0..cubes_per_sip).flat_map(move |c| {
-                (0..pes_per_cube).map(move |p| Pe {
-                    sip: s,
-                    cube: c,
-                    index: p,
+                (0..pes_per_cube).map(move |p| {
+                    (
+                        Pe {
+                            sip: s,
+                            cube: c,
+                            index: p,
+                        },
+                        r,
+                    )
                 })
             })
         }))

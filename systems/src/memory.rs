@@ -23,16 +23,23 @@ pub enum DataMode {
 /// `t` completes at `t + ⌈b/B⌉ + L`.
 #[derive(Resource, Debug)]
 pub struct MemPorts {
-    /// Timing per space, indexed by `Space as usize`.
-    pub classes: [LinkClass; 3],
+    /// Timing per SIP kind and space: `classes[kind][Space as usize]`.
+    pub classes: Vec<[LinkClass; 3]>,
+    /// The SIP kind of each instance, per space (PEs for TCM, cubes for
+    /// SRAM and HBM).
+    kind: [Vec<u8>; 3],
     free_at: [Vec<Tick>; 3],
     busy: [Vec<Tick>; 3],
 }
 
 impl MemPorts {
-    pub fn new(classes: [LinkClass; 3], pes: usize, cubes: usize) -> Self {
+    /// Ports of `pe_kind.len()` PEs and `cube_kind.len()` cubes, each of the
+    /// SIP kind given (an index into `classes`).
+    pub fn new(classes: Vec<[LinkClass; 3]>, pe_kind: Vec<u8>, cube_kind: Vec<u8>) -> Self {
+        let (pes, cubes) = (pe_kind.len(), cube_kind.len());
         Self {
             classes,
+            kind: [pe_kind, cube_kind.clone(), cube_kind],
             free_at: [vec![0; pes], vec![0; cubes], vec![0; cubes]],
             busy: [vec![0; pes], vec![0; cubes], vec![0; cubes]],
         }
@@ -42,12 +49,13 @@ impl MemPorts {
     /// `t`; returns the tick at which it completes.
     #[inline]
     pub fn access(&mut self, space: Space, instance: u32, t: Tick, bytes: u64) -> Tick {
-        let s = space as usize;
-        let class = &self.classes[s];
+        let (s, i) = (space as usize, instance as usize);
+        // Unsized ports (an engine without a machine) are all kind 0.
+        let kind = self.kind[s].get(i).map_or(0, |&k| usize::from(k));
+        let class = &self.classes[kind][s];
         if class.ideal {
             return t;
         }
-        let i = instance as usize;
         let ser = class.ser_ticks(bytes);
         let start = t.max(self.free_at[s][i]);
         self.free_at[s][i] = start + ser;
@@ -303,7 +311,11 @@ pub struct MemoryPlugin;
 impl crate::plugin::Plugin for MemoryPlugin {
     fn build(&self, world: &mut World, _: &mut Schedule) {
         let ideal = LinkClass::ideal;
-        world.insert_resource(MemPorts::new([ideal(), ideal(), ideal()], 0, 0));
+        world.insert_resource(MemPorts::new(
+            vec![[ideal(), ideal(), ideal()]],
+            Vec::new(),
+            Vec::new(),
+        ));
         world.init_resource::<DataMode>();
         world.init_resource::<MemoryStore>();
     }

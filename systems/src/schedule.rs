@@ -145,7 +145,11 @@ fn delivery(
     mut traffic: ResMut<TrafficState>,
     mut ka: exec::KernelAccess,
     mut qa: ipcq::QueueAccess,
-    mut pes: Query<(Option<&PeExec>, Option<&mut ipcq::NeighborTables>)>,
+    mut pes: Query<(
+        Option<&PeExec>,
+        Option<&mut ipcq::NeighborTables>,
+        &crate::hierarchy::PeRate,
+    )>,
     mut commands: Commands,
 ) {
     if inbox.has(Purpose::Traffic) || traffic.needs_start() {

@@ -53,6 +53,12 @@ pub fn find(name: &str) -> Result<&'static dyn Algorithm, CclError> {
         .copied()
         .find(|a| a.name() == name)
         .ok_or_else(|| {
+            if name == super::config::AUTO {
+                return CclError::Config(format!(
+                    "algorithm '{name}' is chosen per size by the autotuner (kernbench autotune, autotune::Tuner::decide), which names a registered algorithm; a communicator runs one: {}",
+                    names().join(", ")
+                ));
+            }
             CclError::Config(format!(
                 "unknown algorithm '{name}'{}; registered: {}",
                 crate::names::did_you_mean(name, names()),

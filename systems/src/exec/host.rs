@@ -2,7 +2,7 @@
 //! launches, and the payloads of remote loads and stores in flight.
 
 use super::*;
-use crate::hierarchy::Hardware;
+use crate::hierarchy::{Hardware, PeRate};
 use crate::ipcq::{
     Entry, NeighborTable, NeighborTables, PeEvent, QueueAccess, Scope, Slot, SlotState,
 };
@@ -49,7 +49,7 @@ pub fn deliver_control(
     inbox: &mut Inbox,
     ka: &mut KernelAccess,
     qa: &mut QueueAccess,
-    pes: &mut Query<(Option<&PeExec>, Option<&mut NeighborTables>)>,
+    pes: &mut Query<(Option<&PeExec>, Option<&mut NeighborTables>, &PeRate)>,
     commands: &mut Commands,
 ) {
     let now = qa.clock.now;
@@ -60,14 +60,14 @@ pub fn deliver_control(
         let (pe, scope, entries) = ka.host.installs.remove(a.tag as usize);
         let entity = qa.hw.pes[pe as usize];
         let held = |t: Option<&NeighborTables>| t.is_some_and(|t| t.get(scope).is_some());
-        if held(pes.get(entity).ok().and_then(|(_, t)| t)) || held(fresh.get(&pe)) {
+        if held(pes.get(entity).ok().and_then(|(_, t, _)| t)) || held(fresh.get(&pe)) {
             let (s, c, p) = qa.hw.coords(pe);
             qa.errors.report(format!("sip{s}.cube{c}.pe{p}: the neighbour table of communicator scope {scope} was installed twice; install each communicator once per PE"));
             continue;
         }
         let table = install_table(pe, scope, entries, qa, commands);
         match pes.get_mut(entity) {
-            Ok((_, Some(mut tables))) => tables.0.push((scope, table)),
+            Ok((_, Some(mut tables), _)) => tables.0.push((scope, table)),
             _ => fresh.entry(pe).or_default().0.push((scope, table)),
         }
     }
@@ -84,12 +84,12 @@ pub fn deliver_control(
             launch,
             scope,
             id,
-            ready: now + ka.params.launch_overhead,
+            ready: now + pes.get(entity).map_or(0, |(_, _, r)| r.launch_overhead),
         };
         let start = match pes
             .get(entity)
             .ok()
-            .and_then(|(ex, _)| ex)
+            .and_then(|(ex, _, _)| ex)
             .map(|ex| ex.state)
         {
             // One kernel at a time: the launch waits for the running one.

@@ -41,7 +41,7 @@ fn gemm(a: &[f16], b: &[f16], m: usize, n: usize, k: usize) -> Vec<f16> {
 /// Issues one op at `now`.
 /// What issuing an op touches besides the queues.
 pub(super) struct IssueCtx<'a> {
-    pub(super) params: &'a ExecParams,
+    pub(super) rate: crate::hierarchy::PeRate,
     pub(super) functional: bool,
     pub(super) store: &'a mut MemoryStore,
     pub(super) host: &'a mut HostQueue,
@@ -96,7 +96,7 @@ fn compute(
                     rb.data.as_deref().unwrap_or(&[]),
                 )
             });
-            let done = vector(ex, now, elems, ka.params.vector_lanes);
+            let done = vector(ex, now, elems, ka.rate.vector_lanes);
             qa.trace.op(
                 hw,
                 pe,
@@ -120,7 +120,7 @@ fn compute(
                     .map(|x| f16::from_f32(x.to_f32() * f16::from_f32(factor).to_f32()))
                     .collect()
             });
-            let done = vector(ex, now, elems, ka.params.vector_lanes);
+            let done = vector(ex, now, elems, ka.rate.vector_lanes);
             qa.trace
                 .op(hw, pe, "scale", now, done, elems * ELEM_BYTES, None, || {
                     format!("elems={elems} factor={factor}")
@@ -130,7 +130,7 @@ fn compute(
         Op::Copy { dst, src } => {
             let r = &ex.regs[src as usize];
             let (elems, data) = (r.elems, r.data.clone());
-            let done = vector(ex, now, elems, ka.params.vector_lanes);
+            let done = vector(ex, now, elems, ka.rate.vector_lanes);
             qa.trace
                 .op(hw, pe, "copy", now, done, elems * ELEM_BYTES, None, || {
                     format!("elems={elems}")
@@ -156,7 +156,7 @@ fn compute(
             });
             let macs = m as u64 * n as u64 * k as u64;
             let start = now.max(ex.mac_free);
-            let done = start + macs.div_ceil(ka.params.macs_per_tick);
+            let done = start + macs.div_ceil(ka.rate.macs_per_tick);
             ex.mac_free = done;
             qa.trace.op(
                 hw,

@@ -270,12 +270,10 @@ impl PeExec {
     }
 }
 
-/// PE throughput and control-message sizes, in ticks and bytes.
+/// Control-message sizes, in bytes (a PE's throughput is its
+/// [`crate::hierarchy::PeRate`]).
 #[derive(Resource, Debug, Clone)]
 pub struct ExecParams {
-    pub vector_lanes: u64,
-    pub macs_per_tick: u64,
-    pub launch_overhead: Tick,
     pub launch_bytes: u64,
     pub install_entry_bytes: u64,
 }
@@ -283,9 +281,6 @@ pub struct ExecParams {
 impl Default for ExecParams {
     fn default() -> Self {
         Self {
-            vector_lanes: 1,
-            macs_per_tick: 1,
-            launch_overhead: 0,
             launch_bytes: 1,
             install_entry_bytes: 1,
         }
@@ -301,7 +296,6 @@ pub struct KernelCalendar(pub Calendar<u32>);
 pub struct KernelAccess<'w> {
     pub kcal: ResMut<'w, KernelCalendar>,
     pub issued: ResMut<'w, OpsIssued>,
-    pub params: Res<'w, ExecParams>,
     pub mode: Res<'w, DataMode>,
     pub store: ResMut<'w, MemoryStore>,
     pub host: ResMut<'w, HostQueue>,

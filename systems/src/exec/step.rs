@@ -2,6 +2,7 @@
 
 use super::issue::{IssueCtx, issue};
 use super::*;
+use crate::hierarchy::PeRate;
 use crate::ipcq::{NeighborTable, NeighborTables, PeEvent, QueueAccess};
 use crate::memory::DataMode;
 use bevy_ecs::prelude::*;
@@ -10,7 +11,7 @@ use bevy_ecs::prelude::*;
 /// woken now issue ops until it blocks. PEs woken in the same tick step in PE
 /// index order.
 pub fn kernel_step(
-    mut pes: Query<(&mut PeExec, Option<&NeighborTables>)>,
+    mut pes: Query<(&mut PeExec, Option<&NeighborTables>, &PeRate)>,
     mut ka: KernelAccess,
     mut qa: QueueAccess,
 ) {
@@ -22,7 +23,7 @@ pub fn kernel_step(
                 PeEvent::Resolve { pe, reg, at, .. } => (pe, Some(reg), at),
                 PeEvent::Complete { pe, at } => (pe, None, at),
             };
-            let Ok((mut ex, _)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+            let Ok((mut ex, _, _)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
                 continue;
             };
             match ev {
@@ -61,11 +62,11 @@ pub fn kernel_step(
         woken.sort_unstable();
         woken.dedup();
         for pe in woken.drain(..) {
-            let Ok((mut ex, tables)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+            let Ok((mut ex, tables, rate)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
                 continue;
             };
             let table = tables.and_then(|t| t.get(ex.scope));
-            if let Err(e) = step(pe, &mut ex, table, &mut ka, &mut qa) {
+            if let Err(e) = step(pe, &mut ex, table, *rate, &mut ka, &mut qa) {
                 qa.errors.report(e);
                 return;
             }
@@ -78,6 +79,7 @@ fn step(
     pe: u32,
     ex: &mut PeExec,
     table: Option<&NeighborTable>,
+    rate: PeRate,
     ka: &mut KernelAccess,
     qa: &mut QueueAccess,
 ) -> Result<(), String> {
@@ -88,14 +90,13 @@ fn step(
     let KernelAccess {
         kcal,
         issued,
-        params,
         mode,
         store,
         host,
         launches,
     } = ka;
     let mut ic = IssueCtx {
-        params,
+        rate,
         functional: **mode == DataMode::Functional,
         store,
         host,

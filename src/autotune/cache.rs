@@ -1,0 +1,132 @@
+//! The decision cache: one JSON file per (system spec, candidate set,
+//! collective, size bucket), named by the SHA-256 of that key and holding the
+//! key itself, so a file copied from another spec, a truncated write or a
+//! hand edit is detected and rebuilt, never trusted.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::Decision;
+
+/// Bumped whenever the timing model or the file layout changes, so older
+/// decisions are rebuilt.
+pub const CACHE_FORMAT: u32 = 1;
+
+/// What a decision depends on, hashed into its file name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheKey {
+    pub format: u32,
+    /// kernbench's version: another simulator may time differently.
+    pub version: String,
+    /// SHA-256 of the system spec's YAML.
+    pub spec: String,
+    /// SHA-256 of the candidate configurations' JSON, in order.
+    pub candidates: String,
+    pub collective: String,
+    pub bucket_bytes: u64,
+}
+
+impl CacheKey {
+    pub fn new(spec_yaml: &str, candidates_json: &str, collective: &str, bucket: u64) -> Self {
+        Self {
+            format: CACHE_FORMAT,
+            version: env!("CARGO_PKG_VERSION").into(),
+            spec: sha256(spec_yaml),
+            candidates: sha256(candidates_json),
+            collective: collective.into(),
+            bucket_bytes: bucket,
+        }
+    }
+
+    /// The file name: the key's own hash.
+    pub fn file_name(&self) -> String {
+        let json = serde_json::to_string(self).expect("a cache key always serializes");
+        format!("{}.json", &sha256(&json)[..32])
+    }
+}
+
+fn sha256(text: &str) -> String {
+    Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Entry {
+    key: CacheKey,
+    decision: Decision,
+}
+
+/// What reading a cache file found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    Hit(Decision),
+    Missing,
+    /// The file exists but cannot be trusted: why.
+    Rejected(String),
+}
+
+/// A directory of decision files.
+#[derive(Debug, Clone)]
+pub struct Cache {
+    pub dir: PathBuf,
+}
+
+impl Cache {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        Self { dir: dir.into() }
+    }
+
+    pub fn path(&self, key: &CacheKey) -> PathBuf {
+        self.dir.join(key.file_name())
+    }
+
+    /// The decision stored for `key`, if its file is whole and is for `key`.
+    pub fn get(&self, key: &CacheKey) -> Lookup {
+        let path = self.path(key);
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::Missing,
+            Err(e) => return Lookup::Rejected(format!("{}: {e}", path.display())),
+        };
+        match serde_json::from_str::<Entry>(&text) {
+            Ok(entry) if entry.key == *key => Lookup::Hit(entry.decision),
+            Ok(_) => Lookup::Rejected(format!(
+                "{} is for another system spec, candidate set, collective or size",
+                path.display()
+            )),
+            Err(e) => Lookup::Rejected(format!("{} is corrupt ({e})", path.display())),
+        }
+    }
+
+    /// Stores a decision atomically: written to a temporary file in the same
+    /// directory, flushed, then renamed over the old one, so an interrupted
+    /// tune leaves either the old file or the new one, never half of one.
+    pub fn put(&self, key: &CacheKey, decision: &Decision) -> Result<(), String> {
+        let path = self.path(key);
+        let io = |e: std::io::Error| format!("writing the autotune cache {}: {e}", path.display());
+        fs::create_dir_all(&self.dir).map_err(io)?;
+        let entry = Entry {
+            key: key.clone(),
+            decision: decision.clone(),
+        };
+        let json = serde_json::to_string_pretty(&entry).expect("a decision always serializes");
+        let tmp = temp_path(&path);
+        let mut f = fs::File::create(&tmp).map_err(io)?;
+        f.write_all(json.as_bytes()).map_err(io)?;
+        f.sync_all().map_err(io)?;
+        fs::rename(&tmp, &path).map_err(io)
+    }
+}
+
+/// A sibling of `path` unique to this process.
+fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".tmp{}", std::process::id()));
+    path.with_file_name(name)
+}

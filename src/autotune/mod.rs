@@ -1,0 +1,226 @@
+//! Collective autotuning: for a collective, a size bucket and a system,
+//! simulate every candidate configuration (ccl.yaml's `autotune:` grid of
+//! algorithm × chunks × buffer kind × n_slots × slot_size) and pick the
+//! fastest; `algorithm: auto` then runs the pick. Decisions are cached on
+//! disk ([`cache`]) keyed by the spec, the candidates, the collective and the
+//! bucket. [`hetero`] is the heterogeneous protocol of seed 001, played by
+//! the ranks on the simulated machine.
+//!
+//! The simulator is deterministic, so one run per candidate is the
+//! measurement: there are no repetitions or warm-ups to configure.
+
+pub mod cache;
+pub mod hetero;
+pub mod report;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::ccl::{AlgoConfig, CclConfig, CclError, Collective, Communicator, Group, Job, ReduceOp};
+use crate::machine::Machine;
+use crate::spec::System;
+use cache::{Cache, CacheKey, Lookup};
+use kernbench_systems::Tick;
+use kernbench_systems::memory::DataMode;
+
+/// The smallest bucket: below it every algorithm is latency-bound and one
+/// decision serves all sizes.
+pub const MIN_BUCKET_BYTES: u64 = 1024;
+
+/// The bucket of a collective of `bytes` per participant: the smallest
+/// power of two at least `bytes` (and at least [`MIN_BUCKET_BYTES`]). Its
+/// decision is tuned at that size.
+pub fn bucket(bytes: u64) -> u64 {
+    bytes.max(MIN_BUCKET_BYTES).next_power_of_two()
+}
+
+/// One candidate's simulated time for a bucket.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    pub config: String,
+    /// None when it cannot run here; `note` says why.
+    pub ticks: Option<Tick>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// The pick for one (collective, bucket): the fastest candidate, ties to
+/// the first in candidate order, and every candidate's time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub collective: String,
+    pub bucket_bytes: u64,
+    /// The size simulated: the bucket, rounded down to whole blocks for
+    /// all-to-all.
+    pub tuned_bytes: u64,
+    pub config: String,
+    pub ticks: Tick,
+    pub timings: Vec<Timing>,
+}
+
+impl Decision {
+    /// The second fastest candidate that ran.
+    pub fn runner_up(&self) -> Option<(&str, Tick)> {
+        let mut ran: Vec<(&str, Tick)> = self
+            .timings
+            .iter()
+            .filter_map(|t| t.ticks.map(|k| (t.config.as_str(), k)))
+            .filter(|(name, _)| *name != self.config)
+            .collect();
+        ran.sort_by_key(|&(_, k)| k);
+        ran.first().copied()
+    }
+
+    /// How much slower the runner-up is: its time / the pick's − 1.
+    pub fn margin(&self) -> Option<f64> {
+        let (_, k) = self.runner_up()?;
+        Some(k as f64 / self.ticks.max(1) as f64 - 1.0)
+    }
+}
+
+/// The fastest of `timings` (ties to the first); None if none ran.
+pub fn fastest(timings: &[Timing]) -> Option<(usize, Tick)> {
+    let mut best: Option<(usize, Tick)> = None;
+    for (i, t) in timings.iter().enumerate() {
+        if let Some(k) = t.ticks
+            && best.is_none_or(|(_, b)| k < b)
+        {
+            best = Some((i, k));
+        }
+    }
+    best
+}
+
+/// Chooses configurations per (collective, bucket) on one system.
+pub struct Tuner {
+    sys: System,
+    candidates: Vec<AlgoConfig>,
+    cache: Option<Cache>,
+    retune: bool,
+    /// Candidate simulations run so far (cache hits run none).
+    pub simulations: usize,
+    /// Cache files found untrustworthy and rebuilt, with the reason.
+    pub rebuilt: Vec<String>,
+}
+
+impl Tuner {
+    /// A tuner over `ccl`'s candidates, without a cache.
+    pub fn new(sys: &System, ccl: &CclConfig) -> Self {
+        Self {
+            sys: sys.clone(),
+            candidates: ccl.candidates.clone(),
+            cache: None,
+            retune: false,
+            simulations: 0,
+            rebuilt: Vec::new(),
+        }
+    }
+
+    /// Reads and writes decisions under `dir`; `retune` ignores what is
+    /// there (and overwrites it).
+    pub fn with_cache(mut self, dir: impl Into<std::path::PathBuf>, retune: bool) -> Self {
+        self.cache = Some(Cache::new(dir));
+        self.retune = retune;
+        self
+    }
+
+    pub fn candidates(&self) -> &[AlgoConfig] {
+        &self.candidates
+    }
+
+    /// The candidate a decision picked.
+    pub fn config(&self, d: &Decision) -> &AlgoConfig {
+        self.candidates
+            .iter()
+            .find(|c| c.name == d.config)
+            .expect("a decision names one of its tuner's candidates")
+    }
+
+    fn key(&self, collective: Collective, bucket: u64) -> CacheKey {
+        let candidates =
+            serde_json::to_string(&self.candidates).expect("configurations always serialize");
+        CacheKey::new(&self.sys.to_yaml(), &candidates, collective.name(), bucket)
+    }
+
+    /// The decision for a collective of `bytes` per participant: from the
+    /// cache when it holds a trustworthy one, else tuned (and stored).
+    pub fn decide(&mut self, collective: Collective, bytes: u64) -> Result<Decision, CclError> {
+        let b = bucket(bytes);
+        let key = self.key(collective, b);
+        if let Some(cache) = &self.cache
+            && !self.retune
+        {
+            match cache.get(&key) {
+                Lookup::Hit(d) => return Ok(d),
+                Lookup::Missing => {}
+                Lookup::Rejected(why) => self.rebuilt.push(why),
+            }
+        }
+        let d = self.tune(collective, b)?;
+        if let Some(cache) = &self.cache {
+            cache.put(&key, &d).map_err(CclError::Config)?;
+        }
+        Ok(d)
+    }
+
+    /// Simulates every candidate at the bucket's size, in parallel.
+    fn tune(&mut self, collective: Collective, bucket: u64) -> Result<Decision, CclError> {
+        let n = Group::new(&self.sys).size().max(1);
+        let mut elems = (bucket / 2) as usize;
+        if collective == Collective::AllToAll {
+            elems = (elems / n).max(1) * n;
+        }
+        let job = Job {
+            collective,
+            op: ReduceOp::Sum,
+            elems,
+        };
+        let sys = &self.sys;
+        let timings: Vec<Timing> = self
+            .candidates
+            .par_iter()
+            .map(|c| match measure(sys, c, job) {
+                Ok(ticks) => Timing {
+                    config: c.name.clone(),
+                    ticks: Some(ticks),
+                    note: String::new(),
+                },
+                Err(e) => Timing {
+                    config: c.name.clone(),
+                    ticks: None,
+                    note: e.to_string(),
+                },
+            })
+            .collect();
+        self.simulations += timings.iter().filter(|t| t.ticks.is_some()).count();
+        let Some((i, ticks)) = fastest(&timings) else {
+            return Err(CclError::Config(format!(
+                "autotune {collective} at {bucket} B on {}: no candidate runs here; allowed: autotune.configs in the ccl config that support {collective} on {} ({})",
+                sys.origin,
+                sys.spec.system.sips.topology.name(),
+                timings
+                    .iter()
+                    .map(|t| format!("{}: {}", t.config, t.note))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )));
+        };
+        Ok(Decision {
+            collective: collective.name().into(),
+            bucket_bytes: bucket,
+            tuned_bytes: job.bytes(),
+            config: timings[i].config.clone(),
+            ticks,
+            timings,
+        })
+    }
+}
+
+/// One candidate's time for `job` on a fresh machine of `sys` (timing only).
+pub fn measure(sys: &System, config: &AlgoConfig, job: Job) -> Result<Tick, CclError> {
+    Communicator::check_before_build(sys, config, &job)?;
+    let mut m = Machine::build_with(sys, DataMode::TimingOnly)
+        .map_err(|e| CclError::Config(e.to_string()))?;
+    let comm = Communicator::new(&mut m, config)?;
+    Ok(comm.run(&mut m, job)?.ticks)
+}

@@ -1,0 +1,187 @@
+//! Collective autotuning: the pick is the fastest candidate, decisions come
+//! back from the cache without simulating, bad caches are rebuilt, and the
+//! heterogeneous protocol of seed 001 agrees on one config, times it as the
+//! MAX over the ranks that have it, and runs fallbacks correctly.
+
+mod common;
+use kernbench::autotune::{self, Tuner, bucket, hetero};
+use kernbench::ccl::{CclConfig, Collective, Group, Job, ReduceOp};
+use kernbench::spec::System;
+
+/// The default system made small: 4 SIPs of 2×1 cubes with 2 PEs.
+fn small() -> System {
+    common::system(|s| {
+        s.sip.cube_mesh.w = 2;
+        s.sip.cube_mesh.h = 1;
+        s.cube.pe_layout.corners = 1;
+    })
+}
+
+#[test]
+fn buckets_are_powers_of_two_from_1k() {
+    assert_eq!(
+        [1, 1024, 1025, 4096, 5000, 1 << 26].map(bucket),
+        [1024, 1024, 2048, 4096, 8192, 1 << 26]
+    );
+}
+
+/// auto never picks a config slower than another candidate: each recorded
+/// time equals an independent run of that candidate, and the pick is the
+/// least of them (the first on a tie).
+#[test]
+fn the_pick_is_the_fastest_candidate_in_every_bucket() {
+    let sys = small();
+    let ccl = CclConfig::embedded_default();
+    let mut tuner = Tuner::new(&sys, &ccl);
+    let n = Group::new(&sys).size();
+    for collective in Collective::ALL {
+        for bytes in [1024u64, 65_536] {
+            let d = tuner.decide(collective, bytes).unwrap();
+            let mut least = u64::MAX;
+            for t in &d.timings {
+                let config = tuner
+                    .candidates()
+                    .iter()
+                    .find(|c| c.name == t.config)
+                    .unwrap();
+                let job = Job {
+                    collective,
+                    op: ReduceOp::Sum,
+                    elems: (d.tuned_bytes / 2) as usize,
+                };
+                let again = autotune::measure(&sys, config, job).ok();
+                assert_eq!(t.ticks, again, "{collective} {bytes} {}", t.config);
+                least = least.min(t.ticks.unwrap_or(u64::MAX));
+            }
+            assert_eq!(d.ticks, least, "{collective} {bytes}");
+            let first = d.timings.iter().find(|t| t.ticks == Some(least)).unwrap();
+            assert_eq!(d.config, first.config);
+            if collective == Collective::AllToAll {
+                assert_eq!(d.tuned_bytes % (2 * n as u64), 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_second_run_reads_the_cache_and_retune_ignores_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (sys, ccl) = (small(), CclConfig::embedded_default());
+    let mut first = Tuner::new(&sys, &ccl).with_cache(dir.path(), false);
+    let d1 = first.decide(Collective::AllReduce, 3000).unwrap();
+    assert!(first.simulations > 0);
+    let mut second = Tuner::new(&sys, &ccl).with_cache(dir.path(), false);
+    // Same bucket (4 KiB), from the file: no simulation.
+    assert_eq!(second.decide(Collective::AllReduce, 4096).unwrap(), d1);
+    assert_eq!(second.simulations, 0);
+    let mut retune = Tuner::new(&sys, &ccl).with_cache(dir.path(), true);
+    assert_eq!(retune.decide(Collective::AllReduce, 4096).unwrap(), d1);
+    assert_eq!(retune.simulations, first.simulations);
+}
+
+/// A truncated file (an interrupted write elsewhere) and a file of another
+/// spec are rejected, re-tuned and rewritten; a leftover temporary file is
+/// ignored.
+#[test]
+fn corrupt_and_foreign_cache_files_are_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let ccl = CclConfig::embedded_default();
+    let (a, b) = (small(), small().with_sips(2).unwrap());
+    let mut ta = Tuner::new(&a, &ccl).with_cache(dir.path(), false);
+    let da = ta.decide(Collective::AllReduce, 1024).unwrap();
+    let files = || {
+        let mut f: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect();
+        f.sort();
+        f
+    };
+    let file_a = files()[0].clone();
+    // Truncated, plus a temporary file a killed tune left behind.
+    let text = std::fs::read_to_string(&file_a).unwrap();
+    std::fs::write(&file_a, &text[..text.len() / 2]).unwrap();
+    std::fs::write(file_a.with_extension("json.tmp999"), "{").unwrap();
+    let mut again = Tuner::new(&a, &ccl).with_cache(dir.path(), false);
+    assert_eq!(again.decide(Collective::AllReduce, 1024).unwrap(), da);
+    assert!(again.simulations > 0);
+    assert!(
+        again.rebuilt[0].contains("is corrupt"),
+        "{:?}",
+        again.rebuilt
+    );
+    // Spec b's decision file overwritten with spec a's content.
+    let mut tb = Tuner::new(&b, &ccl).with_cache(dir.path(), false);
+    tb.decide(Collective::AllReduce, 1024).unwrap();
+    let file_b = files().into_iter().find(|f| *f != file_a).unwrap();
+    std::fs::copy(&file_a, &file_b).unwrap();
+    let mut tb2 = Tuner::new(&b, &ccl).with_cache(dir.path(), false);
+    let db = tb2.decide(Collective::AllReduce, 1024).unwrap();
+    assert!(
+        tb2.rebuilt[0].contains("another system spec"),
+        "{:?}",
+        tb2.rebuilt
+    );
+    assert_ne!(db.timings, da.timings, "spec b re-tuned on its own machine");
+}
+
+const SEED_CCL: &str =
+    "defaults: { algorithm: ring, buffer_kind: hbm, n_slots: 2, slot_size: 4096, chunks: 1 }
+autotune: { configs: [ring, ring_sram] }
+algorithms:
+  ring: { algorithm: ring }
+  ring_sram: { algorithm: ring, buffer_kind: sram, n_slots: 8 }
+";
+
+/// Seed 001's scenario: ranks 0-1 support an extra config, ranks 2-3 do
+/// not. Their kind (h100) has a narrow HBM port but SRAM for receive slots,
+/// so receiving into SRAM relieves the ring's slowest stage.
+fn seed_system() -> System {
+    let yaml = kernbench::spec::DEFAULT_SYSTEM_YAML.replace(
+        "    topology: ring_1d          # ring_1d | torus_2d | mesh_2d_no_wrap",
+        "    topology: ring_1d\n    kinds: { h100: [0, 1], a100: [\"2..4\"] }",
+    ) + "sip_kinds:\n  h100: { memory: { hbm: { bandwidth_gbps: 16.0 } }, capabilities: [ring, ring_sram] }\n  a100: { capabilities: [ring] }\n";
+    let sys = System::from_yaml(&yaml, "seed").unwrap();
+    let mut spec = sys.spec;
+    spec.sip.cube_mesh.w = 1;
+    spec.sip.cube_mesh.h = 1;
+    System::from_spec(spec, "seed").unwrap()
+}
+
+#[test]
+fn seed_001_four_ranks_agree_and_ranks_without_the_pick_fall_back() {
+    let sys = seed_system();
+    let ccl = CclConfig::from_yaml(SEED_CCL, "seed").unwrap();
+    let o = hetero::autotune(&sys, &ccl, Collective::AllReduce, 16_384).unwrap();
+    assert_eq!(o.unified, ["ring", "ring_sram"]);
+    assert_eq!(
+        o.available,
+        [[true, true], [true, true], [true, false], [true, false]]
+    );
+    // The table is the MAX over the ranks that have the config.
+    for (i, t) in o.timings.iter().enumerate() {
+        let max = o.measured[i].iter().flatten().max().copied();
+        assert_eq!(*t, max, "config {}", o.unified[i]);
+    }
+    assert_eq!(o.measured[1][2], None);
+    assert_eq!(o.unified[o.best], "ring_sram", "{:?}", o.timings);
+    assert!(o.timings[1] < o.timings[0]);
+    assert_eq!(o.ran, ["ring_sram", "ring_sram", "ring", "ring"]);
+    assert_eq!(o.correct, Some(true));
+}
+
+#[test]
+fn a_capability_that_is_no_candidate_names_the_kind() {
+    let sys = seed_system();
+    let ccl =
+        CclConfig::from_yaml(&SEED_CCL.replace("[ring, ring_sram] }", "[ring] }"), "seed").unwrap();
+    let e = hetero::autotune(&sys, &ccl, Collective::AllReduce, 4096)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("sip_kinds.h100.capabilities: 'ring_sram' is not an autotune candidate")
+            && e.contains("allowed: ring"),
+        "{e}"
+    );
+}

@@ -1,0 +1,93 @@
+//! `kernbench autotune` end to end: the decision table, its CSV, the cache
+//! on a second run, and the heterogeneous path.
+
+use std::process::Command;
+
+fn kernbench(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(args)
+        .output()
+        .expect("the binary runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
+#[test]
+fn autotune_prints_the_table_writes_csv_and_reuses_the_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let csv = dir.path().join("at.csv");
+    let args = [
+        "autotune",
+        "--collective",
+        "all_reduce",
+        "--sizes",
+        "1K,3K",
+        "--cache",
+        cache.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ];
+    let (ok, first, err) = kernbench(&args);
+    assert!(ok, "{first}\n{err}");
+    assert!(
+        first.contains("bucket(B)") && first.contains("runner-up"),
+        "{first}"
+    );
+    assert!(!first.contains("(cached)"), "{first}");
+    let (ok, second, _) = kernbench(&args);
+    assert!(ok);
+    assert!(second.contains("# 0 simulations"), "{second}");
+    assert_eq!(second.matches("(cached)").count(), 2, "{second}");
+    // The CSV has one row per bucket (1K and 4K), with the printed choice.
+    let mut r = csv::Reader::from_path(&csv).unwrap();
+    let rows: Vec<csv::StringRecord> = r.records().map(|x| x.unwrap()).collect();
+    assert_eq!(rows.len(), 2);
+    assert_eq!((&rows[0][1], &rows[1][1]), ("1024", "4096"));
+    for row in &rows {
+        assert!(first.contains(&row[2]), "{}", &row[2]);
+    }
+}
+
+#[test]
+fn autotune_on_sip_kinds_names_the_fallback_ranks() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = kernbench::spec::DEFAULT_SYSTEM_YAML
+        .replace(
+            "    topology: ring_1d          # ring_1d | torus_2d | mesh_2d_no_wrap",
+            "    topology: ring_1d\n    kinds: { h100: [0, 1], a100: [\"2..4\"] }",
+        )
+        .replace("cube_mesh: { w: 4, h: 4 }", "cube_mesh: { w: 1, h: 1 }")
+        + "sip_kinds:\n  h100: { memory: { hbm: { bandwidth_gbps: 16.0 } }, capabilities: [ring, ring_sram] }\n  a100: { capabilities: [ring] }\n";
+    let ccl =
+        "defaults: { algorithm: ring, buffer_kind: hbm, n_slots: 2, slot_size: 4096, chunks: 1 }
+autotune: { configs: [ring, ring_sram] }
+algorithms:
+  ring: { algorithm: ring }
+  ring_sram: { algorithm: ring, buffer_kind: sram, n_slots: 8 }
+";
+    let (sys_path, ccl_path) = (dir.path().join("s.yaml"), dir.path().join("c.yaml"));
+    std::fs::write(&sys_path, spec).unwrap();
+    std::fs::write(&ccl_path, ccl).unwrap();
+    let csv = dir.path().join("h.csv");
+    let (ok, out, err) = kernbench(&[
+        "autotune",
+        "--system",
+        sys_path.to_str().unwrap(),
+        "--ccl",
+        ccl_path.to_str().unwrap(),
+        "--sizes",
+        "16K",
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("heterogeneous"), "{out}");
+    assert!(
+        out.contains("ring_sram") && out.contains("2:ring 3:ring"),
+        "{out}"
+    );
+}
