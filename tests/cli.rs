@@ -1000,3 +1000,27 @@ fn list_shows_presets_plans_and_what_each_algorithm_supports() {
     );
     assert!(!only.stdout.contains("presets ("), "{}", only.stdout);
 }
+
+/// On a terminal `run` shows which size it is simulating (a long size is
+/// not a silent wait), and clears the line before the size's table row.
+#[test]
+fn run_on_a_terminal_shows_a_progress_line_per_size() {
+    let bin = env!("CARGO_BIN_EXE_kernbench");
+    // `script` gives the command a terminal and copies what it shows.
+    let out = Command::new("script")
+        .args(["-qec", &format!("{bin} run -b 1K -e 4K"), "/dev/null"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("script (util-linux) runs");
+    assert_eq!(out.status.code(), Some(0));
+    let shown = String::from_utf8_lossy(&out.stdout);
+    for (k, size) in ["1024", "2048", "4096"].iter().enumerate() {
+        assert!(
+            shown.contains(&format!(
+                "\r# simulating {size} B ({}/3) ...\r\x1b[K",
+                k + 1
+            )),
+            "{shown:?}"
+        );
+    }
+}
