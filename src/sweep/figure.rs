@@ -119,7 +119,9 @@ pub fn render(dir: &Path, f: &Figure) -> Result<(), String> {
         log_y,
         x_keys: pow2_ticks(x0, x1),
         y_keys: if log_y {
-            log_ticks(y0, y1)
+            // Ticks over the whole drawn range, which pads a tenth of a decade.
+            let pad = 10f64.powf(0.1);
+            log_ticks(y0 / pad, y1 * pad)
         } else {
             linear_ticks(0.0, y1)
         },
@@ -129,7 +131,7 @@ pub fn render(dir: &Path, f: &Figure) -> Result<(), String> {
             (x0.log2() - 0.2, x1.log2() + 0.2)
         },
         y: if log_y {
-            (y0.log10() - 0.05, y1.log10() + 0.05)
+            (y0.log10() - 0.1, y1.log10() + 0.1)
         } else {
             (0.0, y1 * 1.08)
         },
