@@ -51,17 +51,25 @@ pub fn plans() -> String {
 }
 
 /// The entries of `ccl` (origin named), each with its algorithm, the
-/// collectives and topologies the algorithm supports, and its idea.
+/// collectives and topologies the algorithm supports, and its idea; then
+/// `auto`, which is no algorithm but the autotuner's choice.
 pub fn algorithms(ccl: &CclConfig) -> String {
+    let w = ccl
+        .entries
+        .iter()
+        .map(|e| e.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(5);
     let mut out = format!(
-        "algorithms (--algorithm NAME: entries of {}):\n  {:<14} {:<12} {:<62} {}\n",
+        "algorithms (--algorithm NAME: entries of {}):\n  {:<w$} {:<12} {:<62} {}\n",
         ccl.origin, "entry", "algorithm", "collectives", "topologies"
     );
     for e in &ccl.entries {
         let Ok(a) = algorithms::find(&e.algorithm) else {
             let _ = writeln!(
                 out,
-                "  {:<14} {:<12} (not a registered algorithm)",
+                "  {:<w$} {:<12} (not a registered algorithm)",
                 e.name, e.algorithm
             );
             continue;
@@ -70,7 +78,7 @@ pub fn algorithms(ccl: &CclConfig) -> String {
         let topologies: Vec<&str> = a.topologies().iter().map(|t| t.name()).collect();
         let _ = writeln!(
             out,
-            "  {:<14} {:<12} {:<62} {}\n  {:<14} {}",
+            "  {:<w$} {:<12} {:<62} {}\n  {:<w$} {}",
             e.name,
             e.algorithm,
             collectives.join(", "),
@@ -79,5 +87,10 @@ pub fn algorithms(ccl: &CclConfig) -> String {
             a.summary()
         );
     }
+    let _ = writeln!(
+        out,
+        "  {:<w$} chosen per size among the ccl config's autotune candidates (kernbench autotune)",
+        crate::ccl::config::AUTO
+    );
     out
 }

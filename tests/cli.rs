@@ -991,6 +991,16 @@ fn list_shows_presets_plans_and_what_each_algorithm_supports() {
         entry("pairwise"),
         "pairwise pairwise all_to_all ring_1d, torus_2d, mesh_2d_no_wrap"
     );
+    // Columns fit the longest entry name; auto is the autotuner's choice.
+    assert_eq!(
+        entry("adr0032_pipelined"),
+        "adr0032_pipelined adr0032 all_reduce ring_1d, torus_2d, mesh_2d_no_wrap"
+    );
+    assert!(
+        entry("auto")
+            .starts_with("auto chosen per size among the ccl config's autotune candidates"),
+        "{out}"
+    );
     let only = kernbench(&["list", "algorithms"]);
     only.expect_code(0);
     assert!(
