@@ -116,14 +116,23 @@ impl Machine {
         );
         let cubes = t.sips as usize * t.cubes_per_sip() as usize;
         let w = &mut engine.world;
-        let cube_kind: Vec<u8> = (0..cubes as u32)
-            .map(|c| sys.kinds.index_of(c / t.cubes_per_sip()) as u8)
-            .collect();
-        let pe_kind = cube_kind
-            .iter()
-            .flat_map(|&k| std::iter::repeat_n(k, t.pes_per_cube as usize))
-            .collect();
-        w.insert_resource(MemPorts::new(memory_classes(sys)?, pe_kind, cube_kind));
+        let pes = cubes * t.pes_per_cube as usize;
+        let (mut pe_kind, mut cube_kind) = (Vec::new(), Vec::new());
+        if sys.kinds.heterogeneous() {
+            cube_kind = (0..cubes as u32)
+                .map(|c| sys.kinds.index_of(c / t.cubes_per_sip()) as u8)
+                .collect();
+            pe_kind = cube_kind
+                .iter()
+                .flat_map(|&k| std::iter::repeat_n(k, t.pes_per_cube as usize))
+                .collect();
+        }
+        w.insert_resource(MemPorts::new(
+            memory_classes(sys)?,
+            (pes, cubes),
+            pe_kind,
+            cube_kind,
+        ));
         let c = &sys.spec.control;
         w.insert_resource(ExecParams {
             launch_bytes: c.launch_bytes,

@@ -185,3 +185,32 @@ fn a_capability_that_is_no_candidate_names_the_kind() {
         "{e}"
     );
 }
+
+/// The `autotune:` axes cross every config, config-major, named by setting.
+#[test]
+fn autotune_axes_make_a_named_grid() {
+    let yaml =
+        "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 1 }
+autotune: { configs: [ring, tree], buffer_kind: [tcm, sram], n_slots: [2, 8] }
+algorithms:
+  ring: { algorithm: ring }
+  tree: { algorithm: tree, chunks: auto }
+";
+    let ccl = CclConfig::from_yaml(yaml, "grid").unwrap();
+    let names: Vec<&str> = ccl.candidates.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ring/tcm/2x4096/c1",
+            "ring/tcm/8x4096/c1",
+            "ring/sram/2x4096/c1",
+            "ring/sram/8x4096/c1",
+            "tree/tcm/2x4096/cauto",
+            "tree/tcm/8x4096/cauto",
+            "tree/sram/2x4096/cauto",
+            "tree/sram/8x4096/cauto",
+        ]
+    );
+    let bad = CclConfig::from_yaml(&yaml.replace("[2, 8]", "[0]"), "grid").unwrap_err();
+    assert!(bad.to_string().contains("autotune.n_slots"), "{bad}");
+}

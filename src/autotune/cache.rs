@@ -31,12 +31,14 @@ pub struct CacheKey {
 }
 
 impl CacheKey {
-    pub fn new(spec_yaml: &str, candidates_json: &str, collective: &str, bucket: u64) -> Self {
+    /// The key of a bucket; `spec` and `candidates` are [`sha256`] digests
+    /// of the spec's YAML and the candidates' JSON.
+    pub fn new(spec: &str, candidates: &str, collective: &str, bucket: u64) -> Self {
         Self {
             format: CACHE_FORMAT,
             version: env!("CARGO_PKG_VERSION").into(),
-            spec: sha256(spec_yaml),
-            candidates: sha256(candidates_json),
+            spec: spec.into(),
+            candidates: candidates.into(),
             collective: collective.into(),
             bucket_bytes: bucket,
         }
@@ -49,7 +51,8 @@ impl CacheKey {
     }
 }
 
-fn sha256(text: &str) -> String {
+/// The hex SHA-256 of `text`.
+pub fn sha256(text: &str) -> String {
     Sha256::digest(text.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -31,6 +31,7 @@
 
 use std::sync::Mutex;
 
+use super::Timing;
 use crate::ccl::{AlgoConfig, CclConfig, Collective, ReduceOp};
 use crate::dist::{DPPolicy, DistError, GroupId, Rank, WORLD, init_process_group};
 use crate::kernel::wiring::QueueConfig;
@@ -63,6 +64,25 @@ pub struct Outcome {
     /// the reference (all-reduce sum; None for other collectives).
     pub ticks: Tick,
     pub correct: Option<bool>,
+}
+
+impl Outcome {
+    /// The agreed timings as the tuner's table.
+    pub fn table(&self) -> Vec<Timing> {
+        table(&self.unified, &self.timings)
+    }
+}
+
+fn table(names: &[String], timings: &[Option<Tick>]) -> Vec<Timing> {
+    names
+        .iter()
+        .zip(timings)
+        .map(|(name, &ticks)| Timing {
+            config: name.clone(),
+            ticks,
+            note: String::new(),
+        })
+        .collect()
 }
 
 /// The capability list of every rank: the candidates its kind supports.
@@ -166,7 +186,8 @@ pub fn autotune(
         )));
     }
     // Steps 1-3, on the machine.
-    let lists: Mutex<Vec<Vec<String>>> = Mutex::new(vec![Vec::new(); n as usize]);
+    type Merged = (Vec<String>, Vec<Vec<bool>>);
+    let merged: Mutex<Vec<Merged>> = Mutex::new(vec![Default::default(); n as usize]);
     pg.spawn(n, |rank| {
         let mine: Vec<String> = caps[rank.rank() as usize]
             .iter()
@@ -182,16 +203,17 @@ pub fn autotune(
                     .collect()
             })
             .collect();
-        lists.lock().expect("no worker panics holding it")[rank.rank() as usize] = merge(&parsed).0;
+        merged.lock().expect("no worker panics holding it")[rank.rank() as usize] = merge(&parsed);
         Ok(())
     })?;
-    let lists = lists.into_inner().expect("workers are done");
-    let (unified, available) = merge(&declared(&caps, ccl));
-    if lists.iter().any(|l| *l != unified) {
+    // Every rank's view of who has what came from the all-gather; they agree.
+    let merged = merged.into_inner().expect("workers are done");
+    if merged.iter().any(|m| *m != merged[0]) {
         return Err(DistError::Collective(
             "ranks built different unified config lists from the all-gather".into(),
         ));
     }
+    let (unified, available) = merged.into_iter().next().expect("a world has a rank");
     let configs: Vec<AlgoConfig> = unified
         .iter()
         .map(|d| {
@@ -261,16 +283,8 @@ pub fn autotune(
         ));
     }
     // Step 5: the same pick everywhere; step 6: smart fallbacks.
-    let timed: Vec<crate::autotune::Timing> = timings
-        .iter()
-        .zip(&configs)
-        .map(|(t, c)| crate::autotune::Timing {
-            config: c.name.clone(),
-            ticks: *t,
-            note: String::new(),
-        })
-        .collect();
-    let (best, _) = crate::autotune::fastest(&timed).ok_or_else(|| {
+    let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
+    let (best, _) = crate::autotune::fastest(&table(&names, &timings)).ok_or_else(|| {
         DistError::Config(
             "no config runs on every rank (each needs its algorithm, with the same chunks, in some config of every rank's kind); allowed: capabilities that share at least one algorithm".into(),
         )
@@ -285,7 +299,7 @@ pub fn autotune(
     let final_group = install(&mut pg, "tuned", &configs[best], &configs, &runs)?;
     let (ticks, correct) = run_final(&mut pg, final_group, collective, bytes)?;
     Ok(Outcome {
-        unified: configs.iter().map(|c| c.name.clone()).collect(),
+        unified: names,
         available,
         measured: measured.into_inner().expect("workers are done"),
         timings,
@@ -294,13 +308,6 @@ pub fn autotune(
         ticks,
         correct,
     })
-}
-
-/// What each rank declares, as metadata strings.
-fn declared(caps: &[Vec<usize>], ccl: &CclConfig) -> Vec<Vec<String>> {
-    caps.iter()
-        .map(|c| c.iter().map(|&i| describe(&ccl.candidates[i])).collect())
-        .collect()
 }
 
 /// A world group running `configs[pick]`'s kernels with each rank's queues

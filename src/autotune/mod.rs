@@ -58,24 +58,13 @@ pub struct Decision {
     pub timings: Vec<Timing>,
 }
 
-impl Decision {
-    /// The second fastest candidate that ran.
-    pub fn runner_up(&self) -> Option<(&str, Tick)> {
-        let mut ran: Vec<(&str, Tick)> = self
-            .timings
-            .iter()
-            .filter_map(|t| t.ticks.map(|k| (t.config.as_str(), k)))
-            .filter(|(name, _)| *name != self.config)
-            .collect();
-        ran.sort_by_key(|&(_, k)| k);
-        ran.first().copied()
-    }
-
-    /// How much slower the runner-up is: its time / the pick's − 1.
-    pub fn margin(&self) -> Option<f64> {
-        let (_, k) = self.runner_up()?;
-        Some(k as f64 / self.ticks.max(1) as f64 - 1.0)
-    }
+/// The fastest of `timings` other than `chosen` (ties to the first).
+pub fn runner_up<'a>(timings: &'a [Timing], chosen: &str) -> Option<(&'a str, Tick)> {
+    timings
+        .iter()
+        .filter(|t| t.config != chosen)
+        .filter_map(|t| t.ticks.map(|k| (t.config.as_str(), k)))
+        .min_by_key(|&(_, k)| k)
 }
 
 /// The fastest of `timings` (ties to the first); None if none ran.
@@ -95,6 +84,9 @@ pub fn fastest(timings: &[Timing]) -> Option<(usize, Tick)> {
 pub struct Tuner {
     sys: System,
     candidates: Vec<AlgoConfig>,
+    /// Digests of the spec and the candidates: the fixed part of every
+    /// cache key.
+    digests: (String, String),
     cache: Option<Cache>,
     retune: bool,
     /// Candidate simulations run so far (cache hits run none).
@@ -106,9 +98,12 @@ pub struct Tuner {
 impl Tuner {
     /// A tuner over `ccl`'s candidates, without a cache.
     pub fn new(sys: &System, ccl: &CclConfig) -> Self {
+        let candidates =
+            serde_json::to_string(&ccl.candidates).expect("configurations always serialize");
         Self {
             sys: sys.clone(),
             candidates: ccl.candidates.clone(),
+            digests: (cache::sha256(&sys.to_yaml()), cache::sha256(&candidates)),
             cache: None,
             retune: false,
             simulations: 0,
@@ -137,9 +132,8 @@ impl Tuner {
     }
 
     fn key(&self, collective: Collective, bucket: u64) -> CacheKey {
-        let candidates =
-            serde_json::to_string(&self.candidates).expect("configurations always serialize");
-        CacheKey::new(&self.sys.to_yaml(), &candidates, collective.name(), bucket)
+        let (spec, candidates) = &self.digests;
+        CacheKey::new(spec, candidates, collective.name(), bucket)
     }
 
     /// The decision for a collective of `bytes` per participant: from the

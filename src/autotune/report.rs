@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::{Tuner, bucket, hetero};
+use super::{Timing, Tuner, bucket, hetero, runner_up};
 use crate::ccl::{CclConfig, Collective};
 use crate::spec::System;
 
@@ -32,6 +32,29 @@ fn us(sys: &System, ticks: u64) -> f64 {
     ticks as f64 * sys.spec.system.tick_ns / 1000.0
 }
 
+/// A row for the pick `chosen` of `timings` (its time `ticks`).
+fn row(
+    sys: &System,
+    (collective, bucket): (Collective, u64),
+    (chosen, ticks): (&str, u64),
+    timings: &[Timing],
+    fallbacks: String,
+    cached: bool,
+) -> Row {
+    let up = runner_up(timings, chosen);
+    Row {
+        collective: collective.name().into(),
+        bucket_bytes: bucket,
+        config: chosen.into(),
+        time_us: us(sys, ticks),
+        runner_up: up.map_or(String::new(), |u| u.0.to_string()),
+        runner_up_us: up.map(|u| us(sys, u.1)),
+        margin_pct: up.map(|(_, t)| (t as f64 / ticks.max(1) as f64 - 1.0) * 100.0),
+        fallbacks,
+        cached,
+    }
+}
+
 /// Decisions of a homogeneous system, one per distinct bucket of `sizes`.
 pub fn homogeneous(
     tuner: &mut Tuner,
@@ -43,18 +66,16 @@ pub fn homogeneous(
     for b in buckets(sizes) {
         let before = tuner.simulations;
         let d = tuner.decide(collective, b)?;
-        let up = d.runner_up();
-        rows.push(Row {
-            collective: collective.name().into(),
-            bucket_bytes: b,
-            config: d.config.clone(),
-            time_us: us(sys, d.ticks),
-            runner_up: up.map_or(String::new(), |u| u.0.to_string()),
-            runner_up_us: up.map(|u| us(sys, u.1)),
-            margin_pct: d.margin().map(|m| m * 100.0),
-            fallbacks: String::new(),
-            cached: tuner.simulations == before,
-        });
+        let cached = tuner.simulations == before;
+        let pick = (d.config.as_str(), d.ticks);
+        rows.push(row(
+            sys,
+            (collective, b),
+            pick,
+            &d.timings,
+            String::new(),
+            cached,
+        ));
     }
     Ok(rows)
 }
@@ -69,32 +90,23 @@ pub fn heterogeneous(
     let mut rows = Vec::new();
     for b in buckets(sizes) {
         let o = hetero::autotune(sys, ccl, collective, b)?;
-        let best = o.timings[o.best].expect("the pick ran");
-        let up = o
-            .timings
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| t.map(|t| (i, t)))
-            .filter(|&(i, _)| i != o.best)
-            .min_by_key(|&(i, t)| (t, i));
+        let chosen = &o.unified[o.best];
         let fallbacks: Vec<String> = o
             .ran
             .iter()
             .enumerate()
-            .filter(|(_, c)| **c != o.unified[o.best])
+            .filter(|(_, c)| *c != chosen)
             .map(|(r, c)| format!("{r}:{c}"))
             .collect();
-        rows.push(Row {
-            collective: collective.name().into(),
-            bucket_bytes: b,
-            config: o.unified[o.best].clone(),
-            time_us: us(sys, best),
-            runner_up: up.map_or(String::new(), |(i, _)| o.unified[i].clone()),
-            runner_up_us: up.map(|(_, t)| us(sys, t)),
-            margin_pct: up.map(|(_, t)| (t as f64 / best.max(1) as f64 - 1.0) * 100.0),
-            fallbacks: fallbacks.join(" "),
-            cached: false,
-        });
+        let pick = (chosen.as_str(), o.timings[o.best].expect("the pick ran"));
+        rows.push(row(
+            sys,
+            (collective, b),
+            pick,
+            &o.table(),
+            fallbacks.join(" "),
+            false,
+        ));
     }
     Ok(rows)
 }

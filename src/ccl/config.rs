@@ -585,7 +585,7 @@ impl CclConfig {
 fn tune_space(
     space: &TuneSpaceSpec,
     entries: &[AlgoConfig],
-) -> Result<Vec<AlgoConfig>, (String, String, String)> {
+) -> Result<Vec<AlgoConfig>, GridProblem> {
     let names = || {
         entries
             .iter()
@@ -619,51 +619,57 @@ fn tune_space(
         || space.n_slots.is_some()
         || space.slot_size.is_some()
         || space.chunks.is_some();
-    let one = |v: Option<&Vec<u64>>| v.cloned().map(|v| v.into_iter().map(Some).collect());
-    let kinds: Vec<Option<BufferKind>> = space
-        .buffer_kind
-        .clone()
-        .map_or(vec![None], |v| v.into_iter().map(Some).collect());
-    let slots: Vec<Option<u64>> = one(space.n_slots.as_ref()).unwrap_or(vec![None]);
-    let sizes: Vec<Option<u64>> = one(space.slot_size.as_ref()).unwrap_or(vec![None]);
-    let chunks: Vec<Option<ChunksSpec>> = space
-        .chunks
-        .clone()
-        .map_or(vec![None], |v| v.into_iter().map(Some).collect());
-    let mut out = Vec::new();
-    for base in &bases {
-        for &k in &kinds {
-            for &n in &slots {
-                for &size in &sizes {
-                    for c in &chunks {
-                        let mut cfg = base.clone();
-                        if let Some(k) = k {
-                            cfg.buffer_kind = k.into();
-                        }
-                        for (field, v) in [("n_slots", n), ("slot_size", size)] {
-                            if let Some(v) = v {
-                                cfg.set(field, v)
-                                    .map_err(|(p, a)| (format!("autotune.{field}"), p, a))?;
-                            }
-                        }
-                        if let Some(c) = c {
-                            cfg.chunks = Chunks::try_from(c)
-                                .map_err(|(p, a)| ("autotune.chunks".to_string(), p, a))?;
-                        }
-                        if gridded {
-                            cfg.name = format!(
-                                "{}/{}/{}x{}/c{}",
-                                base.name,
-                                cfg.buffer_kind.name(),
-                                cfg.n_slots,
-                                cfg.slot_size,
-                                cfg.chunks
-                            );
-                        }
-                        out.push(cfg);
-                    }
-                }
-            }
+    let set = |field: &'static str| {
+        move |c: &mut AlgoConfig, v: &u64| {
+            c.set(field, *v)
+                .map_err(|(p, a)| (format!("autotune.{field}"), p, a))
+        }
+    };
+    let mut out = cross(bases, &space.buffer_kind, |c, k| {
+        c.buffer_kind = (*k).into();
+        Ok(())
+    })?;
+    out = cross(out, &space.n_slots, set("n_slots"))?;
+    out = cross(out, &space.slot_size, set("slot_size"))?;
+    out = cross(out, &space.chunks, |c, spec| {
+        c.chunks =
+            Chunks::try_from(spec).map_err(|(p, a)| ("autotune.chunks".to_string(), p, a))?;
+        Ok(())
+    })?;
+    if gridded {
+        for c in &mut out {
+            c.name = format!(
+                "{}/{}/{}x{}/c{}",
+                c.name,
+                c.buffer_kind.name(),
+                c.n_slots,
+                c.slot_size,
+                c.chunks
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// (path, problem, allowed) of a bad `autotune:` value.
+type GridProblem = (String, String, String);
+
+/// Every config once per value of an axis (`apply` sets it), config-major;
+/// the configs unchanged when the axis is not given.
+fn cross<T>(
+    configs: Vec<AlgoConfig>,
+    values: &Option<Vec<T>>,
+    apply: impl Fn(&mut AlgoConfig, &T) -> Result<(), GridProblem>,
+) -> Result<Vec<AlgoConfig>, GridProblem> {
+    let Some(values) = values else {
+        return Ok(configs);
+    };
+    let mut out = Vec::with_capacity(configs.len() * values.len());
+    for c in &configs {
+        for v in values {
+            let mut c = c.clone();
+            apply(&mut c, v)?;
+            out.push(c);
         }
     }
     Ok(out)

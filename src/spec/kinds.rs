@@ -325,21 +325,14 @@ fn assign(
 /// A kind's resolved parameters obey the same rules as the spec's own.
 fn check_params(path: &str, k: &KindParams) -> Result<(), Issue> {
     check_pe_at(&format!("{path}.pe"), &k.pe)?;
-    let m = &k.memory;
-    for (name, mem) in [("tcm", &m.tcm), ("sram", &m.sram), ("hbm", &m.hbm)] {
+    for (name, mem) in k.memory.named() {
         check_bandwidth(
             &format!("{path}.memory.{name}.bandwidth_gbps"),
             mem.bandwidth_gbps,
         )?;
         check_duration(&format!("{path}.memory.{name}.latency_ns"), mem.latency_ns)?;
     }
-    let l = &k.links;
-    for (name, link) in [
-        ("noc", &l.noc),
-        ("ucie", &l.ucie),
-        ("inter_sip", &l.inter_sip),
-        ("pcie", &l.pcie),
-    ] {
+    for (name, link) in k.links.named() {
         check_bandwidth(
             &format!("{path}.links.{name}.bandwidth_gbps"),
             link.bandwidth_gbps,

@@ -366,17 +366,10 @@ fn validate(spec: &SystemSpec) -> Result<((u32, u32), super::kinds::SipKinds), I
         "zero routers",
         MAX_NOC_SIDE,
     )?;
-    let m = &spec.memory;
-    for (name, mem) in [("tcm", &m.tcm), ("sram", &m.sram), ("hbm", &m.hbm)] {
+    for (name, mem) in spec.memory.named() {
         check_memory(&format!("memory.{name}"), mem)?;
     }
-    let l = &spec.links;
-    for (name, link) in [
-        ("noc", &l.noc),
-        ("ucie", &l.ucie),
-        ("inter_sip", &l.inter_sip),
-        ("pcie", &l.pcie),
-    ] {
+    for (name, link) in spec.links.named() {
         check_link(&format!("links.{name}"), link)?;
     }
     check_pe_at("pe", &spec.pe)?;

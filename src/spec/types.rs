@@ -182,6 +182,13 @@ pub struct Memories {
     pub hbm: MemSpec,
 }
 
+impl Memories {
+    /// Each memory with its field name, in `Space` order (tcm, sram, hbm).
+    pub fn named(&self) -> [(&'static str, &MemSpec); 3] {
+        [("tcm", &self.tcm), ("sram", &self.sram), ("hbm", &self.hbm)]
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemSpec {
@@ -205,6 +212,19 @@ pub struct LinkKinds {
     pub inter_sip: LinkSpec,
     /// Host to SIP I/O.
     pub pcie: LinkSpec,
+}
+
+impl LinkKinds {
+    /// Each edge kind with its field name, in link-class order (noc, ucie,
+    /// inter_sip, pcie: `topology::EDGE_KINDS`).
+    pub fn named(&self) -> [(&'static str, &LinkSpec); 4] {
+        [
+            ("noc", &self.noc),
+            ("ucie", &self.ucie),
+            ("inter_sip", &self.inter_sip),
+            ("pcie", &self.pcie),
+        ]
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -431,13 +431,7 @@ fn link_classes(sys: &System) -> Result<Vec<LinkClass>, TopologyError> {
     let tick_ps = (sys.spec.system.tick_ns * 1000.0).round() as u64;
     let mut classes = Vec::new();
     for (k, kind) in sys.kinds.kinds.iter().enumerate() {
-        let l = &kind.links;
-        for (spec, edge) in [
-            (&l.noc, "noc"),
-            (&l.ucie, "ucie"),
-            (&l.inter_sip, "inter_sip"),
-            (&l.pcie, "pcie"),
-        ] {
+        for (edge, spec) in kind.links.named() {
             let (field, name) = if k == 0 {
                 (format!("links.{edge}"), edge.to_string())
             } else {
@@ -491,11 +485,8 @@ fn kind_memory_classes(
             &sys.origin,
         )
     };
-    Ok([
-        class("tcm", &m.tcm)?,
-        class("sram", &m.sram)?,
-        class("hbm", &m.hbm)?,
-    ])
+    let [tcm, sram, hbm] = m.named().map(|(name, mem)| class(name, mem));
+    Ok([tcm?, sram?, hbm?])
 }
 
 /// Ticks of a duration in ns, rounded up.

@@ -26,17 +26,23 @@ pub struct MemPorts {
     /// Timing per SIP kind and space: `classes[kind][Space as usize]`.
     pub classes: Vec<[LinkClass; 3]>,
     /// The SIP kind of each instance, per space (PEs for TCM, cubes for
-    /// SRAM and HBM).
+    /// SRAM and HBM); empty when every instance is kind 0 (a homogeneous
+    /// system, or ports not yet sized by a machine).
     kind: [Vec<u8>; 3],
     free_at: [Vec<Tick>; 3],
     busy: [Vec<Tick>; 3],
 }
 
 impl MemPorts {
-    /// Ports of `pe_kind.len()` PEs and `cube_kind.len()` cubes, each of the
-    /// SIP kind given (an index into `classes`).
-    pub fn new(classes: Vec<[LinkClass; 3]>, pe_kind: Vec<u8>, cube_kind: Vec<u8>) -> Self {
-        let (pes, cubes) = (pe_kind.len(), cube_kind.len());
+    /// Ports of `pes` PEs and `cubes` cubes; `pe_kind` and `cube_kind` give
+    /// each one's SIP kind (an index into `classes`), or are empty when all
+    /// are kind 0.
+    pub fn new(
+        classes: Vec<[LinkClass; 3]>,
+        (pes, cubes): (usize, usize),
+        pe_kind: Vec<u8>,
+        cube_kind: Vec<u8>,
+    ) -> Self {
         Self {
             classes,
             kind: [pe_kind, cube_kind.clone(), cube_kind],
@@ -50,7 +56,6 @@ impl MemPorts {
     #[inline]
     pub fn access(&mut self, space: Space, instance: u32, t: Tick, bytes: u64) -> Tick {
         let (s, i) = (space as usize, instance as usize);
-        // Unsized ports (an engine without a machine) are all kind 0.
         let kind = self.kind[s].get(i).map_or(0, |&k| usize::from(k));
         let class = &self.classes[kind][s];
         if class.ideal {
@@ -313,6 +318,7 @@ impl crate::plugin::Plugin for MemoryPlugin {
         let ideal = LinkClass::ideal;
         world.insert_resource(MemPorts::new(
             vec![[ideal(), ideal(), ideal()]],
+            (0, 0),
             Vec::new(),
             Vec::new(),
         ));

@@ -143,21 +143,15 @@ fn schedule(a: &KernelArgs, p: usize, pieces: usize, hop: f64) -> Vec<Event> {
         let d = depth(n, tree, p) as f64 + if up { height(n, tree, 0) as f64 } else { 0.0 };
         for piece in 0..pieces {
             let i = piece as f64;
-            if up {
-                events.push(Event {
-                    time: h * hop + i,
-                    down: false,
-                    tree,
-                    piece,
-                });
-            }
-            if down {
-                events.push(Event {
-                    time: d * hop + i,
-                    down: true,
-                    tree,
-                    piece,
-                });
+            for (wanted, is_down, at) in [(up, false, h), (down, true, d)] {
+                if wanted {
+                    events.push(Event {
+                        time: at * hop + i,
+                        down: is_down,
+                        tree,
+                        piece,
+                    });
+                }
             }
         }
     }

@@ -80,18 +80,17 @@ pub fn deliver_control(
     for a in &launches {
         let (pe, launch, scope, id) = ka.host.launches.remove(a.tag as usize);
         let entity = qa.hw.pes[pe as usize];
+        // Every PE entity has a rate; a PE runs a kernel once launched.
+        let (state, overhead) = pes.get(entity).map_or((None, 0), |(ex, _, r)| {
+            (ex.map(|ex| ex.state), r.launch_overhead)
+        });
         let queued = QueuedLaunch {
             launch,
             scope,
             id,
-            ready: now + pes.get(entity).map_or(0, |(_, _, r)| r.launch_overhead),
+            ready: now + overhead,
         };
-        let start = match pes
-            .get(entity)
-            .ok()
-            .and_then(|(ex, _, _)| ex)
-            .map(|ex| ex.state)
-        {
+        let start = match state {
             // One kernel at a time: the launch waits for the running one.
             Some(PeState::Running) => {
                 ka.launches.waiting.entry(pe).or_default().push_back(queued);
