@@ -188,8 +188,21 @@ impl Machine {
     pub fn install_scope(
         &mut self,
         scope: Scope,
-        mut tables: Vec<(u32, Vec<Entry>)>,
+        tables: Vec<(u32, Vec<Entry>)>,
     ) -> Result<Tick, InstallError> {
+        let tables = self.place_scope(scope, tables)?;
+        self.land_scope(scope, tables, 0)
+    }
+
+    /// The first half of [`Machine::install_scope`], which takes no
+    /// simulated time: checks the tables and places every queue's slot area
+    /// (each entry's `base`); the tables are then ready for
+    /// [`Machine::land_scope`].
+    pub fn place_scope(
+        &mut self,
+        scope: Scope,
+        mut tables: Vec<(u32, Vec<Entry>)>,
+    ) -> Result<Vec<(u32, Vec<Entry>)>, InstallError> {
         self.check_install(scope, &tables)?;
         let mut memory = self.memory.clone();
         for (pe, entries) in &mut tables {
@@ -211,7 +224,20 @@ impl Machine {
             }
         }
         self.memory = memory;
-        self.engine.install(scope, tables, 0);
+        Ok(tables)
+    }
+
+    /// The second half of [`Machine::install_scope`]: sends placed tables
+    /// from the host at tick `at` (or now, if later) and runs until every
+    /// one is applied (other submitted work runs alongside on the same
+    /// clock); the tick at which the last landed.
+    pub fn land_scope(
+        &mut self,
+        scope: Scope,
+        tables: Vec<(u32, Vec<Entry>)>,
+        at: Tick,
+    ) -> Result<Tick, InstallError> {
+        self.engine.install(scope, tables, at);
         let landed = self
             .engine
             .run_until(|w| w.resource::<HostQueue>().installs.is_empty())?;

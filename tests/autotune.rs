@@ -214,3 +214,69 @@ algorithms:
     let bad = CclConfig::from_yaml(&yaml.replace("[2, 8]", "[0]"), "grid").unwrap_err();
     assert!(bad.to_string().contains("autotune.n_slots"), "{bad}");
 }
+
+/// `algorithm: auto` in a process group: each collective runs the tuner's
+/// pick for its size bucket and group, installed on first use, and takes
+/// exactly the time the tuner measured for it on a fresh machine; the
+/// result is correct; a bucket is tuned once however often it is called.
+#[test]
+fn a_process_group_under_auto_runs_each_buckets_pick() {
+    use kernbench::dist::{DPPolicy, WORLD, init_process_group};
+    use kernbench_systems::memory::DataMode;
+    use std::sync::Mutex;
+    let (sys, ccl) = (small(), CclConfig::embedded_default());
+    let mut pg = init_process_group(&sys, &ccl, "auto", DataMode::Functional).unwrap();
+    let pair = pg.new_group(&[0, 1]).unwrap();
+    let (n, cubes) = (pg.world_size, sys.cubes_per_sip() as usize);
+    // Per participant: 1 KiB (rhd), 1 MiB (hier_lanes), 1 KiB again (the first bucket's
+    // communicator reused), then 64 KiB over ranks 0 and 1.
+    let sizes = [512usize, 524_288, 512];
+    let seen = Mutex::new(Vec::new());
+    pg.spawn(n, |ctx| {
+        let mut mine = Vec::new();
+        for &elems in &sizes {
+            let t = ctx.empty((cubes, elems), DPPolicy::cube_rows(cubes as u32))?;
+            ctx.write(&t, &vec![ctx.rank() as f32 + 1.0; cubes * elems])?;
+            let r = ctx.all_reduce(&t, ReduceOp::Sum)?;
+            let want = (1..=n).sum::<u32>() as f32 * cubes as f32;
+            assert!(ctx.read(&t)?.iter().all(|&v| v == want), "{elems}");
+            mine.push((WORLD, elems, r));
+        }
+        if ctx.rank() < 2 {
+            let elems = 32_768;
+            let t = ctx.empty((cubes, elems), DPPolicy::cube_rows(cubes as u32))?;
+            ctx.write(&t, &vec![1.0; cubes * elems])?;
+            let r = ctx.collective(pair, Collective::AllReduce, &t, ReduceOp::Sum)?;
+            assert!(ctx.read(&t)?.iter().all(|&v| v == 2.0 * cubes as f32));
+            mine.push((pair, elems, r));
+        }
+        seen.lock().unwrap().extend(mine);
+        Ok(())
+    })
+    .unwrap();
+    let mut tuner = Tuner::new(&sys, &ccl);
+    let seen = seen.into_inner().unwrap();
+    assert_eq!(seen.len(), 3 * n as usize + 2);
+    let mut picks = std::collections::BTreeSet::new();
+    for (g, elems, r) in seen {
+        picks.insert((g == WORLD, r.algorithm.clone()));
+        let members = if g == WORLD {
+            Group::new(&sys)
+        } else {
+            Group::of_sips(&sys, &[0, 1]).unwrap()
+        };
+        let d = tuner
+            .decide_in(&members, Collective::AllReduce, 2 * elems as u64)
+            .unwrap();
+        assert_eq!(r.algorithm, d.config, "{elems}");
+        assert_eq!(r.ticks, d.ticks, "{elems} ran {}", r.algorithm);
+    }
+    // Three buckets (1 KiB and 1 MiB of the world, 64 KiB of the pair),
+    // each tuned once: as many simulations as a fresh tuner needs for them.
+    assert_eq!(pg.tuner.as_ref().unwrap().simulations, tuner.simulations);
+    // One communicator per distinct pick of each group, installed once.
+    let installed: usize = [WORLD, pair].iter().map(|&g| pg.group(g).comms.len()).sum();
+    assert_eq!(installed, picks.len(), "{picks:?}");
+    let want = [(false, "rhd"), (true, "hier_lanes"), (true, "rhd")];
+    assert_eq!(picks, want.map(|(w, a)| (w, a.to_string())).into());
+}

@@ -6,6 +6,7 @@
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -14,10 +15,10 @@ use super::Decision;
 
 /// Bumped whenever the timing model or the file layout changes, so older
 /// decisions are rebuilt.
-pub const CACHE_FORMAT: u32 = 1;
+pub const CACHE_FORMAT: u32 = 2;
 
 /// What a decision depends on, hashed into its file name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct CacheKey {
     pub format: u32,
     /// kernbench's version: another simulator may time differently.
@@ -27,19 +28,23 @@ pub struct CacheKey {
     /// SHA-256 of the candidate configurations' JSON, in order.
     pub candidates: String,
     pub collective: String,
+    /// The participants tuned for ([`super::group_key`]): the whole
+    /// machine, or a process group's subgroup.
+    pub group: String,
     pub bucket_bytes: u64,
 }
 
 impl CacheKey {
     /// The key of a bucket; `spec` and `candidates` are [`sha256`] digests
     /// of the spec's YAML and the candidates' JSON.
-    pub fn new(spec: &str, candidates: &str, collective: &str, bucket: u64) -> Self {
+    pub fn new(spec: &str, candidates: &str, collective: &str, group: &str, bucket: u64) -> Self {
         Self {
             format: CACHE_FORMAT,
             version: env!("CARGO_PKG_VERSION").into(),
             spec: spec.into(),
             candidates: candidates.into(),
             collective: collective.into(),
+            group: group.into(),
             bucket_bytes: bucket,
         }
     }
@@ -100,7 +105,7 @@ impl Cache {
         match serde_json::from_str::<Entry>(&text) {
             Ok(entry) if entry.key == *key => Lookup::Hit(entry.decision),
             Ok(_) => Lookup::Rejected(format!(
-                "{} is for another system spec, candidate set, collective or size",
+                "{} is for another system spec, candidate set, collective, group or size",
                 path.display()
             )),
             Err(e) => Lookup::Rejected(format!("{} is corrupt ({e})", path.display())),
@@ -127,9 +132,12 @@ impl Cache {
     }
 }
 
-/// A sibling of `path` unique to this process.
+/// A sibling of `path` unique to this process and call: sweep points
+/// tuning the same bucket on several threads never share one.
 fn temp_path(path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(".tmp{}", std::process::id()));
+    let k = NEXT.fetch_add(1, Ordering::Relaxed);
+    name.push(format!(".tmp{}-{k}", std::process::id()));
     path.with_file_name(name)
 }

@@ -13,6 +13,8 @@ pub mod cache;
 pub mod hetero;
 pub mod report;
 
+use std::collections::HashMap;
+
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -89,6 +91,9 @@ pub struct Tuner {
     digests: (String, String),
     cache: Option<Cache>,
     retune: bool,
+    /// Decisions made or read by this tuner: a process group asks once per
+    /// collective call, and only the first call of a bucket tunes.
+    known: HashMap<CacheKey, Decision>,
     /// Candidate simulations run so far (cache hits run none).
     pub simulations: usize,
     /// Cache files found untrustworthy and rebuilt, with the reason.
@@ -96,16 +101,26 @@ pub struct Tuner {
 }
 
 impl Tuner {
-    /// A tuner over `ccl`'s candidates, without a cache.
+    /// A tuner over `ccl`'s candidates that every SIP's kind supports (all
+    /// of them on a homogeneous system), without a cache. Every rank runs
+    /// the pick; seed 001's protocol, where a rank may fall back, is
+    /// [`hetero`].
     pub fn new(sys: &System, ccl: &CclConfig) -> Self {
-        let candidates =
-            serde_json::to_string(&ccl.candidates).expect("configurations always serialize");
+        let count = sys.spec.system.sips.count;
+        let candidates: Vec<AlgoConfig> = ccl
+            .candidates
+            .iter()
+            .filter(|c| (0..count).all(|s| sys.kinds.of(s).supports(&c.name)))
+            .cloned()
+            .collect();
+        let digest = serde_json::to_string(&candidates).expect("configurations always serialize");
         Self {
             sys: sys.clone(),
-            candidates: ccl.candidates.clone(),
-            digests: (cache::sha256(&sys.to_yaml()), cache::sha256(&candidates)),
+            candidates,
+            digests: (cache::sha256(&sys.to_yaml()), cache::sha256(&digest)),
             cache: None,
             retune: false,
+            known: HashMap::new(),
             simulations: 0,
             rebuilt: Vec::new(),
         }
@@ -131,35 +146,70 @@ impl Tuner {
             .expect("a decision names one of its tuner's candidates")
     }
 
-    fn key(&self, collective: Collective, bucket: u64) -> CacheKey {
+    fn key(&self, collective: Collective, group: &Group, bucket: u64) -> CacheKey {
         let (spec, candidates) = &self.digests;
-        CacheKey::new(spec, candidates, collective.name(), bucket)
+        CacheKey::new(
+            spec,
+            candidates,
+            collective.name(),
+            &group_key(group),
+            bucket,
+        )
     }
 
-    /// The decision for a collective of `bytes` per participant: from the
-    /// cache when it holds a trustworthy one, else tuned (and stored).
+    /// The decision for a collective of `bytes` per participant over the
+    /// whole machine (every SIP's cube leaders): see [`Tuner::decide_in`].
     pub fn decide(&mut self, collective: Collective, bytes: u64) -> Result<Decision, CclError> {
+        self.decide_in(&Group::new(&self.sys), collective, bytes)
+    }
+
+    /// The decision for a collective of `bytes` per participant over
+    /// `group`: one this tuner already made, else from the cache when it
+    /// holds a trustworthy one, else tuned (and stored).
+    pub fn decide_in(
+        &mut self,
+        group: &Group,
+        collective: Collective,
+        bytes: u64,
+    ) -> Result<Decision, CclError> {
         let b = bucket(bytes);
-        let key = self.key(collective, b);
-        if let Some(cache) = &self.cache
-            && !self.retune
-        {
-            match cache.get(&key) {
-                Lookup::Hit(d) => return Ok(d),
-                Lookup::Missing => {}
-                Lookup::Rejected(why) => self.rebuilt.push(why),
+        let key = self.key(collective, group, b);
+        if let Some(d) = self.known.get(&key) {
+            return Ok(d.clone());
+        }
+        let cached = match &self.cache {
+            Some(cache) if !self.retune => match cache.get(&key) {
+                Lookup::Hit(d) => Some(d),
+                Lookup::Missing => None,
+                Lookup::Rejected(why) => {
+                    self.rebuilt.push(why);
+                    None
+                }
+            },
+            _ => None,
+        };
+        let d = match cached {
+            Some(d) => d,
+            None => {
+                let d = self.tune(group, collective, b)?;
+                if let Some(cache) = &self.cache {
+                    cache.put(&key, &d).map_err(CclError::Config)?;
+                }
+                d
             }
-        }
-        let d = self.tune(collective, b)?;
-        if let Some(cache) = &self.cache {
-            cache.put(&key, &d).map_err(CclError::Config)?;
-        }
+        };
+        self.known.insert(key, d.clone());
         Ok(d)
     }
 
     /// Simulates every candidate at the bucket's size, in parallel.
-    fn tune(&mut self, collective: Collective, bucket: u64) -> Result<Decision, CclError> {
-        let n = Group::new(&self.sys).size().max(1);
+    fn tune(
+        &mut self,
+        group: &Group,
+        collective: Collective,
+        bucket: u64,
+    ) -> Result<Decision, CclError> {
+        let n = group.size().max(1);
         let mut elems = (bucket / 2) as usize;
         if collective == Collective::AllToAll {
             elems = (elems / n).max(1) * n;
@@ -173,7 +223,7 @@ impl Tuner {
         let timings: Vec<Timing> = self
             .candidates
             .par_iter()
-            .map(|c| match measure(sys, c, job) {
+            .map(|c| match measure_in(sys, c, *group, job) {
                 Ok(ticks) => Timing {
                     config: c.name.clone(),
                     ticks: Some(ticks),
@@ -191,7 +241,7 @@ impl Tuner {
             return Err(CclError::Config(format!(
                 "autotune {collective} at {bucket} B on {}: no candidate runs here; allowed: autotune.configs in the ccl config that support {collective} on {} ({})",
                 sys.origin,
-                sys.spec.system.sips.topology.name(),
+                group.topology.name(),
                 timings
                     .iter()
                     .map(|t| format!("{}: {}", t.config, t.note))
@@ -210,11 +260,37 @@ impl Tuner {
     }
 }
 
-/// One candidate's time for `job` on a fresh machine of `sys` (timing only).
+/// How a cache key names a group: its members and participants per cube
+/// (the whole machine's group of one topology is the same string on every
+/// spec of that shape; the spec's own digest tells specs apart).
+pub fn group_key(g: &Group) -> String {
+    format!(
+        "{} SIPs from {} every {} on {}, {} PE(s) per cube",
+        g.sips,
+        g.first_sip,
+        g.sip_stride,
+        g.topology.name(),
+        g.pes
+    )
+}
+
+/// One candidate's time for `job` over the whole machine, on a fresh
+/// machine of `sys` (timing only).
 pub fn measure(sys: &System, config: &AlgoConfig, job: Job) -> Result<Tick, CclError> {
+    measure_in(sys, config, Group::new(sys), job)
+}
+
+/// One candidate's time for `job` over `group`, on a fresh machine of
+/// `sys` (timing only).
+pub fn measure_in(
+    sys: &System,
+    config: &AlgoConfig,
+    group: Group,
+    job: Job,
+) -> Result<Tick, CclError> {
     Communicator::check_before_build(sys, config, &job)?;
     let mut m = Machine::build_with(sys, DataMode::TimingOnly)
         .map_err(|e| CclError::Config(e.to_string()))?;
-    let comm = Communicator::new(&mut m, config)?;
+    let comm = Communicator::with_group(&mut m, config, group, &config.name)?;
     Ok(comm.run(&mut m, job)?.ticks)
 }

@@ -29,7 +29,7 @@ use kernbench_systems::{RunError, Tick};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-pub use config::{AlgoConfig, CclConfig, Chunks, PieceLimits};
+pub use config::{AUTO, AlgoConfig, CclConfig, Chunks, PieceLimits};
 pub use placement::Placement;
 
 /// A collective operation.
@@ -477,8 +477,6 @@ pub struct Communicator {
     pub algorithm: &'static dyn Algorithm,
     /// The queue scope its wiring and launches use.
     pub scope: Scope,
-    /// Tick at which the last neighbour table landed.
-    pub installed_at: Tick,
 }
 
 impl Communicator {
@@ -511,6 +509,23 @@ impl Communicator {
         name: &str,
         queues: Option<&dyn Fn(u32) -> QueueConfig>,
     ) -> Result<Self, CclError> {
+        let (comm, tables) = Self::prepare(machine, config, group, name, queues)?;
+        machine.land_scope(comm.scope, tables, 0)?;
+        Ok(comm)
+    }
+
+    /// What [`Communicator::with_queues`] does before simulated time passes:
+    /// checks the algorithm against the group, opens the scope and places
+    /// its queues' slot areas. The returned tables still have to land
+    /// ([`Machine::land_scope`]) before the communicator runs anything: the
+    /// process group lands them when it hands work to the engine.
+    pub fn prepare(
+        machine: &mut Machine,
+        config: &AlgoConfig,
+        group: Group,
+        name: &str,
+        queues: Option<&dyn Fn(u32) -> QueueConfig>,
+    ) -> Result<(Self, Vec<(u32, Vec<Entry>)>), CclError> {
         let algorithm = algorithms::find(&config.algorithm)?;
         if group.pes > 1 && !algorithm.every_pe() {
             return Err(CclError::Unsupported {
@@ -549,14 +564,14 @@ impl Communicator {
                 }
             }
         }
-        let installed_at = machine.install_scope(scope, tables)?;
-        Ok(Self {
+        let tables = machine.place_scope(scope, tables)?;
+        let comm = Self {
             group,
             config: config.clone(),
             algorithm,
             scope,
-            installed_at,
-        })
+        };
+        Ok((comm, tables))
     }
 
     /// Refuses a job this communicator cannot run (see

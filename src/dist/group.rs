@@ -5,20 +5,29 @@
 use super::DistError;
 use super::barrier::EpochBarrier;
 use super::layout;
-use crate::ccl::{AlgoConfig, CclConfig, Communicator, Group};
+use crate::autotune::Tuner;
+use crate::ccl::{AUTO, AlgoConfig, CclConfig, Communicator, Group, Job};
 use crate::machine::Machine;
 use crate::spec::System;
 use kernbench_systems::Tick;
 use kernbench_systems::memory::DataMode;
 
-/// A group of ranks: its communicator and its barrier.
+/// A group of ranks: its participants, communicators and barrier.
 pub struct RankGroup {
     pub name: String,
     /// Ranks in member order (rank r runs on SIP r).
     pub ranks: Vec<u32>,
-    pub comm: Communicator,
+    /// The participants its collectives run on.
+    pub members: Group,
+    /// Its installed communicators: the entry's, or under `algorithm: auto`
+    /// one per configuration the tuner has picked for it so far, each
+    /// installed when first picked (the first holds for a fixed entry).
+    pub comms: Vec<Communicator>,
     pub(super) barrier: EpochBarrier,
 }
+
+/// Neighbour tables whose slot areas are placed, waiting to land.
+pub(super) type Tables = Vec<(u32, Vec<kernbench_systems::ipcq::Entry>)>;
 
 /// A group's handle; [`WORLD`] is every rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,8 +49,14 @@ pub enum TurnOrder {
 /// A machine shared by `world_size` ranks.
 pub struct ProcessGroup {
     pub machine: Machine,
-    /// The ccl.yaml entry whose algorithm every collective runs.
+    /// The ccl.yaml entry whose algorithm every collective runs, or whose
+    /// algorithm is `auto`: then [`ProcessGroup::tuner`] picks per call.
     pub config: AlgoConfig,
+    /// Under `algorithm: auto`, what picks each collective's configuration
+    /// by its size bucket and group (decisions made once per bucket and
+    /// group; give it a cache with [`Tuner::with_cache`] to reuse them
+    /// across runs).
+    pub tuner: Option<Tuner>,
     pub world_size: u32,
     /// Whether a rank is a SIP or, in the legacy mode, a PE.
     pub unit: RankUnit,
@@ -97,9 +112,11 @@ pub fn init_process_group(
     let (n, unit) = world_size(sys, &config)?;
     layout::mapper(&config.mapper).map_err(DistError::Config)?;
     let machine = Machine::build_with(sys, mode).map_err(|e| DistError::Config(e.to_string()))?;
+    let tuner = (config.algorithm == AUTO).then(|| Tuner::new(sys, ccl));
     let mut pg = ProcessGroup {
         machine,
         config,
+        tuner,
         world_size: n,
         unit,
         groups: Vec::new(),
@@ -149,26 +166,69 @@ impl ProcessGroup {
         })
     }
 
-    /// Installs `group`'s communicator and opens its barrier.
+    /// Installs `group`'s communicator (none yet under `auto`: each pick
+    /// installs its own) and opens its barrier.
     fn add_group(
         &mut self,
         name: &str,
         ranks: Vec<u32>,
         group: Group,
     ) -> Result<GroupId, DistError> {
-        let comm = Communicator::with_group(&mut self.machine, &self.config, group, name)?;
-        Ok(self.push_group(name, ranks, comm))
+        let comms = if self.tuner.is_some() {
+            Vec::new()
+        } else {
+            vec![Communicator::with_group(
+                &mut self.machine,
+                &self.config,
+                group,
+                name,
+            )?]
+        };
+        Ok(self.push_group(name, ranks, group, comms))
     }
 
-    /// Opens the barrier of a group whose communicator is installed.
-    fn push_group(&mut self, name: &str, ranks: Vec<u32>, comm: Communicator) -> GroupId {
+    /// Opens the barrier of a group whose communicators are installed.
+    fn push_group(
+        &mut self,
+        name: &str,
+        ranks: Vec<u32>,
+        members: Group,
+        comms: Vec<Communicator>,
+    ) -> GroupId {
         self.groups.push(RankGroup {
             name: name.into(),
             ranks: ranks.clone(),
-            comm,
+            members,
+            comms,
             barrier: EpochBarrier::new(ranks),
         });
         GroupId(self.groups.len() - 1)
+    }
+
+    /// The communicator a collective `job` of group `g` runs on: the
+    /// group's own, or under `auto` the tuner's pick for the job's size
+    /// bucket. A pick not yet installed on this group is prepared here (its
+    /// slot areas placed, no simulated time) and its neighbour tables
+    /// returned: they land when the collective is handed to the engine.
+    pub(super) fn comm_for(
+        &mut self,
+        g: GroupId,
+        job: &Job,
+    ) -> Result<(Communicator, Option<Tables>), DistError> {
+        let rg = &self.groups[g.0];
+        let Some(tuner) = &mut self.tuner else {
+            return Ok((rg.comms[0].clone(), None));
+        };
+        let decision = tuner.decide_in(&rg.members, job.collective, job.bytes())?;
+        if let Some(c) = rg.comms.iter().find(|c| c.config.name == decision.config) {
+            return Ok((c.clone(), None));
+        }
+        let config = tuner.config(&decision).clone();
+        let name = format!("{}/auto:{}", rg.name, config.name);
+        let (comm, tables) =
+            Communicator::prepare(&mut self.machine, &config, rg.members, &name, None)?;
+        self.groups[g.0].comms.push(comm.clone());
+        Ok((comm, Some(tables)))
     }
 
     /// A group of every rank whose communicator runs `config` (instead of
@@ -184,7 +244,7 @@ impl ProcessGroup {
         let ranks: Vec<u32> = (0..self.world_size).collect();
         let group = self.sip_group(name, &ranks)?;
         let comm = Communicator::with_queues(&mut self.machine, config, group, name, Some(queues))?;
-        Ok(self.push_group(name, ranks, comm))
+        Ok(self.push_group(name, ranks, group, vec![comm]))
     }
 
     /// A group's ranks and communicator.

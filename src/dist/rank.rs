@@ -313,6 +313,7 @@ impl<'p> Rank<'_, 'p> {
             work,
             programs,
             scope: 0,
+            install: None,
         });
         Ok(Work(work))
     }
@@ -366,9 +367,9 @@ impl<'p> Rank<'_, 'p> {
         let s = &mut *g;
         let rg = &s.pg.groups[group.0];
         if joined.complete {
-            let comm = rg.comm.clone();
-            let at = s.latest_clock(group.0);
             let first = rg.ranks[0];
+            let at = s.latest_clock(group.0);
+            let (comm, install) = s.pg.comm_for(group, &job)?;
             // The first member waits in this collective: its count is still its join's.
             let seq = s.seq[first as usize];
             let programs = comm.trace_job(&s.pg.machine, job, buffers)?;
@@ -380,6 +381,7 @@ impl<'p> Rank<'_, 'p> {
                 work: joined.work,
                 programs,
                 scope: comm.scope,
+                install,
             });
         }
         let (mut g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
@@ -387,13 +389,13 @@ impl<'p> Rank<'_, 'p> {
         // One member computes the measures (the bound is not free); all read them.
         let s = &mut *g;
         let members = s.pg.groups[group.0].ranks.len();
-        let (res, left) = s.results.entry(joined.work).or_insert_with(|| {
-            let comm = &s.pg.groups[group.0].comm;
-            (
-                comm.result(&s.pg.machine, job, report.ticks(), None),
-                members,
-            )
-        });
+        if !s.results.contains_key(&joined.work) {
+            // The pick the completing member made (the tuner remembers it).
+            let (comm, _) = s.pg.comm_for(group, &job)?;
+            let res = comm.result(&s.pg.machine, job, report.ticks(), None);
+            s.results.insert(joined.work, (res, members));
+        }
+        let (res, left) = s.results.get_mut(&joined.work).expect("inserted above");
         let res = res.clone();
         *left -= 1;
         if *left == 0 {

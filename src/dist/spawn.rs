@@ -32,6 +32,9 @@ pub(super) struct Submission {
     pub work: u64,
     pub programs: Vec<(u32, Launch)>,
     pub scope: Scope,
+    /// The neighbour tables of `scope` to land first: a communicator the
+    /// autotuner picked for this collective, used here for the first time.
+    pub install: Option<super::group::Tables>,
 }
 
 /// Where a piece of work is.
@@ -201,13 +204,27 @@ impl Sched<'_> {
     }
 
     /// Hands every pending submission to the engine, by (time, rank, work).
-    fn flush(&mut self) {
+    /// A submission on a communicator not yet installed goes last: its
+    /// tables leave the host at its time and the engine runs (everything
+    /// else already submitted alongside) until they land; then its launch
+    /// leaves. Err: the install failed.
+    fn flush(&mut self) -> Result<(), String> {
         let mut subs = std::mem::take(&mut self.pending);
-        subs.sort_by_key(|s| (s.at, s.rank, s.seq));
+        subs.sort_by_key(|s| (s.install.is_some(), s.at, s.rank, s.seq));
         for s in subs {
-            let h = self.pg.machine.submit_programs(s.programs, s.scope, s.at);
+            let mut at = s.at;
+            if let Some(tables) = s.install {
+                at = at.max(
+                    self.pg
+                        .machine
+                        .land_scope(s.scope, tables, s.at)
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+            let h = self.pg.machine.submit_programs(s.programs, s.scope, at);
             self.works.insert(s.work, WorkState::Running(h));
         }
+        Ok(())
     }
 
     /// Wakes every waiting worker with `e` (the run is failing).
@@ -259,7 +276,7 @@ impl Sched<'_> {
     /// Runs the engine until some awaited launch finishes, then resumes its
     /// waiters. Err: the run failed or nothing can finish.
     fn progress(&mut self) -> Result<(), String> {
-        self.flush();
+        self.flush()?;
         let awaited: Vec<u64> = self
             .status
             .iter()
@@ -366,7 +383,9 @@ impl ProcessGroup {
         });
         let mut s = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
         // Work handed to the engine but never waited for still runs; settle it.
-        s.flush();
+        if let Err(e) = s.flush() {
+            s.abort.get_or_insert(e);
+        }
         let failed = s.abort.is_some();
         let status = std::mem::take(&mut s.status);
         if failed {
