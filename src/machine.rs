@@ -18,6 +18,9 @@ use kernbench_systems::program::Launch;
 use kernbench_systems::trace::{OpRecord, OpRecords, Trace, TraceSink};
 use kernbench_systems::{Engine, RunError, RunSummary, Tick};
 
+/// Neighbour tables of one communicator: each PE's queue entries.
+pub type Tables = Vec<(u32, Vec<Entry>)>;
+
 pub struct Machine {
     /// The system it was built from.
     pub system: System,
@@ -201,8 +204,8 @@ impl Machine {
     pub fn place_scope(
         &mut self,
         scope: Scope,
-        mut tables: Vec<(u32, Vec<Entry>)>,
-    ) -> Result<Vec<(u32, Vec<Entry>)>, InstallError> {
+        mut tables: Tables,
+    ) -> Result<Tables, InstallError> {
         self.check_install(scope, &tables)?;
         let mut memory = self.memory.clone();
         for (pe, entries) in &mut tables {
@@ -234,7 +237,7 @@ impl Machine {
     pub fn land_scope(
         &mut self,
         scope: Scope,
-        tables: Vec<(u32, Vec<Entry>)>,
+        tables: Tables,
         at: Tick,
     ) -> Result<Tick, InstallError> {
         self.engine.install(scope, tables, at);

@@ -18,7 +18,7 @@ pub mod placement;
 
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
-use crate::machine::{InstallError, LaunchError, LaunchHandle, Machine};
+use crate::machine::{InstallError, LaunchError, LaunchHandle, Machine, Tables};
 use crate::spec::{SipTopology, System};
 use crate::topology::address::{Location, Space};
 use half::f16;
@@ -525,7 +525,7 @@ impl Communicator {
         group: Group,
         name: &str,
         queues: Option<&dyn Fn(u32) -> QueueConfig>,
-    ) -> Result<(Self, Vec<(u32, Vec<Entry>)>), CclError> {
+    ) -> Result<(Self, Tables), CclError> {
         let algorithm = algorithms::find(&config.algorithm)?;
         if group.pes > 1 && !algorithm.every_pe() {
             return Err(CclError::Unsupported {

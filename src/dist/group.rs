@@ -7,7 +7,7 @@ use super::barrier::EpochBarrier;
 use super::layout;
 use crate::autotune::Tuner;
 use crate::ccl::{AUTO, AlgoConfig, CclConfig, Communicator, Group, Job};
-use crate::machine::Machine;
+use crate::machine::{Machine, Tables};
 use crate::spec::System;
 use kernbench_systems::Tick;
 use kernbench_systems::memory::DataMode;
@@ -25,9 +25,6 @@ pub struct RankGroup {
     pub comms: Vec<Communicator>,
     pub(super) barrier: EpochBarrier,
 }
-
-/// Neighbour tables whose slot areas are placed, waiting to land.
-pub(super) type Tables = Vec<(u32, Vec<kernbench_systems::ipcq::Entry>)>;
 
 /// A group's handle; [`WORLD`] is every rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -34,7 +34,7 @@ pub(super) struct Submission {
     pub scope: Scope,
     /// The neighbour tables of `scope` to land first: a communicator the
     /// autotuner picked for this collective, used here for the first time.
-    pub install: Option<super::group::Tables>,
+    pub install: Option<crate::machine::Tables>,
 }
 
 /// Where a piece of work is.
