@@ -146,6 +146,7 @@ fn sweep_point(c: &mut Criterion) {
                     bytes: u64::MAX,
                     seconds: f64::INFINITY,
                 },
+                None,
             );
             assert!(r.row.error.is_empty());
             r.row.ticks

@@ -252,6 +252,10 @@ struct SweepArgs {
     /// Run only shard K of N (points with index mod N = K-1), e.g. 2/3.
     #[arg(long, value_name = "K/N", value_parser = parse_shard)]
     shard: Option<(usize, usize)>,
+    /// Where points of `algorithm: auto` read and store the autotuner's
+    /// decisions (the directory `kernbench autotune --cache` uses).
+    #[arg(long, value_name = "DIR", default_value = AUTOTUNE_CACHE)]
+    autotune_cache: PathBuf,
     /// Memory for the whole sweep: each of the --jobs points running at once
     /// gets its share, and a point estimated above it fails at once.
     #[command(flatten)]
@@ -345,7 +349,7 @@ struct AutotuneArgs {
     #[arg(long, value_delimiter = ',', default_value = "1K,16K,256K,4M", value_parser = kernbench::sweep::plan::parse_bytes)]
     sizes: Vec<u64>,
     /// Where decisions are cached.
-    #[arg(long, value_name = "DIR", default_value = ".kernbench/autotune")]
+    #[arg(long, value_name = "DIR", default_value = AUTOTUNE_CACHE)]
     cache: PathBuf,
     /// Ignore cached decisions (and overwrite them).
     #[arg(long)]
@@ -367,7 +371,9 @@ struct RunArgs {
     /// An entry of the ccl config (e.g. ring, hier_lanes, adr0032, tree);
     /// default: the config's `defaults`. `all`: every entry whose algorithm
     /// supports the collective on this system, one table each, then the best
-    /// entry per size.
+    /// entry per size. `auto`: per size, the autotuner's pick among the
+    /// config's `autotune:` candidates (named at the end of each line;
+    /// decisions cached in --autotune-cache).
     #[arg(long, default_value = "defaults")]
     algorithm: String,
     /// Reduction of reducing collectives (nccl-tests -o).
@@ -404,9 +410,19 @@ struct RunArgs {
     /// unfinished PE waits for).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_ticks: Option<u64>,
+    /// With --algorithm auto: where the autotuner's decisions are cached
+    /// (the directory `kernbench autotune --cache` uses).
+    #[arg(long, value_name = "DIR", default_value = AUTOTUNE_CACHE)]
+    autotune_cache: PathBuf,
+    /// With --algorithm auto: ignore cached decisions (and overwrite them).
+    #[arg(long)]
+    retune: bool,
     #[command(flatten)]
     budget: BudgetArg,
 }
+
+/// Where `autotune` and `run --algorithm auto` cache decisions by default.
+const AUTOTUNE_CACHE: &str = ".kernbench/autotune";
 
 #[derive(Args)]
 struct BenchArgs {
@@ -938,13 +954,17 @@ fn run(a: RunArgs) -> Result<()> {
             check_output_file(flag, path)?;
         }
     }
-    let records = if a.algorithm != "all" {
+    let records = if a.algorithm == "all" {
+        run_all_entries(&a, &sys, &ccl)?
+    } else {
         let config = ccl.entry(&a.algorithm).map_err(|(problem, allowed)| {
             anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}, or all")
         })?;
-        run_entry(&a, &sys, config)?
-    } else {
-        run_all_entries(&a, &sys, &ccl)?
+        if config.algorithm == kernbench::ccl::AUTO {
+            run_auto(&a, &sys, &ccl)?
+        } else {
+            run_entry(&a, &sys, config)?
+        }
     };
     for (path, json) in [(&a.csv, false), (&a.json, true)] {
         if let Some(path) = path {
@@ -1063,54 +1083,128 @@ fn run_entry(
     sys: &System,
     config: &kernbench::ccl::AlgoConfig,
 ) -> Result<Vec<Record>> {
-    let (mut machine, comm) = entry_machine(a, sys, config)?;
-    print!("{}", run_header(a, sys, config, &comm));
+    let (mut machine, comm) = entry_machine(a, sys, config, (a.min_bytes, a.max_bytes))?;
+    print!("{}", run_header(a, sys, &comm.group, &ccl_line(config)));
     print!("{}", kernbench::nccl_table::column_header());
     let sizes = run_sizes(a);
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let (mut records, mut last) = (Vec::new(), None);
     for (k, &bytes) in sizes.iter().enumerate() {
-        if tty {
-            eprint!("\r# simulating {bytes} B ({}/{}) ...", k + 1, sizes.len());
-        }
-        let job = Job {
-            collective: a.collective,
-            op: a.op,
-            elems: (bytes / 2) as usize,
-        };
-        let mut pair = Vec::new();
-        for placement in Placement::ALL {
-            let before = Usage::snapshot(&machine);
-            let r = comm.run_placed(&mut machine, job, placement)?;
-            let wrong = a
-                .verify
-                .then(|| comm.wrong_elements(&machine, &job, comm.result_base(&job, placement)));
-            last = Some((before, r.ticks));
-            pair.push(Record::new(
-                &r,
-                &config.name,
-                &config.algorithm,
-                placement,
-                wrong,
-            ));
-        }
-        if tty {
-            eprint!("\r\x1b[K");
-        }
+        let (pair, usage) = run_size(a, &mut machine, &comm, bytes, (k, sizes.len()))?;
         println!("{}", kernbench::nccl_table::line(&pair[0], &pair[1]));
         records.extend(pair);
+        last = Some(usage);
     }
     print!("{}", kernbench::nccl_table::footer(&records));
-    if let Some((before, ticks)) = last {
-        print!(
-            "\nlargest size in place, {}",
-            Usage::snapshot(&machine).summary(&before, &machine, ticks)
-        );
-    }
+    print_usage(&machine, last);
     if let Some(path) = &a.trace {
         finish_trace(&mut machine, path)?;
     }
     Ok(records)
+}
+
+/// `--algorithm auto`: per size, the tuner's pick (from the cache when it
+/// holds it) runs on a machine of its own, built when first picked; one
+/// table, each line naming its pick.
+fn run_auto(a: &RunArgs, sys: &System, ccl: &CclConfig) -> Result<Vec<Record>> {
+    use kernbench::autotune::Tuner;
+    if a.trace.is_some() {
+        bail!(
+            "--trace with --algorithm auto: each pick runs on its own machine and a trace follows one; allowed: --algorithm NAME with the pick of the size to trace (kernbench autotune --sizes SIZE shows it)"
+        );
+    }
+    let mut tuner = Tuner::new(sys, ccl).with_cache(&a.autotune_cache, a.retune);
+    let group = kernbench::ccl::Group::new(sys);
+    let line = format!(
+        "# ccl: auto: per size, the fastest of {} autotune candidates of {} (decisions cached in {}{}); the pick ends each line",
+        tuner.candidates().len(),
+        ccl.origin,
+        a.autotune_cache.display(),
+        if a.retune { ", --retune" } else { "" }
+    );
+    print!("{}", run_header(a, sys, &group, &line));
+    print!("{}", kernbench::nccl_table::column_header());
+    let sizes = run_sizes(a);
+    let mut machines: Vec<(String, Machine, Communicator)> = Vec::new();
+    let (mut records, mut last) = (Vec::new(), None);
+    for (k, &bytes) in sizes.iter().enumerate() {
+        let d = tuner.decide(a.collective, bytes)?;
+        let config = tuner.config(&d).clone();
+        let at = match machines.iter().position(|m| m.0 == config.name) {
+            Some(i) => i,
+            None => {
+                let (m, c) = entry_machine(a, sys, &config, (bytes, bytes))?;
+                machines.push((config.name.clone(), m, c));
+                machines.len() - 1
+            }
+        };
+        let (_, machine, comm) = &mut machines[at];
+        let (mut pair, usage) = run_size(a, machine, comm, bytes, (k, sizes.len()))?;
+        for r in &mut pair {
+            r.entry = kernbench::ccl::AUTO.into();
+            r.autotuned = Some(config.name.clone());
+        }
+        println!("{}", kernbench::nccl_table::line(&pair[0], &pair[1]));
+        records.extend(pair);
+        last = Some((at, usage));
+    }
+    print!("{}", kernbench::nccl_table::footer(&records));
+    for why in &tuner.rebuilt {
+        eprintln!("note: rebuilt a cached decision: {why}");
+    }
+    if let Some((at, usage)) = last {
+        print_usage(&machines[at].1, Some(usage));
+    }
+    Ok(records)
+}
+
+/// One size, both placements, on `comm`: the two records and the usage
+/// snapshot taken before the in-place run with its time.
+fn run_size(
+    a: &RunArgs,
+    machine: &mut Machine,
+    comm: &Communicator,
+    bytes: u64,
+    (k, of): (usize, usize),
+) -> Result<(Vec<Record>, (Usage, u64))> {
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    if tty {
+        eprint!("\r# simulating {bytes} B ({}/{of}) ...", k + 1);
+    }
+    let job = Job {
+        collective: a.collective,
+        op: a.op,
+        elems: (bytes / 2) as usize,
+    };
+    let (mut pair, mut last) = (Vec::new(), None);
+    for placement in Placement::ALL {
+        let before = Usage::snapshot(machine);
+        let r = comm.run_placed(machine, job, placement)?;
+        let wrong = a
+            .verify
+            .then(|| comm.wrong_elements(machine, &job, comm.result_base(&job, placement)));
+        last = Some((before, r.ticks));
+        pair.push(Record::new(
+            &r,
+            &comm.config.name,
+            &comm.config.algorithm,
+            placement,
+            wrong,
+        ));
+    }
+    if tty {
+        eprint!("\r\x1b[K");
+    }
+    Ok((pair, last.expect("two placements ran")))
+}
+
+/// The link and memory-port utilization of the largest size's in-place run.
+fn print_usage(machine: &Machine, last: Option<(Usage, u64)>) {
+    if let Some((before, ticks)) = last {
+        print!(
+            "\nlargest size in place, {}",
+            Usage::snapshot(machine).summary(&before, machine, ticks)
+        );
+    }
 }
 
 /// Checks, estimates and builds one entry's machine and communicator
@@ -1119,19 +1213,20 @@ fn entry_machine(
     a: &RunArgs,
     sys: &System,
     config: &kernbench::ccl::AlgoConfig,
+    (min_bytes, max_bytes): (u64, u64),
 ) -> Result<(Machine, Communicator)> {
     let job = |bytes: u64| Job {
         collective: a.collective,
         op: a.op,
         elems: (bytes / 2) as usize,
     };
-    for bytes in [a.min_bytes, a.max_bytes] {
+    for bytes in [min_bytes, max_bytes] {
         Communicator::check_before_build(sys, config, &job(bytes))?;
     }
     let est = kernbench::estimate::Estimate::collective(
         sys,
         config,
-        &job(a.max_bytes),
+        &job(max_bytes),
         a.verify,
         a.trace.is_some(),
     );
@@ -1144,7 +1239,7 @@ fn entry_machine(
     };
     let mut machine = Machine::build_with(sys, mode)?;
     let comm = Communicator::new(&mut machine, config)?;
-    for bytes in [a.min_bytes, a.max_bytes] {
+    for bytes in [min_bytes, max_bytes] {
         comm.check_out_of_place(&machine, &job(bytes))?;
     }
     if let Some(path) = &a.trace {
@@ -1178,15 +1273,10 @@ fn entry_machine(
 
 /// The parameter lines above the table: what ran, on what, and why there
 /// are no iteration counts.
-fn run_header(
-    a: &RunArgs,
-    sys: &System,
-    config: &kernbench::ccl::AlgoConfig,
-    comm: &Communicator,
-) -> String {
+fn run_header(a: &RunArgs, sys: &System, group: &kernbench::ccl::Group, ccl: &str) -> String {
     let s = &sys.spec;
     let l = &s.links.inter_sip;
-    let who = if comm.group.pes == 1 {
+    let who = if group.pes == 1 {
         "pe0 of every cube"
     } else {
         "every PE of every cube"
@@ -1197,16 +1287,15 @@ fn run_header(
         "off (timing only; -c 1 checks)"
     };
     format!(
-        "# {} / {} (algorithm {}), op {}\n\
+        "# {} / {}, op {}\n\
          # system: {}: {}, tick {} ns, inter-SIP links {} GB/s {} ns {} B packets\n\
-         # ccl: buffer {}, {} slots x {} B, chunks {}\n\
+         {ccl}\n\
          # participants: {} ({who})\n\
          # sizes: {} to {} B, x{} per line; check {check}\n\
          # one run per size and placement, no warmup or iterations: the simulator is deterministic\n\
          # out-of-place: the collective, then a simulated copy of the result into a separate buffer (docs/model.md)\n#\n",
         a.collective,
-        config.name,
-        config.algorithm,
+        a.algorithm,
         a.op.name(),
         sys.origin,
         kernbench::catalog::shape(sys),
@@ -1214,11 +1303,7 @@ fn run_header(
         l.bandwidth_gbps,
         l.latency_ns,
         l.packet_bytes,
-        config.buffer_kind.name(),
-        config.n_slots,
-        config.slot_size,
-        config.chunks,
-        comm.group.size(),
+        group.size(),
         a.min_bytes,
         a.max_bytes,
         a.step_factor,
@@ -1226,6 +1311,19 @@ fn run_header(
 }
 
 /// Ends the `--trace` file: the sink writes its closing events.
+/// The header's ccl line of one entry.
+fn ccl_line(config: &kernbench::ccl::AlgoConfig) -> String {
+    format!(
+        "# ccl: {} (algorithm {}): buffer {}, {} slots x {} B, chunks {}",
+        config.name,
+        config.algorithm,
+        config.buffer_kind.name(),
+        config.n_slots,
+        config.slot_size,
+        config.chunks
+    )
+}
+
 fn finish_trace(machine: &mut Machine, path: &Path) -> Result<()> {
     let sink = machine
         .take_trace()
@@ -1309,6 +1407,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
             .as_ref()
             .map_or("<embedded ccl.yaml>".into(), |p| p.display().to_string()),
         heap_peak,
+        autotune_cache: Some(a.autotune_cache.clone()),
         budget: a.budget.budget(),
     };
     let t0 = Instant::now();

@@ -36,6 +36,9 @@ pub struct Record {
     pub bound_term: String,
     /// Wrong result elements over every participant; empty without a check.
     pub wrong: Option<u64>,
+    /// Under entry `auto`: the candidate configuration the autotuner picked
+    /// for this size (empty otherwise).
+    pub autotuned: Option<String>,
 }
 
 impl Record {
@@ -65,6 +68,7 @@ impl Record {
             pct_of_bound: r.pct_of_bound,
             bound_term: r.bound_term.clone(),
             wrong,
+            autotuned: None,
         }
     }
 }
@@ -132,8 +136,12 @@ pub fn line(out: &Record, inp: &Record) -> String {
             r.time_us, r.algbw_gbps, r.busbw_gbps, wrong, r.pct_of_bound
         )
     };
+    let pick = inp
+        .autotuned
+        .as_ref()
+        .map_or(String::new(), |c| format!("  [auto: {c}]"));
     format!(
-        "{:>10} {:>12} {:>6} {:>5} {:>4}{}{}  {}",
+        "{:>10} {:>12} {:>6} {:>5} {:>4}{}{}  {}{pick}",
         inp.bytes,
         inp.count,
         inp.dtype,

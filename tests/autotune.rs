@@ -280,3 +280,78 @@ fn a_process_group_under_auto_runs_each_buckets_pick() {
     let want = [(false, "rhd"), (true, "hier_lanes"), (true, "rhd")];
     assert_eq!(picks, want.map(|(w, a)| (w, a.to_string())).into());
 }
+
+/// A sweep axis `algorithm: auto`: each auto point runs its bucket's
+/// decision from the cache when the cache holds one (a planted decision is
+/// obeyed), else tunes it and stores it; the row names the pick.
+#[test]
+fn a_sweep_point_under_auto_runs_the_cached_pick() {
+    use kernbench::autotune::cache::{Cache, Lookup};
+    use kernbench::autotune::{Decision, group_key};
+    use kernbench::sweep::{Options, Plan, run};
+    let plan = Plan::from_yaml(
+        "name: auto\nbase:\n  sip.cube_mesh.w: 1\n  sip.cube_mesh.h: 1\nstudies:\n  - name: s\n    grid:\n      algorithm: [auto, ring]\n      bytes: [1K, 1M]\n",
+        "auto.yaml",
+    )
+    .unwrap();
+    let sys = plan.resolve(&plan.points()[0]).unwrap().system;
+    let ccl = CclConfig::embedded_default();
+    let (cache_dir, out) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut tuner = Tuner::new(&sys, &ccl);
+    let (all, mib) = (Group::new(&sys), 1u64 << 20);
+    let key = tuner.cache_key(Collective::AllReduce, &all, mib);
+    assert_eq!(key.group, group_key(&all));
+    let planted = Decision {
+        collective: "all_reduce".into(),
+        bucket_bytes: mib,
+        tuned_bytes: mib,
+        config: "tree".into(),
+        ticks: 1,
+        timings: Vec::new(),
+    };
+    let cache = Cache::new(cache_dir.path());
+    cache.put(&key, &planted).unwrap();
+    let opts = Options {
+        autotune_cache: Some(cache_dir.path().to_path_buf()),
+        ..Options::new(out.path().join("r"), 1)
+    };
+    let outcome = run(&plan, &opts).unwrap();
+    let auto: Vec<_> = outcome
+        .rows
+        .iter()
+        .filter(|r| r.algorithm == "auto")
+        .collect();
+    assert_eq!(auto.len(), 2);
+    for r in auto {
+        assert!(r.error.is_empty(), "{}", r.error);
+        let bytes = r.bytes.unwrap();
+        let tree = ccl.entry("tree").unwrap();
+        let job = Job {
+            collective: Collective::AllReduce,
+            op: ReduceOp::Sum,
+            elems: (bytes / 2) as usize,
+        };
+        let (pick, ticks) = if bytes == mib {
+            (
+                "tree".to_string(),
+                autotune::measure(&sys, tree, job).unwrap(),
+            )
+        } else {
+            let d = tuner.decide(Collective::AllReduce, bytes).unwrap();
+            (d.config, d.ticks)
+        };
+        assert_eq!((&r.autotuned, r.ticks), (&pick, Some(ticks)), "{bytes}");
+        assert_eq!(
+            r.implementation,
+            tuner
+                .candidates()
+                .iter()
+                .find(|c| c.name == pick)
+                .unwrap()
+                .algorithm
+        );
+    }
+    // The 1 KiB bucket was tuned by the sweep and stored.
+    let small = tuner.cache_key(Collective::AllReduce, &all, 1024);
+    assert!(matches!(cache.get(&small), Lookup::Hit(_)));
+}

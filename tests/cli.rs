@@ -427,7 +427,10 @@ fn assert_header_and_columns(out: &str) {
         out.contains("# system: configs/topologies/torus_6_rect.yaml: 6 SIPs torus_2d 3x2"),
         "{out}"
     );
-    assert!(out.contains("# ccl: buffer "), "{out}");
+    assert!(
+        out.contains("# ccl: ring (algorithm ring): buffer "),
+        "{out}"
+    );
     assert!(out.contains("no warmup or iterations"), "{out}");
     // 6 SIPs x 16 cubes, one participant per cube.
     assert_eq!(participants(out), 96, "{out}");

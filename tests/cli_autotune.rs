@@ -91,3 +91,71 @@ algorithms:
         "{out}"
     );
 }
+
+/// `run --algorithm auto` runs each size's pick and names it at the end of
+/// its line and in the CSV; `autotune` then finds every decision in the
+/// cache run wrote (no simulation) and agrees with it.
+#[test]
+fn run_auto_runs_and_names_each_sizes_pick_from_the_shared_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let (csv, at) = (dir.path().join("run.csv"), dir.path().join("at.csv"));
+    let system = "tests/data/doc/small.yaml";
+    let (ok, out, err) = kernbench(&[
+        "run",
+        "--system",
+        system,
+        "--algorithm",
+        "auto",
+        "-b",
+        "1K",
+        "-e",
+        "1M",
+        "-f",
+        "1024",
+        "-c",
+        "1",
+        "--autotune-cache",
+        cache.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("# all_reduce / auto, op sum"), "{out}");
+    assert!(out.contains("# Out of bounds values : 0 OK"), "{out}");
+    let picks: Vec<&str> = out
+        .lines()
+        .filter(|l| !l.starts_with('#') && l.contains("[auto: "))
+        .map(|l| l.rsplit("[auto: ").next().unwrap().trim_end_matches(']'))
+        .collect();
+    assert_eq!(picks.len(), 2, "{out}");
+    let (ok, tuned, err) = kernbench(&[
+        "autotune",
+        "--system",
+        system,
+        "--sizes",
+        "1K,1M",
+        "--cache",
+        cache.to_str().unwrap(),
+        "--csv",
+        at.to_str().unwrap(),
+    ]);
+    assert!(ok, "{tuned}\n{err}");
+    assert!(tuned.contains("# 0 simulations"), "{tuned}");
+    let chosen: Vec<String> = csv::Reader::from_path(&at)
+        .unwrap()
+        .records()
+        .map(|r| r.unwrap()[2].to_string())
+        .collect();
+    assert_eq!(picks, chosen);
+    // Both placements of both sizes, each naming its pick.
+    let mut r = csv::Reader::from_path(&csv).unwrap();
+    let col = r
+        .headers()
+        .unwrap()
+        .iter()
+        .position(|h| h == "autotuned")
+        .unwrap();
+    let rows: Vec<String> = r.records().map(|x| x.unwrap()[col].to_string()).collect();
+    assert_eq!(rows, [0, 0, 1, 1].map(|k| chosen[k].clone()));
+}

@@ -270,7 +270,7 @@ proptest! {
             }
             Ok(plan) => {
                 for p in plan.points().iter().take(4) {
-                    let row = run_point(&plan, p, false, None, &BUDGET).row;
+                    let row = run_point(&plan, p, false, None, &BUDGET, None).row;
                     prop_assert!(!row.error.contains("panicked"), "{}\n{}", row.error, text);
                     if row.error.is_empty() {
                         prop_assert!(

@@ -146,7 +146,8 @@ impl Tuner {
             .expect("a decision names one of its tuner's candidates")
     }
 
-    fn key(&self, collective: Collective, group: &Group, bucket: u64) -> CacheKey {
+    /// The cache key of a decision of this tuner.
+    pub fn cache_key(&self, collective: Collective, group: &Group, bucket: u64) -> CacheKey {
         let (spec, candidates) = &self.digests;
         CacheKey::new(
             spec,
@@ -173,7 +174,7 @@ impl Tuner {
         bytes: u64,
     ) -> Result<Decision, CclError> {
         let b = bucket(bytes);
-        let key = self.key(collective, group, b);
+        let key = self.cache_key(collective, group, b);
         if let Some(d) = self.known.get(&key) {
             return Ok(d.clone());
         }

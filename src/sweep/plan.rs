@@ -6,7 +6,7 @@
 //! axes under `zip` advance together; a study's points are grid × zip.
 //! Points whose algorithm does not implement their collective are skipped.
 
-use crate::ccl::{AlgoConfig, CclConfig, Collective, ReduceOp, algorithms};
+use crate::ccl::{AUTO, AlgoConfig, CclConfig, Collective, ReduceOp, algorithms};
 use crate::spec::{SpecError, System, parse_yaml, presets};
 use serde::{Deserialize, Serialize};
 use serde_yaml::{Mapping, Value};
@@ -559,13 +559,19 @@ impl Plan {
     pub fn estimate(&self, p: &Point) -> Option<crate::estimate::Estimate> {
         let r = self.resolve(p).ok()?;
         let job = r.job();
-        Some(crate::estimate::Estimate::collective(
-            &r.system,
-            &r.config,
-            &job,
-            self.file.verify,
-            false,
-        ))
+        let estimate = |config: &AlgoConfig| {
+            crate::estimate::Estimate::collective(&r.system, config, &job, self.file.verify, false)
+        };
+        if r.config.algorithm != AUTO {
+            return Some(estimate(&r.config));
+        }
+        // An auto point runs the pick, unknown until tuned: the costliest
+        // candidate stands for it.
+        self.ccl
+            .candidates
+            .iter()
+            .map(estimate)
+            .max_by(|a, b| a.seconds.total_cmp(&b.seconds))
     }
 
     /// The system, algorithm config and job of a point; errors name the axis.
@@ -591,6 +597,13 @@ impl Plan {
             .entry(Self::get(&p.assignments, "algorithm").unwrap_or("defaults"))
             .map_err(|(problem, allowed)| format!("algorithm: {problem}; allowed: {allowed}"))?
             .clone();
+        if config.algorithm == AUTO
+            && let Some((field, _)) = ccl_overrides.first()
+        {
+            return Err(format!(
+                "ccl.{field} on a point whose algorithm is auto: the tuner's candidates carry their own settings; allowed: a named algorithm, or the axis in the ccl config's autotune: section"
+            ));
+        }
         for (field, v) in ccl_overrides {
             set_ccl_field(&mut config, field, v).map_err(|(problem, allowed)| {
                 format!("ccl.{field}: {problem}; allowed: {allowed}")

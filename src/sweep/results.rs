@@ -49,6 +49,10 @@ pub struct Row {
     /// The term that sets the bound (empty in result sets written before it existed).
     #[serde(default)]
     pub bound_term: String,
+    /// Under algorithm `auto`: the candidate configuration the tuner picked
+    /// (empty otherwise, and in result sets written before it existed).
+    #[serde(default)]
+    pub autotuned: String,
     /// ok, WRONG, - (timing only), or empty for a failed point.
     pub verified: String,
     /// Empty unless the point failed.

@@ -5,7 +5,7 @@ use super::fingerprint::{self, Fingerprint};
 use super::lock::Lock;
 use super::plan::{Plan, Point};
 use super::results::{PointFile, Row, consolidate, write_atomic};
-use crate::ccl::Communicator;
+use crate::ccl::{AUTO, AlgoConfig, Communicator};
 use kernbench_systems::memory::DataMode;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -33,6 +33,9 @@ pub struct Options {
     /// Reset and read (MB) of a heap-peak counter, if the binary installed
     /// one; otherwise the process's resident high-water mark is reported.
     pub heap_peak: Option<HeapPeak>,
+    /// Where points whose algorithm is `auto` read and store the tuner's
+    /// decisions (None: each such point tunes its bucket itself).
+    pub autotune_cache: Option<PathBuf>,
     /// Budget of the whole sweep: each of the `jobs` points running at once
     /// may use its share of the memory and all of the time; a point
     /// estimated above it fails at once.
@@ -52,6 +55,7 @@ impl Options {
             ccl_text: crate::ccl::config::DEFAULT_CCL_YAML.into(),
             ccl_origin: "<embedded ccl.yaml>".into(),
             heap_peak: None,
+            autotune_cache: None,
             budget: Budget::of_this_machine(),
         }
     }
@@ -83,6 +87,7 @@ pub fn run_point(
     verify: bool,
     heap: Option<HeapPeak>,
     budget: &Budget,
+    autotune_cache: Option<&Path>,
 ) -> PointFile {
     if let Some(h) = heap {
         (h.reset)();
@@ -90,7 +95,15 @@ pub fn run_point(
     let t0 = Instant::now();
     let mut row = blank_row(p);
     let simulate = || -> Result<(), String> {
-        let r = plan.resolve(p)?;
+        let mut r = plan.resolve(p)?;
+        if r.config.algorithm == AUTO {
+            let pick = tuned(plan, &r, autotune_cache)?;
+            row.autotuned = pick.name.clone();
+            r.config = AlgoConfig {
+                name: AUTO.into(),
+                ..pick
+            };
+        }
         let s = &r.system.spec;
         row.topology = s.system.sips.topology.name().into();
         row.sips = Some(s.system.sips.count);
@@ -157,6 +170,23 @@ pub fn run_point(
     }
 }
 
+/// The configuration the tuner picks for an `auto` point's collective and
+/// bytes on its system (from the cache when it holds the bucket).
+fn tuned(
+    plan: &Plan,
+    r: &super::plan::Resolved,
+    cache: Option<&Path>,
+) -> Result<AlgoConfig, String> {
+    let mut tuner = crate::autotune::Tuner::new(&r.system, &plan.ccl);
+    if let Some(dir) = cache {
+        tuner = tuner.with_cache(dir, false);
+    }
+    let d = tuner
+        .decide(r.collective, r.bytes)
+        .map_err(|e| format!("algorithm auto: {e}"))?;
+    Ok(tuner.config(&d).clone())
+}
+
 /// A point's row before it runs: its identity and the axes a row has a
 /// column for; every result field empty until the run fills it.
 fn blank_row(p: &Point) -> Row {
@@ -189,6 +219,7 @@ fn blank_row(p: &Point) -> Row {
         bound_ticks: None,
         pct_of_bound: None,
         bound_term: String::new(),
+        autotuned: String::new(),
         verified: String::new(),
         error: String::new(),
     };
@@ -338,7 +369,14 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
         while !opts.stop.load(Ordering::SeqCst) {
             let i = next.fetch_add(1, Ordering::SeqCst);
             let Some(p) = todo.get(i) else { return };
-            let result = run_point(plan, p, verify, opts.heap_peak, &budget);
+            let result = run_point(
+                plan,
+                p,
+                verify,
+                opts.heap_peak,
+                &budget,
+                opts.autotune_cache.as_deref(),
+            );
             let path = point_path(dir, p);
             let json = serde_json::to_vec_pretty(&result).expect("rows serialize");
             if let Err(e) = write_atomic(&path, &json) {
