@@ -6,6 +6,7 @@
 pub mod autotune;
 pub mod catalog;
 pub mod ccl;
+pub mod collective_run;
 pub mod dist;
 pub mod estimate;
 pub mod gemm;

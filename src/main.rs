@@ -6,12 +6,10 @@ static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
-use kernbench::ccl::{CclConfig, Collective, Communicator, Job, Placement, ReduceOp};
+use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
 use kernbench::estimate::Budget;
 use kernbench::kernel::wiring::{QueueConfig, ring};
 use kernbench::machine::Machine;
-use kernbench::nccl_table::Record;
-use kernbench::report::Usage;
 use kernbench::spec::{System, presets};
 use kernbench::topology::address::Space;
 use kernbench::topology::{EDGE_KINDS, Node};
@@ -648,9 +646,6 @@ fn gib(bytes: Option<u64>) -> String {
 const BUILD_KNOBS: &str =
     "fewer SIPs (system.sips.count), fewer cubes (sip.cube_mesh), PEs or NoC routers";
 
-/// Knobs that shrink a collective run, the ones that help most first.
-const RUN_KNOBS: &str = "larger packet_bytes (links.*) or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, no --trace/--verify";
-
 fn topo(a: TopoArgs) -> Result<()> {
     let sys = a.system.load()?;
     if let Some(dir) = &a.dot {
@@ -954,18 +949,21 @@ fn run(a: RunArgs) -> Result<()> {
             check_output_file(flag, path)?;
         }
     }
-    let records = if a.algorithm == "all" {
-        run_all_entries(&a, &sys, &ccl)?
-    } else {
-        let config = ccl.entry(&a.algorithm).map_err(|(problem, allowed)| {
-            anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}, or all")
-        })?;
-        if config.algorithm == kernbench::ccl::AUTO {
-            run_auto(&a, &sys, &ccl)?
-        } else {
-            run_entry(&a, &sys, config)?
-        }
+    let size_run = kernbench::collective_run::SizeRun {
+        collective: a.collective,
+        op: a.op,
+        algorithm: a.algorithm.clone(),
+        min_bytes: a.min_bytes,
+        max_bytes: a.max_bytes,
+        step_factor: a.step_factor,
+        verify: a.verify,
+        trace: a.trace.clone(),
+        max_ticks: a.max_ticks,
+        budget: a.budget.budget(),
+        autotune_cache: a.autotune_cache.clone(),
+        retune: a.retune,
     };
+    let records = size_run.run(&sys, &ccl, &mut std::io::stdout().lock())?;
     for (path, json) in [(&a.csv, false), (&a.json, true)] {
         if let Some(path) = path {
             kernbench::nccl_table::write(path, &records, json).map_err(anyhow::Error::msg)?;
@@ -993,352 +991,6 @@ fn check_output_file(flag: &str, path: &Path) -> Result<()> {
             dir.display()
         );
     }
-    Ok(())
-}
-
-/// `--algorithm all`: every entry that supports the collective here, one
-/// table each, then the best per size; the records of every entry.
-fn run_all_entries(a: &RunArgs, sys: &System, ccl: &CclConfig) -> Result<Vec<Record>> {
-    if a.trace.is_some() {
-        bail!(
-            "--trace with --algorithm all: a trace follows one algorithm; allowed: --algorithm NAME"
-        );
-    }
-    let topology = sys.spec.system.sips.topology;
-    let mut tables = Vec::new();
-    for config in &ccl.entries {
-        let algorithm = kernbench::ccl::algorithms::find(&config.algorithm)?;
-        if !algorithm.collectives().contains(&a.collective)
-            || !algorithm.topologies().contains(&topology)
-        {
-            continue;
-        }
-        // One entry refused (too large, too slow) does not end the comparison.
-        match run_entry(a, sys, config) {
-            Ok(rows) => tables.push((config.name.clone(), rows)),
-            Err(e) => println!("# {}: skipped: {e:#}", config.name),
-        }
-        println!();
-    }
-    print_best_per_size(&tables);
-    Ok(tables.into_iter().flat_map(|t| t.1).collect())
-}
-
-/// The best entry per size (shortest in-place time) and how far the others are.
-fn print_best_per_size(tables: &[(String, Vec<Record>)]) {
-    let in_place = |rows: &[Record]| -> Vec<Record> {
-        rows.iter()
-            .filter(|r| r.placement == Placement::InPlace.name())
-            .cloned()
-            .collect()
-    };
-    let tables: Vec<(&str, Vec<Record>)> = tables
-        .iter()
-        .map(|(name, rows)| (name.as_str(), in_place(rows)))
-        .collect();
-    let Some((_, first)) = tables.first() else {
-        println!("# no entry of the ccl config supports this collective on this system");
-        return;
-    };
-    println!("# best per size (of {} entries)", tables.len());
-    println!(
-        "{:>12} {:>18} {:>12} {:>11} {:>8}  then",
-        "size(B)", "best", "time(us)", "busbw(GB/s)", "%bound"
-    );
-    for (k, row) in first.iter().enumerate() {
-        let mut at: Vec<(&str, &Record)> = tables
-            .iter()
-            .filter_map(|(name, rows)| rows.get(k).map(|r| (*name, r)))
-            .collect();
-        at.sort_by_key(|(name, r)| (r.ticks, *name));
-        let (best, r) = at[0];
-        let then: Vec<String> = at[1..]
-            .iter()
-            .map(|(name, o)| format!("{name} {:.2}x", o.ticks as f64 / r.ticks.max(1) as f64))
-            .collect();
-        println!(
-            "{:>12} {:>18} {:>12.3} {:>11.2} {:>8.1}  {}",
-            row.bytes,
-            best,
-            r.time_us,
-            r.busbw_gbps,
-            r.pct_of_bound,
-            then.join(", ")
-        );
-    }
-}
-
-/// The sizes of a run: `-b`, then times `-f` up to `-e`.
-fn run_sizes(a: &RunArgs) -> Vec<u64> {
-    std::iter::successors(Some(a.min_bytes), |&b| {
-        b.checked_mul(a.step_factor).filter(|&n| n <= a.max_bytes)
-    })
-    .collect()
-}
-
-/// One entry over the size range: header, one line per size with both
-/// placements, footer, utilization, trace; its records.
-fn run_entry(
-    a: &RunArgs,
-    sys: &System,
-    config: &kernbench::ccl::AlgoConfig,
-) -> Result<Vec<Record>> {
-    let (mut machine, comm) = entry_machine(a, sys, config, (a.min_bytes, a.max_bytes))?;
-    print!("{}", run_header(a, sys, &comm.group, &ccl_line(config)));
-    print!("{}", kernbench::nccl_table::column_header());
-    let sizes = run_sizes(a);
-    let (mut records, mut last) = (Vec::new(), None);
-    for (k, &bytes) in sizes.iter().enumerate() {
-        let (pair, usage) = run_size(a, &mut machine, &comm, bytes, (k, sizes.len()))?;
-        println!("{}", kernbench::nccl_table::line(&pair[0], &pair[1]));
-        records.extend(pair);
-        last = Some(usage);
-    }
-    print!("{}", kernbench::nccl_table::footer(&records));
-    print_usage(&machine, last);
-    if let Some(path) = &a.trace {
-        finish_trace(&mut machine, path)?;
-    }
-    Ok(records)
-}
-
-/// `--algorithm auto`: per size, the tuner's pick (from the cache when it
-/// holds it) runs on a machine of its own, built when first picked; one
-/// table, each line naming its pick.
-fn run_auto(a: &RunArgs, sys: &System, ccl: &CclConfig) -> Result<Vec<Record>> {
-    use kernbench::autotune::Tuner;
-    if a.trace.is_some() {
-        bail!(
-            "--trace with --algorithm auto: each pick runs on its own machine and a trace follows one; allowed: --algorithm NAME with the pick of the size to trace (kernbench autotune --sizes SIZE shows it)"
-        );
-    }
-    let mut tuner = Tuner::new(sys, ccl).with_cache(&a.autotune_cache, a.retune);
-    let group = kernbench::ccl::Group::new(sys);
-    let line = format!(
-        "# ccl: auto: per size, the fastest of {} autotune candidates of {} (decisions cached in {}{}); the pick ends each line",
-        tuner.candidates().len(),
-        ccl.origin,
-        a.autotune_cache.display(),
-        if a.retune { ", --retune" } else { "" }
-    );
-    print!("{}", run_header(a, sys, &group, &line));
-    print!("{}", kernbench::nccl_table::column_header());
-    let sizes = run_sizes(a);
-    let mut machines: Vec<(String, Machine, Communicator)> = Vec::new();
-    let (mut records, mut last) = (Vec::new(), None);
-    for (k, &bytes) in sizes.iter().enumerate() {
-        let d = tuner.decide(a.collective, bytes)?;
-        let config = tuner.config(&d).clone();
-        let at = match machines.iter().position(|m| m.0 == config.name) {
-            Some(i) => i,
-            None => {
-                let (m, c) = entry_machine(a, sys, &config, (bytes, bytes))?;
-                machines.push((config.name.clone(), m, c));
-                machines.len() - 1
-            }
-        };
-        let (_, machine, comm) = &mut machines[at];
-        let (mut pair, usage) = run_size(a, machine, comm, bytes, (k, sizes.len()))?;
-        for r in &mut pair {
-            r.entry = kernbench::ccl::AUTO.into();
-            r.autotuned = Some(config.name.clone());
-        }
-        println!("{}", kernbench::nccl_table::line(&pair[0], &pair[1]));
-        records.extend(pair);
-        last = Some((at, usage));
-    }
-    print!("{}", kernbench::nccl_table::footer(&records));
-    for why in &tuner.rebuilt {
-        eprintln!("note: rebuilt a cached decision: {why}");
-    }
-    if let Some((at, usage)) = last {
-        print_usage(&machines[at].1, Some(usage));
-    }
-    Ok(records)
-}
-
-/// One size, both placements, on `comm`: the two records and the usage
-/// snapshot taken before the in-place run with its time.
-fn run_size(
-    a: &RunArgs,
-    machine: &mut Machine,
-    comm: &Communicator,
-    bytes: u64,
-    (k, of): (usize, usize),
-) -> Result<(Vec<Record>, (Usage, u64))> {
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    if tty {
-        eprint!("\r# simulating {bytes} B ({}/{of}) ...", k + 1);
-    }
-    let job = Job {
-        collective: a.collective,
-        op: a.op,
-        elems: (bytes / 2) as usize,
-    };
-    let (mut pair, mut last) = (Vec::new(), None);
-    for placement in Placement::ALL {
-        let before = Usage::snapshot(machine);
-        let r = comm.run_placed(machine, job, placement)?;
-        let wrong = a
-            .verify
-            .then(|| comm.wrong_elements(machine, &job, comm.result_base(&job, placement)));
-        last = Some((before, r.ticks));
-        pair.push(Record::new(
-            &r,
-            &comm.config.name,
-            &comm.config.algorithm,
-            placement,
-            wrong,
-        ));
-    }
-    if tty {
-        eprint!("\r\x1b[K");
-    }
-    Ok((pair, last.expect("two placements ran")))
-}
-
-/// The link and memory-port utilization of the largest size's in-place run.
-fn print_usage(machine: &Machine, last: Option<(Usage, u64)>) {
-    if let Some((before, ticks)) = last {
-        print!(
-            "\nlargest size in place, {}",
-            Usage::snapshot(machine).summary(&before, machine, ticks)
-        );
-    }
-}
-
-/// Checks, estimates and builds one entry's machine and communicator
-/// (with the trace sink and run limits installed).
-fn entry_machine(
-    a: &RunArgs,
-    sys: &System,
-    config: &kernbench::ccl::AlgoConfig,
-    (min_bytes, max_bytes): (u64, u64),
-) -> Result<(Machine, Communicator)> {
-    let job = |bytes: u64| Job {
-        collective: a.collective,
-        op: a.op,
-        elems: (bytes / 2) as usize,
-    };
-    for bytes in [min_bytes, max_bytes] {
-        Communicator::check_before_build(sys, config, &job(bytes))?;
-    }
-    let est = kernbench::estimate::Estimate::collective(
-        sys,
-        config,
-        &job(max_bytes),
-        a.verify,
-        a.trace.is_some(),
-    );
-    est.check(&a.budget.budget(), RUN_KNOBS)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
-    let mode = if a.verify {
-        DataMode::Functional
-    } else {
-        DataMode::TimingOnly
-    };
-    let mut machine = Machine::build_with(sys, mode)?;
-    let comm = Communicator::new(&mut machine, config)?;
-    for bytes in [min_bytes, max_bytes] {
-        comm.check_out_of_place(&machine, &job(bytes))?;
-    }
-    if let Some(path) = &a.trace {
-        let sink = kernbench::trace::ChromeTrace::create(path, sys.spec.system.tick_ns)
-            .map_err(anyhow::Error::msg)?;
-        machine.trace_to(Box::new(sink));
-    }
-    let trace_file = est.trace_events * kernbench::estimate::TRACE_FILE_BYTES_PER_EVENT;
-    if trace_file > 1e9 {
-        eprintln!(
-            "note: the trace file is estimated at {:.1} GB ({:.3e} events); narrow it with one size (--min-bytes = --max-bytes), a smaller size or fewer SIPs",
-            trace_file / 1e9,
-            est.trace_events
-        );
-    }
-    if est.seconds > 60.0 {
-        eprintln!(
-            "note: the largest size is estimated to take about {:.0} s to simulate per placement ({:.3e} messages)",
-            est.seconds, est.messages
-        );
-    }
-    machine
-        .engine
-        .world
-        .insert_resource(kernbench_systems::RunLimits {
-            max_ticks: a.max_ticks,
-            ..Default::default()
-        });
-    Ok((machine, comm))
-}
-
-/// The parameter lines above the table: what ran, on what, and why there
-/// are no iteration counts.
-fn run_header(a: &RunArgs, sys: &System, group: &kernbench::ccl::Group, ccl: &str) -> String {
-    let s = &sys.spec;
-    let l = &s.links.inter_sip;
-    let who = if group.pes == 1 {
-        "pe0 of every cube"
-    } else {
-        "every PE of every cube"
-    };
-    let check = if a.verify {
-        "on (-c 1: #wrong counts wrong result elements)"
-    } else {
-        "off (timing only; -c 1 checks)"
-    };
-    format!(
-        "# {} / {}, op {}\n\
-         # system: {}: {}, tick {} ns, inter-SIP links {} GB/s {} ns {} B packets\n\
-         {ccl}\n\
-         # participants: {} ({who})\n\
-         # sizes: {} to {} B, x{} per line; check {check}\n\
-         # one run per size and placement, no warmup or iterations: the simulator is deterministic\n\
-         # out-of-place: the collective, then a simulated copy of the result into a separate buffer (docs/model.md)\n#\n",
-        a.collective,
-        a.algorithm,
-        a.op.name(),
-        sys.origin,
-        kernbench::catalog::shape(sys),
-        s.system.tick_ns,
-        l.bandwidth_gbps,
-        l.latency_ns,
-        l.packet_bytes,
-        group.size(),
-        a.min_bytes,
-        a.max_bytes,
-        a.step_factor,
-    )
-}
-
-/// Ends the `--trace` file: the sink writes its closing events.
-/// The header's ccl line of one entry.
-fn ccl_line(config: &kernbench::ccl::AlgoConfig) -> String {
-    format!(
-        "# ccl: {} (algorithm {}): buffer {}, {} slots x {} B, chunks {}",
-        config.name,
-        config.algorithm,
-        config.buffer_kind.name(),
-        config.n_slots,
-        config.slot_size,
-        config.chunks
-    )
-}
-
-fn finish_trace(machine: &mut Machine, path: &Path) -> Result<()> {
-    let sink = machine
-        .take_trace()
-        .and_then(|s| {
-            s.into_any()
-                .downcast::<kernbench::trace::ChromeTrace>()
-                .ok()
-        })
-        .ok_or_else(|| anyhow::anyhow!("--trace: the trace sink was not installed"))?;
-    let n = sink.finish(machine).map_err(anyhow::Error::msg)?;
-    println!(
-        "wrote {} ({n} trace events; peak memory of this run {})",
-        path.display(),
-        gib(kernbench::report::peak_rss_bytes())
-    );
     Ok(())
 }
 
