@@ -187,4 +187,47 @@ mod tests {
         reference.sort_by_key(|e| e.0);
         assert_eq!(out, reference);
     }
+
+    /// Far pushes, pushes for passed ticks and bursts at one tick: every
+    /// take equals that of a plain map of tick -> events in push order.
+    #[test]
+    fn calendar_matches_a_map_with_far_and_past_ticks() {
+        let mut c = Calendar::default();
+        let mut reference: BTreeMap<Tick, Vec<u32>> = BTreeMap::new();
+        let (mut x, mut now) = (987654321u64, 0u64);
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        for i in 0..60_000u32 {
+            let r = next();
+            let at = match r % 10 {
+                0 => now + 4096 + r % 50_000,
+                1 => now.saturating_sub(r % 40),
+                2 => now + 4095 - r % 3,
+                _ => now + r % 700,
+            };
+            c.push(at, i);
+            reference.entry(at).or_default().push(i);
+            if i % 4 == 0 {
+                now += next() % 300;
+                loop {
+                    let want = reference
+                        .first_key_value()
+                        .filter(|(t, _)| **t <= now)
+                        .map(|(t, _)| *t);
+                    let got = c.take_due(now);
+                    assert_eq!(got, want.map(|t| reference.remove(&t).unwrap()), "at {now}");
+                    match got {
+                        Some(b) => c.recycle(b),
+                        None => break,
+                    }
+                    assert_eq!(c.next_due(), reference.first_key_value().map(|(t, _)| *t));
+                }
+            }
+        }
+        assert_eq!(c.len(), reference.values().map(Vec::len).sum::<usize>());
+    }
 }
