@@ -231,6 +231,25 @@ impl MemoryStore {
     }
 }
 
+/// The memory module: ports (ideal until the machine sizes them), the data
+/// mode and functional contents. It has no stage of its own: the modules
+/// that move data reserve its ports.
+pub struct MemoryPlugin;
+
+impl crate::plugin::Plugin for MemoryPlugin {
+    fn build(&self, world: &mut World, _: &mut Schedule) {
+        let ideal = LinkClass::ideal;
+        world.insert_resource(MemPorts::new(
+            vec![[ideal(), ideal(), ideal()]],
+            (0, 0),
+            Vec::new(),
+            Vec::new(),
+        ));
+        world.init_resource::<DataMode>();
+        world.init_resource::<MemoryStore>();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,24 +324,5 @@ mod tests {
         // An empty write next to a tensor leaves it alone.
         m.write(at(12), &[]).unwrap();
         assert_eq!(m.read(at(0), 6).unwrap().len(), 6);
-    }
-}
-
-/// The memory module: ports (ideal until the machine sizes them), the data
-/// mode and functional contents. It has no stage of its own: the modules
-/// that move data reserve its ports.
-pub struct MemoryPlugin;
-
-impl crate::plugin::Plugin for MemoryPlugin {
-    fn build(&self, world: &mut World, _: &mut Schedule) {
-        let ideal = LinkClass::ideal;
-        world.insert_resource(MemPorts::new(
-            vec![[ideal(), ideal(), ideal()]],
-            (0, 0),
-            Vec::new(),
-            Vec::new(),
-        ));
-        world.init_resource::<DataMode>();
-        world.init_resource::<MemoryStore>();
     }
 }

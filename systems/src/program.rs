@@ -392,6 +392,9 @@ pub struct Launch {
     pub params: Box<[i64]>,
 }
 
+/// Ops are read on every issue: keep them two to a cache line.
+const _: () = assert!(std::mem::size_of::<Op>() == 32);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -461,6 +464,3 @@ mod tests {
         assert_eq!(t.eval(&[0, 5], 2, &[table]).0.offset, 64 + 2 * 3);
     }
 }
-
-/// Ops are read on every issue: keep them two to a cache line.
-const _: () = assert!(std::mem::size_of::<Op>() == 32);
