@@ -759,7 +759,8 @@ impl crate::plugin::Plugin for NetworkPlugin {
         );
         // Messages sent by the stages after routing enter before the clock moves.
         schedule.add_systems(inject.run_if(outbox_pending).in_set(crate::Stage::Inject));
-        crate::plugin::register_calendar(world, |w, now| {
+        world.init_resource::<RoutedAhead>();
+        crate::plugin::register_network_calendar(world, |w, now| {
             if !w.resource::<Outbox>().is_empty() || !w.resource::<Inbox>().is_empty() {
                 return Some(now);
             }
@@ -768,9 +769,16 @@ impl crate::plugin::Plugin for NetworkPlugin {
     }
 }
 
-fn net_due(clock: Res<Clock>, cal: Res<NetCalendar>) -> bool {
-    crate::plugin::due(cal.0.next_due(), clock.now)
+fn net_due(clock: Res<Clock>, cal: Res<NetCalendar>, ahead: Res<RoutedAhead>) -> bool {
+    !ahead.0 && crate::plugin::due(cal.0.next_due(), clock.now)
 }
+
+/// Set when the engine has already run [`routing`] for the current tick
+/// outside the schedule (it runs ahead over ticks where only packets move);
+/// the schedule's routing then waits for the next run at this tick, as it
+/// would have, and `advance` clears it.
+#[derive(Resource, Default)]
+pub struct RoutedAhead(pub bool);
 
 fn outbox_pending(outbox: Res<Outbox>) -> bool {
     !outbox.is_empty()

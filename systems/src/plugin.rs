@@ -20,22 +20,44 @@ pub type NextDue = fn(&World, Tick) -> Option<Tick>;
 
 /// Every module's [`NextDue`], registered by its plugin.
 #[derive(Resource, Default)]
-pub struct Calendars(Vec<NextDue>);
+pub struct Calendars {
+    all: Vec<NextDue>,
+    /// Which of them is the network's: the engine runs ahead on ticks where
+    /// only packets move (see `Engine::step`).
+    network: Option<usize>,
+}
 
 impl Calendars {
     pub fn register(&mut self, next: NextDue) {
-        self.0.push(next);
+        self.all.push(next);
     }
 
     /// The earliest tick at which any module has work.
     pub fn next(&self, world: &World, now: Tick) -> Option<Tick> {
-        self.0.iter().filter_map(|f| f(world, now)).min()
+        self.all.iter().filter_map(|f| f(world, now)).min()
+    }
+
+    /// The earliest tick at which a module other than the network has work.
+    pub fn next_besides_network(&self, world: &World, now: Tick) -> Option<Tick> {
+        self.all
+            .iter()
+            .enumerate()
+            .filter(|&(k, _)| Some(k) != self.network)
+            .filter_map(|(_, f)| f(world, now))
+            .min()
     }
 }
 
 /// Registers `next` in the world's [`Calendars`].
 pub fn register_calendar(world: &mut World, next: NextDue) {
     world.get_resource_or_init::<Calendars>().register(next);
+}
+
+/// Registers the network module's `next` (see [`Calendars::next_besides_network`]).
+pub fn register_network_calendar(world: &mut World, next: NextDue) {
+    let mut c = world.get_resource_or_init::<Calendars>();
+    c.network = Some(c.all.len());
+    c.register(next);
 }
 
 /// True when a calendar's next tick has come.

@@ -6,7 +6,9 @@ use crate::exec::{self, PeExec, PeState};
 use crate::hierarchy::Hardware;
 use crate::ipcq::{self, DmaCalendar, Entry};
 use crate::memory::MemoryPlugin;
-use crate::network::{self, Inbox, LinkTable, NetCounters, Outbox, Purpose, RouteSource, Routes};
+use crate::network::{
+    self, Inbox, LinkTable, NetCalendar, NetCounters, Outbox, Purpose, RouteSource, Routes,
+};
 use crate::plugin::{Calendars, Plugin};
 use crate::program::Launch;
 use crate::time::{Clock, Tick};
@@ -86,6 +88,7 @@ fn advance(world: &mut World) {
     } else {
         world.resource::<Calendars>().next(world, now)
     };
+    world.resource_mut::<network::RoutedAhead>().0 = false;
     let mut clock = world.resource_mut::<Clock>();
     clock.steps += 1;
     match next {
@@ -252,6 +255,9 @@ impl std::error::Error for RunError {}
 pub struct Engine {
     pub world: World,
     schedule: Schedule,
+    /// The network's routing system, run by itself on ticks where only
+    /// packets move ([`Engine::route_ahead`]).
+    routing: Box<dyn System<In = (), Out = ()>>,
 }
 
 impl Engine {
@@ -271,7 +277,14 @@ impl Engine {
         for plugin in PLUGINS {
             plugin.build(&mut world, &mut schedule);
         }
-        Self { world, schedule }
+        let mut routing: Box<dyn System<In = (), Out = ()>> =
+            Box::new(IntoSystem::into_system(network::routing));
+        routing.initialize(&mut world);
+        Self {
+            world,
+            schedule,
+            routing,
+        }
     }
 
     /// Installs the workload that the next [`Engine::run`] starts.
@@ -318,11 +331,65 @@ impl Engine {
         self.world.resource_mut::<exec::Launches>().take(id)
     }
 
-    /// Runs one schedule (one visited tick); returns true when nothing is due.
+    /// Runs one visited tick (one schedule run), after running ahead over
+    /// the ticks before it where only packets move; returns true when
+    /// nothing is due.
     pub fn step(&mut self) -> bool {
         self.world.resource_mut::<Clock>().idle = false;
+        self.route_ahead();
         self.schedule.run(&mut self.world);
         self.world.resource::<Clock>().idle
+    }
+
+    /// Ticks where the network alone has work (no message is waiting to be
+    /// sent or delivered, and no other module's calendar is due before the
+    /// next packet event) cost a whole schedule run for one system's work.
+    /// Here routing runs by itself on such ticks, tick after tick, doing
+    /// exactly what the schedule would: the other stages would find nothing
+    /// to do, and `advance` would pick the network's next tick. It stops at
+    /// a tick whose routing delivers or sends something, at the next tick
+    /// another module is due, or past `--max-ticks`; that tick then runs
+    /// the whole schedule, whose routing stage knows it already ran
+    /// ([`network::RoutedAhead`]).
+    fn route_ahead(&mut self) {
+        let w = &mut self.world;
+        let now = w.resource::<Clock>().now;
+        let quiet = |w: &World| {
+            w.resource::<RunErrors>().first.is_none()
+                && w.resource::<Inbox>().is_empty()
+                && w.resource::<network::Outbox>().is_empty()
+        };
+        if !quiet(w) || w.resource::<NetCalendar>().0.next_due() != Some(now) {
+            return;
+        }
+        let horizon = w.resource::<Calendars>().next_besides_network(w, now);
+        if horizon.is_some_and(|h| h <= now) {
+            return;
+        }
+        let max_ticks = w.resource::<RunLimits>().max_ticks;
+        let mut at = now;
+        loop {
+            // The boxed system always runs: its parameters are plain resources
+            // and a query, never invalid.
+            let _ = self.routing.run((), w);
+            w.resource_mut::<network::RoutedAhead>().0 = true;
+            let next = w.resource::<NetCalendar>().0.next_due();
+            let Some(next) = next.filter(|&t| {
+                t > at && horizon.is_none_or(|h| t < h) && max_ticks.is_none_or(|m| t <= m)
+            }) else {
+                return;
+            };
+            if !quiet(w) {
+                return;
+            }
+            // What the rest of this tick's schedule would do: nothing but
+            // `advance` to the network's next tick.
+            w.resource_mut::<network::RoutedAhead>().0 = false;
+            let mut clock = w.resource_mut::<Clock>();
+            clock.steps += 1;
+            clock.now = next;
+            at = next;
+        }
     }
 
     /// Runs ticks until nothing is due, or the watchdog ([`RunLimits`]) ends it.
