@@ -22,7 +22,10 @@
 //! * broadcast: from participant 0 along each dimension in turn (SIP y,
 //!   SIP x, cube y, cube x), the members that hold the buffer sending it to
 //!   the rest of their line;
-//! * reduce: the reverse, each line reduced into its coordinate-0 member.
+//! * reduce: the reverse, each line reduced into its coordinate-0 member;
+//! * all-to-all: per dimension, every member sends each peer of its line
+//!   the blocks whose destination has that peer's coordinate there (one
+//!   2-D transfer) and stores the blocks it gets in their place.
 //!
 //! Each member sends whole ranges to up to `r − 1` peers per dimension, so
 //! it moves far more bytes than a ring at large sizes: this is the
@@ -311,6 +314,33 @@ fn reduce(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
     }
 }
 
+/// All-to-all: one level per dimension. Block `j` of a member's buffer is
+/// kept in slot `j`; at the level of dimension `d` the member sends peer `c`
+/// of its line every slot whose digit `d` is `c` (one 2-D transfer: the
+/// slots are `rows` runs of `stride` blocks, `radix · stride` blocks apart)
+/// and stores what `c` sends back in the same slots, which then hold data
+/// from source coordinate `c`. After every digit, slot `j` holds
+/// participant `j`'s block for this member.
+fn all_to_all(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
+    let n = io.a.group.size();
+    let b = io.a.job.elems / n;
+    for d in ds.iter().rev() {
+        let m = d.coord(p);
+        let rows = n / (d.radix * d.stride);
+        let (cols, pitch) = (d.stride * b, d.radix * d.stride * b);
+        let rect = |c: usize| at(io.base, c * d.stride * b);
+        let peers: Vec<usize> = (0..d.radix).filter(|&c| c != m).collect();
+        for &c in &peers {
+            let t = tl.load_rect(rect(c), rows, cols, pitch);
+            tl.send(d.to(p, c), t);
+        }
+        for &c in &peers {
+            let t = tl.recv(d.to(p, c), &[rows * cols], DType::F16);
+            tl.store_rect(rect(c), t, rows, cols, pitch);
+        }
+    }
+}
+
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let g = a.group;
     let p = me(tl, &g);
@@ -328,9 +358,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         Collective::AllGather => all_gather(tl, &io, &ds, p),
         Collective::Broadcast => broadcast(tl, &io, &ds, p),
         Collective::Reduce => reduce(tl, &io, &ds, p),
-        Collective::AllToAll => {
-            unreachable!("dims does not list all_to_all: Communicator::supports refuses it first")
-        }
+        Collective::AllToAll => all_to_all(tl, &io, &ds, p),
     }
 }
 
@@ -342,7 +370,7 @@ impl Algorithm for Dims {
         "dimension-wise direct exchange (cube x, cube y, SIP x, SIP y lines): about the sum of the lines' diameters; for small buffers"
     }
     fn collectives(&self) -> &'static [Collective] {
-        &Collective::RING
+        &Collective::ALL
     }
     fn check_group(&self, g: &Group) -> Result<(), String> {
         let c = channels(g);
