@@ -355,7 +355,7 @@ fn matrix_mesh_4x4() {
 /// The latency-optimal algorithms (rhd, dbtree, dims): every collective each supports × op ×
 /// SIP topology, on 1, 2, 5, 6 and 16 SIPs (2D grids 1×1, 2×1, 5×1, 3×2,
 /// 4×4) of 1×1, 2×3 and 4×4 cubes, at 3 elements (fewer than most groups'
-/// participants: empty blocks) and 131 (odd) — all-to-all 1 and 3 per
+/// participants: empty blocks) and 131 (odd) — all-to-all 2 and 3 per
 /// participant —, every buffer kind in turn;
 /// values checked against the reference, no run under its bound,
 /// unsupported collectives refused by name.
@@ -386,9 +386,9 @@ fn latency_matrix(topology: SipTopology) {
                 .flat_map(|c| OPS.map(|op| (c, op)))
                 .flat_map(|(c, op)| [3, 131].map(|e| (c, op, e)))
             {
-                // All-to-all needs equal blocks: 1 and 3 elements per participant.
+                // All-to-all needs equal blocks: 2 and 3 elements per participant.
                 let elems = if collective == Collective::AllToAll {
-                    c.group.size() * if elems == 3 { 1 } else { 3 }
+                    c.group.size() * if elems == 3 { 2 } else { 3 }
                 } else {
                     elems
                 };
