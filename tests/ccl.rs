@@ -311,8 +311,8 @@ fn matrix(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) {
             }
         }
     }
-    // 21 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
-    assert_eq!(runs, 21 * 4 * 3);
+    // 22 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
+    assert_eq!(runs, 22 * 4 * 3);
 }
 
 #[test]
@@ -352,13 +352,14 @@ fn matrix_mesh_4x4() {
     matrix(16, SipTopology::Mesh2dNoWrap, Some((4, 4)));
 }
 
-/// The latency-optimal algorithms: every collective each supports × op ×
+/// The latency-optimal algorithms (rhd, dbtree, dims): every collective each supports × op ×
 /// SIP topology, on 1, 2, 5, 6 and 16 SIPs (2D grids 1×1, 2×1, 5×1, 3×2,
 /// 4×4) of 1×1, 2×3 and 4×4 cubes, at 3 elements (fewer than most groups'
-/// participants: empty blocks) and 131 (odd), every buffer kind in turn;
+/// participants: empty blocks) and 131 (odd) — all-to-all 2 and 3 per
+/// participant —, every buffer kind in turn;
 /// values checked against the reference, no run under its bound,
 /// unsupported collectives refused by name.
-const LATENCY_ALGORITHMS: [&str; 2] = ["rhd", "dbtree"];
+const LATENCY_ALGORITHMS: [&str; 3] = ["rhd", "dbtree", "dims"];
 
 fn latency_matrix(topology: SipTopology) {
     let grids = [
@@ -385,6 +386,12 @@ fn latency_matrix(topology: SipTopology) {
                 .flat_map(|c| OPS.map(|op| (c, op)))
                 .flat_map(|(c, op)| [3, 131].map(|e| (c, op, e)))
             {
+                // All-to-all needs equal blocks: 2 and 3 elements per participant.
+                let elems = if collective == Collective::AllToAll {
+                    c.group.size() * if elems == 3 { 2 } else { 3 }
+                } else {
+                    elems
+                };
                 let what = format!(
                     "{algo} {collective} {op:?} {elems} elements on {n} SIPs {topology:?} {grid:?}, cubes {cubes:?}, {buffer:?}"
                 );
@@ -410,8 +417,8 @@ fn latency_matrix(topology: SipTopology) {
             }
         }
     }
-    // rhd and dbtree: 3 collectives each × 3 ops × 2 sizes on 15 systems.
-    assert_eq!(runs, 6 * 3 * 2 * 15);
+    // rhd and dbtree: 3 collectives each, dims 6, × 3 ops × 2 sizes on 15 systems.
+    assert_eq!(runs, 12 * 3 * 2 * 15);
 }
 
 #[test]

@@ -312,10 +312,11 @@ fn embedded_default_has_the_shipped_entries() {
         "bruck",
         "rhd",
         "dbtree",
+        "dims",
     ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 10, "{got:?}");
+    assert_eq!(got.len(), 11, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -380,12 +381,13 @@ fn embedded_entries_inherit_from_defaults() {
     assert_eq!(c.entry("ring").unwrap().chunks, Chunks::Auto);
     // The all-to-all entries set their own queues (n−1 or 2⌈log2 n⌉ per
     // participant), rhd (a step's half in up to log2 n + 1 ranges) and
-    // dbtree (pieces pipelined over six queues); every other entry
+    // dbtree (pieces pipelined over six queues), dims (a queue to every
+    // other member of each line); every other entry
     // inherits them.
     for e in c
         .entries
         .iter()
-        .filter(|e| !["pairwise", "bruck", "rhd", "dbtree"].contains(&e.name.as_str()))
+        .filter(|e| !["pairwise", "bruck", "rhd", "dbtree", "dims"].contains(&e.name.as_str()))
     {
         assert_eq!(e.buffer_kind, c.defaults.buffer_kind, "{}", e.name);
         assert_eq!(e.n_slots, c.defaults.n_slots, "{}", e.name);
@@ -398,6 +400,7 @@ fn embedded_entries_inherit_from_defaults() {
     assert_eq!(queues("pairwise"), (Space::Hbm, 4, 65536, Chunks::Auto));
     assert_eq!(queues("bruck"), (Space::Sram, 64, 4096, Chunks::Auto));
     assert_eq!(queues("rhd"), (Space::Tcm, 16, 8192, Chunks::Auto));
+    assert_eq!(queues("dims"), (Space::Tcm, 4, 8192, Chunks::Auto));
     assert_eq!(queues("dbtree"), (Space::Tcm, 16, 16384, Chunks::Auto));
 }
 

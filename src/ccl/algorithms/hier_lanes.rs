@@ -6,6 +6,9 @@
 //! all-gather over the cube ring completes the result. Every ring runs in
 //! both directions at once (half of the data each way) so every link
 //! direction carries traffic, and `chunks` pipelines each transfer.
+//!
+//! Reduce runs the same rings; only participant 0 stores what it gathers
+//! (a ring gather to one member costs what the all-gather costs).
 
 use super::ring::me;
 use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
@@ -117,9 +120,12 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     // After the column all-gather, every atom this cube holds is final; the
     // row and cube-ring all-gathers send on what the previous level gathered
     // (when there is a next level, the received tiles stay in registers).
+    // A reduce gathers like the all-reduce but only participant 0 stores
+    // (the rings need every member to forward).
+    let stores = a.job.collective == Collective::AllReduce || me == 0;
     let keep = |own, reuse| Keep {
-        own,
-        received: true,
+        own: own && stores,
+        received: stores,
         reuse,
     };
     all_gather(tl, &mut buf, &l2, &own2, keep(true, w > 1 || c > 1));
@@ -132,10 +138,10 @@ impl Algorithm for HierLanes {
         "hier_lanes"
     }
     fn summary(&self) -> &'static str {
-        "intra-SIP reduce-scatter, per-cube inter-SIP all-reduce on every lane, intra-SIP all-gather; bidirectional rings"
+        "intra-SIP reduce-scatter, per-cube inter-SIP all-reduce on every lane, intra-SIP all-gather (for reduce, only participant 0 stores); bidirectional rings"
     }
     fn collectives(&self) -> &'static [Collective] {
-        &[Collective::AllReduce]
+        &[Collective::AllReduce, Collective::Reduce]
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let c = g.cubes_per_sip() as usize;

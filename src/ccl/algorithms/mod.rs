@@ -6,6 +6,7 @@ mod adr0032;
 mod bidir_ring;
 mod bruck;
 mod dbtree;
+mod dims;
 mod hier_lanes;
 #[cfg(feature = "test-algorithms")]
 mod mutants;
@@ -29,6 +30,7 @@ pub static ALL: &[&dyn Algorithm] = &[
     &dbtree::DbTree,
     &pairwise::Pairwise,
     &bruck::Bruck,
+    &dims::Dims,
 ];
 
 /// Algorithms only the project's tests can name (never listed to users).

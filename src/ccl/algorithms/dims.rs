@@ -1,0 +1,400 @@
+//! `dims`: dimension-wise direct exchange, latency-optimal for small
+//! buffers on every SIP topology. A participant's index is a number whose
+//! digits are its coordinates: the cube's x and y in its SIP's cube mesh
+//! (least significant), then the SIP's x and y in the SIP grid. Along one
+//! dimension the participants that differ only in that digit form a *line*;
+//! every member of a line has a logical channel to every other one, so one
+//! level of the algorithm is a single direct transfer of at most the
+//! line's diameter. The whole collective costs about the sum of the lines'
+//! diameters (the latency term of the bound on a torus or mesh, and half
+//! of each ring dimension on a ring) instead of `log2 P` or `P` steps.
+//!
+//! * all-reduce: per dimension (cube x, cube y, SIP x, SIP y), every member
+//!   sends its vector to the others of its line and combines what it gets
+//!   in coordinate order, so every member of a line computes the same bits;
+//! * reduce-scatter: per dimension from the most significant, every member
+//!   sends each peer of its line the part of its run of blocks that peer
+//!   is responsible for, and combines the parts it gets in coordinate
+//!   order (stored, then reloaded in the next level's cut);
+//! * all-gather: per dimension from the least significant, every member
+//!   sends the contiguous run of blocks it holds (stored, then reloaded as
+//!   one range) to the others of its line;
+//! * broadcast: from participant 0 along each dimension in turn (SIP y,
+//!   SIP x, cube y, cube x), the members that hold the buffer sending it to
+//!   the rest of their line;
+//! * reduce: the reverse, each line reduced into its coordinate-0 member;
+//! * all-to-all: per dimension, every member sends each peer of its line
+//!   the blocks whose destination has that peer's coordinate there (one
+//!   2-D transfer) and stores the blocks it gets in their place.
+//!
+//! Each member sends whole ranges to up to `r − 1` peers per dimension, so
+//! it moves far more bytes than a ring at large sizes: this is the
+//! small-size algorithm.
+
+use super::ring::me;
+use crate::ccl::kernels::{combine, split};
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::kernel::wiring::QueueConfig;
+use crate::kernel::{Addr, DType, Tile, Tl};
+use kernbench_systems::ipcq::Entry;
+use kernbench_systems::program::QDir;
+use std::ops::Range;
+
+pub struct Dims;
+
+/// One dimension of the participant grid: `radix` coordinates, `stride`
+/// apart in participant index; its channels start at `chan`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dim {
+    pub radix: usize,
+    pub stride: usize,
+    chan: usize,
+}
+
+impl Dim {
+    /// Coordinate of participant `p`.
+    pub fn coord(&self, p: usize) -> usize {
+        (p / self.stride) % self.radix
+    }
+
+    /// The participant with `p`'s other coordinates and coordinate `c` here.
+    pub fn with(&self, p: usize, c: usize) -> usize {
+        p - self.coord(p) * self.stride + c * self.stride
+    }
+
+    /// The channel to the member `e` coordinates further (mod radix), 1 ≤ e < radix.
+    fn chan(&self, e: usize) -> QDir {
+        QDir::Chan((self.chan + e - 1) as u8)
+    }
+
+    /// The channel from `p` to the member of its line at coordinate `c`.
+    fn to(&self, p: usize, c: usize) -> QDir {
+        self.chan((c + self.radix - self.coord(p)) % self.radix)
+    }
+}
+
+/// Most logical channels a participant may have (a channel number is a u8).
+const MAX_CHANNELS: usize = 256;
+
+/// The dimensions of the group with more than one coordinate, least
+/// significant first: cube x, cube y, SIP x, SIP y.
+pub fn dims(g: &Group) -> Vec<Dim> {
+    let (cw, ch) = (g.cubes.0 as usize, g.cubes.1 as usize);
+    let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
+    let c = cw * ch;
+    let mut out = Vec::new();
+    let mut chan = 0;
+    for (radix, stride) in [(cw, 1), (ch, cw), (w, c), (h, c * w)] {
+        if radix > 1 {
+            out.push(Dim {
+                radix,
+                stride,
+                chan,
+            });
+            chan += radix - 1;
+        }
+    }
+    out
+}
+
+fn channels(g: &Group) -> usize {
+    dims(g).iter().map(|d| d.radix - 1).sum()
+}
+
+/// Element `i` of the buffer at `base`.
+fn at(base: Addr, i: usize) -> Addr {
+    base.plus(2 * i as u64)
+}
+
+/// One participant's buffer and job.
+struct Io<'a> {
+    a: &'a KernelArgs,
+    base: Addr,
+}
+
+impl Io<'_> {
+    /// `r` cut into pipeline pieces (both ends of a transfer compute the same).
+    fn pieces(&self, r: Range<usize>) -> Vec<Range<usize>> {
+        if r.is_empty() {
+            return Vec::new();
+        }
+        split(r.len(), self.a.pieces(r.len(), 1))
+            .into_iter()
+            .map(|(o, len)| r.start + o..r.start + o + len)
+            .collect()
+    }
+
+    fn load(&self, tl: &mut Tl, parts: &[Range<usize>]) -> Vec<Tile> {
+        parts
+            .iter()
+            .map(|r| tl.load(at(self.base, r.start), r.len()))
+            .collect()
+    }
+
+    fn store(&self, tl: &mut Tl, parts: &[Range<usize>], tiles: &[Tile]) {
+        for (r, &t) in parts.iter().zip(tiles) {
+            tl.store(at(self.base, r.start), t);
+        }
+    }
+
+    fn recv(&self, tl: &mut Tl, dir: QDir, parts: &[Range<usize>]) -> Vec<Tile> {
+        parts
+            .iter()
+            .map(|r| tl.recv(dir, &[r.len()], DType::F16))
+            .collect()
+    }
+}
+
+fn send(tl: &mut Tl, dir: QDir, tiles: &[Tile]) {
+    for &t in tiles {
+        tl.send(dir, t);
+    }
+}
+
+/// Elements of the flat blocks `blocks` of `split(elems, n)`.
+fn blocks(elems: usize, n: usize, blocks: Range<usize>) -> Range<usize> {
+    let off = |i: usize| i * (elems / n) + i.min(elems % n);
+    off(blocks.start)..off(blocks.end)
+}
+
+/// The whole buffer reduced on every participant.
+fn all_reduce(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
+    let parts = io.pieces(0..io.a.job.elems);
+    let mut mine = io.load(tl, &parts);
+    for d in ds {
+        let m = d.coord(p);
+        for c in (0..d.radix).filter(|&c| c != m) {
+            send(tl, d.to(p, c), &mine);
+        }
+        // Coordinate order, the same on every member of the line.
+        let mut acc: Option<Vec<Tile>> = None;
+        for c in 0..d.radix {
+            let x = if c == m {
+                mine.clone()
+            } else {
+                io.recv(tl, d.to(p, c), &parts)
+            };
+            acc = Some(match acc {
+                None => x,
+                Some(a) => combine_all(tl, io, &a, &x),
+            });
+        }
+        mine = acc.expect("a line has members");
+    }
+    io.store(tl, &parts, &mine);
+}
+
+fn combine_all(tl: &mut Tl, io: &Io, a: &[Tile], b: &[Tile]) -> Vec<Tile> {
+    a.iter()
+        .zip(b)
+        .map(|(&a, &b)| combine(tl, io.a.job.op, a, b))
+        .collect()
+}
+
+/// Reduce-scatter: most significant dimension first, so what a member is
+/// responsible for is always a contiguous run of blocks. At each level it
+/// loads its run cut by the line's coordinate, sends each peer that peer's
+/// part, combines the parts it receives into its own in coordinate order
+/// and stores the result, which the next level reloads in its own cut.
+fn reduce_scatter(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
+    let (elems, n) = (io.a.job.elems, io.a.group.size());
+    // The run of blocks q is responsible for before the dimensions `k..`
+    // (from the most significant down) are done: the members that share
+    // q's digits in those dimensions.
+    let run = |q: usize, k: usize| {
+        let span: usize = ds[..k].iter().map(|d| d.radix).product();
+        let first = q - ds[..k].iter().map(|d| d.coord(q) * d.stride).sum::<usize>();
+        first..first + span
+    };
+    for k in (0..ds.len()).rev() {
+        let d = &ds[k];
+        let m = d.coord(p);
+        let part = |c: usize| io.pieces(blocks(elems, n, run(d.with(p, c), k)));
+        for c in (0..d.radix).filter(|&c| c != m) {
+            let parts = part(c);
+            let t = io.load(tl, &parts);
+            send(tl, d.to(p, c), &t);
+        }
+        let own = part(m);
+        let mut acc: Option<Vec<Tile>> = None;
+        for c in 0..d.radix {
+            let x = if c == m {
+                io.load(tl, &own)
+            } else {
+                io.recv(tl, d.to(p, c), &own)
+            };
+            acc = Some(match acc {
+                None => x,
+                Some(a) => combine_all(tl, io, &a, &x),
+            });
+        }
+        io.store(tl, &own, &acc.expect("a line has members"));
+    }
+}
+
+/// All-gather: least significant dimension first, so what a member holds is
+/// always a contiguous run of blocks.
+fn all_gather(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
+    let (elems, n) = (io.a.job.elems, io.a.group.size());
+    // The run of blocks held after the first `k` dimensions: the members
+    // that differ from p only in those digits.
+    let held = |q: usize, k: usize| {
+        let span: usize = ds[..k].iter().map(|d| d.radix).product();
+        let first = q - ds[..k].iter().map(|d| d.coord(q) * d.stride).sum::<usize>();
+        first..first + span
+    };
+    for (k, d) in ds.iter().enumerate() {
+        let m = d.coord(p);
+        let own = io.pieces(blocks(elems, n, held(p, k)));
+        let mine = io.load(tl, &own);
+        for c in (0..d.radix).filter(|&c| c != m) {
+            send(tl, d.to(p, c), &mine);
+        }
+        for c in (0..d.radix).filter(|&c| c != m) {
+            let parts = io.pieces(blocks(elems, n, held(d.with(p, c), k)));
+            let got = io.recv(tl, d.to(p, c), &parts);
+            io.store(tl, &parts, &got);
+        }
+    }
+}
+
+/// Broadcast from participant 0: most significant dimension first; at each
+/// level the members whose coordinates in the dimensions not yet covered
+/// are all 0 hold the buffer.
+fn broadcast(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
+    let parts = io.pieces(0..io.a.job.elems);
+    let mut mine: Option<Vec<Tile>> = (p == 0).then(|| io.load(tl, &parts));
+    for (k, d) in ds.iter().enumerate().rev() {
+        // Active: every coordinate below this dimension is 0.
+        if ds[..k].iter().any(|x| x.coord(p) != 0) {
+            continue;
+        }
+        let m = d.coord(p);
+        match &mine {
+            Some(t) if m == 0 => {
+                for c in 1..d.radix {
+                    send(tl, d.to(p, c), t);
+                }
+            }
+            None if m != 0 => {
+                let got = io.recv(tl, d.to(p, 0), &parts);
+                mine = Some(got);
+            }
+            _ => {}
+        }
+    }
+    if p != 0
+        && let Some(t) = &mine
+    {
+        io.store(tl, &parts, t);
+    }
+}
+
+/// Reduce into participant 0: least significant dimension first; each line
+/// is reduced into its coordinate-0 member, in coordinate order.
+fn reduce(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
+    let parts = io.pieces(0..io.a.job.elems);
+    let mut mine = io.load(tl, &parts);
+    for (k, d) in ds.iter().enumerate() {
+        if ds[..k].iter().any(|x| x.coord(p) != 0) {
+            return;
+        }
+        let m = d.coord(p);
+        if m != 0 {
+            send(tl, d.to(p, 0), &mine);
+            return;
+        }
+        for c in 1..d.radix {
+            let x = io.recv(tl, d.to(p, c), &parts);
+            mine = combine_all(tl, io, &mine, &x);
+        }
+    }
+    if p == 0 {
+        io.store(tl, &parts, &mine);
+    }
+}
+
+/// All-to-all: one level per dimension. Block `j` of a member's buffer is
+/// kept in slot `j`; at the level of dimension `d` the member sends peer `c`
+/// of its line every slot whose digit `d` is `c` (one 2-D transfer: the
+/// slots are `rows` runs of `stride` blocks, `radix · stride` blocks apart)
+/// and stores what `c` sends back in the same slots, which then hold data
+/// from source coordinate `c`. After every digit, slot `j` holds
+/// participant `j`'s block for this member.
+fn all_to_all(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
+    let n = io.a.group.size();
+    let b = io.a.job.elems / n;
+    for d in ds.iter().rev() {
+        let m = d.coord(p);
+        let rows = n / (d.radix * d.stride);
+        let (cols, pitch) = (d.stride * b, d.radix * d.stride * b);
+        let rect = |c: usize| at(io.base, c * d.stride * b);
+        let peers: Vec<usize> = (0..d.radix).filter(|&c| c != m).collect();
+        for &c in &peers {
+            let t = tl.load_rect(rect(c), rows, cols, pitch);
+            tl.send(d.to(p, c), t);
+        }
+        for &c in &peers {
+            let t = tl.recv(d.to(p, c), &[rows * cols], DType::F16);
+            tl.store_rect(rect(c), t, rows, cols, pitch);
+        }
+    }
+}
+
+fn kernel(tl: &mut Tl, a: &KernelArgs) {
+    let g = a.group;
+    let p = me(tl, &g);
+    if g.size() == 1 {
+        return;
+    }
+    let ds = dims(&g);
+    let io = Io {
+        a,
+        base: a.buffer(tl),
+    };
+    match a.job.collective {
+        Collective::AllReduce => all_reduce(tl, &io, &ds, p),
+        Collective::ReduceScatter => reduce_scatter(tl, &io, &ds, p),
+        Collective::AllGather => all_gather(tl, &io, &ds, p),
+        Collective::Broadcast => broadcast(tl, &io, &ds, p),
+        Collective::Reduce => reduce(tl, &io, &ds, p),
+        Collective::AllToAll => all_to_all(tl, &io, &ds, p),
+    }
+}
+
+impl Algorithm for Dims {
+    fn name(&self) -> &'static str {
+        "dims"
+    }
+    fn summary(&self) -> &'static str {
+        "dimension-wise direct exchange (cube x, cube y, SIP x, SIP y lines): about the sum of the lines' diameters; for small buffers"
+    }
+    fn collectives(&self) -> &'static [Collective] {
+        &Collective::ALL
+    }
+    fn check_group(&self, g: &Group) -> Result<(), String> {
+        let c = channels(g);
+        if c > MAX_CHANNELS {
+            return Err(format!(
+                "{c} logical channels per participant (one per other member of each line), at most {MAX_CHANNELS}; allowed: grids and cube meshes whose sides minus one sum to at most {MAX_CHANNELS}"
+            ));
+        }
+        Ok(())
+    }
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+        let ds = dims(g);
+        g.wire_each(|p| {
+            let mut e = Vec::new();
+            for d in &ds {
+                for off in 1..d.radix {
+                    let peer = d.with(p, (d.coord(p) + off) % d.radix);
+                    e.push(q.entry(d.chan(off), g.pe(peer), d.chan(d.radix - off)));
+                }
+            }
+            e
+        })
+    }
+    fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
+        kernel
+    }
+}

@@ -1,0 +1,209 @@
+//! Issue 9's 16-SIP acceptance: on 16 SIPs of 4×4 cubes (the default
+//! system with 64 KiB packets, 256 participants), for every collective on
+//! ring_1d, torus_2d (4×4) and mesh_2d_no_wrap (4×4), the best algorithm
+//! reaches ≥ 80% of its α-β bound at 64 MiB per participant and ≥ 50% at
+//! 1 KiB — or, where it does not yet, the best we reach, pinned, with the
+//! gap named.
+//!
+//! Each cell runs the shipped ccl.yaml entry that is best there (measured
+//! with `kernbench run --algorithm all` over every entry; the losers are
+//! not rerun here to keep the test short) in timing-only mode, in place,
+//! and pins its ticks and bound: the simulator is deterministic, so the
+//! percentage is exact. Every run must also stay at or above its bound.
+
+mod common;
+use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
+use kernbench::spec::{SipTopology, System};
+use kernbench_systems::memory::DataMode;
+
+/// 16 SIPs of 4×4 cubes on `topology`, 64 KiB packets on every on-chip
+/// and inter-SIP link (as in the default sweep).
+fn system(topology: SipTopology) -> System {
+    common::system(|s| {
+        s.system.sips.count = 16;
+        s.system.sips.topology = topology;
+        let grid = (topology != SipTopology::Ring1d).then_some(4);
+        (s.system.sips.w, s.system.sips.h) = (grid, grid);
+        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (4, 4);
+        for l in [&mut s.links.noc, &mut s.links.ucie, &mut s.links.inter_sip] {
+            l.packet_bytes = 65536;
+        }
+    })
+}
+
+/// One cell: a collective, its bound (ticks; the same for every
+/// algorithm) and the candidate entries with their pinned ticks.
+struct Cell {
+    collective: Collective,
+    bound: u64,
+    runs: &'static [(&'static str, u64)],
+}
+
+const fn cell(collective: Collective, bound: u64, runs: &'static [(&'static str, u64)]) -> Cell {
+    Cell {
+        collective,
+        bound,
+        runs,
+    }
+}
+
+/// Runs every candidate of every cell at `bytes` on `topology`: each run
+/// stays at or above its bound and matches its pin, and the best of each
+/// cell reaches `min_pct` of the bound, except in the cells listed in
+/// `below` (gaps documented where the cells are listed), whose best is
+/// still below it.
+fn check(topology: SipTopology, bytes: u64, cells: &[Cell], min_pct: f64, below: &[Collective]) {
+    let sys = system(topology);
+    let ccl = CclConfig::embedded_default();
+    let mut failures = Vec::new();
+    for c in cells {
+        let mut best = 0.0f64;
+        for &(name, ticks) in c.runs {
+            let entry = ccl.entry(name).expect("a shipped entry");
+            let (mut m, comm) = common::communicator(&sys, entry, DataMode::TimingOnly).unwrap();
+            let job = Job {
+                collective: c.collective,
+                op: ReduceOp::Sum,
+                elems: (bytes / 2) as usize,
+            };
+            let r = comm.run(&mut m, job).unwrap();
+            let what = format!("{} {name} on {topology:?} at {bytes} B", c.collective);
+            println!(
+                "{what}: {} ticks, bound {} ({}), {:.1}% of bound",
+                r.ticks, r.bound_ticks, r.bound_term, r.pct_of_bound
+            );
+            assert!(r.ticks >= r.bound_ticks, "{what} beat its bound: {r:?}");
+            if (r.ticks, r.bound_ticks) != (ticks, c.bound) {
+                failures.push(format!(
+                    "{what}: ({}, {}) ticks and bound, pinned ({ticks}, {})",
+                    r.ticks, r.bound_ticks, c.bound
+                ));
+            }
+            best = best.max(r.pct_of_bound);
+        }
+        let what = format!("{} on {topology:?} at {bytes} B", c.collective);
+        if below.contains(&c.collective) {
+            assert!(
+                best < min_pct,
+                "{what} now reaches the target: drop the gap"
+            );
+        } else {
+            assert!(best >= min_pct, "{what}: best {best:.1}% < {min_pct}%");
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+use Collective::{AllGather, AllReduce, AllToAll, Broadcast, Reduce, ReduceScatter};
+
+/// 1 KiB: the latency term sets every bound. `dims` (one direct transfer
+/// per line of the participant grid) is best for all-reduce, all-gather,
+/// broadcast, reduce and all-to-all; rhd for reduce-scatter on the 2-D
+/// grids (dims stores and reloads its run at each of its four levels).
+mod small {
+    use super::*;
+    const KIB: u64 = 1024;
+
+    #[test]
+    fn ring_1d_1k() {
+        let cells = [
+            cell(AllReduce, 2580, &[("dims", 3229), ("adr0032", 5695)]),
+            cell(ReduceScatter, 2580, &[("dims", 4300), ("rhd", 5310)]),
+            cell(AllGather, 2580, &[("dims", 3137), ("rhd", 5312)]),
+            cell(Broadcast, 2580, &[("dims", 3060), ("tree", 5302)]),
+            cell(Reduce, 2580, &[("dims", 3123), ("tree", 5470)]),
+            cell(AllToAll, 2580, &[("dims", 4161), ("bruck", 17656)]),
+        ];
+        check(SipTopology::Ring1d, KIB, &cells, 50.0, &[]);
+    }
+
+    #[test]
+    fn torus_2d_1k() {
+        let cells = [
+            cell(AllReduce, 1348, &[("dims", 1869), ("adr0032", 2628)]),
+            cell(ReduceScatter, 1348, &[("dims", 2557), ("rhd", 2490)]),
+            cell(AllGather, 1348, &[("dims", 1947), ("rhd", 2495)]),
+            cell(Broadcast, 1348, &[("dims", 1731), ("tree", 2395)]),
+            cell(Reduce, 1348, &[("dims", 1841), ("tree", 2563)]),
+            cell(AllToAll, 1348, &[("dims", 2357), ("bruck", 13112)]),
+        ];
+        check(SipTopology::Torus2d, KIB, &cells, 50.0, &[]);
+    }
+
+    #[test]
+    fn mesh_2d_no_wrap_1k() {
+        let cells = [
+            cell(AllReduce, 1964, &[("dims", 2535), ("adr0032", 4682)]),
+            cell(ReduceScatter, 1964, &[("dims", 3185), ("rhd", 2490)]),
+            cell(AllGather, 1964, &[("dims", 2579), ("rhd", 2495)]),
+            cell(Broadcast, 1964, &[("dims", 2399), ("tree", 2395)]),
+            cell(Reduce, 1964, &[("dims", 2483), ("tree", 2563)]),
+            cell(AllToAll, 1964, &[("dims", 2991), ("bruck", 21787)]),
+        ];
+        check(SipTopology::Mesh2dNoWrap, KIB, &cells, 50.0, &[]);
+    }
+}
+
+/// 64 MiB: the HBM port (participant 0's cube reads and writes its buffer)
+/// sets every bound but all-to-all's on the ring and the mesh (bisection).
+/// No cell reaches 80% yet; each pins the best shipped entry.
+///
+/// Gaps: all-reduce (`hier_lanes`) and reduce (`hier_lanes`, only
+/// participant 0 storing) leave the HBM port idle while the lane rings
+/// run and between the intra-SIP phases; reduce-scatter and all-gather
+/// (`bidir_ring`) carry half of every block on one inter-SIP link per ring
+/// direction, at most 100 B/tick against the HBM's 256; broadcast
+/// (`bidir_ring`'s two chains) likewise; an every-lane hierarchical
+/// reduce-scatter, all-gather and broadcast (cube ring, then each cube's own
+/// lanes) would lift them but is not built yet.
+mod large {
+    use super::*;
+    const MIB64: u64 = 64 << 20;
+    const ALL: [Collective; 6] = [
+        AllReduce,
+        ReduceScatter,
+        AllGather,
+        Broadcast,
+        Reduce,
+        AllToAll,
+    ];
+
+    #[test]
+    fn ring_1d_64m() {
+        let cells = [
+            cell(AllReduce, 524288, &[("hier_lanes", 751133)]),
+            cell(ReduceScatter, 263168, &[("bidir_ring", 553531)]),
+            cell(AllGather, 263168, &[("bidir_ring", 518525)]),
+            cell(Broadcast, 262144, &[("bidir_ring", 906036)]),
+            cell(Reduce, 524288, &[("hier_lanes", 758757)]),
+            cell(AllToAll, 1342177, &[("pairwise", 3035578)]),
+        ];
+        check(SipTopology::Ring1d, MIB64, &cells, 80.0, &ALL);
+    }
+
+    #[test]
+    fn torus_2d_64m() {
+        let cells = [
+            cell(AllReduce, 524288, &[("hier_lanes", 765232)]),
+            cell(ReduceScatter, 263168, &[("bidir_ring", 553559)]),
+            cell(AllGather, 263168, &[("bidir_ring", 518691)]),
+            cell(Broadcast, 262144, &[("bidir_ring", 900428)]),
+            cell(Reduce, 524288, &[("hier_lanes", 761810)]),
+            cell(AllToAll, 524288, &[("pairwise", 2046734)]),
+        ];
+        check(SipTopology::Torus2d, MIB64, &cells, 80.0, &ALL);
+    }
+
+    #[test]
+    fn mesh_2d_no_wrap_64m() {
+        let cells = [
+            cell(AllReduce, 524288, &[("hier_lanes", 841182)]),
+            cell(ReduceScatter, 263168, &[("bidir_ring", 553559)]),
+            cell(AllGather, 263168, &[("bidir_ring", 518691)]),
+            cell(Broadcast, 262144, &[("bidir_ring", 900428)]),
+            cell(Reduce, 524288, &[("hier_lanes", 836473)]),
+            cell(AllToAll, 671088, &[("pairwise", 2264870)]),
+        ];
+        check(SipTopology::Mesh2dNoWrap, MIB64, &cells, 80.0, &ALL);
+    }
+}
