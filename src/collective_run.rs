@@ -82,7 +82,11 @@ impl SizeRun {
     /// placements, footer, utilization, trace; its records.
     fn entry(&self, sys: &System, config: &AlgoConfig, out: &mut dyn Write) -> Result<Vec<Record>> {
         let (mut machine, comm) = self.machine(sys, config, (self.min_bytes, self.max_bytes))?;
-        write!(out, "{}", self.header(sys, &comm.group, &ccl_line(config)))?;
+        write!(
+            out,
+            "{}",
+            self.header(sys, &comm.group, &config.name, &ccl_line(config))
+        )?;
         let sizes = self.sizes();
         let (mut records, mut last) = (Vec::new(), None);
         for (k, &bytes) in sizes.iter().enumerate() {
@@ -126,7 +130,7 @@ impl SizeRun {
             self.autotune_cache.display(),
             if self.retune { ", --retune" } else { "" }
         );
-        write!(out, "{}", self.header(sys, &Group::new(sys), &line))?;
+        write!(out, "{}", self.header(sys, &Group::new(sys), AUTO, &line))?;
         let sizes = self.sizes();
         let mut machines: Vec<(String, Machine, Communicator)> = Vec::new();
         let (mut records, mut last) = (Vec::new(), None);
@@ -290,9 +294,9 @@ impl SizeRun {
         Ok((machine, comm))
     }
 
-    /// The parameter lines above the table: what ran, on what, and why
-    /// there are no iteration counts; then the column header.
-    fn header(&self, sys: &System, group: &Group, ccl: &str) -> String {
+    /// The parameter lines above the table of entry `name`: what ran, on
+    /// what, and why there are no iteration counts; then the column header.
+    fn header(&self, sys: &System, group: &Group, name: &str, ccl: &str) -> String {
         let s = &sys.spec;
         let l = &s.links.inter_sip;
         let who = if group.pes == 1 {
@@ -314,7 +318,7 @@ impl SizeRun {
              # one run per size and placement, no warmup or iterations: the simulator is deterministic\n\
              # out-of-place: the collective, then a simulated copy of the result into a separate buffer (docs/model.md)\n#\n{}",
             self.collective,
-            self.algorithm,
+            name,
             self.op.name(),
             sys.origin,
             crate::catalog::shape(sys),

@@ -693,20 +693,27 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
     ]);
     r.expect_code(0);
     let out = &r.stdout;
-    // Broadcast is supported by ring, bidir_ring, tree and dbtree (and
-    // their ccl entries), not by the all-reduce-only algorithms.
+    // Broadcast is supported by ring, bidir_ring, tree, dbtree and dims
+    // (and their ccl entries), not by hier_lanes (all-reduce and reduce).
     let tables: Vec<&str> = out
         .lines()
         .filter(|l| l.starts_with("# broadcast / "))
         .collect();
-    assert_eq!(tables.len(), 4, "{out}");
+    assert_eq!(tables.len(), 5, "{out}");
+    // Each table names its entry.
+    for entry in ["ring", "bidir_ring", "tree", "dbtree", "dims"] {
+        assert!(
+            tables.contains(&format!("# broadcast / {entry}, op sum").as_str()),
+            "{out}"
+        );
+    }
     assert!(!out.contains("# broadcast / hier_lanes"), "{out}");
     let checked: Vec<RunRow> = out
         .split("# broadcast / ")
         .skip(1)
         .flat_map(run_rows)
         .collect();
-    assert_eq!(checked.len(), 8, "4 entries x 2 sizes:\n{out}");
+    assert_eq!(checked.len(), 10, "5 entries x 2 sizes:\n{out}");
     for row in &checked {
         assert_eq!((row.redop.as_str(), row.root), ("none", 0), "{row:?}");
         assert_eq!(
@@ -716,7 +723,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         );
     }
     let best = out
-        .split("# best per size (of 4 entries)\n")
+        .split("# best per size (of 5 entries)\n")
         .nth(1)
         .unwrap_or_else(|| panic!("no summary in:\n{out}"));
     let rows: Vec<&str> = best.lines().skip(1).collect();
@@ -725,7 +732,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         let f: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(f[0], size, "{row}");
         assert!(
-            ["ring", "bidir_ring", "tree", "dbtree"].contains(&f[1]),
+            ["ring", "bidir_ring", "tree", "dbtree", "dims"].contains(&f[1]),
             "{row}"
         );
         assert!(row.ends_with('x'), "the runner-up's ratio: {row}");
@@ -988,7 +995,7 @@ fn list_shows_presets_plans_and_what_each_algorithm_supports() {
     );
     assert_eq!(
         entry("hier_lanes"),
-        "hier_lanes hier_lanes all_reduce ring_1d, torus_2d, mesh_2d_no_wrap"
+        "hier_lanes hier_lanes all_reduce, reduce ring_1d, torus_2d, mesh_2d_no_wrap"
     );
     assert_eq!(
         entry("pairwise"),
