@@ -6,10 +6,11 @@
 //! block of every level is then a contiguous run of atoms, and every atom is
 //! one tile, so hierarchical algorithms never need to slice a tile.
 
-use super::ReduceOp;
-use crate::kernel::{Addr, Index, Part, Sym, Tile, Tl};
+use super::{KernelArgs, ReduceOp};
+use crate::kernel::{Addr, DType, Index, Part, Sym, Tile, Tl};
 use kernbench_systems::program::QDir;
 use rustc_hash::FxHashMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// `n` elements in `parts` contiguous blocks, the first `n % parts` one larger:
@@ -567,6 +568,65 @@ fn run_piece(tl: &mut Tl, buf: &Buffer, kind: ChainKind, c: &Chain, piece: Sym) 
     };
     if stores {
         tl.store_part(&part, t);
+    }
+}
+
+/// One participant's buffer seen as element ranges (what rhd and dims move:
+/// ranges cut by the schedule, not ring blocks): ranges cut into pipeline
+/// pieces, loaded, stored and received as one tile per piece.
+pub struct RangeIo<'a> {
+    pub a: &'a KernelArgs,
+    pub base: Addr,
+}
+
+impl RangeIo<'_> {
+    /// The ranges cut into pipeline pieces; empty ones drop out (both ends
+    /// of a transfer compute the same list).
+    pub fn pieces(&self, ranges: &[Range<usize>]) -> Vec<Range<usize>> {
+        let mut out = Vec::new();
+        for r in ranges.iter().filter(|r| !r.is_empty()) {
+            for (o, len) in split(r.len(), self.a.pieces(r.len(), 1)) {
+                out.push(r.start + o..r.start + o + len);
+            }
+        }
+        out
+    }
+
+    /// The whole buffer cut into pipeline pieces.
+    pub fn whole(&self) -> Vec<Range<usize>> {
+        self.pieces(std::slice::from_ref(&(0..self.a.job.elems)))
+    }
+
+    /// Element `i` of the buffer.
+    pub fn at(&self, i: usize) -> Addr {
+        self.base.plus(2 * i as u64)
+    }
+
+    pub fn load(&self, tl: &mut Tl, parts: &[Range<usize>]) -> Vec<Tile> {
+        parts
+            .iter()
+            .map(|r| tl.load(self.at(r.start), r.len()))
+            .collect()
+    }
+
+    pub fn store(&self, tl: &mut Tl, parts: &[Range<usize>], tiles: &[Tile]) {
+        for (r, &t) in parts.iter().zip(tiles) {
+            tl.store(self.at(r.start), t);
+        }
+    }
+
+    pub fn recv(&self, tl: &mut Tl, dir: QDir, parts: &[Range<usize>]) -> Vec<Tile> {
+        parts
+            .iter()
+            .map(|r| tl.recv(dir, &[r.len()], DType::F16))
+            .collect()
+    }
+}
+
+/// Sends `tiles` on `dir`, in order.
+pub fn send_tiles(tl: &mut Tl, dir: QDir, tiles: &[Tile]) {
+    for &t in tiles {
+        tl.send(dir, t);
     }
 }
 

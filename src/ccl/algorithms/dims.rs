@@ -32,10 +32,10 @@
 //! small-size algorithm.
 
 use super::ring::me;
-use crate::ccl::kernels::{combine, split};
+use crate::ccl::kernels::{RangeIo, combine, send_tiles};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
-use crate::kernel::{Addr, DType, Tile, Tl};
+use crate::kernel::{DType, Tile, Tl};
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 use std::ops::Range;
@@ -101,56 +101,6 @@ fn channels(g: &Group) -> usize {
     dims(g).iter().map(|d| d.radix - 1).sum()
 }
 
-/// Element `i` of the buffer at `base`.
-fn at(base: Addr, i: usize) -> Addr {
-    base.plus(2 * i as u64)
-}
-
-/// One participant's buffer and job.
-struct Io<'a> {
-    a: &'a KernelArgs,
-    base: Addr,
-}
-
-impl Io<'_> {
-    /// `r` cut into pipeline pieces (both ends of a transfer compute the same).
-    fn pieces(&self, r: Range<usize>) -> Vec<Range<usize>> {
-        if r.is_empty() {
-            return Vec::new();
-        }
-        split(r.len(), self.a.pieces(r.len(), 1))
-            .into_iter()
-            .map(|(o, len)| r.start + o..r.start + o + len)
-            .collect()
-    }
-
-    fn load(&self, tl: &mut Tl, parts: &[Range<usize>]) -> Vec<Tile> {
-        parts
-            .iter()
-            .map(|r| tl.load(at(self.base, r.start), r.len()))
-            .collect()
-    }
-
-    fn store(&self, tl: &mut Tl, parts: &[Range<usize>], tiles: &[Tile]) {
-        for (r, &t) in parts.iter().zip(tiles) {
-            tl.store(at(self.base, r.start), t);
-        }
-    }
-
-    fn recv(&self, tl: &mut Tl, dir: QDir, parts: &[Range<usize>]) -> Vec<Tile> {
-        parts
-            .iter()
-            .map(|r| tl.recv(dir, &[r.len()], DType::F16))
-            .collect()
-    }
-}
-
-fn send(tl: &mut Tl, dir: QDir, tiles: &[Tile]) {
-    for &t in tiles {
-        tl.send(dir, t);
-    }
-}
-
 /// Elements of the flat blocks `blocks` of `split(elems, n)`.
 fn blocks(elems: usize, n: usize, blocks: Range<usize>) -> Range<usize> {
     let off = |i: usize| i * (elems / n) + i.min(elems % n);
@@ -158,13 +108,13 @@ fn blocks(elems: usize, n: usize, blocks: Range<usize>) -> Range<usize> {
 }
 
 /// The whole buffer reduced on every participant.
-fn all_reduce(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
-    let parts = io.pieces(0..io.a.job.elems);
+fn all_reduce(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
+    let parts = io.whole();
     let mut mine = io.load(tl, &parts);
     for d in ds {
         let m = d.coord(p);
         for c in (0..d.radix).filter(|&c| c != m) {
-            send(tl, d.to(p, c), &mine);
+            send_tiles(tl, d.to(p, c), &mine);
         }
         // Coordinate order, the same on every member of the line.
         let mut acc: Option<Vec<Tile>> = None;
@@ -184,7 +134,7 @@ fn all_reduce(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
     io.store(tl, &parts, &mine);
 }
 
-fn combine_all(tl: &mut Tl, io: &Io, a: &[Tile], b: &[Tile]) -> Vec<Tile> {
+fn combine_all(tl: &mut Tl, io: &RangeIo, a: &[Tile], b: &[Tile]) -> Vec<Tile> {
     a.iter()
         .zip(b)
         .map(|(&a, &b)| combine(tl, io.a.job.op, a, b))
@@ -196,7 +146,7 @@ fn combine_all(tl: &mut Tl, io: &Io, a: &[Tile], b: &[Tile]) -> Vec<Tile> {
 /// loads its run cut by the line's coordinate, sends each peer that peer's
 /// part, combines the parts it receives into its own in coordinate order
 /// and stores the result, which the next level reloads in its own cut.
-fn reduce_scatter(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
+fn reduce_scatter(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
     let (elems, n) = (io.a.job.elems, io.a.group.size());
     // The run of blocks q is responsible for before the dimensions `k..`
     // (from the most significant down) are done: the members that share
@@ -209,11 +159,11 @@ fn reduce_scatter(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
     for k in (0..ds.len()).rev() {
         let d = &ds[k];
         let m = d.coord(p);
-        let part = |c: usize| io.pieces(blocks(elems, n, run(d.with(p, c), k)));
+        let part = |c: usize| io.pieces(&[blocks(elems, n, run(d.with(p, c), k))]);
         for c in (0..d.radix).filter(|&c| c != m) {
             let parts = part(c);
             let t = io.load(tl, &parts);
-            send(tl, d.to(p, c), &t);
+            send_tiles(tl, d.to(p, c), &t);
         }
         let own = part(m);
         let mut acc: Option<Vec<Tile>> = None;
@@ -234,7 +184,7 @@ fn reduce_scatter(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
 
 /// All-gather: least significant dimension first, so what a member holds is
 /// always a contiguous run of blocks.
-fn all_gather(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
+fn all_gather(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
     let (elems, n) = (io.a.job.elems, io.a.group.size());
     // The run of blocks held after the first `k` dimensions: the members
     // that differ from p only in those digits.
@@ -245,13 +195,13 @@ fn all_gather(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
     };
     for (k, d) in ds.iter().enumerate() {
         let m = d.coord(p);
-        let own = io.pieces(blocks(elems, n, held(p, k)));
+        let own = io.pieces(&[blocks(elems, n, held(p, k))]);
         let mine = io.load(tl, &own);
         for c in (0..d.radix).filter(|&c| c != m) {
-            send(tl, d.to(p, c), &mine);
+            send_tiles(tl, d.to(p, c), &mine);
         }
         for c in (0..d.radix).filter(|&c| c != m) {
-            let parts = io.pieces(blocks(elems, n, held(d.with(p, c), k)));
+            let parts = io.pieces(&[blocks(elems, n, held(d.with(p, c), k))]);
             let got = io.recv(tl, d.to(p, c), &parts);
             io.store(tl, &parts, &got);
         }
@@ -261,8 +211,8 @@ fn all_gather(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
 /// Broadcast from participant 0: most significant dimension first; at each
 /// level the members whose coordinates in the dimensions not yet covered
 /// are all 0 hold the buffer.
-fn broadcast(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
-    let parts = io.pieces(0..io.a.job.elems);
+fn broadcast(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
+    let parts = io.whole();
     let mut mine: Option<Vec<Tile>> = (p == 0).then(|| io.load(tl, &parts));
     for (k, d) in ds.iter().enumerate().rev() {
         // Active: every coordinate below this dimension is 0.
@@ -273,7 +223,7 @@ fn broadcast(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
         match &mine {
             Some(t) if m == 0 => {
                 for c in 1..d.radix {
-                    send(tl, d.to(p, c), t);
+                    send_tiles(tl, d.to(p, c), t);
                 }
             }
             None if m != 0 => {
@@ -292,8 +242,8 @@ fn broadcast(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
 
 /// Reduce into participant 0: least significant dimension first; each line
 /// is reduced into its coordinate-0 member, in coordinate order.
-fn reduce(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
-    let parts = io.pieces(0..io.a.job.elems);
+fn reduce(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
+    let parts = io.whole();
     let mut mine = io.load(tl, &parts);
     for (k, d) in ds.iter().enumerate() {
         if ds[..k].iter().any(|x| x.coord(p) != 0) {
@@ -301,7 +251,7 @@ fn reduce(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
         }
         let m = d.coord(p);
         if m != 0 {
-            send(tl, d.to(p, 0), &mine);
+            send_tiles(tl, d.to(p, 0), &mine);
             return;
         }
         for c in 1..d.radix {
@@ -321,14 +271,14 @@ fn reduce(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
 /// and stores what `c` sends back in the same slots, which then hold data
 /// from source coordinate `c`. After every digit, slot `j` holds
 /// participant `j`'s block for this member.
-fn all_to_all(tl: &mut Tl, io: &Io, ds: &[Dim], p: usize) {
+fn all_to_all(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
     let n = io.a.group.size();
     let b = io.a.job.elems / n;
     for d in ds.iter().rev() {
         let m = d.coord(p);
         let rows = n / (d.radix * d.stride);
         let (cols, pitch) = (d.stride * b, d.radix * d.stride * b);
-        let rect = |c: usize| at(io.base, c * d.stride * b);
+        let rect = |c: usize| io.at(c * d.stride * b);
         let peers: Vec<usize> = (0..d.radix).filter(|&c| c != m).collect();
         for &c in &peers {
             let t = tl.load_rect(rect(c), rows, cols, pitch);
@@ -348,7 +298,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         return;
     }
     let ds = dims(&g);
-    let io = Io {
+    let io = RangeIo {
         a,
         base: a.buffer(tl),
     };

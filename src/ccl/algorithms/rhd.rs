@@ -29,10 +29,10 @@
 //! ([`Plan::ag_cut`]). Every range is further cut into pipeline pieces.
 
 use super::ring::me;
-use crate::ccl::kernels::{combine, split};
+use crate::ccl::kernels::{RangeIo, combine, send_tiles};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs, ReduceOp};
 use crate::kernel::wiring::QueueConfig;
-use crate::kernel::{Addr, DType, Tile, Tl};
+use crate::kernel::{Tile, Tl};
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 use std::ops::Range;
@@ -94,11 +94,6 @@ impl Fold {
     pub fn pair_of(&self, p: usize) -> Option<usize> {
         (p < 2 * self.pairs()).then_some(p ^ 1)
     }
-}
-
-/// Element `i` of a buffer at `base`.
-fn at(base: Addr, i: usize) -> Addr {
-    base.plus(2 * i as u64)
 }
 
 /// Offset of block `i` of `split(elems, parts)`.
@@ -240,52 +235,6 @@ impl Plan {
     }
 }
 
-/// One participant's view: its buffer and the job.
-struct Io<'a> {
-    a: &'a KernelArgs,
-    base: Addr,
-}
-
-impl Io<'_> {
-    /// The ranges cut into pipeline pieces; empty ones drop out (both ends
-    /// of a transfer compute the same list).
-    fn pieces(&self, ranges: &[Range<usize>]) -> Vec<Range<usize>> {
-        let mut out = Vec::new();
-        for r in ranges.iter().filter(|r| !r.is_empty()) {
-            for (o, len) in split(r.len(), self.a.pieces(r.len(), 1)) {
-                out.push(r.start + o..r.start + o + len);
-            }
-        }
-        out
-    }
-
-    fn load(&self, tl: &mut Tl, parts: &[Range<usize>]) -> Vec<Tile> {
-        parts
-            .iter()
-            .map(|r| tl.load(at(self.base, r.start), r.len()))
-            .collect()
-    }
-
-    fn store(&self, tl: &mut Tl, parts: &[Range<usize>], tiles: &[Tile]) {
-        for (r, &t) in parts.iter().zip(tiles) {
-            tl.store(at(self.base, r.start), t);
-        }
-    }
-
-    fn recv(&self, tl: &mut Tl, dir: QDir, parts: &[Range<usize>]) -> Vec<Tile> {
-        parts
-            .iter()
-            .map(|r| tl.recv(dir, &[r.len()], DType::F16))
-            .collect()
-    }
-}
-
-fn send(tl: &mut Tl, dir: QDir, tiles: &[Tile]) {
-    for &t in tiles {
-        tl.send(dir, t);
-    }
-}
-
 /// Combines `got` into `mine` piece by piece; the first `forward` results
 /// leave on `to` as soon as each is ready.
 fn combine_forward(
@@ -310,7 +259,7 @@ fn combine_forward(
 /// [`Plan::first_cut`] (combined with its odd partner's, which arrives in
 /// the same cut, when folded), the half for step 0's partner sent at once.
 /// Returns the kept half, in `cut(v, 1)`.
-fn start_halving(tl: &mut Tl, io: &Io, plan: &Plan, v: usize, folded: bool) -> Vec<Tile> {
+fn start_halving(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, folded: bool) -> Vec<Tile> {
     let parts = io.pieces(&plan.first_cut(v));
     let sent = io.pieces(&plan.cut(plan.partner(v, 0), 1)).len();
     let mine = io.load(tl, &parts);
@@ -318,7 +267,7 @@ fn start_halving(tl: &mut Tl, io: &Io, plan: &Plan, v: usize, folded: bool) -> V
         let got = io.recv(tl, FOLD, &parts);
         combine_forward(tl, io.a.job.op, (&mine, &got), sent, chan(plan.sched[0]))
     } else {
-        send(tl, chan(plan.sched[0]), &mine[..sent]);
+        send_tiles(tl, chan(plan.sched[0]), &mine[..sent]);
         mine
     };
     held[sent..].to_vec()
@@ -326,7 +275,7 @@ fn start_halving(tl: &mut Tl, io: &Io, plan: &Plan, v: usize, folded: bool) -> V
 
 /// Recursive halving from step 0 (its half already sent) with `mine`, the
 /// kept half in `cut(v, 1)`; returns the reduced leaf's tiles.
-fn halve(tl: &mut Tl, io: &Io, plan: &Plan, v: usize, mut mine: Vec<Tile>) -> Vec<Tile> {
+fn halve(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, mut mine: Vec<Tile>) -> Vec<Tile> {
     let l = plan.levels();
     for k in 0..l {
         let got = io.recv(tl, chan(plan.sched[k]), &io.pieces(&plan.cut(v, k + 1)));
@@ -350,22 +299,22 @@ fn halve(tl: &mut Tl, io: &Io, plan: &Plan, v: usize, mut mine: Vec<Tile>) -> Ve
 
 /// Recursive doubling from `leaf` (this member's leaf tiles, in memory
 /// already); every received piece is stored, and passed on `stream` too.
-fn double(tl: &mut Tl, io: &Io, plan: &Plan, v: usize, leaf: &[Tile], stream: Option<QDir>) {
+fn double(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, leaf: &[Tile], stream: Option<QDir>) {
     let l = plan.levels();
     let mut prev: Option<(Vec<Range<usize>>, Vec<Tile>)> = None;
     for k in (0..l).rev() {
         let d = chan(plan.sched[k]);
         if k + 2 >= l {
-            send(tl, d, leaf);
+            send_tiles(tl, d, leaf);
         } else {
             let own = io.pieces(&plan.own(v, k + 2));
             let tiles = io.load(tl, &own);
-            send(tl, d, &tiles);
+            send_tiles(tl, d, &tiles);
         }
         let parts = io.pieces(&plan.ag_cut(plan.partner(v, k), k + 1));
         let got = io.recv(tl, d, &parts);
         if let Some((pp, pt)) = prev.replace((parts, got)) {
-            send(tl, d, &pt);
+            send_tiles(tl, d, &pt);
             keep(tl, io, &pp, &pt, stream);
         }
     }
@@ -375,15 +324,15 @@ fn double(tl: &mut Tl, io: &Io, plan: &Plan, v: usize, leaf: &[Tile], stream: Op
 }
 
 /// Stores received pieces and passes them on `stream`.
-fn keep(tl: &mut Tl, io: &Io, parts: &[Range<usize>], tiles: &[Tile], stream: Option<QDir>) {
+fn keep(tl: &mut Tl, io: &RangeIo, parts: &[Range<usize>], tiles: &[Tile], stream: Option<QDir>) {
     io.store(tl, parts, tiles);
     if let Some(d) = stream {
-        send(tl, d, tiles);
+        send_tiles(tl, d, tiles);
     }
 }
 
 /// A core member: fold in, halve and/or double, fold out.
-fn core(tl: &mut Tl, io: &Io, plan: &Plan, p: usize, v: usize) {
+fn core(tl: &mut Tl, io: &RangeIo, plan: &Plan, p: usize, v: usize) {
     let folded = plan.fold.pair_of(p).is_some();
     let stream = folded.then_some(FOLD);
     let c = io.a.job.collective;
@@ -395,7 +344,7 @@ fn core(tl: &mut Tl, io: &Io, plan: &Plan, p: usize, v: usize) {
             let got = io.recv(tl, FOLD, &theirs);
             io.store(tl, &theirs, &got);
             // The odd one has its own block; it gets the rest.
-            send(tl, FOLD, &leaf);
+            send_tiles(tl, FOLD, &leaf);
             leaf.extend(got);
         }
         double(tl, io, plan, v, &leaf, stream);
@@ -408,19 +357,19 @@ fn core(tl: &mut Tl, io: &Io, plan: &Plan, p: usize, v: usize) {
     if c == Collective::ReduceScatter {
         if folded {
             let first = io.pieces(&plan.leaf(v)[..1]).len();
-            send(tl, FOLD, &leaf[first..]);
+            send_tiles(tl, FOLD, &leaf[first..]);
         }
         return;
     }
     if let Some(d) = stream {
-        send(tl, d, &leaf);
+        send_tiles(tl, d, &leaf);
     }
     double(tl, io, plan, v, &leaf, stream);
 }
 
 /// The odd member of a folded pair: hand the buffer (or, gathering, its
 /// block) to the even one, take the result back.
-fn folded_out(tl: &mut Tl, io: &Io, plan: &Plan, p: usize) {
+fn folded_out(tl: &mut Tl, io: &RangeIo, plan: &Plan, p: usize) {
     let v = plan
         .fold
         .member(p - 1)
@@ -432,7 +381,7 @@ fn folded_out(tl: &mut Tl, io: &Io, plan: &Plan, p: usize) {
         io.pieces(&plan.first_cut(v))
     };
     let tiles = io.load(tl, &give);
-    send(tl, FOLD, &tiles);
+    send_tiles(tl, FOLD, &tiles);
     let back = if c == Collective::ReduceScatter {
         io.pieces(&[plan.flat_block(p)])
     } else {
@@ -449,7 +398,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         return;
     }
     let plan = Plan::new(a.job.collective, a.job.elems, n);
-    let io = Io {
+    let io = RangeIo {
         a,
         base: a.buffer(tl),
     };
