@@ -159,14 +159,8 @@ mod small {
 mod large {
     use super::*;
     const MIB64: u64 = 64 << 20;
-    const ALL: [Collective; 6] = [
-        AllReduce,
-        ReduceScatter,
-        AllGather,
-        Broadcast,
-        Reduce,
-        AllToAll,
-    ];
+    /// Every 64 MiB cell is below 80% today (see above).
+    const ALL: [Collective; 6] = Collective::ALL;
 
     #[test]
     fn ring_1d_64m() {
