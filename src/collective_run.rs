@@ -103,10 +103,7 @@ impl SizeRun {
                 out,
                 "wrote {} ({n} trace events; peak memory of this run {})",
                 path.display(),
-                crate::report::peak_rss_bytes().map_or("n/a".into(), |b| format!(
-                    "{:.2} GiB",
-                    b as f64 / (1u64 << 30) as f64
-                ))
+                crate::report::gib(crate::report::peak_rss_bytes())
             )?;
         }
         Ok(records)

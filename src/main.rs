@@ -636,12 +636,6 @@ fn tp_mlp(a: TpMlpArgs) -> Result<()> {
     Ok(())
 }
 
-fn gib(bytes: Option<u64>) -> String {
-    bytes.map_or("n/a".into(), |b| {
-        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
-    })
-}
-
 /// Knobs that shrink a build.
 const BUILD_KNOBS: &str =
     "fewer SIPs (system.sips.count), fewer cubes (sip.cube_mesh), PEs or NoC routers";
@@ -737,7 +731,7 @@ fn topo(a: TopoArgs) -> Result<()> {
     println!(
         "build       {:.3} s, peak memory {}",
         build.as_secs_f64(),
-        gib(kernbench::report::peak_rss_bytes())
+        kernbench::report::gib(kernbench::report::peak_rss_bytes())
     );
     if let Some(dir) = a.dot {
         write_dot(&m, &dir)?;
@@ -767,7 +761,7 @@ fn bench(a: BenchArgs) -> Result<()> {
             "build   ring_4096: {} PEs, {} directed links in {secs:.3} s, peak memory {}",
             sys.total_pes(),
             m.engine.links().len(),
-            gib(kernbench::report::peak_rss_bytes())
+            kernbench::report::gib(kernbench::report::peak_rss_bytes())
         );
     }
     let mut spec = presets::preset("ring_4096_lean")?.spec;
@@ -817,7 +811,7 @@ fn bench_process_group(a: &BenchArgs, sys: &System) -> Result<()> {
     );
     println!(
         "        {secs:.3} s wall, peak memory {}",
-        gib(kernbench::report::peak_rss_bytes())
+        kernbench::report::gib(kernbench::report::peak_rss_bytes())
     );
     Ok(())
 }
@@ -847,7 +841,7 @@ fn bench_collective(a: &BenchArgs, sys: &System) -> Result<()> {
     );
     println!(
         "        {secs:.3} s wall, peak memory {}",
-        gib(kernbench::report::peak_rss_bytes())
+        kernbench::report::gib(kernbench::report::peak_rss_bytes())
     );
     Ok(())
 }

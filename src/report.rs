@@ -6,6 +6,13 @@ use kernbench_systems::memory::MemPorts;
 use kernbench_systems::program::Space;
 use kernbench_systems::{LinkStats, Tick};
 
+/// `bytes` in GiB with two decimals, or "n/a".
+pub fn gib(bytes: Option<u64>) -> String {
+    bytes.map_or("n/a".into(), |b| {
+        format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64)
+    })
+}
+
 /// Peak resident memory of this process so far (Linux), in bytes.
 pub fn peak_rss_bytes() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;

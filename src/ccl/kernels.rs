@@ -27,6 +27,11 @@ pub fn split(n: usize, parts: usize) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// Offset of block `i` (0 to `parts`) of [`split`]`(n, parts)`.
+pub fn block_offset(n: usize, parts: usize, i: usize) -> usize {
+    i * (n / parts) + i.min(n % parts)
+}
+
 /// An atom of a [`Buffer`]: one index per level.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Atom(pub Vec<Index>);

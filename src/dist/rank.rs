@@ -383,19 +383,21 @@ impl<'p> Rank<'_, 'p> {
                 scope: comm.scope,
                 install,
             });
+            s.comms.insert(joined.work, comm);
         }
         let (mut g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
         let report = r?;
         // One member computes the measures (the bound is not free); all read them.
         let s = &mut *g;
         let members = s.pg.groups[group.0].ranks.len();
-        if !s.results.contains_key(&joined.work) {
-            // The pick the completing member made (the tuner remembers it).
-            let (comm, _) = s.pg.comm_for(group, &job)?;
+        if let Some(comm) = s.comms.remove(&joined.work) {
             let res = comm.result(&s.pg.machine, job, report.ticks(), None);
             s.results.insert(joined.work, (res, members));
         }
-        let (res, left) = s.results.get_mut(&joined.work).expect("inserted above");
+        let (res, left) = s
+            .results
+            .get_mut(&joined.work)
+            .expect("the first member to resume computed the measures");
         let res = res.clone();
         *left -= 1;
         if *left == 0 {

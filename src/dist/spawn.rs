@@ -69,6 +69,9 @@ pub(super) struct Sched<'p> {
     /// Each rank's submissions and collective joins so far.
     pub seq: Vec<u64>,
     pub works: BTreeMap<u64, WorkState>,
+    /// The communicator each submitted collective runs on, until its first
+    /// member to resume computes the measures.
+    pub comms: BTreeMap<u64, crate::ccl::Communicator>,
     /// A finished collective's measures, computed by its first member to
     /// resume, with the members yet to read them.
     pub results: BTreeMap<u64, (crate::ccl::CollResult, usize)>,
@@ -353,6 +356,7 @@ impl ProcessGroup {
                 device: (0..nprocs).collect(),
                 seq: vec![0; n],
                 works: BTreeMap::new(),
+                comms: BTreeMap::new(),
                 results: BTreeMap::new(),
                 next_work: 0,
                 pending: Vec::new(),

@@ -372,19 +372,16 @@ impl Engine {
             // The boxed system always runs: its parameters are plain resources
             // and a query, never invalid.
             let _ = self.routing.run((), w);
-            w.resource_mut::<network::RoutedAhead>().0 = true;
-            let next = w.resource::<NetCalendar>().0.next_due();
-            let Some(next) = next.filter(|&t| {
+            let next = w.resource::<NetCalendar>().0.next_due().filter(|&t| {
                 t > at && horizon.is_none_or(|h| t < h) && max_ticks.is_none_or(|m| t <= m)
-            }) else {
+            });
+            let Some(next) = next.filter(|_| quiet(w)) else {
+                // This tick's schedule runs the rest; its routing already ran.
+                w.resource_mut::<network::RoutedAhead>().0 = true;
                 return;
             };
-            if !quiet(w) {
-                return;
-            }
             // What the rest of this tick's schedule would do: nothing but
             // `advance` to the network's next tick.
-            w.resource_mut::<network::RoutedAhead>().0 = false;
             let mut clock = w.resource_mut::<Clock>();
             clock.steps += 1;
             clock.now = next;

@@ -32,7 +32,7 @@
 //! small-size algorithm.
 
 use super::ring::me;
-use crate::ccl::kernels::{RangeIo, combine, send_tiles};
+use crate::ccl::kernels::{RangeIo, block_offset, combine, send_tiles};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{DType, Tile, Tl};
@@ -103,8 +103,17 @@ fn channels(g: &Group) -> usize {
 
 /// Elements of the flat blocks `blocks` of `split(elems, n)`.
 fn blocks(elems: usize, n: usize, blocks: Range<usize>) -> Range<usize> {
-    let off = |i: usize| i * (elems / n) + i.min(elems % n);
-    off(blocks.start)..off(blocks.end)
+    block_offset(elems, n, blocks.start)..block_offset(elems, n, blocks.end)
+}
+
+/// The run of blocks of the members that share `q`'s digits in every
+/// dimension but the first `k` of `ds`: what q is responsible for before
+/// reduce-scatter level `k` is done, and what it holds after all-gather's
+/// first `k` levels.
+fn span(ds: &[Dim], q: usize, k: usize) -> Range<usize> {
+    let len: usize = ds[..k].iter().map(|d| d.radix).product();
+    let first = q - ds[..k].iter().map(|d| d.coord(q) * d.stride).sum::<usize>();
+    first..first + len
 }
 
 /// The whole buffer reduced on every participant.
@@ -148,18 +157,10 @@ fn combine_all(tl: &mut Tl, io: &RangeIo, a: &[Tile], b: &[Tile]) -> Vec<Tile> {
 /// and stores the result, which the next level reloads in its own cut.
 fn reduce_scatter(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
     let (elems, n) = (io.a.job.elems, io.a.group.size());
-    // The run of blocks q is responsible for before the dimensions `k..`
-    // (from the most significant down) are done: the members that share
-    // q's digits in those dimensions.
-    let run = |q: usize, k: usize| {
-        let span: usize = ds[..k].iter().map(|d| d.radix).product();
-        let first = q - ds[..k].iter().map(|d| d.coord(q) * d.stride).sum::<usize>();
-        first..first + span
-    };
     for k in (0..ds.len()).rev() {
         let d = &ds[k];
         let m = d.coord(p);
-        let part = |c: usize| io.pieces(&[blocks(elems, n, run(d.with(p, c), k))]);
+        let part = |c: usize| io.pieces(&[blocks(elems, n, span(ds, d.with(p, c), k))]);
         for c in (0..d.radix).filter(|&c| c != m) {
             let parts = part(c);
             let t = io.load(tl, &parts);
@@ -186,22 +187,15 @@ fn reduce_scatter(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
 /// always a contiguous run of blocks.
 fn all_gather(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
     let (elems, n) = (io.a.job.elems, io.a.group.size());
-    // The run of blocks held after the first `k` dimensions: the members
-    // that differ from p only in those digits.
-    let held = |q: usize, k: usize| {
-        let span: usize = ds[..k].iter().map(|d| d.radix).product();
-        let first = q - ds[..k].iter().map(|d| d.coord(q) * d.stride).sum::<usize>();
-        first..first + span
-    };
     for (k, d) in ds.iter().enumerate() {
         let m = d.coord(p);
-        let own = io.pieces(&[blocks(elems, n, held(p, k))]);
+        let own = io.pieces(&[blocks(elems, n, span(ds, p, k))]);
         let mine = io.load(tl, &own);
         for c in (0..d.radix).filter(|&c| c != m) {
             send_tiles(tl, d.to(p, c), &mine);
         }
         for c in (0..d.radix).filter(|&c| c != m) {
-            let parts = io.pieces(&[blocks(elems, n, held(d.with(p, c), k))]);
+            let parts = io.pieces(&[blocks(elems, n, span(ds, d.with(p, c), k))]);
             let got = io.recv(tl, d.to(p, c), &parts);
             io.store(tl, &parts, &got);
         }

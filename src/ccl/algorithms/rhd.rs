@@ -29,7 +29,7 @@
 //! ([`Plan::ag_cut`]). Every range is further cut into pipeline pieces.
 
 use super::ring::me;
-use crate::ccl::kernels::{RangeIo, combine, send_tiles};
+use crate::ccl::kernels::{RangeIo, block_offset, combine, send_tiles};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs, ReduceOp};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Tile, Tl};
@@ -96,11 +96,6 @@ impl Fold {
     }
 }
 
-/// Offset of block `i` of `split(elems, parts)`.
-fn offset(elems: usize, parts: usize, i: usize) -> usize {
-    i * (elems / parts) + i.min(elems % parts)
-}
-
 /// The halving schedule of one collective on the core.
 pub struct Plan {
     pub fold: Fold,
@@ -141,16 +136,16 @@ impl Plan {
     /// Flat block `f` of `split(elems, n)`.
     fn flat_block(&self, f: usize) -> Range<usize> {
         let n = self.fold.n;
-        offset(self.elems, n, f)..offset(self.elems, n, f + 1)
+        block_offset(self.elems, n, f)..block_offset(self.elems, n, f + 1)
     }
 
     /// First element of core block `i` (`i = m`: the end).
     fn start(&self, i: usize) -> usize {
         if self.flat {
             let r = self.fold.pairs();
-            offset(self.elems, self.fold.n, if i < r { 2 * i } else { i + r })
+            block_offset(self.elems, self.fold.n, if i < r { 2 * i } else { i + r })
         } else {
-            offset(self.elems, self.fold.m, i)
+            block_offset(self.elems, self.fold.m, i)
         }
     }
 
