@@ -271,6 +271,11 @@ pub fn work(
             (phases * per_phase, bytes * (p - 1.0) / p / per_phase)
         }
         ("adr0032", _) => (4.0 + (w - 1.0 + h - 1.0).max(1.0) * 2.0, bytes),
+        // Reduce-scatter and all-gather run half of the all-reduce's rings.
+        ("hier_lanes", Collective::ReduceScatter | Collective::AllGather) => (
+            2.0 * ((cubes - 1.0) + (w - 1.0) + (h - 1.0)),
+            bytes / (2.0 * cubes).max(1.0),
+        ),
         ("hier_lanes", _) => (
             4.0 * ((cubes - 1.0) + (w - 1.0) + (h - 1.0)),
             bytes / (2.0 * cubes).max(1.0),

@@ -146,58 +146,60 @@ mod small {
 
 /// 64 MiB: the HBM port (participant 0's cube reads and writes its buffer)
 /// sets every bound but all-to-all's on the ring and the mesh (bisection).
-/// No cell reaches 80% yet; each pins the best shipped entry.
+/// Reduce-scatter and all-gather reach 84–97% with `hier_lanes_deep`:
+/// hier_lanes' every-lane rings over participant blocks (the cube ring,
+/// then each cube's lanes, rows and columns at once), with 16 slots of
+/// 32 KiB per queue (the shipped `hier_lanes` entry's 4 slots of 64 KiB
+/// leave each cube-ring link idle a quarter of the time: 66–73%).
 ///
 /// Gaps: all-reduce (`hier_lanes`) and reduce (`hier_lanes`, only
 /// participant 0 storing) leave the HBM port idle while the lane rings
-/// run and between the intra-SIP phases; reduce-scatter and all-gather
-/// (`bidir_ring`) carry half of every block on one inter-SIP link per ring
-/// direction, at most 100 B/tick against the HBM's 256; broadcast
-/// (`bidir_ring`'s two chains) likewise; an every-lane hierarchical
-/// reduce-scatter, all-gather and broadcast (cube ring, then each cube's own
-/// lanes) would lift them but is not built yet.
+/// run and between the intra-SIP phases; broadcast (`bidir_ring`'s two
+/// chains) carries every piece over one inter-SIP link per chain, at most
+/// 100 B/tick against the HBM's 256; all-to-all (`pairwise`) is far from
+/// the HBM and bisection terms.
 mod large {
     use super::*;
     const MIB64: u64 = 64 << 20;
-    /// Every 64 MiB cell is below 80% today (see above).
-    const ALL: [Collective; 6] = Collective::ALL;
+    /// The 64 MiB cells still below 80% (see above).
+    const BELOW: [Collective; 4] = [AllReduce, Broadcast, Reduce, AllToAll];
 
     #[test]
     fn ring_1d_64m() {
         let cells = [
             cell(AllReduce, 524288, &[("hier_lanes", 751133)]),
-            cell(ReduceScatter, 263168, &[("bidir_ring", 553531)]),
-            cell(AllGather, 263168, &[("bidir_ring", 518525)]),
+            cell(ReduceScatter, 263168, &[("hier_lanes_deep", 313736)]),
+            cell(AllGather, 263168, &[("hier_lanes_deep", 288061)]),
             cell(Broadcast, 262144, &[("bidir_ring", 906036)]),
             cell(Reduce, 524288, &[("hier_lanes", 758757)]),
             cell(AllToAll, 1342177, &[("pairwise", 3035578)]),
         ];
-        check(SipTopology::Ring1d, MIB64, &cells, 80.0, &ALL);
+        check(SipTopology::Ring1d, MIB64, &cells, 80.0, &BELOW);
     }
 
     #[test]
     fn torus_2d_64m() {
         let cells = [
             cell(AllReduce, 524288, &[("hier_lanes", 765232)]),
-            cell(ReduceScatter, 263168, &[("bidir_ring", 553559)]),
-            cell(AllGather, 263168, &[("bidir_ring", 518691)]),
+            cell(ReduceScatter, 263168, &[("hier_lanes_deep", 294620)]),
+            cell(AllGather, 263168, &[("hier_lanes_deep", 270160)]),
             cell(Broadcast, 262144, &[("bidir_ring", 900428)]),
             cell(Reduce, 524288, &[("hier_lanes", 761810)]),
             cell(AllToAll, 524288, &[("pairwise", 2046734)]),
         ];
-        check(SipTopology::Torus2d, MIB64, &cells, 80.0, &ALL);
+        check(SipTopology::Torus2d, MIB64, &cells, 80.0, &BELOW);
     }
 
     #[test]
     fn mesh_2d_no_wrap_64m() {
         let cells = [
             cell(AllReduce, 524288, &[("hier_lanes", 841182)]),
-            cell(ReduceScatter, 263168, &[("bidir_ring", 553559)]),
-            cell(AllGather, 263168, &[("bidir_ring", 518691)]),
+            cell(ReduceScatter, 263168, &[("hier_lanes_deep", 309442)]),
+            cell(AllGather, 263168, &[("hier_lanes_deep", 285646)]),
             cell(Broadcast, 262144, &[("bidir_ring", 900428)]),
             cell(Reduce, 524288, &[("hier_lanes", 836473)]),
             cell(AllToAll, 671088, &[("pairwise", 2264870)]),
         ];
-        check(SipTopology::Mesh2dNoWrap, MIB64, &cells, 80.0, &ALL);
+        check(SipTopology::Mesh2dNoWrap, MIB64, &cells, 80.0, &BELOW);
     }
 }

@@ -311,8 +311,8 @@ fn matrix(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) {
             }
         }
     }
-    // 22 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
-    assert_eq!(runs, 22 * 4 * 3);
+    // 24 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
+    assert_eq!(runs, 24 * 4 * 3);
 }
 
 #[test]
@@ -432,6 +432,57 @@ fn latency_matrix_torus_2d() {
 #[test]
 fn latency_matrix_mesh_2d_no_wrap() {
     latency_matrix(SipTopology::Mesh2dNoWrap);
+}
+
+/// hier_lanes' reduce-scatter and all-gather, whose rings hand each
+/// participant a set of participant blocks, on the latency matrix's groups
+/// (1, 2, 5, 6 and 16 SIPs of 1×1, 2×3 and 4×4 cubes, every SIP topology) at
+/// 3 and 131 elements: every participant ends with exactly its block of the
+/// uneven split (reduce-scatter) or every block (all-gather), never under
+/// the bound.
+#[test]
+fn hier_lanes_blocks_on_uneven_groups() {
+    let grids = [
+        (1, (1, 1)),
+        (2, (2, 1)),
+        (5, (5, 1)),
+        (6, (3, 2)),
+        (16, (4, 4)),
+    ];
+    let mut runs = 0;
+    for topology in [
+        SipTopology::Ring1d,
+        SipTopology::Torus2d,
+        SipTopology::Mesh2dNoWrap,
+    ] {
+        for (k, (cubes, (n, grid))) in [(1, 1), (2, 3), (4, 4)]
+            .into_iter()
+            .flat_map(|c| grids.map(|g| (c, g)))
+            .enumerate()
+        {
+            let grid = (topology != SipTopology::Ring1d).then_some(grid);
+            let sys = sips(n, topology, grid, cubes);
+            let config = cfg("hier_lanes", BUFFERS[k % 3], 2);
+            let (mut m, c) = common::communicator(&sys, &config, DataMode::Functional).unwrap();
+            for collective in [Collective::ReduceScatter, Collective::AllGather] {
+                for (elems, op) in [(3, OPS[k % 3]), (131, OPS[(k + 1) % 3])] {
+                    let what = format!(
+                        "{collective} {op:?} {elems} elements on {n} SIPs {topology:?} {grid:?}, cubes {cubes:?}"
+                    );
+                    let job = Job {
+                        collective,
+                        op,
+                        elems,
+                    };
+                    let r = c.run(&mut m, job).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    assert_eq!(r.verified, Some(true), "wrong values: {what}");
+                    assert!(r.ticks >= r.bound_ticks, "beat the bound: {what}: {r:?}");
+                    runs += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(runs, 3 * 15 * 2 * 2);
 }
 
 /// ADR-0032 against the every-lane hierarchical all-reduce on a 16-SIP 4×4

@@ -307,6 +307,7 @@ fn embedded_default_has_the_shipped_entries() {
         "ring",
         "bidir_ring",
         "hier_lanes",
+        "hier_lanes_deep",
         "tree",
         "pairwise",
         "bruck",
@@ -316,7 +317,7 @@ fn embedded_default_has_the_shipped_entries() {
     ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 11, "{got:?}");
+    assert_eq!(got.len(), 12, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -382,12 +383,20 @@ fn embedded_entries_inherit_from_defaults() {
     // The all-to-all entries set their own queues (n−1 or 2⌈log2 n⌉ per
     // participant), rhd (a step's half in up to log2 n + 1 ranges) and
     // dbtree (pieces pipelined over six queues), dims (a queue to every
-    // other member of each line); every other entry
-    // inherits them.
+    // other member of each line), hier_lanes_deep (chunks in flight to
+    // cover a round trip); every other entry inherits them.
+    let own_queues = [
+        "pairwise",
+        "bruck",
+        "rhd",
+        "dbtree",
+        "dims",
+        "hier_lanes_deep",
+    ];
     for e in c
         .entries
         .iter()
-        .filter(|e| !["pairwise", "bruck", "rhd", "dbtree", "dims"].contains(&e.name.as_str()))
+        .filter(|e| !own_queues.contains(&e.name.as_str()))
     {
         assert_eq!(e.buffer_kind, c.defaults.buffer_kind, "{}", e.name);
         assert_eq!(e.n_slots, c.defaults.n_slots, "{}", e.name);
@@ -398,6 +407,10 @@ fn embedded_entries_inherit_from_defaults() {
         (e.buffer_kind, e.n_slots, e.slot_size, e.chunks)
     };
     assert_eq!(queues("pairwise"), (Space::Hbm, 4, 65536, Chunks::Auto));
+    assert_eq!(
+        queues("hier_lanes_deep"),
+        (Space::Tcm, 16, 32768, Chunks::Auto)
+    );
     assert_eq!(queues("bruck"), (Space::Sram, 64, 4096, Chunks::Auto));
     assert_eq!(queues("rhd"), (Space::Tcm, 16, 8192, Chunks::Auto));
     assert_eq!(queues("dims"), (Space::Tcm, 4, 8192, Chunks::Auto));

@@ -995,7 +995,7 @@ fn list_shows_presets_plans_and_what_each_algorithm_supports() {
     );
     assert_eq!(
         entry("hier_lanes"),
-        "hier_lanes hier_lanes all_reduce, reduce ring_1d, torus_2d, mesh_2d_no_wrap"
+        "hier_lanes hier_lanes all_reduce, reduce_scatter, all_gather, reduce ring_1d, torus_2d, mesh_2d_no_wrap"
     );
     assert_eq!(
         entry("pairwise"),

@@ -1,4 +1,4 @@
-//! `hier_lanes`: a hierarchical all-reduce that uses every cube's inter-SIP
+//! `hier_lanes`: hierarchical collectives that use every cube's inter-SIP
 //! lane. Within a SIP, a reduce-scatter over a ring through the cube mesh
 //! leaves each cube with 1/C of the SIP's sum; each cube then all-reduces
 //! its share with the same cube of the other SIPs over its own lanes (a ring
@@ -9,6 +9,10 @@
 //!
 //! Reduce runs the same rings; only participant 0 stores what it gathers
 //! (a ring gather to one member costs what the all-gather costs).
+//! Reduce-scatter stops after the reduce-scatter levels and all-gather
+//! starts from the all-gather levels ([`blocks`]).
+
+mod blocks;
 
 use super::ring::me;
 use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
@@ -20,23 +24,59 @@ use kernbench_systems::program::QDir;
 
 pub struct HierLanes;
 
+/// Where a participant sits: its index, its cube and the cube's position
+/// on the cube ring (`order`: the cubes in ring order), its SIP's column
+/// and row in the SIP grid.
+struct Coords {
+    me: usize,
+    cube: usize,
+    pos: usize,
+    sx: usize,
+    sy: usize,
+    order: Vec<u32>,
+}
+
+impl Coords {
+    fn of(tl: &mut Tl, g: &Group) -> Coords {
+        let me = me(tl, g);
+        let c = g.cubes_per_sip() as usize;
+        let (sip, cube) = (me / c, me % c);
+        let order = grid_cycle(g.cubes.0, g.cubes.1);
+        let pos = order
+            .iter()
+            .position(|&x| x as usize == cube)
+            .expect("every cube is on the ring");
+        let w = g.grid.0 as usize;
+        Coords {
+            me,
+            cube,
+            pos,
+            sx: sip % w,
+            sy: sip / w,
+            order,
+        }
+    }
+}
+
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
+    let at = Coords::of(tl, &a.group);
+    match a.job.collective {
+        Collective::ReduceScatter | Collective::AllGather => blocks::kernel(tl, a, &at),
+        _ => all_reduce(tl, a, &at),
+    }
+}
+
+/// All-reduce, or reduce (only participant 0 stores).
+fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     let g = a.group;
-    let me = me(tl, &g);
+    let me = at.me;
     let c = g.cubes_per_sip() as usize;
-    let (sip, cube) = ((me / c) as u32, (me % c) as u32);
-    let order = grid_cycle(g.cubes.0, g.cubes.1);
-    let pos = order
-        .iter()
-        .position(|&x| x == cube)
-        .expect("every cube is on the ring");
     let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
-    let (sx, sy) = (sip as usize % w, sip as usize / w);
     // Ring positions are parameters, so every participant shares one program.
     let (pos, sx, sy) = (
-        tl.param(pos as i64),
-        tl.param(sx as i64),
-        tl.param(sy as i64),
+        tl.param(at.pos as i64),
+        tl.param(at.sx as i64),
+        tl.param(at.sy as i64),
     );
     let op = a.job.op;
     // Blocks are loaded as the rings reach them and stored once final.
@@ -138,10 +178,15 @@ impl Algorithm for HierLanes {
         "hier_lanes"
     }
     fn summary(&self) -> &'static str {
-        "intra-SIP reduce-scatter, per-cube inter-SIP all-reduce on every lane, intra-SIP all-gather (for reduce, only participant 0 stores); bidirectional rings"
+        "intra-SIP reduce-scatter, per-cube inter-SIP all-reduce on every lane, intra-SIP all-gather (for reduce, only participant 0 stores; reduce-scatter and all-gather run their half); bidirectional rings"
     }
     fn collectives(&self) -> &'static [Collective] {
-        &[Collective::AllReduce, Collective::Reduce]
+        &[
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::AllGather,
+            Collective::Reduce,
+        ]
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let c = g.cubes_per_sip() as usize;

@@ -1,0 +1,255 @@
+//! hier_lanes' reduce-scatter and all-gather: the rings of its all-reduce
+//! (the cube ring, then each cube's own lanes along SIP rows and columns),
+//! over a buffer whose first level is the collective's participant blocks.
+//!
+//! The result must be participant p's block of `split(S, P)`; nested splits
+//! of an uneven buffer do not give those blocks, so the participant level
+//! comes first and a ring block of a level is a *set* of participant blocks
+//! (all SIPs' blocks of one cube, all rows' blocks of one SIP column, ...):
+//! one ring job per member of the set, whose ring block `k` is a participant
+//! block read from a table. The tables are chosen so that what a member
+//! owns after each level is the part the next level splits, and after the
+//! last level exactly its own block: no final exchange.
+
+use super::Coords;
+use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, reduce_scatter};
+use crate::ccl::{Collective, Group, KernelArgs};
+use crate::kernel::{Index, Sym, Tl};
+use kernbench_systems::program::QDir;
+use std::sync::Arc;
+
+/// One direction of one level's ring. Member (key, job j) has a window of
+/// `2n` entries in the shared table (ring blocks `me .. me + n` of the
+/// kernels stay inside it): entry `i` is the participant block of ring
+/// block `i`. `ring.me` is the member's position plus its window's start,
+/// a multiple of `n`, so every member shares one program and the position
+/// mod n is unchanged.
+struct LevelRing {
+    ring: Ring,
+    table: Arc<[u32]>,
+}
+
+/// A level: its ring, the number of keys (values of the coordinates a
+/// member keeps fixed) and of jobs per member, and `digit(key, j, m)`: the
+/// participant block of job `j` of a member with `key` that belongs to the
+/// member at forward ring position `m`.
+struct Level<'a> {
+    name: &'a str,
+    n: usize,
+    next: QDir,
+    prev: QDir,
+    keys: usize,
+    jobs: usize,
+    digit: &'a dyn Fn(usize, usize, usize) -> usize,
+}
+
+impl<'a> Level<'a> {
+    /// A level of `n` members sending on `dirs.0` and receiving on
+    /// `dirs.1`, with (keys, jobs) members' windows.
+    fn new(
+        name: &'a str,
+        n: usize,
+        dirs: (QDir, QDir),
+        (keys, jobs): (usize, usize),
+        digit: &'a dyn Fn(usize, usize, usize) -> usize,
+    ) -> Self {
+        Level {
+            name,
+            n,
+            next: dirs.0,
+            prev: dirs.1,
+            keys,
+            jobs,
+            digit,
+        }
+    }
+
+    /// The ring `d` ways round (1: reversed) for the member at forward
+    /// position `pos` with `key`. With `shift` 1 (reduce-scatter) ring
+    /// block `k` is the block of the member at `k − 1`, since
+    /// reduce-scatter leaves a member with ring block `me + 1`; with 0
+    /// (all-gather) the member's own, which it starts from.
+    fn way(&self, tl: &mut Tl, pos: usize, key: usize, d: usize, shift: usize) -> LevelRing {
+        let (n, w) = (self.n, 2 * self.n);
+        let name = format!("hier_lanes {} way {d} shift {shift}", self.name);
+        let table = tl.table(&name, || {
+            let mut t = Vec::with_capacity(self.keys * self.jobs * w);
+            for key in 0..self.keys {
+                for j in 0..self.jobs {
+                    for i in 0..w {
+                        let at = (i + n - shift) % n;
+                        let m = if d == 0 { at } else { (n - at) % n };
+                        t.push((self.digit)(key, j, m) as u32);
+                    }
+                }
+            }
+            t
+        });
+        let me = if d == 0 { pos } else { (n - pos) % n };
+        let (next, prev) = if d == 0 {
+            (self.next, self.prev)
+        } else {
+            (self.prev, self.next)
+        };
+        let ring = Ring {
+            n,
+            me: tl.param((me + key * self.jobs * w) as i64),
+            next,
+            prev,
+        };
+        LevelRing { ring, table }
+    }
+}
+
+impl LevelRing {
+    /// Job `j` of this member, on the part `suffix` of every block.
+    fn job(&self, j: usize, suffix: Vec<Index>) -> RingJob {
+        let ring = Ring {
+            me: self.ring.me + j * 2 * self.ring.n,
+            ..self.ring
+        };
+        RingJob {
+            ring,
+            prefix: Vec::new(),
+            order: Some(self.table.clone()),
+            suffix,
+        }
+    }
+}
+
+/// This member's rings, both ways round: the cube ring, then the lanes.
+/// Half 0 of every block reduces along SIP rows first, then columns; half
+/// 1 along columns first, so rows and columns run at once and every lane
+/// of a cube is busy in both lane phases. The first lane ring of a half
+/// holds a block of every row (columns: every column) of the grid; the
+/// second only its own.
+struct Rings {
+    cube: [LevelRing; 2],
+    rows_first: [LevelRing; 2],
+    cols_first: [LevelRing; 2],
+    rows_second: [LevelRing; 2],
+    cols_second: [LevelRing; 2],
+}
+
+impl Rings {
+    fn new(tl: &mut Tl, g: &Group, at: &Coords, shift: usize) -> Rings {
+        let c = g.cubes_per_sip() as usize;
+        let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
+        let order = &at.order;
+        let p = |x: usize, y: usize, cube: usize| (y * w + x) * c + cube;
+        let cube_digit = |_: usize, sip: usize, m: usize| sip * c + order[m] as usize;
+        // First lane rings: the key is the cube, the job the other coordinate.
+        let rows_first = |cube: usize, y: usize, x: usize| p(x, y, cube);
+        let cols_first = |cube: usize, x: usize, y: usize| p(x, y, cube);
+        // Second: the key is the fixed coordinate and the cube, one job.
+        let rows_second = |key: usize, _: usize, x: usize| p(x, key / c, key % c);
+        let cols_second = |key: usize, _: usize, y: usize| p(key / c, y, key % c);
+        let intra = (QDir::IntraE, QDir::IntraW);
+        let (e, s) = (
+            (QDir::GlobalE, QDir::GlobalW),
+            (QDir::GlobalS, QDir::GlobalN),
+        );
+        let levels = [
+            Level::new("cube ring", c, intra, (1, w * h), &cube_digit),
+            Level::new("rows first", w, e, (c, h), &rows_first),
+            Level::new("columns first", h, s, (c, w), &cols_first),
+            Level::new("rows second", w, e, (h * c, 1), &rows_second),
+            Level::new("columns second", h, s, (w * c, 1), &cols_second),
+        ];
+        // (position, key) of this member on each level.
+        let on = [
+            (at.pos, 0),
+            (at.sx, at.cube),
+            (at.sy, at.cube),
+            (at.sx, at.sy * c + at.cube),
+            (at.sy, at.sx * c + at.cube),
+        ];
+        let mut both = |l: usize| {
+            let (pos, key) = on[l];
+            [0, 1].map(|d| levels[l].way(tl, pos, key, d, shift))
+        };
+        Rings {
+            cube: both(0),
+            rows_first: both(1),
+            cols_first: both(2),
+            rows_second: both(3),
+            cols_second: both(4),
+        }
+    }
+}
+
+/// Lane direction `q` of cube-ring half `half`: a quarter of every block.
+fn quarter(half: usize, q: usize) -> Vec<Index> {
+    vec![half.into(), q.into()]
+}
+
+/// The jobs of the three phases: the cube ring carries half `h` of every
+/// block one way and half 1 − h the other; the first lane phase runs half
+/// 0's row rings and half 1's column rings, the second the other way round,
+/// each ring both ways with a quarter.
+fn jobs(r: &Rings, g: &Group) -> [Vec<RingJob>; 3] {
+    let sips = g.sips as usize;
+    let l0 = (0..sips)
+        .flat_map(|s| (0..2).map(move |half| r.cube[half].job(s, vec![half.into()])))
+        .collect();
+    let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
+    let mut first = Vec::new();
+    for k in 0..w.max(h) {
+        for q in 0..2 {
+            if k < h {
+                first.push(r.rows_first[q].job(k, quarter(0, q)));
+            }
+            if k < w {
+                first.push(r.cols_first[q].job(k, quarter(1, q)));
+            }
+        }
+    }
+    let second = (0..2)
+        .flat_map(|q| {
+            [
+                r.cols_second[q].job(0, quarter(0, q)),
+                r.rows_second[q].job(0, quarter(1, q)),
+            ]
+        })
+        .collect();
+    [l0, first, second]
+}
+
+/// The participant-first buffer: blocks, cube-ring halves, lane quarters, pieces.
+fn buffer(tl: &mut Tl, a: &KernelArgs) -> Buffer {
+    let (n, elems) = (a.group.size(), a.job.elems);
+    let pieces = a.pieces(elems / (n * 4), 1);
+    Buffer::new(a.buffer(tl), elems, &[n, 2, 2, pieces])
+}
+
+/// Reduce-scatter or all-gather of participant `me`.
+pub(super) fn kernel(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
+    let g = a.group;
+    if g.size() == 1 {
+        return;
+    }
+    let rs = a.job.collective == Collective::ReduceScatter;
+    let rings = Rings::new(tl, &g, at, usize::from(rs));
+    let [l0, l1, l2] = jobs(&rings, &g);
+    let mut buf = buffer(tl, a);
+    if rs {
+        reduce_scatter(tl, a.job.op, &mut buf, &l0);
+        reduce_scatter(tl, a.job.op, &mut buf, &l1);
+        reduce_scatter(tl, a.job.op, &mut buf, &l2);
+        let own = tl.param(at.me as i64);
+        buf.store(tl, &buf.atoms(&[own.into()]));
+        return;
+    }
+    // Each participant's own block is in place already; every block it
+    // receives is final, stored at once and kept for the next level.
+    let (c, lanes) = (g.cubes_per_sip(), g.sips);
+    let keep = |reuse| Keep {
+        own: false,
+        received: true,
+        reuse,
+    };
+    let own = |jobs: &[RingJob]| -> Vec<Sym> { jobs.iter().map(|j| j.ring.me).collect() };
+    all_gather(tl, &mut buf, &l2, &own(&l2), keep(lanes > 1 || c > 1));
+    all_gather(tl, &mut buf, &l1, &own(&l1), keep(c > 1));
+    all_gather(tl, &mut buf, &l0, &own(&l0), keep(false));
+}
