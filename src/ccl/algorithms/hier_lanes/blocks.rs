@@ -184,35 +184,44 @@ fn quarter(half: usize, q: usize) -> Vec<Index> {
 }
 
 /// The jobs of the three phases: the cube ring carries half `h` of every
-/// block one way and half 1 − h the other; the first lane phase runs half
-/// 0's row rings and half 1's column rings, the second the other way round,
-/// each ring both ways with a quarter.
+/// block one way and half 1 − h the other; in the lane phases each ring
+/// runs both ways with a quarter. Half 0 reduces along rows first, half 1
+/// along columns first, so the first lane phase runs rows and columns at
+/// once, and the second the other way round; on a grid of one row (or
+/// column) both halves take its one dimension at once, not one after the
+/// other (on a long ring every step costs a hop's latency).
 fn jobs(r: &Rings, g: &Group) -> [Vec<RingJob>; 3] {
     let sips = g.sips as usize;
     let l0 = (0..sips)
         .flat_map(|s| (0..2).map(move |half| r.cube[half].job(s, vec![half.into()])))
         .collect();
     let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
-    let mut first = Vec::new();
-    for k in 0..w.max(h) {
-        for q in 0..2 {
-            if k < h {
-                first.push(r.rows_first[q].job(k, quarter(0, q)));
-            }
-            if k < w {
-                first.push(r.cols_first[q].job(k, quarter(1, q)));
-            }
+    let mut first = [Vec::new(), Vec::new()];
+    let mut second = [Vec::new(), Vec::new()];
+    for (half, rows_first) in [(0, w > 1), (1, h == 1)] {
+        // Rows first: one ring per row, then the own column's ring.
+        let (ring, rings, then) = if rows_first {
+            (&r.rows_first, h, &r.cols_second)
+        } else {
+            (&r.cols_first, w, &r.rows_second)
+        };
+        for k in 0..rings {
+            first[half].extend((0..2).map(|q| ring[q].job(k, quarter(half, q))));
         }
+        second[half].extend((0..2).map(|q| then[q].job(0, quarter(half, q))));
     }
-    let second = (0..2)
-        .flat_map(|q| {
-            [
-                r.cols_second[q].job(0, quarter(0, q)),
-                r.rows_second[q].job(0, quarter(1, q)),
-            ]
-        })
-        .collect();
+    let [first, second] = [first, second].map(alternate);
     [l0, first, second]
+}
+
+/// The jobs of both halves in turn (their rings advance atom by atom in
+/// this order).
+fn alternate([a, b]: [Vec<RingJob>; 2]) -> Vec<RingJob> {
+    let n = a.len().max(b.len());
+    let (mut a, mut b) = (a.into_iter(), b.into_iter());
+    (0..n)
+        .flat_map(|_| a.next().into_iter().chain(b.next()))
+        .collect()
 }
 
 /// The participant-first buffer: blocks, cube-ring halves, lane quarters, pieces.
