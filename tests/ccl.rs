@@ -311,8 +311,8 @@ fn matrix(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) {
             }
         }
     }
-    // 24 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
-    assert_eq!(runs, 24 * 4 * 3);
+    // 25 supported (algorithm, collective) pairs × 4 cube meshes × 3 buffer kinds.
+    assert_eq!(runs, 25 * 4 * 3);
 }
 
 #[test]
@@ -435,13 +435,13 @@ fn latency_matrix_mesh_2d_no_wrap() {
 }
 
 /// hier_lanes' reduce-scatter and all-gather, whose rings hand each
-/// participant a set of participant blocks, on the latency matrix's groups
-/// (1, 2, 5, 6 and 16 SIPs of 1×1, 2×3 and 4×4 cubes, every SIP topology) at
-/// 3 and 131 elements: every participant ends with exactly its block of the
-/// uneven split (reduce-scatter) or every block (all-gather), never under
-/// the bound.
+/// participant a set of participant blocks, and its broadcast trees, on the
+/// latency matrix's groups (1, 2, 5, 6 and 16 SIPs of 1×1, 2×3 and 4×4
+/// cubes, every SIP topology) at 3 and 131 elements: every participant ends
+/// with exactly its block of the uneven split (reduce-scatter) or every
+/// block (all-gather, broadcast), never under the bound.
 #[test]
-fn hier_lanes_blocks_on_uneven_groups() {
+fn hier_lanes_on_uneven_groups() {
     let grids = [
         (1, (1, 1)),
         (2, (2, 1)),
@@ -464,7 +464,11 @@ fn hier_lanes_blocks_on_uneven_groups() {
             let sys = sips(n, topology, grid, cubes);
             let config = cfg("hier_lanes", BUFFERS[k % 3], 2);
             let (mut m, c) = common::communicator(&sys, &config, DataMode::Functional).unwrap();
-            for collective in [Collective::ReduceScatter, Collective::AllGather] {
+            for collective in [
+                Collective::ReduceScatter,
+                Collective::AllGather,
+                Collective::Broadcast,
+            ] {
                 for (elems, op) in [(3, OPS[k % 3]), (131, OPS[(k + 1) % 3])] {
                     let what = format!(
                         "{collective} {op:?} {elems} elements on {n} SIPs {topology:?} {grid:?}, cubes {cubes:?}"
@@ -482,7 +486,7 @@ fn hier_lanes_blocks_on_uneven_groups() {
             }
         }
     }
-    assert_eq!(runs, 3 * 15 * 2 * 2);
+    assert_eq!(runs, 3 * 15 * 3 * 2);
 }
 
 /// ADR-0032 against the every-lane hierarchical all-reduce on a 16-SIP 4×4

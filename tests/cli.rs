@@ -693,27 +693,35 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
     ]);
     r.expect_code(0);
     let out = &r.stdout;
-    // Broadcast is supported by ring, bidir_ring, tree, dbtree and dims
-    // (and their ccl entries), not by hier_lanes (all-reduce and reduce).
+    // Broadcast is supported by ring, bidir_ring, tree, dbtree, dims and
+    // hier_lanes (and their ccl entries: hier_lanes twice).
+    const ENTRIES: [&str; 7] = [
+        "ring",
+        "bidir_ring",
+        "tree",
+        "dbtree",
+        "dims",
+        "hier_lanes",
+        "hier_lanes_deep",
+    ];
     let tables: Vec<&str> = out
         .lines()
         .filter(|l| l.starts_with("# broadcast / "))
         .collect();
-    assert_eq!(tables.len(), 5, "{out}");
+    assert_eq!(tables.len(), 7, "{out}");
     // Each table names its entry.
-    for entry in ["ring", "bidir_ring", "tree", "dbtree", "dims"] {
+    for entry in ENTRIES {
         assert!(
             tables.contains(&format!("# broadcast / {entry}, op sum").as_str()),
             "{out}"
         );
     }
-    assert!(!out.contains("# broadcast / hier_lanes"), "{out}");
     let checked: Vec<RunRow> = out
         .split("# broadcast / ")
         .skip(1)
         .flat_map(run_rows)
         .collect();
-    assert_eq!(checked.len(), 10, "5 entries x 2 sizes:\n{out}");
+    assert_eq!(checked.len(), 14, "7 entries x 2 sizes:\n{out}");
     for row in &checked {
         assert_eq!((row.redop.as_str(), row.root), ("none", 0), "{row:?}");
         assert_eq!(
@@ -723,7 +731,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         );
     }
     let best = out
-        .split("# best per size (of 5 entries)\n")
+        .split("# best per size (of 7 entries)\n")
         .nth(1)
         .unwrap_or_else(|| panic!("no summary in:\n{out}"));
     let rows: Vec<&str> = best.lines().skip(1).collect();
@@ -731,10 +739,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
     for (row, size) in rows.iter().zip(["4096", "16384"]) {
         let f: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(f[0], size, "{row}");
-        assert!(
-            ["ring", "bidir_ring", "tree", "dbtree", "dims"].contains(&f[1]),
-            "{row}"
-        );
+        assert!(ENTRIES.contains(&f[1]), "{row}");
         assert!(row.ends_with('x'), "the runner-up's ratio: {row}");
     }
     let r = kernbench(&["run", "--algorithm", "all", "--trace", "t.json"]);
@@ -995,7 +1000,7 @@ fn list_shows_presets_plans_and_what_each_algorithm_supports() {
     );
     assert_eq!(
         entry("hier_lanes"),
-        "hier_lanes hier_lanes all_reduce, reduce_scatter, all_gather, reduce ring_1d, torus_2d, mesh_2d_no_wrap"
+        "hier_lanes hier_lanes all_reduce, reduce_scatter, all_gather, broadcast, reduce ring_1d, torus_2d, mesh_2d_no_wrap"
     );
     assert_eq!(
         entry("pairwise"),

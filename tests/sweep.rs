@@ -25,8 +25,8 @@ fn smoke_sweep_writes_results_plots_and_is_deterministic() {
     let n = plan.points().len();
     assert_eq!(
         n,
-        3 * 2 * 21 * 2,
-        "3 topologies x 2 buffers x 21 (collective, algorithm) pairs x 2 sizes"
+        3 * 2 * 22 * 2,
+        "3 topologies x 2 buffers x 22 (collective, algorithm) pairs x 2 sizes"
     );
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let out = run(&plan, &opts(a.path(), None, false)).unwrap();

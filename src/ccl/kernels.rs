@@ -493,12 +493,14 @@ pub fn all_gather(tl: &mut Tl, buf: &mut Buffer, jobs: &[RingJob], own: &[Sym], 
 
 /// One pipelined chain through this member: the part of the buffer under
 /// `prefix`, cut into pieces, arriving on `from` (None: this member is the
-/// head) and leaving on `to` (None: the tail).
+/// head) and leaving on `to` (None: the tail) and, in a broadcast tree, on
+/// every one of `branches` too.
 #[derive(Debug, Clone)]
 pub struct Chain {
     pub prefix: Vec<Index>,
     pub from: Option<QDir>,
     pub to: Option<QDir>,
+    pub branches: Vec<QDir>,
     /// When piece 0 reaches this member, in piece times after the head
     /// sends it (its distance from the head).
     pub offset: usize,
@@ -564,7 +566,7 @@ fn run_piece(tl: &mut Tl, buf: &Buffer, kind: ChainKind, c: &Chain, piece: Sym) 
             combine(tl, op, mine, x)
         }
     };
-    if let Some(to) = c.to {
+    for &to in c.to.iter().chain(&c.branches) {
         tl.send(to, t);
     }
     let stores = match kind {

@@ -187,6 +187,7 @@ fn chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
         prefix: vec![part.into()],
         from,
         to,
+        branches: Vec::new(),
         offset,
     };
     let mut all = Vec::new();

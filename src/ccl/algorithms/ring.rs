@@ -114,6 +114,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
                     prefix: Vec::new(),
                     from: (me > 0).then_some(QDir::W),
                     to: (me + 1 < n).then_some(QDir::E),
+                    branches: Vec::new(),
                     offset: me,
                 };
                 (ChainKind::Broadcast, chain)
@@ -122,6 +123,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
                     prefix: Vec::new(),
                     from: (me + 1 < n).then_some(QDir::E),
                     to: (me > 0).then_some(QDir::W),
+                    branches: Vec::new(),
                     offset: n - 1 - me,
                 };
                 (ChainKind::Reduce(op), chain)

@@ -10,9 +10,11 @@
 //! Reduce runs the same rings; only participant 0 stores what it gathers
 //! (a ring gather to one member costs what the all-gather costs).
 //! Reduce-scatter stops after the reduce-scatter levels and all-gather
-//! starts from the all-gather levels ([`blocks`]).
+//! starts from the all-gather levels ([`blocks`]); broadcast pipelines the
+//! root's shares over the lanes and every SIP's cube ring ([`broadcast`]).
 
 mod blocks;
+mod broadcast;
 
 use super::ring::me;
 use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
@@ -62,6 +64,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let at = Coords::of(tl, &a.group);
     match a.job.collective {
         Collective::ReduceScatter | Collective::AllGather => blocks::kernel(tl, a, &at),
+        Collective::Broadcast => broadcast::kernel(tl, a, &at),
         _ => all_reduce(tl, a, &at),
     }
 }
@@ -178,13 +181,14 @@ impl Algorithm for HierLanes {
         "hier_lanes"
     }
     fn summary(&self) -> &'static str {
-        "intra-SIP reduce-scatter, per-cube inter-SIP all-reduce on every lane, intra-SIP all-gather (for reduce, only participant 0 stores; reduce-scatter and all-gather run their half); bidirectional rings"
+        "intra-SIP reduce-scatter, per-cube inter-SIP all-reduce on every lane, intra-SIP all-gather (for reduce, only participant 0 stores; reduce-scatter and all-gather run their half); bidirectional rings; broadcast as pipelined trees over the cube rings and lanes"
     }
     fn collectives(&self) -> &'static [Collective] {
         &[
             Collective::AllReduce,
             Collective::ReduceScatter,
             Collective::AllGather,
+            Collective::Broadcast,
             Collective::Reduce,
         ]
     }
