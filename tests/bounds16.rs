@@ -148,15 +148,16 @@ mod small {
 /// 64 MiB: the HBM port (participant 0's cube reads and writes its buffer)
 /// sets every bound but all-to-all's on the ring and the mesh (bisection).
 /// `hier_lanes_deep` (hier_lanes' every-lane rings with 16 slots of 32 KiB
-/// per queue) is best for every other collective: 85–97% for reduce-scatter
+/// per queue) is best for every other collective: 87–97% for reduce-scatter
 /// and all-gather (rings over participant blocks: the cube ring, then each
-/// cube's lanes, rows and columns at once), 84–91% for all-reduce and
-/// reduce, 90–91% for broadcast (pipelined trees: the root SIP's cube ring,
-/// each cube's share over its lanes, the other SIPs' cube rings). The
+/// cube's lanes, rows and columns at once, or on the mesh one ring through
+/// every SIP), 84–91% for all-reduce and reduce, 90–91% for broadcast
+/// (pipelined trees: the root SIP's cube ring, each cube's share over its
+/// lanes, the other SIPs' cube rings). The
 /// shipped `hier_lanes` entry's 4 slots of 64 KiB cannot cover a chunk's
 /// round trip over NoC and UCIe hops (~1.1k ticks), so each cube-ring link
 /// idles a quarter of the time: 62–70% for all-reduce and reduce (pinned
-/// next to the deep entry: they were these cells' best), 66–73% for
+/// next to the deep entry: they were these cells' best), 68–73% for
 /// reduce-scatter and all-gather; its broadcast, whose queues must hold a
 /// piece of every share, is slower still (14%, bidir_ring's chains 29%).
 ///
@@ -217,8 +218,8 @@ mod large {
                 524288,
                 &[("hier_lanes", 841182), ("hier_lanes_deep", 626941)],
             ),
-            cell(ReduceScatter, 263168, &[("hier_lanes_deep", 309442)]),
-            cell(AllGather, 263168, &[("hier_lanes_deep", 285646)]),
+            cell(ReduceScatter, 263168, &[("hier_lanes_deep", 302565)]),
+            cell(AllGather, 263168, &[("hier_lanes_deep", 278334)]),
             cell(Broadcast, 262144, &[("hier_lanes_deep", 288713)]),
             cell(
                 Reduce,

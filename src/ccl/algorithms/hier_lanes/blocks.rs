@@ -12,9 +12,10 @@
 //! last level exactly its own block: no final exchange.
 
 use super::Coords;
-use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, reduce_scatter};
+use crate::ccl::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
 use crate::ccl::{Collective, Group, KernelArgs};
 use crate::kernel::{Index, Sym, Tl};
+use crate::spec::SipTopology;
 use kernbench_systems::program::QDir;
 use std::sync::Arc;
 
@@ -122,13 +123,53 @@ impl LevelRing {
 /// 1 along columns first, so rows and columns run at once and every lane
 /// of a cube is busy in both lane phases. The first lane ring of a half
 /// holds a block of every row (columns: every column) of the grid; the
-/// second only its own.
+/// second only its own. On a mesh the lanes may instead run one ring
+/// through every SIP ([`snake`]).
 struct Rings {
     cube: [LevelRing; 2],
     rows_first: [LevelRing; 2],
     cols_first: [LevelRing; 2],
     rows_second: [LevelRing; 2],
     cols_second: [LevelRing; 2],
+    snake: Option<[LevelRing; 2]>,
+}
+
+/// The SIPs in ring order when the lanes run one ring through them all: a
+/// mesh without wrap links whose grid has an even side, where
+/// [`grid_cycle`]'s snake steps between grid neighbours only, on the
+/// global queues the rows and columns use. A row or column ring there
+/// would close with a hop back across the whole row, and every ring step
+/// would wait for it.
+fn snake(g: &Group) -> Option<Vec<u32>> {
+    let (w, h) = g.grid;
+    let even = w.is_multiple_of(2) || h.is_multiple_of(2);
+    (g.topology == SipTopology::Mesh2dNoWrap && w > 1 && h > 1 && even).then(|| grid_cycle(w, h))
+}
+
+/// The global queue from SIP `a` to its grid neighbour `b`.
+fn toward(a: u32, b: u32, w: u32) -> QDir {
+    match b {
+        _ if b == a + 1 => QDir::GlobalE,
+        _ if b + 1 == a => QDir::GlobalW,
+        _ if b == a + w => QDir::GlobalS,
+        _ => QDir::GlobalN,
+    }
+}
+
+/// This member's snake ring both ways round (its position and the
+/// directions of its neighbours on the snake).
+fn snake_ring(tl: &mut Tl, g: &Group, at: &Coords, shift: usize) -> Option<[LevelRing; 2]> {
+    let order = snake(g)?;
+    let (n, c, w) = (order.len(), g.cubes_per_sip() as usize, g.grid.0);
+    let sip = (at.sy * w as usize + at.sx) as u32;
+    let pos = order.iter().position(|&s| s == sip)?;
+    let dirs = (
+        toward(sip, order[(pos + 1) % n], w),
+        toward(sip, order[(pos + n - 1) % n], w),
+    );
+    let digit = |cube: usize, _: usize, m: usize| order[m] as usize * c + cube;
+    let level = Level::new("snake", n, dirs, (c, 1), &digit);
+    Some([0, 1].map(|d| level.way(tl, pos, at.cube, d, shift)))
 }
 
 impl Rings {
@@ -174,9 +215,13 @@ impl Rings {
             cols_first: both(2),
             rows_second: both(3),
             cols_second: both(4),
+            snake: snake_ring(tl, g, at, shift),
         }
     }
 }
+
+/// (half, lane direction) of the quarters, the directions in turn.
+const QUARTERS: [(usize, usize); 4] = [(0, 0), (0, 1), (1, 0), (1, 1)];
 
 /// Lane direction `q` of cube-ring half `half`: a quarter of every block.
 fn quarter(half: usize, q: usize) -> Vec<Index> {
@@ -189,12 +234,17 @@ fn quarter(half: usize, q: usize) -> Vec<Index> {
 /// along columns first, so the first lane phase runs rows and columns at
 /// once, and the second the other way round; on a grid of one row (or
 /// column) both halves take its one dimension at once, not one after the
-/// other (on a long ring every step costs a hop's latency).
+/// other (on a long ring every step costs a hop's latency); on a snake
+/// every quarter runs around it in the first lane phase.
 fn jobs(r: &Rings, g: &Group) -> [Vec<RingJob>; 3] {
     let sips = g.sips as usize;
     let l0 = (0..sips)
         .flat_map(|s| (0..2).map(move |half| r.cube[half].job(s, vec![half.into()])))
         .collect();
+    if let Some(snake) = &r.snake {
+        let first = QUARTERS.map(|(half, q)| snake[q].job(0, quarter(half, q)));
+        return [l0, first.to_vec(), Vec::new()];
+    }
     let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
     let mut first = [Vec::new(), Vec::new()];
     let mut second = [Vec::new(), Vec::new()];
