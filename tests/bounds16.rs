@@ -158,8 +158,10 @@ mod small {
 /// round trip over NoC and UCIe hops (~1.1k ticks), so each cube-ring link
 /// idles a quarter of the time: 62–70% for all-reduce and reduce (pinned
 /// next to the deep entry: they were these cells' best), 68–73% for
-/// reduce-scatter and all-gather; its broadcast, whose queues must hold a
-/// piece of every share, is slower still (14%, bidir_ring's chains 29%).
+/// reduce-scatter and all-gather; its `chunks: 1`, which suits rings whose
+/// blocks pipeline atom by atom, leaves the broadcast trees unpipelined
+/// (14%; 63% with `chunks: auto`, whose queues then hold too few of the
+/// pieces every tree passing them sends; bidir_ring's chains 29%).
 ///
 /// Gap: all-to-all (`pairwise`) is far from the HBM and bisection terms.
 mod large {
