@@ -91,6 +91,7 @@ fn advance(world: &mut World) {
     world.resource_mut::<network::RoutedAhead>().0 = false;
     let mut clock = world.resource_mut::<Clock>();
     clock.steps += 1;
+    clock.schedule_runs += 1;
     match next {
         Some(t) => {
             debug_assert!(
