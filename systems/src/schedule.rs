@@ -112,19 +112,9 @@ fn advance(world: &mut World) {
 fn tick_schedule() -> Schedule {
     let mut s = Schedule::new(TickSchedule);
     s.set_executor(SingleThreadedExecutor::new());
-    s.configure_sets(
-        (
-            Stage::KernelStep,
-            Stage::Dma,
-            Stage::Routing,
-            Stage::Delivery,
-            Stage::CreditReturn,
-            Stage::Stats,
-            Stage::Inject,
-            Stage::Advance,
-        )
-            .chain(),
-    );
+    for pair in Stage::ORDER.windows(2) {
+        s.configure_sets(pair[1].after(pair[0]));
+    }
     s.add_systems(delivery.run_if(delivery_work).in_set(Stage::Delivery));
     s.add_systems(stats.in_set(Stage::Stats));
     s.add_systems(advance.in_set(Stage::Advance));
