@@ -313,10 +313,11 @@ fn embedded_default_has_the_shipped_entries() {
         "rhd",
         "dbtree",
         "dims",
+        "dims_sram",
     ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 11, "{got:?}");
+    assert_eq!(got.len(), 12, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -382,13 +383,11 @@ fn embedded_entries_inherit_from_defaults() {
     // The all-to-all entries set their own queues (n−1 or 2⌈log2 n⌉ per
     // participant), rhd (a step's half in up to log2 n + 1 ranges) and
     // dbtree (pieces pipelined over six queues), dims (a queue to every
-    // other member of each line); every other entry
+    // other member of each line, in tcm or sram); every other entry
     // inherits them.
-    for e in c
-        .entries
-        .iter()
-        .filter(|e| !["pairwise", "bruck", "rhd", "dbtree", "dims"].contains(&e.name.as_str()))
-    {
+    for e in c.entries.iter().filter(|e| {
+        !["pairwise", "bruck", "rhd", "dbtree", "dims", "dims_sram"].contains(&e.name.as_str())
+    }) {
         assert_eq!(e.buffer_kind, c.defaults.buffer_kind, "{}", e.name);
         assert_eq!(e.n_slots, c.defaults.n_slots, "{}", e.name);
         assert_eq!(e.slot_size, c.defaults.slot_size, "{}", e.name);
@@ -401,6 +400,7 @@ fn embedded_entries_inherit_from_defaults() {
     assert_eq!(queues("bruck"), (Space::Sram, 64, 4096, Chunks::Auto));
     assert_eq!(queues("rhd"), (Space::Tcm, 16, 8192, Chunks::Auto));
     assert_eq!(queues("dims"), (Space::Tcm, 4, 8192, Chunks::Auto));
+    assert_eq!(queues("dims_sram"), (Space::Sram, 4, 8192, Chunks::Auto));
     assert_eq!(queues("dbtree"), (Space::Tcm, 16, 16384, Chunks::Auto));
 }
 

@@ -694,14 +694,15 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
     r.expect_code(0);
     let out = &r.stdout;
     // Broadcast is supported by ring, bidir_ring, tree, dbtree and dims
-    // (and their ccl entries), not by hier_lanes (all-reduce and reduce).
+    // (and their ccl entries: dims twice, in tcm and in sram), not by
+    // hier_lanes (all-reduce and reduce).
     let tables: Vec<&str> = out
         .lines()
         .filter(|l| l.starts_with("# broadcast / "))
         .collect();
-    assert_eq!(tables.len(), 5, "{out}");
+    assert_eq!(tables.len(), 6, "{out}");
     // Each table names its entry.
-    for entry in ["ring", "bidir_ring", "tree", "dbtree", "dims"] {
+    for entry in ["ring", "bidir_ring", "tree", "dbtree", "dims", "dims_sram"] {
         assert!(
             tables.contains(&format!("# broadcast / {entry}, op sum").as_str()),
             "{out}"
@@ -713,7 +714,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         .skip(1)
         .flat_map(run_rows)
         .collect();
-    assert_eq!(checked.len(), 10, "5 entries x 2 sizes:\n{out}");
+    assert_eq!(checked.len(), 12, "6 entries x 2 sizes:\n{out}");
     for row in &checked {
         assert_eq!((row.redop.as_str(), row.root), ("none", 0), "{row:?}");
         assert_eq!(
@@ -723,7 +724,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         );
     }
     let best = out
-        .split("# best per size (of 5 entries)\n")
+        .split("# best per size (of 6 entries)\n")
         .nth(1)
         .unwrap_or_else(|| panic!("no summary in:\n{out}"));
     let rows: Vec<&str> = best.lines().skip(1).collect();
@@ -732,7 +733,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         let f: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(f[0], size, "{row}");
         assert!(
-            ["ring", "bidir_ring", "tree", "dbtree", "dims"].contains(&f[1]),
+            ["ring", "bidir_ring", "tree", "dbtree", "dims", "dims_sram"].contains(&f[1]),
             "{row}"
         );
         assert!(row.ends_with('x'), "the runner-up's ratio: {row}");
