@@ -30,9 +30,17 @@ const OPS_PER_SEND: f64 = 3.5;
 pub const TRACE_FILE_BYTES_PER_EVENT: f64 = 114.0;
 /// Wall time to write one trace event (same run: 25.5 s traced, 3.1 s not).
 const SECONDS_PER_TRACE_EVENT: f64 = 1.3e-6;
-/// Wall time per message (chunk, credit, load, store) and per packet-hop.
-const SECONDS_PER_MESSAGE: f64 = 100e-9;
-const SECONDS_PER_PACKET_HOP: f64 = 30e-9;
+/// Wall time per message (chunk, credit, load, store), per packet-hop and
+/// per schedule run (a visited tick where more than packets move: every
+/// stage's run condition, parameters and `advance`), fitted to 231 points of
+/// the default sweep with their counted messages, hops and runs (docs/model.md
+/// §Cost estimate).
+const SECONDS_PER_MESSAGE: f64 = 460e-9;
+const SECONDS_PER_PACKET_HOP: f64 = 18e-9;
+const SECONDS_PER_SCHEDULE_RUN: f64 = 2.4e-6;
+/// Schedule runs per message when the participants do not act in lockstep
+/// (its send, arrival, receive and credit mostly fall on ticks of their own).
+const SCHEDULE_RUNS_PER_MESSAGE: f64 = 2.5;
 
 /// The estimate of one run (or of a build alone).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -42,6 +50,8 @@ pub struct Estimate {
     pub ops: f64,
     pub messages: f64,
     pub packet_hops: f64,
+    /// Visited ticks that run the whole schedule.
+    pub schedule_runs: f64,
     pub trace_events: f64,
     pub peak_bytes: f64,
     pub seconds: f64,
@@ -105,6 +115,7 @@ impl Estimate {
             ops: 0.0,
             messages: 0.0,
             packet_hops: 0.0,
+            schedule_runs: 0.0,
             trace_events: 0.0,
             peak_bytes: peak,
             seconds: links as f64 * 20e-9,
@@ -168,6 +179,8 @@ impl Estimate {
         e.packet_hops = p
             * work.sends
             * (chunk_messages * packets_per_chunk * hops + 2.0 * tile_packets * noc_hops);
+        e.schedule_runs = e.messages * SCHEDULE_RUNS_PER_MESSAGE
+            / lockstep(&config.algorithm, &g, job.collective);
         if trace {
             e.trace_events = e.ops + e.packet_hops + e.messages;
         }
@@ -180,6 +193,7 @@ impl Estimate {
         e.peak_bytes += held_ops * BYTES_PER_OP + registers * BYTES_PER_REGISTER + values;
         e.seconds += e.messages * SECONDS_PER_MESSAGE
             + e.packet_hops * SECONDS_PER_PACKET_HOP
+            + e.schedule_runs * SECONDS_PER_SCHEDULE_RUN
             + e.trace_events * SECONDS_PER_TRACE_EVENT;
         e
     }
@@ -240,6 +254,30 @@ impl Budget {
     }
 }
 
+/// How many participants act on the same ticks, so that one schedule run
+/// serves them all (fitted to the counts of tests/estimate.rs and the
+/// default sweep): every member of a ring or exchange steps together; a
+/// binomial reduce steps a level at a time; pipelined chains and broadcast
+/// trees are staggered by their position, as are adr0032's chains and
+/// hier_lanes' all-reduce rings on a mesh without wrap-around, whose
+/// closing hops are longer than the others (its reduce-scatter and
+/// all-gather run along the snake there, in step).
+fn lockstep(algorithm: &str, g: &Group, c: Collective) -> f64 {
+    use Collective::{AllReduce, Broadcast, Reduce};
+    let n = g.size().max(1) as f64;
+    let mesh = g.topology == crate::spec::SipTopology::Mesh2dNoWrap;
+    match (algorithm, c) {
+        ("tree", Reduce) => n / n.log2().ceil().max(1.0),
+        ("tree" | "dbtree", _) => 1.0,
+        ("ring" | "bidir_ring" | "hier_lanes", Broadcast) => 1.0,
+        ("ring" | "bidir_ring", Reduce) => 1.0,
+        ("adr0032", _) if mesh => 1.0,
+        ("hier_lanes", AllReduce | Reduce) if mesh => 4.0,
+        ("hier_lanes", Reduce) => n / 2.0,
+        _ => n,
+    }
+}
+
 /// Sends per participant and their size for one run of `algorithm`
 /// (docs/model.md §Cost estimate gives each line's reasoning).
 /// `depth(bytes per send, stages)` is the pipeline depth of such a send.
@@ -255,8 +293,10 @@ pub fn work(
     let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
     let levels = p.log2().ceil().max(1.0);
     let (sends, size) = match (algorithm, c) {
-        ("tree", Collective::AllReduce) => (2.0 * levels, bytes),
-        ("tree", _) => (levels, bytes),
+        // A binomial tree's p − 1 edges carry the buffer once each way:
+        // about one send per participant and direction.
+        ("tree", Collective::AllReduce) => (2.0, bytes),
+        ("tree", _) => (1.0, bytes),
         // Each tree's n − 1 links carry its half once each way: about one
         // send per participant, tree and direction.
         ("dbtree", Collective::AllReduce) => (4.0, bytes / 2.0),
@@ -270,15 +310,34 @@ pub fn work(
             let per_phase = levels * (levels + 1.0) / 2.0;
             (phases * per_phase, bytes * (p - 1.0) / p / per_phase)
         }
-        ("adr0032", _) => (4.0 + (w - 1.0 + h - 1.0).max(1.0) * 2.0, bytes),
-        // Reduce-scatter and all-gather run half of the all-reduce's rings.
-        ("hier_lanes", Collective::ReduceScatter | Collective::AllGather) => (
-            2.0 * ((cubes - 1.0) + (w - 1.0) + (h - 1.0)),
-            bytes / (2.0 * cubes).max(1.0),
-        ),
+        // Phases 1, 2, 4 and 5 cross the cube mesh (none with one cube);
+        // phase 3 sends the whole buffer once per other SIP of each line of
+        // a ring or torus, and reduces then broadcasts it along each line
+        // of a mesh.
+        ("adr0032", _) => {
+            let lines = if g.topology == crate::spec::SipTopology::Mesh2dNoWrap {
+                2.0 * (f64::from(u8::from(w > 1.0)) + f64::from(u8::from(h > 1.0)))
+            } else {
+                w - 1.0 + h - 1.0
+            };
+            (if cubes > 1.0 { 4.0 } else { 0.0 } + lines.max(1.0), bytes)
+        }
+        // Reduce-scatter and all-gather: a send per quarter of a
+        // participant block (S/4p) and ring step; the cube ring moves a
+        // half of every SIP's blocks, the lanes a quarter of each block of
+        // the rings' members ([`hier_lanes_block_sends`]).
+        ("hier_lanes", Collective::ReduceScatter | Collective::AllGather) => {
+            (hier_lanes_block_sends(g), bytes / (4.0 * p))
+        }
+        // Broadcast: 2c trees (two parts of a share per cube), each over
+        // every participant: about 2c sends of S/2c per participant.
+        ("hier_lanes", Collective::Broadcast) => (2.0 * cubes, bytes / (2.0 * cubes)),
+        // Every atom (a 1/(4cwh) of the buffer) is its own send: per pass,
+        // the cube ring's c − 1 steps move 4wh atoms, the rows' w − 1 steps
+        // 4h, the columns' h − 1 steps 4; a pass each way.
         ("hier_lanes", _) => (
-            4.0 * ((cubes - 1.0) + (w - 1.0) + (h - 1.0)),
-            bytes / (2.0 * cubes).max(1.0),
+            2.0 * (4.0 * w * h * (cubes - 1.0) + 4.0 * h * (w - 1.0) + 4.0 * (h - 1.0)),
+            bytes / (4.0 * cubes * w * h),
         ),
         (_, Collective::AllReduce) => (2.0 * (p - 1.0), bytes / p),
         (_, Collective::ReduceScatter | Collective::AllGather | Collective::AllToAll) => {
@@ -293,6 +352,10 @@ pub fn work(
         ("dbtree", Collective::AllReduce) => 2 * (levels as usize + 1),
         ("dbtree", _) => levels as usize + 1,
         ("ring", Collective::Broadcast | Collective::Reduce) => g.size().max(2) - 1,
+        // The deepest member: the cube ring twice, a row and a column.
+        ("hier_lanes", Collective::Broadcast) => {
+            (2.0 * (cubes - 1.0) + w + h - 2.0).max(1.0) as usize
+        }
         _ => 1,
     };
     let pieces = depth(size, stages);
@@ -301,6 +364,27 @@ pub fn work(
         bytes_per_send: (size / pieces).max(2.0),
         pieces,
     }
+}
+
+/// Sends per participant of hier_lanes' reduce-scatter and all-gather,
+/// each of a quarter of a participant block: the cube ring's c − 1 steps
+/// move half of each of the SIP's wh blocks per direction (4wh(c − 1)); the
+/// lanes run one ring through every SIP on a mesh with an even side
+/// (4(wh − 1)), both halves along the one line of a ring of SIPs, else
+/// rows then columns for one half and columns then rows for the other.
+fn hier_lanes_block_sends(g: &Group) -> f64 {
+    let cubes = f64::from(g.cubes_per_sip());
+    let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
+    let snake = g.topology == crate::spec::SipTopology::Mesh2dNoWrap
+        && w > 1.0
+        && h > 1.0
+        && (g.grid.0 % 2 == 0 || g.grid.1 % 2 == 0);
+    let lanes = if snake || w == 1.0 || h == 1.0 {
+        4.0 * (w * h - 1.0)
+    } else {
+        2.0 * h * (w - 1.0) + 2.0 * w * (h - 1.0) + 2.0 * (w - 1.0) + 2.0 * (h - 1.0)
+    };
+    4.0 * w * h * (cubes - 1.0) + lanes
 }
 
 /// Bytes as GiB for messages.

@@ -91,6 +91,7 @@ fn advance(world: &mut World) {
     world.resource_mut::<network::RoutedAhead>().0 = false;
     let mut clock = world.resource_mut::<Clock>();
     clock.steps += 1;
+    clock.schedule_runs += 1;
     match next {
         Some(t) => {
             debug_assert!(
@@ -111,19 +112,9 @@ fn advance(world: &mut World) {
 fn tick_schedule() -> Schedule {
     let mut s = Schedule::new(TickSchedule);
     s.set_executor(SingleThreadedExecutor::new());
-    s.configure_sets(
-        (
-            Stage::KernelStep,
-            Stage::Dma,
-            Stage::Routing,
-            Stage::Delivery,
-            Stage::CreditReturn,
-            Stage::Stats,
-            Stage::Inject,
-            Stage::Advance,
-        )
-            .chain(),
-    );
+    for pair in Stage::ORDER.windows(2) {
+        s.configure_sets(pair[1].after(pair[0]));
+    }
     s.add_systems(delivery.run_if(delivery_work).in_set(Stage::Delivery));
     s.add_systems(stats.in_set(Stage::Stats));
     s.add_systems(advance.in_set(Stage::Advance));

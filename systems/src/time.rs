@@ -15,6 +15,10 @@ pub struct Clock {
     /// Schedule runs so far (one per visited tick, plus re-runs when work
     /// was added for the current tick).
     pub steps: u64,
+    /// The part of `steps` that ran the whole schedule (the rest only
+    /// routed packets: `Engine::route_ahead`); what a run's wall time
+    /// follows besides its messages and packet-hops.
+    pub schedule_runs: u64,
     /// Set by `advance` when nothing is due anywhere: the run is over.
     pub idle: bool,
 }

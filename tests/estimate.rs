@@ -1,0 +1,86 @@
+//! The cost estimate against what runs count: for every (collective,
+//! algorithm) pair of the default sweep, on the sweep's base (1×1 cubes,
+//! 64 KiB packets) at 64 SIPs, the estimated messages and schedule runs
+//! (visited ticks that run the whole schedule) stay within a fixed factor of
+//! the engine's counts. The sweep orders its points and computes its ETA
+//! from this estimate (docs/model.md §Cost estimate).
+
+mod common;
+use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
+use kernbench::estimate::Estimate;
+use kernbench::spec::{SipTopology, System};
+use kernbench_systems::memory::DataMode;
+use kernbench_systems::network::NetCounters;
+use kernbench_systems::time::Clock;
+
+/// 64 SIPs of one cube on `topology` (8×8 for the grids), 64 KiB packets.
+fn system(topology: SipTopology) -> System {
+    common::system(|s| {
+        s.system.sips.count = 64;
+        s.system.sips.topology = topology;
+        let grid = (topology != SipTopology::Ring1d).then_some(8);
+        (s.system.sips.w, s.system.sips.h) = (grid, grid);
+        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (1, 1);
+        for l in [&mut s.links.noc, &mut s.links.ucie, &mut s.links.inter_sip] {
+            l.packet_bytes = 65536;
+        }
+    })
+}
+
+/// (estimated / counted) messages and schedule runs of one run.
+fn ratios(sys: &System, algorithm: &str, collective: Collective, bytes: u64) -> (f64, f64) {
+    let config = CclConfig::embedded_default()
+        .entry(algorithm)
+        .expect("a shipped entry")
+        .clone();
+    let job = Job {
+        collective,
+        op: ReduceOp::Sum,
+        elems: (bytes / 2) as usize,
+    };
+    let est = Estimate::collective(sys, &config, &job, false, false);
+    let (mut m, comm) = common::communicator(sys, &config, DataMode::TimingOnly).unwrap();
+    comm.run(&mut m, job).unwrap();
+    let world = &m.engine.world;
+    let messages = world.resource::<NetCounters>().delivered as f64;
+    let runs = world.resource::<Clock>().schedule_runs as f64;
+    (est.messages / messages, est.schedule_runs / runs)
+}
+
+#[test]
+fn estimate_follows_counted_messages_and_schedule_runs() {
+    use Collective::{AllGather, AllReduce, Broadcast, Reduce, ReduceScatter};
+    let pairs: &[(&str, &[Collective])] = &[
+        (
+            "ring",
+            &[AllReduce, ReduceScatter, AllGather, Broadcast, Reduce],
+        ),
+        ("tree", &[AllReduce, Broadcast, Reduce]),
+        ("adr0032", &[AllReduce]),
+        (
+            "hier_lanes",
+            &[AllReduce, ReduceScatter, AllGather, Broadcast, Reduce],
+        ),
+    ];
+    let mut out = Vec::new();
+    for topology in [SipTopology::Ring1d, SipTopology::Mesh2dNoWrap] {
+        let sys = system(topology);
+        for &(algorithm, collectives) in pairs {
+            for &c in collectives {
+                for bytes in [16 << 10, 4 << 20] {
+                    let (msg, runs) = ratios(&sys, algorithm, c, bytes);
+                    let what = format!("{c} {algorithm} {topology:?} {bytes} B");
+                    println!("{what}: messages x{msg:.2}, schedule runs x{runs:.2}");
+                    if !(0.5..=2.0).contains(&msg) || !(0.25..=4.0).contains(&runs) {
+                        out.push(format!("{what}: messages x{msg:.2}, runs x{runs:.2}"));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        out.is_empty(),
+        "estimate off its calibration:\n{}",
+        out.join("\n")
+    );
+}
