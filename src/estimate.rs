@@ -86,15 +86,25 @@ pub fn links(sys: &System) -> u64 {
     links
 }
 
-/// Ops held in programs: distinct programs times their length. Ring and
-/// adr0032 steps are loops, so a few programs of a few dozen ops per chunk;
-/// hier_lanes shares a program per SIP, unrolled; pairwise and bruck one
-/// program for all, unrolled; tree one per participant.
-fn held_program_ops(algorithm: &str, g: &Group, ops_per_participant: f64, chunks: f64) -> f64 {
-    match algorithm {
-        "ring" | "adr0032" => 3.0 * 64.0 * chunks,
-        "hier_lanes" => f64::from(g.sips) * ops_per_participant,
-        "pairwise" | "bruck" => ops_per_participant,
+/// Ops held in programs: distinct programs times their length. Ring,
+/// adr0032 and hier_lanes' rings step in loops: a few dozen ops per chunk
+/// and level (hier_lanes: a program per SIP at most); hier_lanes'
+/// broadcast a few ops per tree and piece on every participant; pairwise
+/// and bruck one program for all, unrolled; tree one per participant.
+fn held_program_ops(
+    algorithm: &str,
+    g: &Group,
+    c: Collective,
+    ops_per_participant: f64,
+    chunks: f64,
+) -> f64 {
+    match (algorithm, c) {
+        ("ring" | "adr0032", _) => 3.0 * 64.0 * chunks,
+        ("hier_lanes", Collective::Broadcast) => {
+            g.size() as f64 * 2.0 * f64::from(g.cubes_per_sip()) * 3.0 * chunks
+        }
+        ("hier_lanes", _) => f64::from(g.sips) * 3.0 * 64.0 * chunks,
+        ("pairwise" | "bruck", _) => ops_per_participant,
         _ => g.size() as f64 * ops_per_participant,
     }
 }
@@ -149,7 +159,7 @@ impl Estimate {
         let per_participant = work.sends * (2.0 * chunk_messages + 2.0);
         e.messages = p * per_participant;
         e.ops = p * work.sends * OPS_PER_SEND + 4.0 * p;
-        let held_ops = held_program_ops(&config.algorithm, &g, e.ops / p, chunks);
+        let held_ops = held_program_ops(&config.algorithm, &g, job.collective, e.ops / p, chunks);
         // Register files: a ring step carries a block's tiles in two banks,
         // hier_lanes four pieces of it; pairwise and bruck hold every block.
         let pieces = match config.algorithm.as_str() {
@@ -258,12 +268,10 @@ impl Budget {
 /// serves them all (fitted to the counts of tests/estimate.rs and the
 /// default sweep): every member of a ring or exchange steps together; a
 /// binomial reduce steps a level at a time; pipelined chains and broadcast
-/// trees are staggered by their position, as are adr0032's chains and
-/// hier_lanes' all-reduce rings on a mesh without wrap-around, whose
-/// closing hops are longer than the others (its reduce-scatter and
-/// all-gather run along the snake there, in step).
+/// trees are staggered by their position, as are adr0032's chains on a
+/// mesh without wrap-around, whose closing hops are longer than the others.
 fn lockstep(algorithm: &str, g: &Group, c: Collective) -> f64 {
-    use Collective::{AllReduce, Broadcast, Reduce};
+    use Collective::{Broadcast, Reduce};
     let n = g.size().max(1) as f64;
     let mesh = g.topology == crate::spec::SipTopology::Mesh2dNoWrap;
     match (algorithm, c) {
@@ -272,7 +280,8 @@ fn lockstep(algorithm: &str, g: &Group, c: Collective) -> f64 {
         ("ring" | "bidir_ring" | "hier_lanes", Broadcast) => 1.0,
         ("ring" | "bidir_ring", Reduce) => 1.0,
         ("adr0032", _) if mesh => 1.0,
-        ("hier_lanes", AllReduce | Reduce) if mesh => 4.0,
+        // Only participant 0 stores what the rings gather, and the rest
+        // wait on it now and then.
         ("hier_lanes", Reduce) => n / 2.0,
         _ => n,
     }
@@ -332,13 +341,9 @@ pub fn work(
         // Broadcast: 2c trees (two parts of a share per cube), each over
         // every participant: about 2c sends of S/2c per participant.
         ("hier_lanes", Collective::Broadcast) => (2.0 * cubes, bytes / (2.0 * cubes)),
-        // Every atom (a 1/(4cwh) of the buffer) is its own send: per pass,
-        // the cube ring's c − 1 steps move 4wh atoms, the rows' w − 1 steps
-        // 4h, the columns' h − 1 steps 4; a pass each way.
-        ("hier_lanes", _) => (
-            2.0 * (4.0 * w * h * (cubes - 1.0) + 4.0 * h * (w - 1.0) + 4.0 * (h - 1.0)),
-            bytes / (4.0 * cubes * w * h),
-        ),
+        // All-reduce and reduce: the reduce-scatter's sends, then the
+        // all-gather's.
+        ("hier_lanes", _) => (2.0 * hier_lanes_block_sends(g), bytes / (4.0 * p)),
         (_, Collective::AllReduce) => (2.0 * (p - 1.0), bytes / p),
         (_, Collective::ReduceScatter | Collective::AllGather | Collective::AllToAll) => {
             (p - 1.0, bytes / p)

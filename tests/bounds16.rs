@@ -151,12 +151,13 @@ mod small {
 /// per queue) is best for every other collective: 87–97% for reduce-scatter
 /// and all-gather (rings over participant blocks: the cube ring, then each
 /// cube's lanes, rows and columns at once, or on the mesh one ring through
-/// every SIP), 84–91% for all-reduce and reduce, 90–91% for broadcast
+/// every SIP), 91–94% for all-reduce and reduce (the reduce-scatter
+/// levels, then the all-gather levels), 90–91% for broadcast
 /// (pipelined trees: the root SIP's cube ring, each cube's share over its
 /// lanes, the other SIPs' cube rings). The
 /// shipped `hier_lanes` entry's 4 slots of 64 KiB cannot cover a chunk's
 /// round trip over NoC and UCIe hops (~1.1k ticks), so each cube-ring link
-/// idles a quarter of the time: 62–70% for all-reduce and reduce (pinned
+/// idles a quarter of the time: 70–72% for all-reduce and reduce (pinned
 /// next to the deep entry: they were these cells' best), 68–73% for
 /// reduce-scatter and all-gather; its `chunks: 1`, which suits rings whose
 /// blocks pipeline atom by atom, leaves the broadcast trees unpipelined
@@ -176,7 +177,7 @@ mod large {
             cell(
                 AllReduce,
                 524288,
-                &[("hier_lanes", 751133), ("hier_lanes_deep", 576247)],
+                &[("hier_lanes", 737323), ("hier_lanes_deep", 573783)],
             ),
             cell(ReduceScatter, 263168, &[("hier_lanes_deep", 302657)]),
             cell(AllGather, 263168, &[("hier_lanes_deep", 278406)]),
@@ -184,7 +185,7 @@ mod large {
             cell(
                 Reduce,
                 524288,
-                &[("hier_lanes", 758757), ("hier_lanes_deep", 575233)],
+                &[("hier_lanes", 751315), ("hier_lanes_deep", 572899)],
             ),
             cell(AllToAll, 1342177, &[("pairwise", 3035578)]),
         ];
@@ -197,7 +198,7 @@ mod large {
             cell(
                 AllReduce,
                 524288,
-                &[("hier_lanes", 765232), ("hier_lanes_deep", 578506)],
+                &[("hier_lanes", 732516), ("hier_lanes_deep", 560214)],
             ),
             cell(ReduceScatter, 263168, &[("hier_lanes_deep", 294620)]),
             cell(AllGather, 263168, &[("hier_lanes_deep", 270160)]),
@@ -205,7 +206,7 @@ mod large {
             cell(
                 Reduce,
                 524288,
-                &[("hier_lanes", 761810), ("hier_lanes_deep", 575404)],
+                &[("hier_lanes", 731215), ("hier_lanes_deep", 555270)],
             ),
             cell(AllToAll, 524288, &[("pairwise", 2046734)]),
         ];
@@ -218,7 +219,7 @@ mod large {
             cell(
                 AllReduce,
                 524288,
-                &[("hier_lanes", 841182), ("hier_lanes_deep", 626941)],
+                &[("hier_lanes", 743815), ("hier_lanes_deep", 574666)],
             ),
             cell(ReduceScatter, 263168, &[("hier_lanes_deep", 302565)]),
             cell(AllGather, 263168, &[("hier_lanes_deep", 278334)]),
@@ -226,7 +227,7 @@ mod large {
             cell(
                 Reduce,
                 524288,
-                &[("hier_lanes", 836473), ("hier_lanes_deep", 625974)],
+                &[("hier_lanes", 752270), ("hier_lanes_deep", 571746)],
             ),
             cell(AllToAll, 671088, &[("pairwise", 2264870)]),
         ];

@@ -434,6 +434,51 @@ fn latency_matrix_mesh_2d_no_wrap() {
     latency_matrix(SipTopology::Mesh2dNoWrap);
 }
 
+/// dims cuts a side longer than 16 into two digits (runs of neighbours,
+/// then every a-th SIP): rings of 36 (6 × 6) and 40 (5 × 8) SIPs and a
+/// 20 × 2 torus (5 × 4, then 2) give every collective × op the reference
+/// values at 3 and 131 elements; a ring of 17 (prime: one line) too.
+#[test]
+fn dims_on_sides_cut_in_two_digits() {
+    let systems = [
+        sips(36, SipTopology::Ring1d, None, (1, 1)),
+        sips(40, SipTopology::Ring1d, None, (1, 1)),
+        sips(40, SipTopology::Torus2d, Some((20, 2)), (1, 1)),
+        sips(17, SipTopology::Ring1d, None, (1, 1)),
+    ];
+    let mut runs = 0;
+    for (k, sys) in systems.iter().enumerate() {
+        let config = cfg("dims", BUFFERS[k % 3], 2);
+        let (mut m, c) = common::communicator(sys, &config, DataMode::Functional).unwrap();
+        for (collective, op, elems) in Collective::ALL
+            .into_iter()
+            .flat_map(|c| OPS.map(|op| (c, op)))
+            .flat_map(|(c, op)| [3, 131].map(|e| (c, op, e)))
+        {
+            let elems = if collective == Collective::AllToAll {
+                c.group.size() * if elems == 3 { 2 } else { 3 }
+            } else {
+                elems
+            };
+            let what = format!("dims {collective} {op:?} {elems} elements on system {k}");
+            let r = c
+                .run(
+                    &mut m,
+                    Job {
+                        collective,
+                        op,
+                        elems,
+                    },
+                )
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(r.verified, Some(true), "wrong values: {what}");
+            assert!(r.ticks >= r.bound_ticks, "beat the bound: {what}: {r:?}");
+            runs += 1;
+        }
+    }
+    assert_eq!(runs, 4 * 6 * 3 * 2);
+}
+
 /// hier_lanes' reduce-scatter and all-gather, whose rings hand each
 /// participant a set of participant blocks, and its broadcast trees, on the
 /// latency matrix's groups (1, 2, 5, 6 and 16 SIPs of 1×1, 2×3 and 4×4

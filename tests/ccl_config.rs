@@ -314,11 +314,10 @@ fn embedded_default_has_the_shipped_entries() {
         "rhd",
         "dbtree",
         "dims",
-        "dims_sram",
     ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 13, "{got:?}");
+    assert_eq!(got.len(), 12, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -384,7 +383,7 @@ fn embedded_entries_inherit_from_defaults() {
     // The all-to-all entries set their own queues (n−1 or 2⌈log2 n⌉ per
     // participant), rhd (a step's half in up to log2 n + 1 ranges) and
     // dbtree (pieces pipelined over six queues), dims (a queue to every
-    // other member of each line, in tcm or sram), hier_lanes_deep (chunks
+    // other member of each line), hier_lanes_deep (chunks
     // in flight to cover a round trip); every other entry inherits them.
     let own_queues = [
         "pairwise",
@@ -392,7 +391,6 @@ fn embedded_entries_inherit_from_defaults() {
         "rhd",
         "dbtree",
         "dims",
-        "dims_sram",
         "hier_lanes_deep",
     ];
     for e in c
@@ -416,7 +414,6 @@ fn embedded_entries_inherit_from_defaults() {
     assert_eq!(queues("bruck"), (Space::Sram, 64, 4096, Chunks::Auto));
     assert_eq!(queues("rhd"), (Space::Tcm, 16, 8192, Chunks::Auto));
     assert_eq!(queues("dims"), (Space::Tcm, 4, 8192, Chunks::Auto));
-    assert_eq!(queues("dims_sram"), (Space::Sram, 4, 8192, Chunks::Auto));
     assert_eq!(queues("dbtree"), (Space::Tcm, 16, 16384, Chunks::Auto));
 }
 

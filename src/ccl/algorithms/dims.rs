@@ -76,15 +76,38 @@ impl Dim {
 /// Most logical channels a participant may have (a channel number is a u8).
 const MAX_CHANNELS: usize = 256;
 
+/// The longest line a dimension keeps whole; a longer one is cut in two
+/// digits ([`digits`]).
+pub const LONGEST_LINE: usize = 16;
+
+/// A side of `radix` coordinates as the digits (radix, stride) of its
+/// lines, least significant first. A side longer than [`LONGEST_LINE`] with
+/// a divisor `a` in 2..=√radix becomes two digits: runs of `a` neighbours
+/// (the largest such divisor), then every `a`-th coordinate. On a ring of
+/// 256 SIPs a line of 255 peers (255 queues per member, about
+/// 256·16384·S bytes of unicast over 512 link directions for an
+/// all-reduce) becomes lines of 15 and 15: one more level, 30 queues and
+/// about 1/30 of the bytes.
+fn digits(radix: usize, stride: usize) -> Vec<(usize, usize)> {
+    if radix > LONGEST_LINE
+        && let Some(a) = (2..=radix.isqrt()).rev().find(|a| radix.is_multiple_of(*a))
+    {
+        return vec![(a, stride), (radix / a, stride * a)];
+    }
+    vec![(radix, stride)]
+}
+
 /// The dimensions of the group with more than one coordinate, least
-/// significant first: cube x, cube y, SIP x, SIP y.
+/// significant first: cube x, cube y, SIP x, SIP y, each side longer than
+/// [`LONGEST_LINE`] cut in two digits where it factors.
 pub fn dims(g: &Group) -> Vec<Dim> {
     let (cw, ch) = (g.cubes.0 as usize, g.cubes.1 as usize);
     let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
     let c = cw * ch;
     let mut out = Vec::new();
     let mut chan = 0;
-    for (radix, stride) in [(cw, 1), (ch, cw), (w, c), (h, c * w)] {
+    let sides = [(cw, 1), (ch, cw), (w, c), (h, c * w)];
+    for (radix, stride) in sides.into_iter().flat_map(|(r, s)| digits(r, s)) {
         if radix > 1 {
             out.push(Dim {
                 radix,
@@ -340,5 +363,22 @@ impl Algorithm for Dims {
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::digits;
+
+    #[test]
+    fn a_side_over_sixteen_is_cut_in_two_digits_where_it_factors() {
+        assert_eq!(digits(16, 1), [(16, 1)]);
+        assert_eq!(digits(256, 1), [(16, 1), (16, 16)]);
+        assert_eq!(digits(36, 4), [(6, 4), (6, 24)]);
+        // The largest divisor up to √40 is 5: runs of 5, then every 5th.
+        assert_eq!(digits(40, 1), [(5, 1), (8, 5)]);
+        assert_eq!(digits(4096, 1), [(64, 1), (64, 64)]);
+        // A prime side stays one line.
+        assert_eq!(digits(17, 1), [(17, 1)]);
     }
 }

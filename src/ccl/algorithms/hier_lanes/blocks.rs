@@ -283,32 +283,58 @@ fn buffer(tl: &mut Tl, a: &KernelArgs) -> Buffer {
 
 /// Reduce-scatter or all-gather of participant `me`.
 pub(super) fn kernel(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
-    let g = a.group;
-    if g.size() == 1 {
+    if a.group.size() == 1 {
         return;
     }
-    let rs = a.job.collective == Collective::ReduceScatter;
-    let rings = Rings::new(tl, &g, at, usize::from(rs));
-    let [l0, l1, l2] = jobs(&rings, &g);
     let mut buf = buffer(tl, a);
-    if rs {
-        reduce_scatter(tl, a.job.op, &mut buf, &l0);
-        reduce_scatter(tl, a.job.op, &mut buf, &l1);
-        reduce_scatter(tl, a.job.op, &mut buf, &l2);
-        let own = tl.param(at.me as i64);
-        buf.store(tl, &buf.atoms(&[own.into()]));
+    if a.job.collective == Collective::ReduceScatter {
+        reduce_scatter_levels(tl, a, at, &mut buf);
+    } else {
+        all_gather_levels(tl, a, at, &mut buf, true);
+    }
+}
+
+/// All-reduce as the reduce-scatter levels, each member's own block stored,
+/// then the all-gather levels (reloading it); reduce the same with only
+/// participant 0 storing what it gathers. Every ring is a neighbour ring,
+/// so on a mesh the lanes take the snake, not rows that close across the
+/// grid.
+pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
+    if a.group.size() == 1 {
         return;
     }
-    // Each participant's own block is in place already; every block it
-    // receives is final, stored at once and kept for the next level.
+    let mut buf = buffer(tl, a);
+    reduce_scatter_levels(tl, a, at, &mut buf);
+    let stores = a.job.collective == Collective::AllReduce || at.me == 0;
+    all_gather_levels(tl, a, at, &mut buf, stores);
+}
+
+/// The reduce-scatter levels; the member's own block is stored at the end.
+fn reduce_scatter_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buffer) {
+    let g = a.group;
+    let rings = Rings::new(tl, &g, at, 1);
+    for level in jobs(&rings, &g) {
+        reduce_scatter(tl, a.job.op, buf, &level);
+    }
+    let own = tl.param(at.me as i64);
+    buf.store(tl, &buf.atoms(&[own.into()]));
+}
+
+/// The all-gather levels from the member's own block in place; every block
+/// it receives is final, stored at once when `stores` and kept for the
+/// next level.
+fn all_gather_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buffer, stores: bool) {
+    let g = a.group;
+    let rings = Rings::new(tl, &g, at, 0);
+    let [l0, l1, l2] = jobs(&rings, &g);
     let (c, lanes) = (g.cubes_per_sip(), g.sips);
     let keep = |reuse| Keep {
         own: false,
-        received: true,
+        received: stores,
         reuse,
     };
     let own = |jobs: &[RingJob]| -> Vec<Sym> { jobs.iter().map(|j| j.ring.me).collect() };
-    all_gather(tl, &mut buf, &l2, &own(&l2), keep(lanes > 1 || c > 1));
-    all_gather(tl, &mut buf, &l1, &own(&l1), keep(c > 1));
-    all_gather(tl, &mut buf, &l0, &own(&l0), keep(false));
+    all_gather(tl, buf, &l2, &own(&l2), keep(lanes > 1 || c > 1));
+    all_gather(tl, buf, &l1, &own(&l1), keep(c > 1));
+    all_gather(tl, buf, &l0, &own(&l0), keep(false));
 }
