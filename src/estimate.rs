@@ -380,11 +380,8 @@ pub fn work(
 fn hier_lanes_block_sends(g: &Group) -> f64 {
     let cubes = f64::from(g.cubes_per_sip());
     let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
-    let snake = g.topology == crate::spec::SipTopology::Mesh2dNoWrap
-        && w > 1.0
-        && h > 1.0
-        && (g.grid.0 % 2 == 0 || g.grid.1 % 2 == 0);
-    let lanes = if snake || w == 1.0 || h == 1.0 {
+    let one_ring = crate::ccl::algorithms::lanes_take_the_snake(g) || w == 1.0 || h == 1.0;
+    let lanes = if one_ring {
         4.0 * (w * h - 1.0)
     } else {
         2.0 * h * (w - 1.0) + 2.0 * w * (h - 1.0) + 2.0 * (w - 1.0) + 2.0 * (h - 1.0)

@@ -141,9 +141,14 @@ struct Rings {
 /// would close with a hop back across the whole row, and every ring step
 /// would wait for it.
 fn snake(g: &Group) -> Option<Vec<u32>> {
+    lanes_take_the_snake(g).then(|| grid_cycle(g.grid.0, g.grid.1))
+}
+
+/// Whether the lanes run one ring along the snake ([`snake`]).
+pub(crate) fn lanes_take_the_snake(g: &Group) -> bool {
     let (w, h) = g.grid;
     let even = w.is_multiple_of(2) || h.is_multiple_of(2);
-    (g.topology == SipTopology::Mesh2dNoWrap && w > 1 && h > 1 && even).then(|| grid_cycle(w, h))
+    g.topology == SipTopology::Mesh2dNoWrap && w > 1 && h > 1 && even
 }
 
 /// The global queue from SIP `a` to its grid neighbour `b`.

@@ -17,6 +17,8 @@
 mod blocks;
 mod broadcast;
 
+pub(crate) use blocks::lanes_take_the_snake;
+
 use super::ring::me;
 use crate::ccl::kernels::grid_cycle;
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
