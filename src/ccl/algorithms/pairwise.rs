@@ -1,8 +1,12 @@
 //! `pairwise`: all-to-all by direct exchange. Every participant has a queue
-//! to every other one; in step `d` it sends its block `p + d` to `p + d` and
-//! its block `p − d` to `p − d`, and receives from both, so the two ring
-//! directions (distance `d` and `n − d`) carry data at once. `⌊n/2⌋` steps,
-//! each participant sends `(n−1)/n` of its buffer: bandwidth-optimal,
+//! to every other one and sends its block `p + d` to `p + d` for every
+//! distance `d` at once, piece round by piece round (distances `d` and
+//! `n − d` in turn, so both ring directions carry data), receiving from
+//! every peer in the same order: the network carries every flow together,
+//! so the busiest links (the bisection) set the time rather than the
+//! longest distance of each of `⌊n/2⌋` steps in turn (on 256 SIPs of one
+//! cube at 64 MiB: torus 37% → 63% of the bound, mesh 49% → 89%).
+//! Each participant sends `(n−1)/n` of its buffer: bandwidth-optimal,
 //! latency `O(n)` (bruck is the latency-optimal one for small blocks).
 
 use super::ring::me;
@@ -30,17 +34,23 @@ fn block(buf: &Buffer, me: Sym, d: usize) -> Vec<Atom> {
     buf.atoms(&[Index::At(me + d)])
 }
 
-/// One step: for each distance `d` of `dists`, send block `me + d` on
-/// channel `d` and receive block `me − d` from channel `n − d`, piece by
-/// piece in turn (every send and receive is posted before the first store
-/// waits, so credits always flow); then store the received pieces.
-fn step(tl: &mut Tl, buf: &Buffer, me: Sym, n: usize, dists: &[usize]) {
+/// Every distance at once: each piece round sends piece `c` of block
+/// `me + d` on channel `d` for every `d`, stores the previous round's
+/// pieces (received by then, so no store stalls a send), then receives
+/// piece `c` of block `me − d` from channel `n − d`.
+fn exchange(tl: &mut Tl, buf: &Buffer, me: Sym, n: usize) {
+    let dists: Vec<usize> = (1..=n / 2)
+        .flat_map(|d| if 2 * d == n { vec![d] } else { vec![d, n - d] })
+        .collect();
     let sends: Vec<Vec<Atom>> = dists.iter().map(|&d| block(buf, me, d)).collect();
     let recvs: Vec<Vec<Atom>> = dists.iter().map(|&d| block(buf, me, n - d)).collect();
     let mut got: Vec<(Atom, Tile)> = Vec::new();
     for c in 0..sends[0].len() {
         for (k, &d) in dists.iter().enumerate() {
             tl.send(chan(d), buf.tile(&sends[k][c]));
+        }
+        for (a, x) in got.drain(..) {
+            tl.store_part(&buf.part(&a), x);
         }
         for (k, &d) in dists.iter().enumerate() {
             let a = &recvs[k][c];
@@ -69,10 +79,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     for d in 1..n {
         buf.load(tl, &block(&buf, me, d));
     }
-    for d in 1..=n / 2 {
-        let dists = if 2 * d == n { vec![d] } else { vec![d, n - d] };
-        step(tl, &buf, me, n, &dists);
-    }
+    exchange(tl, &buf, me, n);
 }
 
 impl Algorithm for Pairwise {
@@ -80,7 +87,7 @@ impl Algorithm for Pairwise {
         "pairwise"
     }
     fn summary(&self) -> &'static str {
-        "all-to-all by direct exchange with every participant, both ring directions per step, ⌊n/2⌋ steps"
+        "all-to-all by direct exchange with every participant, every block in flight at once, both ring directions"
     }
     fn collectives(&self) -> &'static [Collective] {
         &[Collective::AllToAll]
