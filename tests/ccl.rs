@@ -257,6 +257,19 @@ const CUBE_MESHES: [(u32, u32); 4] = [(1, 1), (2, 2), (4, 4), (3, 5)];
 const BUFFERS: [Space; 3] = [Space::Tcm, Space::Sram, Space::Hbm];
 const OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
 
+/// Runs `job`, which must succeed, give the reference values and stay at or
+/// above its bound; `what` names it in a failure.
+fn run_checked(
+    m: &mut kernbench::machine::Machine,
+    c: &kernbench::ccl::Communicator,
+    job: Job,
+    what: &str,
+) {
+    let r = c.run(m, job).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(r.verified, Some(true), "wrong values: {what}");
+    assert!(r.ticks >= r.bound_ticks, "beat the bound: {what}: {r:?}");
+}
+
 fn sips(n: u32, topology: SipTopology, grid: Option<(u32, u32)>, cubes: (u32, u32)) -> System {
     system(|s| {
         s.system.sips.count = n;
@@ -461,18 +474,12 @@ fn dims_on_sides_cut_in_two_digits() {
                 elems
             };
             let what = format!("dims {collective} {op:?} {elems} elements on system {k}");
-            let r = c
-                .run(
-                    &mut m,
-                    Job {
-                        collective,
-                        op,
-                        elems,
-                    },
-                )
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_eq!(r.verified, Some(true), "wrong values: {what}");
-            assert!(r.ticks >= r.bound_ticks, "beat the bound: {what}: {r:?}");
+            let job = Job {
+                collective,
+                op,
+                elems,
+            };
+            run_checked(&mut m, &c, job, &what);
             runs += 1;
         }
     }
@@ -523,9 +530,7 @@ fn hier_lanes_on_uneven_groups() {
                         op,
                         elems,
                     };
-                    let r = c.run(&mut m, job).unwrap_or_else(|e| panic!("{what}: {e}"));
-                    assert_eq!(r.verified, Some(true), "wrong values: {what}");
-                    assert!(r.ticks >= r.bound_ticks, "beat the bound: {what}: {r:?}");
+                    run_checked(&mut m, &c, job, &what);
                     runs += 1;
                 }
             }
