@@ -1,6 +1,7 @@
-//! hier_lanes' reduce-scatter and all-gather: the rings of its all-reduce
-//! (the cube ring, then each cube's own lanes along SIP rows and columns),
-//! over a buffer whose first level is the collective's participant blocks.
+//! hier_lanes' rings: the reduce-scatter levels (the cube ring, then each
+//! cube's own lanes along SIP rows and columns, or along the snake), the
+//! all-gather levels back, and all-reduce and reduce as both, over a buffer
+//! whose first level is the collective's participant blocks.
 //!
 //! The result must be participant p's block of `split(S, P)`; nested splits
 //! of an uneven buffer do not give those blocks, so the participant level
