@@ -20,16 +20,7 @@ use kernbench_systems::memory::DataMode;
 /// 16 SIPs of 4×4 cubes on `topology`, 64 KiB packets on every on-chip
 /// and inter-SIP link (as in the default sweep).
 fn system(topology: SipTopology) -> System {
-    common::system(|s| {
-        s.system.sips.count = 16;
-        s.system.sips.topology = topology;
-        let grid = (topology != SipTopology::Ring1d).then_some(4);
-        (s.system.sips.w, s.system.sips.h) = (grid, grid);
-        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (4, 4);
-        for l in [&mut s.links.noc, &mut s.links.ucie, &mut s.links.inter_sip] {
-            l.packet_bytes = 65536;
-        }
-    })
+    common::sweep_base(16, topology, 4, (4, 4))
 }
 
 /// One cell: a collective, its bound (ticks; the same for every

@@ -257,14 +257,20 @@ const CUBE_MESHES: [(u32, u32); 4] = [(1, 1), (2, 2), (4, 4), (3, 5)];
 const BUFFERS: [Space; 3] = [Space::Tcm, Space::Sram, Space::Hbm];
 const OPS: [ReduceOp; 3] = [ReduceOp::Sum, ReduceOp::Max, ReduceOp::Min];
 
-/// Runs `job`, which must succeed, give the reference values and stay at or
-/// above its bound; `what` names it in a failure.
+/// Runs `collective` with `op` on `elems` elements, which must succeed,
+/// give the reference values and stay at or above its bound; `what` names
+/// it in a failure.
 fn run_checked(
     m: &mut kernbench::machine::Machine,
     c: &kernbench::ccl::Communicator,
-    job: Job,
+    (collective, op, elems): (Collective, ReduceOp, usize),
     what: &str,
 ) {
+    let job = Job {
+        collective,
+        op,
+        elems,
+    };
     let r = c.run(m, job).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(r.verified, Some(true), "wrong values: {what}");
     assert!(r.ticks >= r.bound_ticks, "beat the bound: {what}: {r:?}");
@@ -474,12 +480,7 @@ fn dims_on_sides_cut_in_two_digits() {
                 elems
             };
             let what = format!("dims {collective} {op:?} {elems} elements on system {k}");
-            let job = Job {
-                collective,
-                op,
-                elems,
-            };
-            run_checked(&mut m, &c, job, &what);
+            run_checked(&mut m, &c, (collective, op, elems), &what);
             runs += 1;
         }
     }
@@ -525,12 +526,7 @@ fn hier_lanes_on_uneven_groups() {
                     let what = format!(
                         "{collective} {op:?} {elems} elements on {n} SIPs {topology:?} {grid:?}, cubes {cubes:?}"
                     );
-                    let job = Job {
-                        collective,
-                        op,
-                        elems,
-                    };
-                    run_checked(&mut m, &c, job, &what);
+                    run_checked(&mut m, &c, (collective, op, elems), &what);
                     runs += 1;
                 }
             }

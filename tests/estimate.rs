@@ -15,16 +15,7 @@ use kernbench_systems::time::Clock;
 
 /// 64 SIPs of one cube on `topology` (8×8 for the grids), 64 KiB packets.
 fn system(topology: SipTopology) -> System {
-    common::system(|s| {
-        s.system.sips.count = 64;
-        s.system.sips.topology = topology;
-        let grid = (topology != SipTopology::Ring1d).then_some(8);
-        (s.system.sips.w, s.system.sips.h) = (grid, grid);
-        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (1, 1);
-        for l in [&mut s.links.noc, &mut s.links.ucie, &mut s.links.inter_sip] {
-            l.packet_bytes = 65536;
-        }
-    })
+    common::sweep_base(64, topology, 8, (1, 1))
 }
 
 /// (estimated / counted) messages and schedule runs of one run.

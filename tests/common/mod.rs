@@ -10,6 +10,22 @@ pub fn system(f: impl FnOnce(&mut SystemSpec)) -> System {
     System::from_spec(spec, "test").expect("test spec is valid")
 }
 
+/// The default sweep's base on `n` SIPs of `topology` (a `side`×`side` grid
+/// unless a ring) with `cubes` per SIP: 64 KiB packets on every on-chip and
+/// inter-SIP link.
+pub fn sweep_base(n: u32, topology: SipTopology, side: u32, cubes: (u32, u32)) -> System {
+    system(|s| {
+        s.system.sips.count = n;
+        s.system.sips.topology = topology;
+        let grid = (topology != SipTopology::Ring1d).then_some(side);
+        (s.system.sips.w, s.system.sips.h) = (grid, grid);
+        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = cubes;
+        for l in [&mut s.links.noc, &mut s.links.ucie, &mut s.links.inter_sip] {
+            l.packet_bytes = 65536;
+        }
+    })
+}
+
 /// `n` SIPs of one cube with one PE; every edge kind but inter-SIP ideal, so
 /// only inter-SIP links cost time.
 pub fn lean(n: u32, topology: SipTopology, grid: Option<(u32, u32)>) -> System {
