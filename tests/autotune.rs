@@ -277,7 +277,7 @@ fn a_process_group_under_auto_runs_each_buckets_pick() {
     // One communicator per distinct pick of each group, installed once.
     let installed: usize = [WORLD, pair].iter().map(|&g| pg.group(g).comms.len()).sum();
     assert_eq!(installed, picks.len(), "{picks:?}");
-    let want = [(false, "rhd"), (true, "dims"), (true, "hier_lanes")];
+    let want = [(false, "rhd"), (true, "dims"), (true, "hier_lanes_deep")];
     assert_eq!(picks, want.map(|(w, a)| (w, a.to_string())).into());
 }
 

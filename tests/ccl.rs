@@ -223,9 +223,14 @@ fn dbtree_beats_tree_at_256k_on_16_sips() {
         c.run(&mut m, job).unwrap().ticks
     };
     let both = |collective| (run("dbtree", collective), run("tree", collective));
-    assert_eq!(both(Collective::AllReduce), (14923, 37827));
-    assert_eq!(both(Collective::Broadcast), (9498, 15925));
-    assert_eq!(both(Collective::Reduce), (8510, 23225));
+    assert_eq!(
+        [
+            both(Collective::AllReduce),
+            both(Collective::Broadcast),
+            both(Collective::Reduce)
+        ],
+        [(13639, 26070), (9168, 12412), (7359, 15015)]
+    );
 }
 
 #[test]
@@ -680,4 +685,44 @@ fn results_name_the_term_that_sets_their_bound() {
     let large = c.run(&mut m, job(8 << 20)).unwrap();
     assert_eq!(small.bound_term, "latency", "{small:?}");
     assert_eq!(large.bound_term, "cube links", "{large:?}");
+}
+
+/// Broadcast's and reduce's latency + links term on a lean ring: the far
+/// SIP's two links open at the summed latency from the root round each side
+/// and then carry `B` each (docs/model.md §The α-β lower bound).
+#[test]
+fn the_latency_and_links_term_opens_each_link_at_its_distance() {
+    use kernbench::ccl::bound::lower_bound;
+    let term = |n: u32, collective, s: u64| {
+        let sys = lean_ring(n);
+        let (m, c) = common::communicator(
+            &sys,
+            &cfg("bidir_ring", Space::Tcm, 1),
+            DataMode::TimingOnly,
+        )
+        .unwrap();
+        let job = Job {
+            collective,
+            op: ReduceOp::Sum,
+            elems: (s / 2) as usize,
+        };
+        let b = lower_bound(&m, &sys, &c.group, &job);
+        b.terms
+            .iter()
+            .find(|t| t.0 == "latency + links")
+            .map(|t| t.1)
+    };
+    let s = 1 << 20;
+    for collective in [Collective::Broadcast, Collective::Reduce] {
+        // 16 SIPs: SIP 8's links both open after 8 hops.
+        assert_eq!(term(16, collective, s), Some(8 * L + s / (2 * B)));
+        // 5 SIPs: SIP 2's links open after 2 and 3 hops, so both carry from
+        // 3L on: 2B·T − 5LB = S.
+        assert_eq!(term(5, collective, s), Some((s + 5 * L * B) / (2 * B)));
+        // So small that the nearer link alone carries it before the other opens.
+        assert_eq!(term(5, collective, L * B / 2), Some(2 * L + L / 2));
+    }
+    for collective in [Collective::AllReduce, Collective::AllGather] {
+        assert_eq!(term(16, collective, s), None, "{collective}");
+    }
 }

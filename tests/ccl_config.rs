@@ -306,6 +306,7 @@ fn embedded_default_has_the_shipped_entries() {
         "adr0032_pipelined",
         "ring",
         "bidir_ring",
+        "bidir_ring_deep",
         "hier_lanes",
         "hier_lanes_deep",
         "tree",
@@ -317,7 +318,7 @@ fn embedded_default_has_the_shipped_entries() {
     ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 12, "{got:?}");
+    assert_eq!(got.len(), 13, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -383,8 +384,9 @@ fn embedded_entries_inherit_from_defaults() {
     // The all-to-all entries set their own queues (n−1 or 2⌈log2 n⌉ per
     // participant), rhd (a step's half in up to log2 n + 1 ranges) and
     // dbtree (pieces pipelined over six queues), dims (a queue to every
-    // other member of each line), hier_lanes_deep (chunks
-    // in flight to cover a round trip); every other entry inherits them.
+    // other member of each line), hier_lanes_deep and bidir_ring_deep
+    // (chunks in flight to cover a round trip); every other entry inherits
+    // them.
     let own_queues = [
         "pairwise",
         "bruck",
@@ -392,6 +394,7 @@ fn embedded_entries_inherit_from_defaults() {
         "dbtree",
         "dims",
         "hier_lanes_deep",
+        "bidir_ring_deep",
     ];
     for e in c
         .entries

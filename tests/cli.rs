@@ -694,10 +694,12 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
     r.expect_code(0);
     let out = &r.stdout;
     // Broadcast is supported by ring, bidir_ring, tree, dbtree, dims and
-    // hier_lanes (and their ccl entries: hier_lanes with 4 and 16 slots).
-    const ENTRIES: [&str; 7] = [
+    // hier_lanes (and their ccl entries: bidir_ring and hier_lanes with 4
+    // and 16 slots).
+    const ENTRIES: [&str; 8] = [
         "ring",
         "bidir_ring",
+        "bidir_ring_deep",
         "tree",
         "dbtree",
         "dims",
@@ -708,7 +710,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         .lines()
         .filter(|l| l.starts_with("# broadcast / "))
         .collect();
-    assert_eq!(tables.len(), 7, "{out}");
+    assert_eq!(tables.len(), 8, "{out}");
     // Each table names its entry.
     for entry in ENTRIES {
         assert!(
@@ -721,7 +723,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         .skip(1)
         .flat_map(run_rows)
         .collect();
-    assert_eq!(checked.len(), 14, "7 entries x 2 sizes:\n{out}");
+    assert_eq!(checked.len(), 16, "8 entries x 2 sizes:\n{out}");
     for row in &checked {
         assert_eq!((row.redop.as_str(), row.root), ("none", 0), "{row:?}");
         assert_eq!(
@@ -731,7 +733,7 @@ fn run_algorithm_all_compares_every_entry_and_names_the_best_per_size() {
         );
     }
     let best = out
-        .split("# best per size (of 7 entries)\n")
+        .split("# best per size (of 8 entries)\n")
         .nth(1)
         .unwrap_or_else(|| panic!("no summary in:\n{out}"));
     let rows: Vec<&str> = best.lines().skip(1).collect();

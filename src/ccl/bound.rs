@@ -9,15 +9,20 @@
 //! * bisection term (all-to-all only): bytes one half of the SIP grid must
 //!   send the other, over the inter-SIP links that cross the cut;
 //! * latency term: the summed link latency between participant 0 and the
-//!   participant farthest from it (every result depends on both).
+//!   participant farthest from it (every result depends on both);
+//! * latency + links term (broadcast and reduce): every byte a cube must
+//!   receive comes from participant 0 (broadcast), or every byte it must
+//!   send goes there (reduce): each of its links opens at the least summed
+//!   latency from there (to there), and the term is when the open links can
+//!   have carried all S.
 //!
 //! Ideal links or memories make their terms vanish.
 
 use super::{Collective, Group, Job};
 use crate::machine::Machine;
 use crate::spec::System;
-use crate::topology::{INTER_SIP, Node, UCIE, edge_kind};
-use kernbench_systems::{LinkTable, NodeId, RouteSource, Tick};
+use crate::topology::{INTER_SIP, NOC, Node, PCIE, UCIE, edge_kind};
+use kernbench_systems::{LinkId, LinkTable, NodeId, RouteSource, Tick};
 
 /// The bound and the terms it is the maximum of.
 #[derive(Debug, Clone, PartialEq)]
@@ -55,25 +60,40 @@ fn inbound(job: &Job, n: usize) -> f64 {
     }
 }
 
-/// Bytes per tick of the links entering `node` from the nodes `from` selects;
-/// None if one of them is ideal (unbounded).
-fn inbound_rate(links: &LinkTable, node: NodeId, from: impl Fn(u8) -> bool) -> Option<f64> {
+/// Bytes per tick of the links entering `node` of the kinds `kinds`
+/// selects; None if one of them is ideal (unbounded).
+fn inbound_rate(links: &LinkTable, node: NodeId, kinds: impl Fn(u8) -> bool) -> Option<f64> {
     let mut rate = 0.0;
-    for l in links.out_links(node) {
-        let (_, peer) = links.endpoints(l);
-        let Some(back) = links.find(peer, node) else {
+    for out in links.out_links(node) {
+        let (_, peer) = links.endpoints(out);
+        let Some(l) = links.find(peer, node) else {
             continue;
         };
-        if !from(edge_kind(links.class_index(back))) {
+        if !kinds(edge_kind(links.class_index(l))) {
             continue;
         }
-        let c = links.class(back);
+        let c = links.class(l);
         if c.ideal {
             return None;
         }
         rate += c.rate_num as f64 / c.rate_den as f64;
     }
     Some(rate)
+}
+
+/// Bytes per tick of the links of the kinds `kinds` selects into a cube's
+/// UCIe and inter-SIP ports; None if one is ideal.
+fn cube_rate(m: &Machine, sip: u32, cube: u32, kinds: &dyn Fn(u8) -> bool) -> Option<f64> {
+    let t = &m.topology;
+    let mut total = 0.0;
+    for dir in crate::topology::Dir::ALL {
+        for port in [Node::Ucie { sip, cube, dir }, Node::XSip { sip, cube, dir }] {
+            if t.present(port) {
+                total += inbound_rate(m.engine.links(), t.id(port), kinds)?;
+            }
+        }
+    }
+    Some(total)
 }
 
 /// The smallest rate; None if any is unbounded (an ideal link) or none is finite.
@@ -109,17 +129,7 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     ));
     // Cube: UCIe and inter-SIP links into its ports; the worst-connected cube.
     let cubes = g.cubes_per_sip();
-    let port_rate = |sip: u32, cube: u32, kinds: &dyn Fn(u8) -> bool| -> Option<f64> {
-        let mut total = 0.0;
-        for dir in crate::topology::Dir::ALL {
-            for port in [Node::Ucie { sip, cube, dir }, Node::XSip { sip, cube, dir }] {
-                if t.present(port) {
-                    total += inbound_rate(links, t.id(port), kinds)?;
-                }
-            }
-        }
-        Some(total)
-    };
+    let port_rate = |sip, cube, kinds: &dyn Fn(u8) -> bool| cube_rate(m, sip, cube, kinds);
     let all_links = |k: u8| k == UCIE || k == INTER_SIP;
     let worst_cube = min_rate((0..cubes).map(|c| port_rate(g.sip(0), c, &all_links)));
     terms.push(("cube links", term(inbound(job, n), worst_cube)));
@@ -178,6 +188,11 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
             .sum();
         terms.push(("latency", lat));
     }
+    if matches!(job.collective, Collective::Broadcast | Collective::Reduce)
+        && let Some(t) = latency_and_links(m, g, job)
+    {
+        terms.push(("latency + links", t));
+    }
     let ticks = terms.iter().map(|t| t.1).max().unwrap_or(0);
     Bound { ticks, terms }
 }
@@ -228,6 +243,138 @@ fn bisection(m: &Machine, g: &Group, job: &Job) -> Option<Tick> {
         }
     }
     Some(term(in_a * in_b * block, Some(rate)))
+}
+
+/// Broadcast's and reduce's latency + links term, the largest over every
+/// cube but participant 0's. A broadcast's cube must receive S bytes, each
+/// from participant 0: through each UCIe or inter-SIP link into its ports,
+/// none can arrive before that link's earliest arrival (the least summed
+/// latency from participant 0 to the link's far end, plus its own), and
+/// after that at most the link's rate arrive per tick. The term is the
+/// first time by which the links together can have delivered S. A reduce
+/// is the same backwards: S bytes leave the cube, each in time to reach
+/// participant 0. Like the cube links term, it counts the paths a
+/// collective's data takes (NoC, UCIe, inter-SIP), not the host's PCIe.
+/// None when no cube has a bounded rate.
+fn latency_and_links(m: &Machine, g: &Group, job: &Job) -> Option<Tick> {
+    let (t, links) = (&m.topology, m.engine.links());
+    let root = t.id(Node::Pe {
+        sip: g.sip(0),
+        cube: 0,
+        pe: 0,
+    });
+    let inbound = job.collective == Collective::Broadcast;
+    let dist = cross_latencies(links, root, inbound);
+    let lat = |l: LinkId| links.class(l).latency;
+    let mut worst: Option<Tick> = None;
+    'cubes: for k in 0..g.sips {
+        for cube in 0..g.cubes_per_sip() {
+            let sip = g.sip(k);
+            if k == 0 && cube == 0 {
+                continue;
+            }
+            // (earliest tick its first byte can cross, bytes per tick).
+            let mut crossings = Vec::new();
+            for l in cut_links(m, sip, cube, inbound) {
+                let c = links.class(l);
+                if c.ideal {
+                    continue 'cubes;
+                }
+                let (from, to) = links.endpoints(l);
+                let reach = dist[if inbound { from } else { to } as usize];
+                if reach != Tick::MAX {
+                    crossings.push((reach + lat(l), c.rate_num as f64 / c.rate_den as f64));
+                }
+            }
+            if let Some(at) = fill_time(job.bytes() as f64, crossings) {
+                worst = Some(worst.map_or(at, |w| w.max(at)));
+            }
+        }
+    }
+    worst
+}
+
+/// The UCIe and inter-SIP links into (`inbound`) or out of a cube's ports.
+fn cut_links(m: &Machine, sip: u32, cube: u32, inbound: bool) -> Vec<LinkId> {
+    let (t, links) = (&m.topology, m.engine.links());
+    let mut out = Vec::new();
+    for dir in crate::topology::Dir::ALL {
+        for port in [Node::Ucie { sip, cube, dir }, Node::XSip { sip, cube, dir }] {
+            if !t.present(port) {
+                continue;
+            }
+            let port = t.id(port);
+            for l in links.out_links(port) {
+                let (_, peer) = links.endpoints(l);
+                let l = if inbound {
+                    links.find(peer, port)
+                } else {
+                    Some(l)
+                };
+                out.extend(
+                    l.filter(|&l| matches!(edge_kind(links.class_index(l)), UCIE | INTER_SIP)),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// The first tick by which links that open at their earliest ticks and then
+/// carry their rates can together have carried `bytes`; None without links.
+fn fill_time(bytes: f64, mut links: Vec<(Tick, f64)>) -> Option<Tick> {
+    links.sort_by_key(|&(open, _)| open);
+    let (mut rate, mut weighted) = (0.0, 0.0);
+    let mut done = None;
+    for (i, &(open, r)) in links.iter().enumerate() {
+        rate += r;
+        weighted += r * open as f64;
+        let t = (bytes + weighted) / rate;
+        done = Some(t);
+        if links.get(i + 1).is_none_or(|&(next, _)| t <= next as f64) {
+            break;
+        }
+    }
+    done.filter(|_| rate > 0.0).map(|t| t.floor() as Tick)
+}
+
+/// The least summed latency of the links off the NoC (UCIe and inter-SIP;
+/// NoC hops and ideal links count 0) from `root` to every node
+/// (`outward`), or from every node to `root`: Dijkstra over the link table,
+/// without the host's PCIe.
+fn cross_latencies(links: &LinkTable, root: NodeId, outward: bool) -> Vec<Tick> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    let weight = |l: LinkId| {
+        let c = links.class(l);
+        match edge_kind(links.class_index(l)) {
+            PCIE => None,
+            NOC => Some(0),
+            _ if c.ideal => Some(0),
+            _ => Some(c.latency),
+        }
+    };
+    let mut dist = vec![Tick::MAX; links.nodes() as usize];
+    let mut heap = BinaryHeap::from([Reverse((0, root))]);
+    dist[root as usize] = 0;
+    while let Some(Reverse((d, u))) = heap.pop() {
+        if d > dist[u as usize] {
+            continue;
+        }
+        for out in links.out_links(u) {
+            let (_, v) = links.endpoints(out);
+            // Inward, the hop taken is v → u: its link's weight counts.
+            let l = if outward { Some(out) } else { links.find(v, u) };
+            let Some(w) = l.and_then(weight) else {
+                continue;
+            };
+            if d + w < dist[v as usize] {
+                dist[v as usize] = d + w;
+                heap.push(Reverse((d + w, v)));
+            }
+        }
+    }
+    dist
 }
 
 #[cfg(test)]

@@ -50,14 +50,15 @@ pub enum Chunks {
 /// what the extra pipelining gains.
 pub const AUTO_MIN_PIECE_BYTES: u64 = 1024;
 /// The deepest pipeline `auto` chooses (bounds the traced program).
-pub const AUTO_MAX_PIECES: u64 = 1024;
+pub const AUTO_MAX_PIECES: u64 = 4096;
 /// `auto` cuts a transfer that crosses several forwarding stages in a row
 /// (a chain) into at least this many pieces per stage, so filling the
 /// pipeline costs about 1/8 of the transfer or less.
 pub const AUTO_PIECES_PER_STAGE: u64 = 8;
 
 /// The piece sizes `auto` chooses between on a system: at most one slot,
-/// and at least what keeps a queue's credits covering a link's round trip.
+/// and at least what keeps a queue's credits covering a link's round trip
+/// and two crossing chains' offsets.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PieceLimits {
     pub min_bytes: u64,
@@ -67,14 +68,16 @@ pub struct PieceLimits {
     /// piece's own transfer.
     pub hop_latency_ns: f64,
     pub link_bytes_per_ns: f64,
+    /// Ns per byte of a piece's NoC crossings at both ends of a hop over
+    /// that link (0 when the link is the NoC or the NoC is ideal).
+    pub ends_ns_per_byte: f64,
 }
 
 impl PieceLimits {
     /// A piece occupies a slot until its receiver takes it, so a queue has
     /// at most `n_slots` pieces in flight: to keep the slowest link the
-    /// collective crosses (inter-SIP, else UCIe, else NoC) busy, `n_slots`
-    /// pieces must cover its bandwidth × round trip, the round trip being
-    /// twice that link's and a NoC hop's latency (docs/model.md §Pipelining).
+    /// collective crosses (inter-SIP, else UCIe, else NoC) busy, pieces may
+    /// not be smaller than [`Self::least_busy_piece`].
     pub fn of(sys: &crate::spec::System, config: &AlgoConfig) -> Self {
         let s = &sys.spec;
         let link = if s.system.sips.count > 1 {
@@ -92,27 +95,65 @@ impl PieceLimits {
                 link.bandwidth_gbps,
             )
         };
-        let window = link_bytes_per_ns * 2.0 * hop_latency_ns;
+        let noc = &s.links.noc;
+        let ends_ns_per_byte = if std::ptr::eq(link, noc) || noc.ideal || link.ideal {
+            0.0
+        } else {
+            2.0 / noc.bandwidth_gbps
+        };
         let max_bytes = config.slot_size.max(2);
-        let min_bytes = ((window / f64::from(config.n_slots.max(1))).ceil() as u64)
-            .clamp(AUTO_MIN_PIECE_BYTES, max_bytes.max(AUTO_MIN_PIECE_BYTES));
-        Self {
-            min_bytes,
+        let mut limits = Self {
+            min_bytes: 0,
             max_bytes,
             hop_latency_ns,
             link_bytes_per_ns,
+            ends_ns_per_byte,
+        };
+        let fits = limits
+            .least_busy_piece(config.n_slots)
+            .unwrap_or(f64::INFINITY);
+        limits.min_bytes = (fits.ceil().min(max_bytes as f64) as u64)
+            .clamp(AUTO_MIN_PIECE_BYTES, max_bytes.max(AUTO_MIN_PIECE_BYTES));
+        limits
+    }
+
+    /// The smallest piece with which `n_slots` credits keep the link busy
+    /// even where two chains cross it in opposite directions (a
+    /// bidirectional ring's, two trees'): each chain's offset per hop is a
+    /// whole `⌈hop_in_pieces⌉` piece times, and a cycle through both
+    /// members' in-order steps holds the two offsets plus the credits'
+    /// return in the slots of both queues: 2δ + 2·L·B/x ≤ 2k with
+    /// δ = ⌈hop_in_pieces(x)⌉ (docs/model.md §Pipelining). None when no
+    /// piece size fits (fewer than 3 slots); 0 for an ideal link.
+    fn least_busy_piece(&self, n_slots: u32) -> Option<f64> {
+        let (lb, k) = (
+            self.hop_latency_ns * self.link_bytes_per_ns,
+            f64::from(n_slots),
+        );
+        if lb <= 0.0 {
+            return Some(0.0);
         }
+        let ends = self.ends_ns_per_byte * self.link_bytes_per_ns;
+        (2..n_slots)
+            .filter_map(|delta| {
+                let d = f64::from(delta);
+                let per_hop = lb / (d - 1.0 - ends);
+                (d - 1.0 - ends > 0.0).then(|| per_hop.max(lb / (k - d)))
+            })
+            .min_by(f64::total_cmp)
     }
 
     /// How many piece transfers of `piece_bytes` one chain hop lasts (at
     /// least 1): piece i reaches the member `d` hops down a chain about
-    /// `d ×` this after the head sends it.
+    /// `d ×` this after the head sends it: the link's transfer and latency,
+    /// a NoC hop's latency and the piece's NoC crossings at both ends.
     pub fn hop_in_pieces(&self, piece_bytes: u64) -> f64 {
         if self.link_bytes_per_ns <= 0.0 || piece_bytes == 0 {
             return 1.0;
         }
         let transfer_ns = piece_bytes as f64 / self.link_bytes_per_ns;
-        1.0 + self.hop_latency_ns / transfer_ns
+        let ends_ns = piece_bytes as f64 * self.ends_ns_per_byte;
+        1.0 + (self.hop_latency_ns + ends_ns) / transfer_ns
     }
 }
 

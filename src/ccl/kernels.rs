@@ -10,6 +10,7 @@ use super::{KernelArgs, ReduceOp};
 use crate::kernel::{Addr, DType, Index, Part, Sym, Tile, Tl};
 use kernbench_systems::program::QDir;
 use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -521,47 +522,130 @@ pub enum ChainKind {
 /// one receive at a time, so a chain whose pieces come later must never
 /// hold back one whose pieces come sooner. While every chain has pieces
 /// left the order repeats each piece time, and those steps run as one loop.
+///
+/// The pieces a member loads from its buffer (a broadcast head's, every
+/// reduce member's own) are loaded [`LOAD_AHEAD`] steps ahead, so a step
+/// never waits for the memory's latency: loaded only when needed, a head
+/// sending from HBM is bound by one load latency per piece, not by its
+/// links.
 pub fn run_chains(tl: &mut Tl, buf: &Buffer, kind: ChainKind, chains: &[Chain], pieces: usize) {
     let Some(first) = chains.iter().map(|c| c.offset).max() else {
         return;
     };
     let last = chains.iter().map(|c| c.offset + pieces).min().unwrap_or(0);
     let end = chains.iter().map(|c| c.offset + pieces).max().unwrap_or(0);
-    let step = |tl: &mut Tl, t: usize| {
-        for c in chains {
-            if (c.offset..c.offset + pieces).contains(&t) {
-                run_piece(tl, buf, kind, c, Sym::from(t - c.offset));
+    let start = chains.iter().map(|c| c.offset).min().unwrap_or(0);
+    let active = |c: &Chain, t: usize| (c.offset..c.offset + pieces).contains(&t);
+    // The loads of step t: one per loading chain with a piece then.
+    let prefetch = |tl: &mut Tl, t: usize| -> Vec<Option<Tile>> {
+        chains
+            .iter()
+            .map(|c| {
+                (kind.loads(c) && active(c, t))
+                    .then(|| tl.load_part(&chain_part(buf, c, Sym::from(t - c.offset))))
+            })
+            .collect()
+    };
+    // The loads of the next LOAD_AHEAD steps, in step order.
+    let mut ahead: VecDeque<Vec<Option<Tile>>> = (start..start + LOAD_AHEAD)
+        .map(|t| prefetch(tl, t))
+        .collect();
+    let unrolled = |tl: &mut Tl, t: usize, ahead: &mut VecDeque<Vec<Option<Tile>>>| {
+        let mine = ahead.pop_front().unwrap_or_default();
+        ahead.push_back(prefetch(tl, t + LOAD_AHEAD));
+        for (c, mine) in chains.iter().zip(mine) {
+            if active(c, t) {
+                run_piece(tl, buf, kind, c, Sym::from(t - c.offset), mine);
             }
         }
     };
-    let start = chains.iter().map(|c| c.offset).min().unwrap_or(0);
-    for t in start..first.min(end) {
-        step(tl, t);
+    // Every chain is active from `first` to `last`: while the look-ahead
+    // stays inside that run, blocks of LOAD_AHEAD steps are one loop whose
+    // iteration carries the loaded pieces of the next block.
+    let blocks = (last.saturating_sub(first)).saturating_sub(LOAD_AHEAD) / LOAD_AHEAD;
+    if blocks == 0 {
+        for t in start..end {
+            unrolled(tl, t, &mut ahead);
+        }
+        return;
     }
-    if last > first {
-        tl.repeat(last - first, &[], |tl, s, _| {
-            for c in chains {
-                run_piece(tl, buf, kind, c, s + (first - c.offset));
+    for t in start..first {
+        unrolled(tl, t, &mut ahead);
+    }
+    let loading: Vec<&Chain> = chains.iter().filter(|c| kind.loads(c)).collect();
+    let carried: Vec<Tile> = ahead.drain(..).flatten().flatten().collect();
+    let block = LOAD_AHEAD as i64;
+    let after = tl.repeat(blocks, &carried, |tl, s, cur| {
+        let mut next = Vec::new();
+        let mut cur = cur.iter();
+        for j in 0..LOAD_AHEAD {
+            let at = |c: &Chain, steps: usize| s * block + (first + j + steps - c.offset);
+            for c in &loading {
+                next.push(tl.load_part(&chain_part(buf, c, at(c, LOAD_AHEAD))));
             }
-            Vec::new()
-        });
+            for c in chains {
+                let mine = if kind.loads(c) {
+                    cur.next().copied()
+                } else {
+                    None
+                };
+                run_piece(tl, buf, kind, c, at(c, 0), mine);
+            }
+        }
+        next
+    });
+    let mut after = after.into_iter();
+    for _ in 0..LOAD_AHEAD {
+        let step = chains
+            .iter()
+            .map(|c| if kind.loads(c) { after.next() } else { None })
+            .collect();
+        ahead.push_back(step);
     }
-    for t in last.max(first)..end {
-        step(tl, t);
+    for t in first + blocks * LOAD_AHEAD..end {
+        unrolled(tl, t, &mut ahead);
     }
 }
 
-/// One piece of one chain at this member.
-fn run_piece(tl: &mut Tl, buf: &Buffer, kind: ChainKind, c: &Chain, piece: Sym) {
+/// How many steps ahead [`run_chains`] loads a member's own pieces: two
+/// cover an HBM load's latency plus both chains' loads at the port for
+/// pieces down to a few KiB (docs/model.md §Pipelining).
+pub const LOAD_AHEAD: usize = 2;
+
+impl ChainKind {
+    /// Whether a member loads its piece of `c` from its buffer.
+    fn loads(self, c: &Chain) -> bool {
+        match self {
+            ChainKind::Broadcast => c.from.is_none(),
+            ChainKind::Reduce(_) => true,
+        }
+    }
+}
+
+/// Piece `piece` of a chain's part of the buffer.
+fn chain_part(buf: &Buffer, c: &Chain, piece: Sym) -> Part {
     let mut digits = c.prefix.clone();
     digits.push(Index::At(piece));
-    let part = buf.part(&Atom(digits));
+    buf.part(&Atom(digits))
+}
+
+/// One piece of one chain at this member; `mine` is the piece loaded from
+/// this member's buffer, when it loads one.
+fn run_piece(
+    tl: &mut Tl,
+    buf: &Buffer,
+    kind: ChainKind,
+    c: &Chain,
+    piece: Sym,
+    mine: Option<Tile>,
+) {
+    let part = chain_part(buf, c, piece);
+    let mut mine = || mine.unwrap_or_else(|| tl.load_part(&part));
     let t = match (kind, c.from) {
-        (ChainKind::Broadcast, None) => tl.load_part(&part),
+        (ChainKind::Broadcast, None) | (ChainKind::Reduce(_), None) => mine(),
         (ChainKind::Broadcast, Some(from)) => tl.recv_part(from, &part),
-        (ChainKind::Reduce(_), None) => tl.load_part(&part),
         (ChainKind::Reduce(op), Some(from)) => {
-            let mine = tl.load_part(&part);
+            let mine = mine();
             let x = tl.recv_part(from, &part);
             combine(tl, op, mine, x)
         }

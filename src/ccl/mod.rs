@@ -315,11 +315,15 @@ impl KernelArgs {
     }
 
     /// Piece times until piece 0 of a chain whose pieces hold `elems`
-    /// elements reaches the member `hops` hops from its head (see
-    /// [`PieceLimits::hop_in_pieces`]).
+    /// elements reaches the member `hops` hops from its head: a whole
+    /// number of piece times per hop, rounded up (see
+    /// [`PieceLimits::hop_in_pieces`]). Two chains that cross a link pair
+    /// in opposite directions form a cycle through both members' in-order
+    /// steps, which needs their two offsets per hop to cover two hops:
+    /// rounded down, one hop in two, they stall every step of the cycle.
     pub fn chain_offset(&self, elems: usize, hops: usize) -> usize {
         let hop = self.piece_limits.hop_in_pieces(elems as u64 * 2);
-        (hops as f64 * hop).round() as usize
+        hops * hop.ceil() as usize
     }
 
     /// This PE's buffer.
