@@ -229,7 +229,7 @@ fn dbtree_beats_tree_at_256k_on_16_sips() {
             both(Collective::Broadcast),
             both(Collective::Reduce)
         ],
-        [(13639, 26070), (9168, 12412), (7359, 15015)]
+        [(13639, 37827), (9168, 15925), (7359, 23225)]
     );
 }
 

@@ -61,7 +61,12 @@ pub const AUTO_PIECES_PER_STAGE: u64 = 8;
 /// and two crossing chains' offsets.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PieceLimits {
+    /// The smallest piece whose `n_slots` credits cover a link's round
+    /// trip: bandwidth × twice its and a NoC hop's latency, over `n_slots`.
     pub min_bytes: u64,
+    /// The smallest piece for chains that cross a link pair in opposite
+    /// directions ([`Self::least_busy_piece`]).
+    pub crossing_min_bytes: u64,
     pub max_bytes: u64,
     /// That link's latency plus a NoC hop's, ns, and its bandwidth, bytes
     /// per ns (0 for an ideal link): what one chain hop costs besides the
@@ -77,7 +82,8 @@ impl PieceLimits {
     /// A piece occupies a slot until its receiver takes it, so a queue has
     /// at most `n_slots` pieces in flight: to keep the slowest link the
     /// collective crosses (inter-SIP, else UCIe, else NoC) busy, pieces may
-    /// not be smaller than [`Self::least_busy_piece`].
+    /// not be smaller than `min_bytes` (`crossing_min_bytes` where chains
+    /// cross).
     pub fn of(sys: &crate::spec::System, config: &AlgoConfig) -> Self {
         let s = &sys.spec;
         let link = if s.system.sips.count > 1 {
@@ -102,19 +108,31 @@ impl PieceLimits {
             2.0 / noc.bandwidth_gbps
         };
         let max_bytes = config.slot_size.max(2);
+        let clamp = |bytes: f64| {
+            (bytes.ceil().min(max_bytes as f64) as u64)
+                .clamp(AUTO_MIN_PIECE_BYTES, max_bytes.max(AUTO_MIN_PIECE_BYTES))
+        };
+        let window = link_bytes_per_ns * 2.0 * hop_latency_ns;
         let mut limits = Self {
-            min_bytes: 0,
+            min_bytes: clamp(window / f64::from(config.n_slots.max(1))),
+            crossing_min_bytes: 0,
             max_bytes,
             hop_latency_ns,
             link_bytes_per_ns,
             ends_ns_per_byte,
         };
-        let fits = limits
-            .least_busy_piece(config.n_slots)
-            .unwrap_or(f64::INFINITY);
-        limits.min_bytes = (fits.ceil().min(max_bytes as f64) as u64)
-            .clamp(AUTO_MIN_PIECE_BYTES, max_bytes.max(AUTO_MIN_PIECE_BYTES));
+        let crossing = limits.least_busy_piece(config.n_slots);
+        limits.crossing_min_bytes = clamp(crossing.unwrap_or(f64::INFINITY));
         limits
+    }
+
+    /// These limits for chains that cross links in opposite directions:
+    /// pieces of at least `crossing_min_bytes`.
+    pub fn crossing(self) -> Self {
+        Self {
+            min_bytes: self.crossing_min_bytes,
+            ..self
+        }
     }
 
     /// The smallest piece with which `n_slots` credits keep the link busy

@@ -314,6 +314,13 @@ impl KernelArgs {
         self.chunks.pieces(elems, stages, self.piece_limits)
     }
 
+    /// [`Self::pieces`] for chains that cross links in opposite directions
+    /// (see [`PieceLimits::crossing`]).
+    pub fn crossing_pieces(&self, elems: usize, stages: usize) -> usize {
+        self.chunks
+            .pieces(elems, stages, self.piece_limits.crossing())
+    }
+
     /// Piece times until piece 0 of a chain whose pieces hold `elems`
     /// elements reaches the member `hops` hops from its head: a whole
     /// number of piece times per hop, rounded up (see

@@ -180,7 +180,7 @@ fn rings(tl: &mut Tl, a: &KernelArgs, tables: &[CycleTable], pos: &[usize]) {
 fn chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
     let (n, elems) = (a.group.size(), a.job.elems);
     let parts = 2 * pos.len();
-    let pieces = a.pieces(elems / parts, n - 1);
+    let pieces = a.crossing_pieces(elems / parts, n - 1);
     let buf = Buffer::new(a.buffer(tl), elems, &[parts, pieces]);
     let at = |hops| a.chain_offset(elems / (parts * pieces), hops);
     let chain = |part: usize, from, to, offset| Chain {

@@ -219,7 +219,8 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let stages =
         (height(n, 0, 0).max(height(n, 1, 0))) * if c == Collective::AllReduce { 2 } else { 1 };
     let half = a.job.elems.div_ceil(2);
-    let pieces = a.pieces(half, stages);
+    // The two trees' edges cross links in opposite directions.
+    let pieces = a.crossing_pieces(half, stages);
     let mut buf = Buffer::new(a.buffer(tl), a.job.elems, &[2, pieces]);
     if c != Collective::Broadcast || p == 0 {
         buf.load(tl, &buf.atoms(&[]));

@@ -23,9 +23,9 @@
 //! last, shared among the cube's `C` trees' pieces.
 
 use super::Coords;
-use crate::ccl::kernels::{Atom, Buffer, Chain, ChainKind, run_chains};
+use crate::ccl::kernels::{Buffer, Chain, ChainKind, run_chains};
 use crate::ccl::{Group, KernelArgs};
-use crate::kernel::{Index, Sym, Tile, Tl};
+use crate::kernel::Tl;
 use kernbench_systems::program::QDir;
 
 /// This member's place on the trees' paths.
@@ -148,42 +148,5 @@ pub(super) fn kernel(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
         .flat_map(|share| (0..2).map(move |d| (share, d)))
         .map(|(share, d)| place.chain(share, d))
         .collect();
-    if at.me == 0 {
-        root(tl, &buf, &chains, pieces);
-    } else {
-        run_chains(tl, &buf, ChainKind::Broadcast, &chains, pieces);
-    }
-}
-
-/// The root heads every tree: piece `i` of every tree in tree order (what
-/// [`run_chains`] would do), but each step's pieces are loaded during the
-/// step before, so HBM latency is paid once, not once per piece.
-fn root(tl: &mut Tl, buf: &Buffer, chains: &[Chain], pieces: usize) {
-    let load = |tl: &mut Tl, i: Sym| -> Vec<Tile> {
-        chains
-            .iter()
-            .map(|ch| tl.load_part(&buf.part(&piece(ch, i))))
-            .collect()
-    };
-    let send = |tl: &mut Tl, tiles: &[Tile]| {
-        for (ch, &t) in chains.iter().zip(tiles) {
-            for &to in ch.to.iter().chain(&ch.branches) {
-                tl.send(to, t);
-            }
-        }
-    };
-    let first = load(tl, Sym::from(0usize));
-    let last = tl.repeat(pieces - 1, &first, |tl, i, cur| {
-        let next = load(tl, i + 1usize);
-        send(tl, cur);
-        next
-    });
-    send(tl, &last);
-}
-
-/// Piece `i` of a chain's part of the buffer.
-fn piece(ch: &Chain, i: Sym) -> Atom {
-    let mut digits = ch.prefix.clone();
-    digits.push(Index::At(i));
-    Atom(digits)
+    run_chains(tl, &buf, ChainKind::Broadcast, &chains, pieces);
 }
