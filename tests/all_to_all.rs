@@ -224,7 +224,7 @@ fn a_size_that_is_not_a_multiple_of_the_participants_is_refused() {
 
 /// Pairwise wires one channel per distance: more than 256 participants are
 /// refused at install naming the limit; slot areas that outgrow a TCM are
-/// refused naming the fix, and the shipped entry (hbm) fits.
+/// refused naming the fix, and the shipped entry (sram) fits.
 #[test]
 fn pairwise_limits_name_their_fix() {
     let config = cfg("pairwise", Space::Tcm, 1);
@@ -253,7 +253,7 @@ fn pairwise_limits_name_their_fix() {
     );
     let shipped = CclConfig::embedded_default();
     let entry = shipped.entry("pairwise").unwrap();
-    assert_eq!((entry.buffer_kind, entry.slot_size), (Space::Hbm, 65536));
+    assert_eq!((entry.buffer_kind, entry.slot_size), (Space::Sram, 16384));
     let sys = common::lean(256, SipTopology::Ring1d, None);
     assert!(common::communicator(&sys, entry, DataMode::TimingOnly).is_ok());
 }
@@ -302,10 +302,10 @@ fn pairwise_beats_bruck_on_small_and_large_blocks() {
     };
     assert_eq!(
         (ticks("bruck", 1 << 10), ticks("pairwise", 1 << 10)),
-        (1837, 996)
+        (1837, 893)
     );
     assert_eq!(
         (ticks("bruck", 1 << 20), ticks("pairwise", 1 << 20)),
-        (28153, 15886)
+        (28153, 9331)
     );
 }

@@ -311,6 +311,7 @@ fn embedded_default_has_the_shipped_entries() {
         "hier_lanes_deep",
         "tree",
         "pairwise",
+        "pairwise_wide",
         "bruck",
         "rhd",
         "dbtree",
@@ -318,7 +319,7 @@ fn embedded_default_has_the_shipped_entries() {
     ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 13, "{got:?}");
+    assert_eq!(got.len(), 14, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -389,6 +390,7 @@ fn embedded_entries_inherit_from_defaults() {
     // them.
     let own_queues = [
         "pairwise",
+        "pairwise_wide",
         "bruck",
         "rhd",
         "dbtree",
@@ -409,7 +411,11 @@ fn embedded_entries_inherit_from_defaults() {
         let e = c.entry(name).unwrap();
         (e.buffer_kind, e.n_slots, e.slot_size, e.chunks)
     };
-    assert_eq!(queues("pairwise"), (Space::Hbm, 4, 65536, Chunks::Auto));
+    assert_eq!(queues("pairwise"), (Space::Sram, 4, 16384, Chunks::Auto));
+    assert_eq!(
+        queues("pairwise_wide"),
+        (Space::Sram, 2, 32768, Chunks::Auto)
+    );
     assert_eq!(
         queues("hier_lanes_deep"),
         (Space::Tcm, 16, 32768, Chunks::Auto)

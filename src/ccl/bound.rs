@@ -45,18 +45,24 @@ impl Bound {
     }
 }
 
-/// Bytes one member must receive when `n` members take part.
-fn inbound(job: &Job, n: usize) -> f64 {
-    if n < 2 {
+/// Bytes that must enter a set of `k` of the `n` members from outside it:
+/// one member (`k` = 1), a cube's members or a SIP's. Members inside the
+/// set can share what enters, so a set is one member of `n / k` for every
+/// collective but all-to-all, whose blocks are distinct per receiver: each
+/// of the `k` receives a block of `S/n` from each of the `n − k` outside.
+fn inbound(job: &Job, n: usize, k: usize) -> f64 {
+    if k >= n {
         return 0.0;
     }
-    let (s, n) = (job.bytes() as f64, n as f64);
+    let s = job.bytes() as f64;
+    if job.collective == Collective::AllToAll {
+        return (k * (n - k)) as f64 * s / n as f64;
+    }
+    let sets = (n / k) as f64;
     match job.collective {
-        Collective::AllReduce => 2.0 * (n - 1.0) / n * s,
-        Collective::ReduceScatter | Collective::AllGather | Collective::AllToAll => {
-            (n - 1.0) / n * s
-        }
-        Collective::Broadcast | Collective::Reduce => s,
+        Collective::AllReduce => 2.0 * (sets - 1.0) / sets * s,
+        Collective::ReduceScatter | Collective::AllGather => (sets - 1.0) / sets * s,
+        Collective::Broadcast | Collective::Reduce | Collective::AllToAll => s,
     }
 }
 
@@ -125,14 +131,15 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     });
     terms.push((
         "participant port",
-        term(inbound(job, n), inbound_rate(links, pe0, |_| true)),
+        term(inbound(job, n, 1), inbound_rate(links, pe0, |_| true)),
     ));
     // Cube: UCIe and inter-SIP links into its ports; the worst-connected cube.
     let cubes = g.cubes_per_sip();
     let port_rate = |sip, cube, kinds: &dyn Fn(u8) -> bool| cube_rate(m, sip, cube, kinds);
     let all_links = |k: u8| k == UCIE || k == INTER_SIP;
     let worst_cube = min_rate((0..cubes).map(|c| port_rate(g.sip(0), c, &all_links)));
-    terms.push(("cube links", term(inbound(job, n), worst_cube)));
+    let per_cube = g.pes as usize;
+    terms.push(("cube links", term(inbound(job, n, per_cube), worst_cube)));
     // SIP: inter-SIP lanes into it; the worst-connected SIP.
     if g.sips > 1 {
         let lanes = |k: u8| k == INTER_SIP;
@@ -142,7 +149,8 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
                 .try_fold(0.0, |a, r| r.map(|r| a + r))
         };
         let worst_sip = min_rate((0..g.sips).map(|m| sip_rate(g.sip(m))));
-        terms.push(("SIP lanes", term(inbound(job, g.sips as usize), worst_sip)));
+        let per_sip = per_cube * cubes as usize;
+        terms.push(("SIP lanes", term(inbound(job, n, per_sip), worst_sip)));
     }
     // Memory: the cube's HBM port reads its input and writes its output.
     // Participant 0's cube must do it; its SIP's kind sets the port.

@@ -34,18 +34,31 @@ fn block(buf: &Buffer, me: Sym, d: usize) -> Vec<Atom> {
     buf.atoms(&[Index::At(me + d)])
 }
 
-/// Every distance at once: each piece round sends piece `c` of block
-/// `me + d` on channel `d` for every `d`, stores the previous round's
+/// Every distance at once: each piece round loads the next round's pieces
+/// (the HBM reads stay one round ahead of the sends: loading whole blocks
+/// first left the links idle for the first S/HBM-rate), sends piece `c` of
+/// block `me + d` on channel `d` for every `d`, stores the previous round's
 /// pieces (received by then, so no store stalls a send), then receives
-/// piece `c` of block `me − d` from channel `n − d`.
-fn exchange(tl: &mut Tl, buf: &Buffer, me: Sym, n: usize) {
+/// piece `c` of block `me − d` from channel `n − d`. Own block `me` stays
+/// in place.
+fn exchange(tl: &mut Tl, buf: &mut Buffer, me: Sym, n: usize) {
     let dists: Vec<usize> = (1..=n / 2)
         .flat_map(|d| if 2 * d == n { vec![d] } else { vec![d, n - d] })
         .collect();
     let sends: Vec<Vec<Atom>> = dists.iter().map(|&d| block(buf, me, d)).collect();
     let recvs: Vec<Vec<Atom>> = dists.iter().map(|&d| block(buf, me, n - d)).collect();
+    let rounds = sends[0].len();
+    let load_round = |buf: &mut Buffer, tl: &mut Tl, c: usize| {
+        for s in &sends {
+            buf.load(tl, std::slice::from_ref(&s[c]));
+        }
+    };
+    load_round(buf, tl, 0);
     let mut got: Vec<(Atom, Tile)> = Vec::new();
-    for c in 0..sends[0].len() {
+    for c in 0..rounds {
+        if c + 1 < rounds {
+            load_round(buf, tl, c + 1);
+        }
         for (k, &d) in dists.iter().enumerate() {
             tl.send(chan(d), buf.tile(&sends[k][c]));
         }
@@ -75,11 +88,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         a.job.elems,
         &[n, a.pieces(a.job.elems / n, 1)],
     );
-    // Own block p stays in place; every other one is sent.
-    for d in 1..n {
-        buf.load(tl, &block(&buf, me, d));
-    }
-    exchange(tl, &buf, me, n);
+    exchange(tl, &mut buf, me, n);
 }
 
 impl Algorithm for Pairwise {
