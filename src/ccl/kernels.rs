@@ -505,6 +505,11 @@ pub struct Chain {
     /// When piece 0 reaches this member, in piece times after the head
     /// sends it (its distance from the head).
     pub offset: usize,
+    /// Whether a reduce takes this member's own piece in here (loaded and
+    /// combined, or loaded and sent by the head). False only where a root
+    /// that heads a chain gets the result back at its end: it stores what
+    /// it receives. Broadcasts ignore it (the head loads).
+    pub adds_own: bool,
 }
 
 /// What the chains do with each piece.
@@ -617,7 +622,7 @@ impl ChainKind {
     fn loads(self, c: &Chain) -> bool {
         match self {
             ChainKind::Broadcast => c.from.is_none(),
-            ChainKind::Reduce(_) => true,
+            ChainKind::Reduce(_) => c.adds_own,
         }
     }
 }
@@ -644,6 +649,7 @@ fn run_piece(
     let t = match (kind, c.from) {
         (ChainKind::Broadcast, None) | (ChainKind::Reduce(_), None) => mine(),
         (ChainKind::Broadcast, Some(from)) => tl.recv_part(from, &part),
+        (ChainKind::Reduce(_), Some(from)) if !c.adds_own => tl.recv_part(from, &part),
         (ChainKind::Reduce(op), Some(from)) => {
             let mine = mine();
             let x = tl.recv_part(from, &part);

@@ -174,55 +174,59 @@ fn rings(tl: &mut Tl, a: &KernelArgs, tables: &[CycleTable], pos: &[usize]) {
 
 /// Pipelined chains, two per cycle, one per part of the buffer: broadcast
 /// sends part 2c east along cycle c from position 0 through 1, 2, … and
-/// part 2c + 1 west through n − 1, n − 2, …; reduce runs each the other way
-/// round into position 0. Each member takes the pieces of all chains in the
-/// order they reach it.
+/// part 2c + 1 west through n − 1, n − 2, …. Reduce runs the same chains
+/// all the way round: position 0 (the root) heads both with its own
+/// pieces, every other member combines its own in and forwards, and the
+/// root receives the result from its other neighbour and stores it. So
+/// the root's HBM reads its input while the pipeline fills and writes the
+/// result after, instead of doing both once the chains reach it (on 256
+/// SIPs of a ring at 64 MiB: 76% → 87% of the bound, the HBM port). Each
+/// member takes the pieces of all chains in the order they reach it.
 fn chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
     let (n, elems) = (a.group.size(), a.job.elems);
     let parts = 2 * pos.len();
-    let pieces = a.crossing_pieces(elems / parts, n - 1);
+    let broadcast = a.job.collective == Collective::Broadcast;
+    // Hops from a chain's head to its last member.
+    let hops = if broadcast { n - 1 } else { n };
+    let pieces = a.crossing_pieces(elems / parts, hops);
     let buf = Buffer::new(a.buffer(tl), elems, &[parts, pieces]);
     let at = |hops| a.chain_offset(elems / (parts * pieces), hops);
-    let chain = |part: usize, from, to, offset| Chain {
+    let chain = |part: usize, from, to, offset, adds_own| Chain {
         prefix: vec![part.into()],
         from,
         to,
         branches: Vec::new(),
         offset,
+        adds_own,
     };
     let mut all = Vec::new();
-    let broadcast = a.job.collective == Collective::Broadcast;
     for (c, &p) in pos.iter().enumerate() {
         let (next, prev) = (NEXT[c], PREV[c]);
+        let (east, west) = (2 * c, 2 * c + 1);
         if broadcast {
             let root = p == 0;
             all.push(chain(
-                2 * c,
+                east,
                 (!root).then_some(prev),
                 (p != n - 1).then_some(next),
                 at(p),
+                true,
             ));
             all.push(chain(
-                2 * c + 1,
+                west,
                 (!root).then_some(next),
                 (p != 1).then_some(prev),
                 at((n - p) % n),
+                true,
             ));
+        } else if p == 0 {
+            all.push(chain(east, None, Some(next), 0, true));
+            all.push(chain(west, None, Some(prev), 0, true));
+            all.push(chain(east, Some(prev), None, at(n), false));
+            all.push(chain(west, Some(next), None, at(n), false));
         } else {
-            let to_root = |dir| (p != 0).then_some(dir);
-            all.push(chain(
-                2 * c,
-                (p != n - 1).then_some(next),
-                to_root(prev),
-                at(n - 1 - p),
-            ));
-            let east = at(if p == 0 { n - 1 } else { p - 1 });
-            all.push(chain(
-                2 * c + 1,
-                (p != 1).then_some(prev),
-                to_root(next),
-                east,
-            ));
+            all.push(chain(east, Some(prev), Some(next), at(p), true));
+            all.push(chain(west, Some(next), Some(prev), at(n - p), true));
         }
     }
     let kind = if broadcast {

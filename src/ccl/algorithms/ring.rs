@@ -116,6 +116,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
                     to: (me + 1 < n).then_some(QDir::E),
                     branches: Vec::new(),
                     offset: me,
+                    adds_own: true,
                 };
                 (ChainKind::Broadcast, chain)
             } else {
@@ -125,6 +126,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
                     to: (me > 0).then_some(QDir::W),
                     branches: Vec::new(),
                     offset: n - 1 - me,
+                    adds_own: true,
                 };
                 (ChainKind::Reduce(op), chain)
             };

@@ -108,6 +108,7 @@ impl Place {
             to,
             branches,
             offset,
+            adds_own: true,
         }
     }
 }
