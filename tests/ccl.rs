@@ -750,3 +750,62 @@ fn bidir_ring_reduce_reads_the_roots_input_while_its_chains_fill() {
         (135660, 131072, "HBM port")
     );
 }
+
+/// torus_trees: broadcast verified value for value on tori of one
+/// participant per SIP (square, wider than tall, taller than wide), odd
+/// sizes included, every buffer kind; a group it cannot serve is refused
+/// at install naming the limit and the fix; and on 16 SIPs of a 4x4 torus
+/// at 4 MiB its four trees (depth ≤ 7) beat bidir_ring's four chains
+/// round two Hamiltonian cycles (15 hops each).
+#[test]
+fn torus_trees_broadcast_over_four_arc_disjoint_trees() {
+    for (w, h) in [(3, 3), (4, 3), (3, 5)] {
+        let sys = sips(w * h, SipTopology::Torus2d, Some((w, h)), (1, 1));
+        for (buffer, elems) in [
+            (Space::Tcm, 131),
+            (Space::Sram, 4096),
+            (Space::Hbm, 100_003),
+        ] {
+            let (mut m, c) =
+                common::communicator(&sys, &cfg("torus_trees", buffer, 2), DataMode::Functional)
+                    .unwrap();
+            let what = format!("torus_trees on a {w}x{h} torus, {buffer:?}, {elems} elements");
+            run_checked(
+                &mut m,
+                &c,
+                (Collective::Broadcast, ReduceOp::Sum, elems),
+                &what,
+            );
+        }
+    }
+    let sys = sips(9, SipTopology::Torus2d, Some((3, 3)), (2, 2));
+    let Err(e) = common::communicator(
+        &sys,
+        &cfg("torus_trees", Space::Tcm, 2),
+        DataMode::Functional,
+    ) else {
+        panic!("torus_trees installed with 4 participants per SIP");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("one participant per SIP") && e.contains("allowed:"),
+        "{e}"
+    );
+    let sys = sips(16, SipTopology::Torus2d, Some((4, 4)), (1, 1));
+    let ccl = CclConfig::embedded_default();
+    let ticks = |name: &str| {
+        let (mut m, c) =
+            common::communicator(&sys, ccl.entry(name).unwrap(), DataMode::TimingOnly).unwrap();
+        let job = Job {
+            collective: Collective::Broadcast,
+            op: ReduceOp::Sum,
+            elems: 2 << 20,
+        };
+        let r = c.run(&mut m, job).unwrap();
+        (r.ticks, r.bound_ticks)
+    };
+    assert_eq!(
+        (ticks("torus_trees"), ticks("bidir_ring_deep")),
+        ((20825, 16384), (23790, 16384))
+    );
+}

@@ -316,10 +316,11 @@ fn embedded_default_has_the_shipped_entries() {
         "rhd",
         "dbtree",
         "dims",
+        "torus_trees",
     ] {
         assert!(got.contains(&want), "{want} missing from {got:?}");
     }
-    assert_eq!(got.len(), 14, "{got:?}");
+    assert_eq!(got.len(), 15, "{got:?}");
     assert_eq!(
         c.defaults,
         AlgoConfig {
@@ -386,7 +387,7 @@ fn embedded_entries_inherit_from_defaults() {
     // participant), rhd (a step's half in up to log2 n + 1 ranges) and
     // dbtree (pieces pipelined over six queues), dims (a queue to every
     // other member of each line), hier_lanes_deep and bidir_ring_deep
-    // (chunks in flight to cover a round trip); every other entry inherits
+    // (chunks in flight to cover a round trip), torus_trees (pieces in flight over inter-SIP hops); every other entry inherits
     // them.
     let own_queues = [
         "pairwise",
@@ -397,6 +398,7 @@ fn embedded_entries_inherit_from_defaults() {
         "dims",
         "hier_lanes_deep",
         "bidir_ring_deep",
+        "torus_trees",
     ];
     for e in c
         .entries
@@ -412,6 +414,7 @@ fn embedded_entries_inherit_from_defaults() {
         (e.buffer_kind, e.n_slots, e.slot_size, e.chunks)
     };
     assert_eq!(queues("pairwise"), (Space::Sram, 4, 16384, Chunks::Auto));
+    assert_eq!(queues("torus_trees"), (Space::Tcm, 16, 16384, Chunks::Auto));
     assert_eq!(
         queues("pairwise_wide"),
         (Space::Sram, 2, 32768, Chunks::Auto)

@@ -15,6 +15,7 @@ mod pairwise;
 mod panics;
 mod rhd;
 mod ring;
+mod torus_trees;
 mod tree;
 
 use super::{Algorithm, CclError};
@@ -33,6 +34,7 @@ pub static ALL: &[&dyn Algorithm] = &[
     &pairwise::Pairwise,
     &bruck::Bruck,
     &dims::Dims,
+    &torus_trees::TorusTrees,
 ];
 
 /// Algorithms only the project's tests can name (never listed to users).

@@ -1,0 +1,233 @@
+//! `torus_trees`: broadcast over four arc-disjoint spanning trees of a 2-D
+//! torus, one per direction the root can send in, each carrying a quarter
+//! of the buffer, pipelined in pieces. Every link of the torus carries at
+//! most one tree one way, so each carries `S/4`, and no tree is deeper than
+//! `w + h − 1` hops (a chain round a Hamiltonian cycle is `wh − 1`): on
+//! 256 SIPs the fill is 31 hops instead of 255.
+//!
+//! Tree `E`, in coordinates relative to the root: east along the root's
+//! row; from each other node of that row, north up its column; the root's
+//! column is reached from its west neighbours by the east arcs
+//! `(w−1, y) → (0, y)`. Trees `N`, `W` and `S` are the same turned by a
+//! quarter, a half and three quarters (east → north → west → south). Tree
+//! `E` uses east arcs of the root's row and of column `w−1`'s wrap, and the
+//! north arcs of columns `1..w` but their wrap into row 0; tree `N` uses the
+//! north arcs of column 0 and exactly those wraps, and west arcs of rows
+//! `1..h` but the ones into column 0, which tree `W` uses: each arc is in
+//! one tree (`a_torus_has_four_arc_disjoint_spanning_trees`).
+
+use super::ring::me;
+use crate::ccl::kernels::{Buffer, Chain, ChainKind, run_chains};
+use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::kernel::Tl;
+use crate::kernel::wiring::QueueConfig;
+use crate::spec::SipTopology;
+use kernbench_systems::ipcq::Entry;
+use kernbench_systems::program::QDir;
+
+pub struct TorusTrees;
+
+/// The four compass directions, in tree order (each a quarter turn left of
+/// the one before).
+const DIRS: [QDir; 4] = [QDir::E, QDir::N, QDir::W, QDir::S];
+
+/// One node's place in one tree: the direction its pieces come from (None
+/// at the root), the directions it forwards them to, and its depth.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub from: Option<QDir>,
+    pub to: Vec<QDir>,
+    pub depth: usize,
+}
+
+/// `(x, y)` turned a quarter right `turns` times in a `w × h` grid whose
+/// sides turn with it.
+fn turn(x: usize, y: usize, w: usize, h: usize, turns: usize) -> (usize, usize, usize, usize) {
+    let (mut x, mut y, mut w, mut h) = (x, y, w, h);
+    for _ in 0..turns {
+        // A quarter right: north becomes east, so the new x runs along the
+        // old y and the new y against the old x.
+        (x, y, w, h) = (y, (w - x) % w, h, w);
+    }
+    (x, y, w, h)
+}
+
+/// Node `(x, y)` (relative to the root) in tree `t` (0..4: E, N, W, S) of a
+/// `w × h` torus. Tree `t` is tree E on the grid turned `t` quarters right,
+/// where its east is `DIRS[t]` and its north `DIRS[t + 1]`.
+pub fn place(t: usize, x: usize, y: usize, w: usize, h: usize) -> Place {
+    // Turn the node into tree E's frame: a quarter right per tree.
+    let (x, y, w, h) = turn(x, y, w, h, t);
+    let (east, north) = (DIRS[t], DIRS[(t + 1) % 4]);
+    let (west, south) = (DIRS[(t + 2) % 4], DIRS[(t + 3) % 4]);
+    match (x, y) {
+        (0, 0) => Place {
+            from: None,
+            to: vec![east],
+            depth: 0,
+        },
+        (x, 0) => {
+            let mut to = vec![north];
+            if x + 1 < w {
+                to.insert(0, east);
+            }
+            Place {
+                from: Some(west),
+                to,
+                depth: x,
+            }
+        }
+        (0, y) => Place {
+            from: Some(west),
+            to: Vec::new(),
+            depth: w + y,
+        },
+        (x, y) => {
+            let mut to = Vec::new();
+            if y + 1 < h {
+                to.push(north);
+            }
+            if x + 1 == w {
+                to.push(east);
+            }
+            Place {
+                from: Some(south),
+                to,
+                depth: x + y,
+            }
+        }
+    }
+}
+
+/// The group's grid side lengths; the root is participant 0 at (0, 0).
+fn grid(g: &Group) -> (usize, usize) {
+    (g.grid.0 as usize, g.grid.1 as usize)
+}
+
+/// Participant `p`'s neighbour in direction `d` on the torus.
+fn neighbour(g: &Group, p: usize, d: QDir) -> usize {
+    let (w, h) = grid(g);
+    let (x, y) = (p % w, p / w);
+    let (x, y) = match d {
+        QDir::E => ((x + 1) % w, y),
+        QDir::W => ((x + w - 1) % w, y),
+        QDir::N => (x, (y + 1) % h),
+        _ => (x, (y + h - 1) % h),
+    };
+    y * w + x
+}
+
+fn opposite(d: QDir) -> QDir {
+    DIRS[(DIRS.iter().position(|&e| e == d).unwrap() + 2) % 4]
+}
+
+fn kernel(tl: &mut Tl, a: &KernelArgs) {
+    let (n, elems) = (a.group.size(), a.job.elems);
+    let p = me(tl, &a.group);
+    if n == 1 {
+        return;
+    }
+    let (w, h) = grid(&a.group);
+    let trees = DIRS.len();
+    let pieces = a.crossing_pieces(elems / trees, w + h - 1);
+    let buf = Buffer::new(a.buffer(tl), elems, &[trees, pieces]);
+    let at = |hops| a.chain_offset(elems / (trees * pieces), hops);
+    let chains: Vec<Chain> = (0..trees)
+        .map(|t| {
+            let Place { from, to, depth } = place(t, p % w, p / w, w, h);
+            let mut to = to.into_iter();
+            Chain {
+                prefix: vec![t.into()],
+                from,
+                to: to.next(),
+                branches: to.collect(),
+                offset: at(depth),
+                adds_own: true,
+            }
+        })
+        .collect();
+    run_chains(tl, &buf, ChainKind::Broadcast, &chains, pieces);
+}
+
+impl Algorithm for TorusTrees {
+    fn name(&self) -> &'static str {
+        "torus_trees"
+    }
+    fn summary(&self) -> &'static str {
+        "broadcast over four arc-disjoint spanning trees of a torus (one participant per SIP), a quarter of the buffer each, at most w + h - 1 hops deep"
+    }
+    fn collectives(&self) -> &'static [Collective] {
+        &[Collective::Broadcast]
+    }
+    fn topologies(&self) -> &'static [SipTopology] {
+        &[SipTopology::Torus2d]
+    }
+    fn check_group(&self, g: &Group) -> Result<(), String> {
+        let (w, h) = g.grid;
+        let per_sip = g.cubes_per_sip() * g.pes;
+        if per_sip != 1 || w < 3 || h < 3 {
+            return Err(format!(
+                "a group of {w}x{h} SIPs with {per_sip} participants each: torus_trees needs one participant per SIP (cube_mesh 1x1) on a torus of at least 3x3 SIPs, where the four trees' arcs are distinct links; allowed: such a system, or algorithm hier_lanes or bidir_ring"
+            ));
+        }
+        Ok(())
+    }
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+        g.wire_each(|p| {
+            DIRS.iter()
+                .map(|&d| q.entry(d, g.pe(neighbour(g, p, d)), opposite(d)))
+                .collect()
+        })
+    }
+    fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
+        kernel
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    /// Every tree spans the torus (each node's parent is its `from`
+    /// neighbour, one hop shallower) and no arc is in two trees.
+    #[test]
+    fn a_torus_has_four_arc_disjoint_spanning_trees() {
+        let step = |x: usize, y: usize, w: usize, h: usize, d: QDir| match d {
+            QDir::E => ((x + 1) % w, y),
+            QDir::W => ((x + w - 1) % w, y),
+            QDir::N => (x, (y + 1) % h),
+            _ => (x, (y + h - 1) % h),
+        };
+        for (w, h) in [(3, 3), (4, 4), (3, 5), (6, 4), (16, 16)] {
+            let mut arcs = HashSet::new();
+            for t in 0..4 {
+                let mut max_depth = 0;
+                for y in 0..h {
+                    for x in 0..w {
+                        let me = place(t, x, y, w, h);
+                        max_depth = max_depth.max(me.depth);
+                        for &d in &me.to {
+                            let (cx, cy) = step(x, y, w, h, d);
+                            let child = place(t, cx, cy, w, h);
+                            assert_eq!(child.from, Some(opposite(d)), "{w}x{h} tree {t}");
+                            assert_eq!(child.depth, me.depth + 1, "{w}x{h} tree {t}");
+                            assert!(arcs.insert((x, y, d)), "{w}x{h}: arc twice");
+                        }
+                        match me.from {
+                            None => assert_eq!((x, y), (0, 0)),
+                            Some(d) => {
+                                let (px, py) = step(x, y, w, h, d);
+                                let parent = place(t, px, py, w, h);
+                                assert!(parent.to.contains(&opposite(d)), "{w}x{h} tree {t}");
+                            }
+                        }
+                    }
+                }
+                assert!(max_depth < w + h, "{w}x{h} tree {t}: depth {max_depth}");
+            }
+            // Every arc but the four into the root.
+            assert_eq!(arcs.len(), 4 * (w * h - 1), "{w}x{h}");
+        }
+    }
+}
