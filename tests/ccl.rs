@@ -751,16 +751,25 @@ fn bidir_ring_reduce_reads_the_roots_input_while_its_chains_fill() {
     );
 }
 
-/// torus_trees: broadcast verified value for value on tori of one
-/// participant per SIP (square, wider than tall, taller than wide), odd
+/// torus_trees: broadcast verified value for value on tori and meshes of
+/// one participant per SIP (square, wider than tall, taller than wide), odd
 /// sizes included, every buffer kind; a group it cannot serve is refused
-/// at install naming the limit and the fix; and on 16 SIPs of a 4x4 torus
-/// at 4 MiB its four trees (depth ≤ 7) beat bidir_ring's four chains
-/// round two Hamiltonian cycles (15 hops each).
+/// at install naming the limit and the fix; and on 16 SIPs at 4 MiB its
+/// trees (depth ≤ 7) beat bidir_ring's chains round Hamiltonian cycles (15
+/// hops each): four against four on a 4x4 torus, two against two on a 4x4
+/// mesh.
 #[test]
-fn torus_trees_broadcast_over_four_arc_disjoint_trees() {
-    for (w, h) in [(3, 3), (4, 3), (3, 5)] {
-        let sys = sips(w * h, SipTopology::Torus2d, Some((w, h)), (1, 1));
+fn torus_trees_broadcast_over_arc_disjoint_trees() {
+    let grids = [
+        (SipTopology::Torus2d, (3, 3)),
+        (SipTopology::Torus2d, (4, 3)),
+        (SipTopology::Torus2d, (3, 5)),
+        (SipTopology::Mesh2dNoWrap, (2, 2)),
+        (SipTopology::Mesh2dNoWrap, (4, 3)),
+        (SipTopology::Mesh2dNoWrap, (3, 5)),
+    ];
+    for (topology, (w, h)) in grids {
+        let sys = sips(w * h, topology, Some((w, h)), (1, 1));
         for (buffer, elems) in [
             (Space::Tcm, 131),
             (Space::Sram, 4096),
@@ -769,7 +778,8 @@ fn torus_trees_broadcast_over_four_arc_disjoint_trees() {
             let (mut m, c) =
                 common::communicator(&sys, &cfg("torus_trees", buffer, 2), DataMode::Functional)
                     .unwrap();
-            let what = format!("torus_trees on a {w}x{h} torus, {buffer:?}, {elems} elements");
+            let what =
+                format!("torus_trees on a {w}x{h} {topology:?}, {buffer:?}, {elems} elements");
             run_checked(
                 &mut m,
                 &c,
@@ -791,9 +801,9 @@ fn torus_trees_broadcast_over_four_arc_disjoint_trees() {
         e.contains("one participant per SIP") && e.contains("allowed:"),
         "{e}"
     );
-    let sys = sips(16, SipTopology::Torus2d, Some((4, 4)), (1, 1));
     let ccl = CclConfig::embedded_default();
-    let ticks = |name: &str| {
+    let ticks = |topology, name: &str| {
+        let sys = sips(16, topology, Some((4, 4)), (1, 1));
         let (mut m, c) =
             common::communicator(&sys, ccl.entry(name).unwrap(), DataMode::TimingOnly).unwrap();
         let job = Job {
@@ -804,8 +814,14 @@ fn torus_trees_broadcast_over_four_arc_disjoint_trees() {
         let r = c.run(&mut m, job).unwrap();
         (r.ticks, r.bound_ticks)
     };
+    let torus = SipTopology::Torus2d;
     assert_eq!(
-        (ticks("torus_trees"), ticks("bidir_ring_deep")),
+        (ticks(torus, "torus_trees"), ticks(torus, "bidir_ring_deep")),
         ((20825, 16384), (23790, 16384))
+    );
+    let mesh = SipTopology::Mesh2dNoWrap;
+    assert_eq!(
+        (ticks(mesh, "torus_trees"), ticks(mesh, "bidir_ring_deep")),
+        ((24588, 22771), (30746, 22771))
     );
 }

@@ -1,9 +1,10 @@
-//! `torus_trees`: broadcast over four arc-disjoint spanning trees of a 2-D
-//! torus, one per direction the root can send in, each carrying a quarter
-//! of the buffer, pipelined in pieces. Every link of the torus carries at
-//! most one tree one way, so each carries `S/4`, and no tree is deeper than
-//! `w + h − 1` hops (a chain round a Hamiltonian cycle is `wh − 1`): on
-//! 256 SIPs the fill is 31 hops instead of 255.
+//! `torus_trees`: broadcast over arc-disjoint spanning trees of the SIP
+//! grid, one per direction the root can send in (four on a torus, two from
+//! a mesh's corner), each carrying its share of the buffer, pipelined in
+//! pieces. Every link carries at most one tree one way, so each carries
+//! `S/4` (`S/2` on a mesh), and no tree is deeper than `w + h` hops (a
+//! chain round a Hamiltonian cycle is `wh − 1`): on 256 SIPs the fill is
+//! about 31 hops instead of 255.
 //!
 //! Tree `E`, in coordinates relative to the root: east along the root's
 //! row; from each other node of that row, north up its column; the root's
@@ -14,7 +15,9 @@
 //! north arcs of columns `1..w` but their wrap into row 0; tree `N` uses the
 //! north arcs of column 0 and exactly those wraps, and west arcs of rows
 //! `1..h` but the ones into column 0, which tree `W` uses: each arc is in
-//! one tree (`a_torus_has_four_arc_disjoint_spanning_trees`).
+//! one tree (`a_torus_has_four_arc_disjoint_spanning_trees`). A mesh has no
+//! wrap: its tree `E` reaches column 0 by the west arcs `(1, y) → (0, y)`,
+//! and its tree `N` is tree `E` mirrored across the diagonal.
 
 use super::ring::me;
 use crate::ccl::kernels::{Buffer, Chain, ChainKind, run_chains};
@@ -99,6 +102,72 @@ pub fn place(t: usize, x: usize, y: usize, w: usize, h: usize) -> Place {
     }
 }
 
+/// Node `(x, y)` in tree `t` (0: E, 1: N) of a `w × h` mesh without
+/// wrap-around, rooted at the corner (0, 0): tree E runs east along row 0,
+/// north up every other column, and reaches column 0 by the west arcs
+/// `(1, y) → (0, y)`; tree N is its mirror across the diagonal (north up
+/// column 0, east along every other row, row 0 by the south arcs
+/// `(x, 1) → (x, 0)`).
+pub fn mesh_place(t: usize, x: usize, y: usize, w: usize, h: usize) -> Place {
+    let (x, y, w, h) = if t == 0 { (x, y, w, h) } else { (y, x, h, w) };
+    let d = |e: QDir| if t == 0 { e } else { mirror(e) };
+    let (east, north, west, south) = (d(QDir::E), d(QDir::N), d(QDir::W), d(QDir::S));
+    let place = |from, to: Vec<QDir>, depth| Place { from, to, depth };
+    match (x, y) {
+        (0, 0) => place(None, vec![east], 0),
+        (x, 0) => {
+            let mut to = Vec::new();
+            if x + 1 < w {
+                to.push(east);
+            }
+            if h > 1 {
+                to.push(north);
+            }
+            place(Some(west), to, x)
+        }
+        (0, y) => place(Some(east), Vec::new(), y + 2),
+        (x, y) => {
+            let mut to = Vec::new();
+            if y + 1 < h {
+                to.push(north);
+            }
+            if x == 1 {
+                to.push(west);
+            }
+            place(Some(south), to, x + y)
+        }
+    }
+}
+
+/// A direction mirrored across the diagonal (east ↔ north, west ↔ south).
+fn mirror(d: QDir) -> QDir {
+    match d {
+        QDir::E => QDir::N,
+        QDir::N => QDir::E,
+        QDir::W => QDir::S,
+        _ => QDir::W,
+    }
+}
+
+/// The trees of the group's grid: four on a torus, two on a mesh.
+fn trees(g: &Group) -> usize {
+    if g.topology == SipTopology::Torus2d {
+        4
+    } else {
+        2
+    }
+}
+
+/// Node `(x, y)` in tree `t` of the group's grid.
+fn place_in(g: &Group, t: usize, x: usize, y: usize) -> Place {
+    let (w, h) = grid(g);
+    if g.topology == SipTopology::Torus2d {
+        place(t, x, y, w, h)
+    } else {
+        mesh_place(t, x, y, w, h)
+    }
+}
+
 /// The group's grid side lengths; the root is participant 0 at (0, 0).
 fn grid(g: &Group) -> (usize, usize) {
     (g.grid.0 as usize, g.grid.1 as usize)
@@ -128,13 +197,13 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         return;
     }
     let (w, h) = grid(&a.group);
-    let trees = DIRS.len();
-    let pieces = a.crossing_pieces(elems / trees, w + h - 1);
+    let trees = trees(&a.group);
+    let pieces = a.crossing_pieces(elems / trees, w + h);
     let buf = Buffer::new(a.buffer(tl), elems, &[trees, pieces]);
     let at = |hops| a.chain_offset(elems / (trees * pieces), hops);
     let chains: Vec<Chain> = (0..trees)
         .map(|t| {
-            let Place { from, to, depth } = place(t, p % w, p / w, w, h);
+            let Place { from, to, depth } = place_in(&a.group, t, p % w, p / w);
             let mut to = to.into_iter();
             Chain {
                 prefix: vec![t.into()],
@@ -154,27 +223,43 @@ impl Algorithm for TorusTrees {
         "torus_trees"
     }
     fn summary(&self) -> &'static str {
-        "broadcast over four arc-disjoint spanning trees of a torus (one participant per SIP), a quarter of the buffer each, at most w + h - 1 hops deep"
+        "broadcast over arc-disjoint spanning trees of a torus (four) or a mesh (two from the corner), one participant per SIP, at most w + h hops deep"
     }
     fn collectives(&self) -> &'static [Collective] {
         &[Collective::Broadcast]
     }
     fn topologies(&self) -> &'static [SipTopology] {
-        &[SipTopology::Torus2d]
+        &[SipTopology::Torus2d, SipTopology::Mesh2dNoWrap]
     }
     fn check_group(&self, g: &Group) -> Result<(), String> {
         let (w, h) = g.grid;
         let per_sip = g.cubes_per_sip() * g.pes;
-        if per_sip != 1 || w < 3 || h < 3 {
+        let side = if g.topology == SipTopology::Torus2d {
+            3
+        } else {
+            2
+        };
+        if per_sip != 1 || w < side || h < side {
             return Err(format!(
-                "a group of {w}x{h} SIPs with {per_sip} participants each: torus_trees needs one participant per SIP (cube_mesh 1x1) on a torus of at least 3x3 SIPs, where the four trees' arcs are distinct links; allowed: such a system, or algorithm hier_lanes or bidir_ring"
+                "a group of {w}x{h} SIPs with {per_sip} participants each: torus_trees needs one participant per SIP (cube_mesh 1x1) on a torus of at least 3x3 SIPs or a mesh of at least 2x2, where the trees' arcs are distinct links; allowed: such a system, or algorithm hier_lanes or bidir_ring"
             ));
         }
         Ok(())
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+        let (w, h) = grid(g);
+        let wrap = g.topology == SipTopology::Torus2d;
         g.wire_each(|p| {
+            let (x, y) = (p % w, p / w);
             DIRS.iter()
+                .filter(|&&d| {
+                    wrap || match d {
+                        QDir::E => x + 1 < w,
+                        QDir::W => x > 0,
+                        QDir::N => y + 1 < h,
+                        _ => y > 0,
+                    }
+                })
                 .map(|&d| q.entry(d, g.pe(neighbour(g, p, d)), opposite(d)))
                 .collect()
         })
@@ -228,6 +313,32 @@ mod tests {
             }
             // Every arc but the four into the root.
             assert_eq!(arcs.len(), 4 * (w * h - 1), "{w}x{h}");
+        }
+        // A mesh: two trees from the corner, no wrap-around arc.
+        for (w, h) in [(2, 2), (3, 3), (4, 3), (2, 5), (16, 16)] {
+            let mut arcs = HashSet::new();
+            for t in 0..2 {
+                for y in 0..h {
+                    for x in 0..w {
+                        let me = mesh_place(t, x, y, w, h);
+                        for &d in &me.to {
+                            let (cx, cy) = step(x, y, w, h, d);
+                            let wrapped = match d {
+                                QDir::E => cx == 0,
+                                QDir::W => x == 0,
+                                QDir::N => cy == 0,
+                                _ => y == 0,
+                            };
+                            assert!(!wrapped, "{w}x{h} mesh tree {t}: a wrap arc");
+                            let child = mesh_place(t, cx, cy, w, h);
+                            assert_eq!(child.from, Some(opposite(d)), "{w}x{h} mesh tree {t}");
+                            assert_eq!(child.depth, me.depth + 1, "{w}x{h} mesh tree {t}");
+                            assert!(arcs.insert((x, y, d)), "{w}x{h} mesh: arc twice");
+                        }
+                    }
+                }
+            }
+            assert_eq!(arcs.len(), 2 * (w * h - 1), "{w}x{h} mesh");
         }
     }
 }
