@@ -54,15 +54,12 @@ fn inbound(job: &Job, n: usize, k: usize) -> f64 {
     if k >= n {
         return 0.0;
     }
-    let s = job.bytes() as f64;
-    if job.collective == Collective::AllToAll {
-        return (k * (n - k)) as f64 * s / n as f64;
-    }
-    let sets = (n / k) as f64;
+    let (s, sets) = (job.bytes() as f64, (n / k) as f64);
     match job.collective {
+        Collective::AllToAll => (k * (n - k)) as f64 * s / n as f64,
         Collective::AllReduce => 2.0 * (sets - 1.0) / sets * s,
         Collective::ReduceScatter | Collective::AllGather => (sets - 1.0) / sets * s,
-        Collective::Broadcast | Collective::Reduce | Collective::AllToAll => s,
+        Collective::Broadcast | Collective::Reduce => s,
     }
 }
 

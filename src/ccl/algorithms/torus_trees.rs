@@ -70,10 +70,11 @@ pub fn place(t: usize, x: usize, y: usize, w: usize, h: usize) -> Place {
             depth: 0,
         },
         (x, 0) => {
-            let mut to = vec![north];
+            let mut to = Vec::new();
             if x + 1 < w {
-                to.insert(0, east);
+                to.push(east);
             }
+            to.push(north);
             Place {
                 from: Some(west),
                 to,
@@ -120,9 +121,7 @@ pub fn mesh_place(t: usize, x: usize, y: usize, w: usize, h: usize) -> Place {
             if x + 1 < w {
                 to.push(east);
             }
-            if h > 1 {
-                to.push(north);
-            }
+            to.push(north);
             place(Some(west), to, x)
         }
         (0, y) => place(Some(east), Vec::new(), y + 2),
@@ -173,21 +172,15 @@ fn grid(g: &Group) -> (usize, usize) {
     (g.grid.0 as usize, g.grid.1 as usize)
 }
 
-/// Participant `p`'s neighbour in direction `d` on the torus.
-fn neighbour(g: &Group, p: usize, d: QDir) -> usize {
-    let (w, h) = grid(g);
-    let (x, y) = (p % w, p / w);
-    let (x, y) = match d {
-        QDir::E => ((x + 1) % w, y),
-        QDir::W => ((x + w - 1) % w, y),
-        QDir::N => (x, (y + 1) % h),
-        _ => (x, (y + h - 1) % h),
-    };
-    y * w + x
-}
-
-fn opposite(d: QDir) -> QDir {
-    DIRS[(DIRS.iter().position(|&e| e == d).unwrap() + 2) % 4]
+/// The node one hop from `(x, y)` in direction `d` of a `w × h` torus,
+/// and whether that hop wraps round (a link a mesh does not have).
+fn step(x: usize, y: usize, w: usize, h: usize, d: QDir) -> ((usize, usize), bool) {
+    match d {
+        QDir::E => (((x + 1) % w, y), x + 1 == w),
+        QDir::W => (((x + w - 1) % w, y), x == 0),
+        QDir::N => ((x, (y + 1) % h), y + 1 == h),
+        _ => ((x, (y + h - 1) % h), y == 0),
+    }
 }
 
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
@@ -248,19 +241,13 @@ impl Algorithm for TorusTrees {
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         let (w, h) = grid(g);
-        let wrap = g.topology == SipTopology::Torus2d;
+        let torus = g.topology == SipTopology::Torus2d;
         g.wire_each(|p| {
-            let (x, y) = (p % w, p / w);
             DIRS.iter()
-                .filter(|&&d| {
-                    wrap || match d {
-                        QDir::E => x + 1 < w,
-                        QDir::W => x > 0,
-                        QDir::N => y + 1 < h,
-                        _ => y > 0,
-                    }
+                .filter_map(|&d| {
+                    let ((x, y), wraps) = step(p % w, p / w, w, h, d);
+                    (torus || !wraps).then(|| q.entry(d, g.pe(y * w + x), d.opposite()))
                 })
-                .map(|&d| q.entry(d, g.pe(neighbour(g, p, d)), opposite(d)))
                 .collect()
         })
     }
@@ -278,12 +265,6 @@ mod tests {
     /// neighbour, one hop shallower) and no arc is in two trees.
     #[test]
     fn a_torus_has_four_arc_disjoint_spanning_trees() {
-        let step = |x: usize, y: usize, w: usize, h: usize, d: QDir| match d {
-            QDir::E => ((x + 1) % w, y),
-            QDir::W => ((x + w - 1) % w, y),
-            QDir::N => (x, (y + 1) % h),
-            _ => (x, (y + h - 1) % h),
-        };
         for (w, h) in [(3, 3), (4, 4), (3, 5), (6, 4), (16, 16)] {
             let mut arcs = HashSet::new();
             for t in 0..4 {
@@ -293,18 +274,18 @@ mod tests {
                         let me = place(t, x, y, w, h);
                         max_depth = max_depth.max(me.depth);
                         for &d in &me.to {
-                            let (cx, cy) = step(x, y, w, h, d);
+                            let ((cx, cy), _) = step(x, y, w, h, d);
                             let child = place(t, cx, cy, w, h);
-                            assert_eq!(child.from, Some(opposite(d)), "{w}x{h} tree {t}");
+                            assert_eq!(child.from, Some(d.opposite()), "{w}x{h} tree {t}");
                             assert_eq!(child.depth, me.depth + 1, "{w}x{h} tree {t}");
                             assert!(arcs.insert((x, y, d)), "{w}x{h}: arc twice");
                         }
                         match me.from {
                             None => assert_eq!((x, y), (0, 0)),
                             Some(d) => {
-                                let (px, py) = step(x, y, w, h, d);
+                                let ((px, py), _) = step(x, y, w, h, d);
                                 let parent = place(t, px, py, w, h);
-                                assert!(parent.to.contains(&opposite(d)), "{w}x{h} tree {t}");
+                                assert!(parent.to.contains(&d.opposite()), "{w}x{h} tree {t}");
                             }
                         }
                     }
@@ -322,16 +303,10 @@ mod tests {
                     for x in 0..w {
                         let me = mesh_place(t, x, y, w, h);
                         for &d in &me.to {
-                            let (cx, cy) = step(x, y, w, h, d);
-                            let wrapped = match d {
-                                QDir::E => cx == 0,
-                                QDir::W => x == 0,
-                                QDir::N => cy == 0,
-                                _ => y == 0,
-                            };
-                            assert!(!wrapped, "{w}x{h} mesh tree {t}: a wrap arc");
+                            let ((cx, cy), wraps) = step(x, y, w, h, d);
+                            assert!(!wraps, "{w}x{h} mesh tree {t}: a wrap arc");
                             let child = mesh_place(t, cx, cy, w, h);
-                            assert_eq!(child.from, Some(opposite(d)), "{w}x{h} mesh tree {t}");
+                            assert_eq!(child.from, Some(d.opposite()), "{w}x{h} mesh tree {t}");
                             assert_eq!(child.depth, me.depth + 1, "{w}x{h} mesh tree {t}");
                             assert!(arcs.insert((x, y, d)), "{w}x{h} mesh: arc twice");
                         }
