@@ -104,7 +104,8 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         .map(|t| t.position[participant] as usize)
         .collect();
     match a.job.collective {
-        Collective::Broadcast | Collective::Reduce => chains(tl, a, &pos),
+        Collective::Broadcast => broadcast_chains(tl, a, &pos),
+        Collective::Reduce => reduce_chains(tl, a, &pos),
         _ => rings(tl, a, &tables, &pos),
     }
 }
@@ -172,54 +173,89 @@ fn rings(tl: &mut Tl, a: &KernelArgs, tables: &[CycleTable], pos: &[usize]) {
     all_gather(tl, &mut buf, &jobs, &owned, keep(true));
 }
 
-/// Pipelined chains, two per cycle, one per part of the buffer: broadcast
-/// sends part 2c east along cycle c from position 0 through 1, 2, … and
-/// part 2c + 1 west through n − 1, n − 2, …. Reduce runs the same chains
-/// all the way round: position 0 (the root) heads both with its own
+/// Broadcast by chains that meet: part c of the buffer (one per cycle)
+/// leaves the root both ways round cycle c at once, east in piece order and
+/// west from its last piece back. Member k takes the first m_k pieces from
+/// the east-going chain and the rest from the west-going one, m_k chosen so
+/// both streams end at k together: with piece i reaching k at
+/// offset(k) + i, m_k = (P + offset(n − k) − offset(k)) / 2, and every
+/// member finishes about S / 2B + n·hop / 2 after the start, where fixed
+/// halves, one per way, take S / 2B + (n − 1)·hop (docs/model.md
+/// §Pipelining). A member passes on east only what its east neighbour
+/// takes from that side (m_{k+1} ≤ m_k, a prefix of its stream) and west
+/// likewise, so no piece crosses a link twice but the root's: it sends the
+/// (n − 2)·hop-piece-times of pieces in the middle both ways.
+fn broadcast_chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
+    let (n, elems) = (a.group.size(), a.job.elems);
+    let parts = pos.len();
+    // The piece size of one-way halves, twice the pieces.
+    let pieces = (2 * a.crossing_pieces(elems / (2 * parts), n - 1)).clamp(1, elems / parts);
+    let buf = Buffer::new(a.buffer(tl), elems, &[parts, pieces]);
+    let at = |hops| a.chain_offset(elems / (parts * pieces), hops);
+    // Pieces member k takes from the east-going chain (the root has all):
+    // its two streams end at the same step as it takes them. The offsets
+    // round the hop up to whole piece times; on 256 SIPs of a ring the
+    // unrounded estimate, which leaves out the NoC path inside each SIP,
+    // met later (85% of the bound against 89%).
+    let east = |k: usize| match k {
+        0 => pieces,
+        k if k >= n => 0,
+        k => {
+            let m = (pieces + at(n - k)).saturating_sub(at(k)) / 2;
+            m.min(pieces)
+        }
+    };
+    let mut all = Vec::new();
+    for (c, &p) in pos.iter().enumerate() {
+        let (next, prev) = (NEXT[c], PREV[c]);
+        let root = p == 0;
+        let part = || vec![c.into()];
+        let (east_to, west_to) = ((p != n - 1).then_some(next), (p != 1).then_some(prev));
+        all.push(Chain {
+            take: if root { east(1) } else { east(p) },
+            forward: east(p + 1),
+            ..Chain::whole(part(), (!root).then_some(prev), east_to, at(p), pieces)
+        });
+        let west_hops = (n - p) % n;
+        all.push(Chain {
+            take: pieces - if root { east(n - 1) } else { east(p) },
+            forward: pieces - if root { east(n - 1) } else { east(p - 1) },
+            reversed: true,
+            ..Chain::whole(
+                part(),
+                (!root).then_some(next),
+                west_to,
+                at(west_hops),
+                pieces,
+            )
+        });
+    }
+    run_chains(tl, &buf, ChainKind::Broadcast, &all, pieces);
+}
+
+/// Reduce by pipelined chains, two per cycle, one per part of the buffer,
+/// each all the way round: position 0 (the root) heads both with its own
 /// pieces, every other member combines its own in and forwards, and the
 /// root receives the result from its other neighbour and stores it. So
 /// the root's HBM reads its input while the pipeline fills and writes the
 /// result after, instead of doing both once the chains reach it (on 256
 /// SIPs of a ring at 64 MiB: 76% → 87% of the bound, the HBM port). Each
 /// member takes the pieces of all chains in the order they reach it.
-fn chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
+fn reduce_chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
     let (n, elems) = (a.group.size(), a.job.elems);
     let parts = 2 * pos.len();
-    let broadcast = a.job.collective == Collective::Broadcast;
-    // Hops from a chain's head to its last member.
-    let hops = if broadcast { n - 1 } else { n };
-    let pieces = a.crossing_pieces(elems / parts, hops);
+    let pieces = a.crossing_pieces(elems / parts, n);
     let buf = Buffer::new(a.buffer(tl), elems, &[parts, pieces]);
     let at = |hops| a.chain_offset(elems / (parts * pieces), hops);
     let chain = |part: usize, from, to, offset, adds_own| Chain {
-        prefix: vec![part.into()],
-        from,
-        to,
-        branches: Vec::new(),
-        offset,
         adds_own,
+        ..Chain::whole(vec![part.into()], from, to, offset, pieces)
     };
     let mut all = Vec::new();
     for (c, &p) in pos.iter().enumerate() {
         let (next, prev) = (NEXT[c], PREV[c]);
         let (east, west) = (2 * c, 2 * c + 1);
-        if broadcast {
-            let root = p == 0;
-            all.push(chain(
-                east,
-                (!root).then_some(prev),
-                (p != n - 1).then_some(next),
-                at(p),
-                true,
-            ));
-            all.push(chain(
-                west,
-                (!root).then_some(next),
-                (p != 1).then_some(prev),
-                at((n - p) % n),
-                true,
-            ));
-        } else if p == 0 {
+        if p == 0 {
             all.push(chain(east, None, Some(next), 0, true));
             all.push(chain(west, None, Some(prev), 0, true));
             all.push(chain(east, Some(prev), None, at(n), false));
@@ -229,12 +265,7 @@ fn chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
             all.push(chain(west, Some(next), Some(prev), at(n - p), true));
         }
     }
-    let kind = if broadcast {
-        ChainKind::Broadcast
-    } else {
-        ChainKind::Reduce(a.job.op)
-    };
-    run_chains(tl, &buf, kind, &all, pieces);
+    run_chains(tl, &buf, ChainKind::Reduce(a.job.op), &all, pieces);
 }
 
 impl Algorithm for BidirRing {

@@ -110,24 +110,19 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
             let pieces = a.pieces(job.elems, n - 1);
             let buf = Buffer::new(a.buffer(tl), job.elems, &[pieces]);
             let (kind, chain) = if job.collective == Collective::Broadcast {
-                let chain = Chain {
-                    prefix: Vec::new(),
-                    from: (me > 0).then_some(QDir::W),
-                    to: (me + 1 < n).then_some(QDir::E),
-                    branches: Vec::new(),
-                    offset: me,
-                    adds_own: true,
-                };
+                let from = (me > 0).then_some(QDir::W);
+                let chain = Chain::whole(
+                    Vec::new(),
+                    from,
+                    (me + 1 < n).then_some(QDir::E),
+                    me,
+                    pieces,
+                );
                 (ChainKind::Broadcast, chain)
             } else {
-                let chain = Chain {
-                    prefix: Vec::new(),
-                    from: (me + 1 < n).then_some(QDir::E),
-                    to: (me > 0).then_some(QDir::W),
-                    branches: Vec::new(),
-                    offset: n - 1 - me,
-                    adds_own: true,
-                };
+                let from = (me + 1 < n).then_some(QDir::E);
+                let to = (me > 0).then_some(QDir::W);
+                let chain = Chain::whole(Vec::new(), from, to, n - 1 - me, pieces);
                 (ChainKind::Reduce(op), chain)
             };
             run_chains(tl, &buf, kind, &[chain], pieces);

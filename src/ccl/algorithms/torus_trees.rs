@@ -198,13 +198,10 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         .map(|t| {
             let Place { from, to, depth } = place_in(&a.group, t, p % w, p / w);
             let mut to = to.into_iter();
+            let next = to.next();
             Chain {
-                prefix: vec![t.into()],
-                from,
-                to: to.next(),
                 branches: to.collect(),
-                offset: at(depth),
-                adds_own: true,
+                ..Chain::whole(vec![t.into()], from, next, at(depth), pieces)
             }
         })
         .collect();

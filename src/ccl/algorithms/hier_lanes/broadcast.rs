@@ -64,8 +64,9 @@ impl Place {
         }
     }
 
-    /// This member's link of tree (`share`, `d`).
-    fn chain(&self, share: usize, d: usize) -> Chain {
+    /// This member's link of tree (`share`, `d`), whose part is cut into
+    /// `pieces`.
+    fn chain(&self, share: usize, d: usize, pieces: usize) -> Chain {
         let (next, prev) = [(QDir::IntraE, QDir::IntraW), (QDir::IntraW, QDir::IntraE)][d];
         let (east, west) = [
             (QDir::GlobalE, QDir::GlobalW),
@@ -103,12 +104,8 @@ impl Place {
             (Some(prev), (hops < last).then_some(next), offset)
         };
         Chain {
-            prefix: vec![share.into(), d.into()],
-            from,
-            to,
             branches,
-            offset,
-            adds_own: true,
+            ..Chain::whole(vec![share.into(), d.into()], from, to, offset, pieces)
         }
     }
 }
@@ -147,7 +144,7 @@ pub(super) fn kernel(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     };
     let chains: Vec<Chain> = (0..c)
         .flat_map(|share| (0..2).map(move |d| (share, d)))
-        .map(|(share, d)| place.chain(share, d))
+        .map(|(share, d)| place.chain(share, d, pieces))
         .collect();
     run_chains(tl, &buf, ChainKind::Broadcast, &chains, pieces);
 }
