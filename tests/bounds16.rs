@@ -156,7 +156,8 @@ mod small {
 /// reduce-scatter and all-gather; its `chunks: 1`, which suits rings whose
 /// blocks pipeline atom by atom, leaves the broadcast trees unpipelined
 /// (14%; 63% with `chunks: auto`, whose queues then hold too few of the
-/// pieces every tree passing them sends; bidir_ring's chains 29%).
+/// pieces every tree passing them sends; bidir_ring's meeting chains 34%,
+/// bidir_ring_deep's 56%).
 ///
 /// All-to-all (`pairwise`, every block in flight at once, its slots in
 /// sram) reaches 87–97%: on the ring the bisection sets it, on the torus
