@@ -811,9 +811,10 @@ fn bidir_ring_reduce_reads_the_roots_input_while_its_chains_fill() {
 }
 
 /// torus_trees: broadcast verified value for value on tori and meshes of
-/// one participant per SIP (square, wider than tall, taller than wide), odd
-/// sizes included, every buffer kind; a group it cannot serve is refused
-/// at install naming the limit and the fix; and on 16 SIPs at 4 MiB its
+/// one participant per SIP (square, wider than tall, taller than wide; the
+/// matrices' 3x2 and 4x4 among them), odd sizes included, every buffer
+/// kind; a group it cannot serve (several participants per SIP, a torus
+/// under 3x3, a ring) is refused at install naming the limit and the fix; and on 16 SIPs at 4 MiB its
 /// trees (depth ≤ 7) beat bidir_ring's chains that meet round Hamiltonian
 /// cycles (about 8 hops of fill): four trees against two pairs of chains
 /// on a 4x4 torus, two against one pair on a 4x4 mesh.
@@ -823,9 +824,12 @@ fn torus_trees_broadcast_over_arc_disjoint_trees() {
         (SipTopology::Torus2d, (3, 3)),
         (SipTopology::Torus2d, (4, 3)),
         (SipTopology::Torus2d, (3, 5)),
+        (SipTopology::Torus2d, (4, 4)),
         (SipTopology::Mesh2dNoWrap, (2, 2)),
+        (SipTopology::Mesh2dNoWrap, (3, 2)),
         (SipTopology::Mesh2dNoWrap, (4, 3)),
         (SipTopology::Mesh2dNoWrap, (3, 5)),
+        (SipTopology::Mesh2dNoWrap, (4, 4)),
     ];
     for (topology, (w, h)) in grids {
         let sys = sips(w * h, topology, Some((w, h)), (1, 1));
@@ -847,19 +851,29 @@ fn torus_trees_broadcast_over_arc_disjoint_trees() {
             );
         }
     }
-    let sys = sips(9, SipTopology::Torus2d, Some((3, 3)), (2, 2));
-    let Err(e) = common::communicator(
-        &sys,
-        &cfg("torus_trees", Space::Tcm, 2),
-        DataMode::Functional,
-    ) else {
-        panic!("torus_trees installed with 4 participants per SIP");
-    };
-    let e = e.to_string();
-    assert!(
-        e.contains("one participant per SIP") && e.contains("allowed:"),
-        "{e}"
-    );
+    // Refused at install: several participants per SIP, a torus too small
+    // for distinct arcs; on a ring the algorithm does not run at all.
+    let limit = ["one participant per SIP", "allowed: such a system"];
+    let topology_named = [
+        "SIP topology ring_1d",
+        "it supports torus_2d, mesh_2d_no_wrap",
+    ];
+    for (n, topology, grid, cubes, says) in [
+        (9, SipTopology::Torus2d, Some((3, 3)), (2, 2), limit),
+        (6, SipTopology::Torus2d, Some((3, 2)), (1, 1), limit),
+        (4, SipTopology::Ring1d, None, (1, 1), topology_named),
+    ] {
+        let sys = sips(n, topology, grid, cubes);
+        let Err(e) = common::communicator(
+            &sys,
+            &cfg("torus_trees", Space::Tcm, 2),
+            DataMode::Functional,
+        ) else {
+            panic!("torus_trees installed on {n} SIPs {topology:?} of {cubes:?} cubes");
+        };
+        let e = e.to_string();
+        assert!(says.iter().all(|w| e.contains(w)), "{e}");
+    }
     let ccl = CclConfig::embedded_default();
     let ticks = |topology, name: &str| {
         let sys = sips(16, topology, Some((4, 4)), (1, 1));
