@@ -796,6 +796,30 @@ fn bidir_ring_broadcast_chains_meet_in_the_middle() {
     }
 }
 
+/// A buffer smaller than bidir_ring's parts (one element over the two
+/// cycles of a 3x3 torus, or over one ring's two ways), with `chunks:
+/// auto`, still broadcasts and reduces to the reference: some parts are
+/// empty.
+#[test]
+fn bidir_ring_chains_with_fewer_elements_than_parts() {
+    let systems = [
+        sips(9, SipTopology::Torus2d, Some((3, 3)), (1, 1)),
+        sips(5, SipTopology::Ring1d, None, (1, 1)),
+    ];
+    for sys in &systems {
+        let mut config = cfg("bidir_ring", Space::Tcm, 1);
+        config.chunks = kernbench::ccl::Chunks::Auto;
+        let (mut m, c) = common::communicator(sys, &config, DataMode::Functional).unwrap();
+        for (collective, elems) in [(Collective::Broadcast, 1), (Collective::Reduce, 1)] {
+            let what = format!(
+                "bidir_ring {collective} of {elems} on {} SIPs",
+                c.group.size()
+            );
+            run_checked(&mut m, &c, (collective, ReduceOp::Sum, elems), &what);
+        }
+    }
+}
+
 /// bidir_ring's reduce runs each chain all the way round: the root heads
 /// it with its own pieces and stores the result it gets back from its
 /// other neighbour, so its HBM port, which sets the bound, reads its input

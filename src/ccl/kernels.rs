@@ -635,14 +635,16 @@ impl ChainRun<'_> {
         chain_part(self.buf, c, c.piece(s, self.pieces))
     }
 
+    /// Piece of chain `c` at step `t`, traced as it is.
+    fn part_at(&self, c: &Chain, t: usize) -> Part {
+        self.part(c, t, Sym::from(0usize))
+    }
+
     /// The loads of step `t`: one per loading chain with a piece then.
     fn prefetch(&self, tl: &mut Tl, t: usize) -> Vec<Option<Tile>> {
         self.chains
             .iter()
-            .map(|c| {
-                (self.kind.loads(c) && c.active(t))
-                    .then(|| tl.load_part(&self.part(c, t, Sym::from(0usize))))
-            })
+            .map(|c| (self.kind.loads(c) && c.active(t)).then(|| tl.load_part(&self.part_at(c, t))))
             .collect()
     }
 
@@ -652,8 +654,7 @@ impl ChainRun<'_> {
         ahead.push_back(self.prefetch(tl, t + LOAD_AHEAD));
         for (c, mine) in self.chains.iter().zip(mine) {
             if c.active(t) {
-                let part = self.part(c, t, Sym::from(0usize));
-                run_piece(tl, self.kind, c, &part, c.forwards(t), mine);
+                run_piece(tl, self.kind, c, &self.part_at(c, t), c.forwards(t), mine);
             }
         }
     }
@@ -700,6 +701,7 @@ impl ChainRun<'_> {
             }
             next
         });
+        // The loop's last loads, back in `ahead`'s per-chain form.
         let mut after = after.into_iter();
         for _ in 0..LOAD_AHEAD {
             let step = self

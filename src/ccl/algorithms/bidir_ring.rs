@@ -188,8 +188,11 @@ fn rings(tl: &mut Tl, a: &KernelArgs, tables: &[CycleTable], pos: &[usize]) {
 fn broadcast_chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
     let (n, elems) = (a.group.size(), a.job.elems);
     let parts = pos.len();
-    // The piece size of one-way halves, twice the pieces.
-    let pieces = (2 * a.crossing_pieces(elems / (2 * parts), n - 1)).clamp(1, elems / parts);
+    // The piece size of one-way halves, twice the pieces (a buffer smaller
+    // than the parts leaves some empty: one piece).
+    let pieces = (2 * a.crossing_pieces(elems / (2 * parts), n - 1))
+        .min(elems / parts)
+        .max(1);
     let buf = Buffer::new(a.buffer(tl), elems, &[parts, pieces]);
     let at = |hops| a.chain_offset(elems / (parts * pieces), hops);
     // Pieces member k takes from the east-going chain (the root has all):
@@ -209,23 +212,36 @@ fn broadcast_chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
     for (c, &p) in pos.iter().enumerate() {
         let (next, prev) = (NEXT[c], PREV[c]);
         let root = p == 0;
-        let part = || vec![c.into()];
-        let (east_to, west_to) = ((p != n - 1).then_some(next), (p != 1).then_some(prev));
+        // What this member's neighbours take from its side; the root sends
+        // exactly that, the others take their own share.
+        let east_forward = east(p + 1);
+        let west_forward = pieces - east((p + n - 1) % n);
+        let (east_take, west_take) = if root {
+            (east_forward, west_forward)
+        } else {
+            (east(p), pieces - east(p))
+        };
+        let from = |dir| (!root).then_some(dir);
         all.push(Chain {
-            take: if root { east(1) } else { east(p) },
-            forward: east(p + 1),
-            ..Chain::whole(part(), (!root).then_some(prev), east_to, at(p), pieces)
+            take: east_take,
+            forward: east_forward,
+            ..Chain::whole(
+                vec![c.into()],
+                from(prev),
+                (p != n - 1).then_some(next),
+                at(p),
+                pieces,
+            )
         });
-        let west_hops = (n - p) % n;
         all.push(Chain {
-            take: pieces - if root { east(n - 1) } else { east(p) },
-            forward: pieces - if root { east(n - 1) } else { east(p - 1) },
+            take: west_take,
+            forward: west_forward,
             reversed: true,
             ..Chain::whole(
-                part(),
-                (!root).then_some(next),
-                west_to,
-                at(west_hops),
+                vec![c.into()],
+                from(next),
+                (p != 1).then_some(prev),
+                at((n - p) % n),
                 pieces,
             )
         });

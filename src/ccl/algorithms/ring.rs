@@ -111,13 +111,8 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
             let buf = Buffer::new(a.buffer(tl), job.elems, &[pieces]);
             let (kind, chain) = if job.collective == Collective::Broadcast {
                 let from = (me > 0).then_some(QDir::W);
-                let chain = Chain::whole(
-                    Vec::new(),
-                    from,
-                    (me + 1 < n).then_some(QDir::E),
-                    me,
-                    pieces,
-                );
+                let to = (me + 1 < n).then_some(QDir::E);
+                let chain = Chain::whole(Vec::new(), from, to, me, pieces);
                 (ChainKind::Broadcast, chain)
             } else {
                 let from = (me + 1 < n).then_some(QDir::E);
