@@ -537,7 +537,8 @@ pub fn credit_return(mut inbox: ResMut<Inbox>, params: Res<QueueParams>, mut qa:
     for q in std::mem::take(&mut ctx.queues.kick) {
         pump_send(&mut ctx, q);
     }
-    for (q, at) in std::mem::take(&mut ctx.queues.credit_due) {
+    let mut due = std::mem::take(&mut ctx.queues.credit_due);
+    for (q, at) in due.drain(..) {
         let qu = &ctx.queues.list[q as usize];
         let sender = qu.sender_pe.expect("a consumed slot had a sender");
         let (src, dst) = (
@@ -554,6 +555,7 @@ pub fn credit_return(mut inbox: ResMut<Inbox>, params: Res<QueueParams>, mut qa:
             Purpose::Credit,
         );
     }
+    ctx.queues.credit_due = due; // empty: its allocation serves the next tick
     let arrived = inbox.take(Purpose::Credit);
     for a in &arrived {
         let q = a.tag as QueueId;

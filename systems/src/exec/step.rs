@@ -17,8 +17,12 @@ pub fn kernel_step(
 ) {
     let now = qa.clock.now;
     let mut woken: Vec<u32> = ka.kcal.0.take_due(now).unwrap_or_default();
+    // Events are drained from a swapped-out list, so neither list loses its
+    // allocation between ticks.
+    let mut events = Vec::new();
     loop {
-        for ev in std::mem::take(&mut qa.queues.pe_events) {
+        std::mem::swap(&mut events, &mut qa.queues.pe_events);
+        for ev in events.drain(..) {
             let (pe, reg, at) = match ev {
                 PeEvent::Resolve { pe, reg, at, .. } => (pe, Some(reg), at),
                 PeEvent::Complete { pe, at } => (pe, None, at),
@@ -72,6 +76,10 @@ pub fn kernel_step(
             }
         }
     }
+    if qa.queues.pe_events.is_empty() {
+        qa.queues.pe_events = events;
+    }
+    ka.kcal.0.recycle(woken);
 }
 
 /// Issues ops of one PE until it blocks or finishes.
