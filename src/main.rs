@@ -34,6 +34,14 @@ struct Cli {
     command: Command,
 }
 
+/// Shown after `kernbench sweep --help`'s options, one example a line
+/// (clap joins the lines of a doc-comment paragraph).
+const SWEEP_EXAMPLES: &str = "Examples:
+  kernbench sweep                                  # the default plan
+  kernbench sweep --plan scaling --jobs 1          # 4 to 4096 SIPs, simulator cost per point
+  kernbench sweep --plan my.yaml --out r/ --resume # continue an interrupted sweep
+  kernbench sweep --shard 2/3 --out r2/            # one third of the points, for merge";
+
 #[derive(Subcommand)]
 enum Command {
     /// The main job: run a sweep plan — collectives × algorithms × sizes ×
@@ -41,12 +49,7 @@ enum Command {
     /// results.json, the plan and system used, and SVG plots to
     /// results/<plan>-<timestamp>/. With no arguments, runs the embedded
     /// default plan on the embedded default system.
-    ///
-    /// Examples:
-    ///   kernbench sweep                                  # the default plan
-    ///   kernbench sweep --plan scaling --jobs 1          # 4 to 4096 SIPs, simulator cost per point
-    ///   kernbench sweep --plan my.yaml --out r/ --resume # continue an interrupted sweep
-    ///   kernbench sweep --shard 2/3 --out r2/            # one third of the points, for merge
+    #[command(after_help = SWEEP_EXAMPLES)]
     Sweep(SweepArgs),
     /// List what can be named: system presets (--preset), sweep plans
     /// (--plan), and the ccl config's algorithm entries (--algorithm) with

@@ -2,7 +2,7 @@
 
 use crate::kernel::{Addr, DType, Tl};
 use kernbench_systems::program::QDir;
-use kernbench_systems::{Arrival, Injector, NodeId, Send, Traffic};
+use kernbench_systems::{Arrival, Injector, NodeId, Traffic, TrafficMessage};
 
 /// Ring rounds: node i sends `bytes` to node i+1 (mod n); its round r+1 starts
 /// the tick it has received round r from node i−1. Round 0 starts at tick 0.
@@ -33,7 +33,7 @@ impl RingRounds {
 
     fn send(&self, i: usize, round: u64, at: u64, net: &mut Injector) {
         let n = self.nodes.len();
-        net.send(Send {
+        net.send(TrafficMessage {
             src: self.nodes[i],
             dst: self.nodes[(i + 1) % n],
             bytes: self.bytes,

@@ -311,6 +311,20 @@ fn help_lists_commands_and_options() {
     for opt in ["--sips", "--rounds", "--bytes", "--no-build"] {
         assert!(bench.stdout.contains(opt), "{opt}: {}", bench.stdout);
     }
+    // The sweep's examples read one a line, each a command to copy.
+    let sweep = kernbench(&["sweep", "--help"]);
+    sweep.expect_code(0);
+    let examples: Vec<&str> = sweep
+        .stdout
+        .lines()
+        .skip_while(|l| *l != "Examples:")
+        .skip(1)
+        .collect();
+    assert_eq!(examples.len(), 4, "{}", sweep.stdout);
+    for line in examples {
+        assert!(line.starts_with("  kernbench sweep"), "{line:?}");
+        assert_eq!(line.matches("kernbench").count(), 1, "{line:?}");
+    }
 }
 
 #[test]

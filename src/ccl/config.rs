@@ -17,25 +17,6 @@ use std::path::Path;
 /// The embedded default (`configs/ccl.yaml`).
 pub const DEFAULT_CCL_YAML: &str = include_str!("../../configs/ccl.yaml");
 
-/// Buffer kind names in YAML.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BufferKind {
-    Tcm,
-    Sram,
-    Hbm,
-}
-
-impl From<BufferKind> for Space {
-    fn from(b: BufferKind) -> Space {
-        match b {
-            BufferKind::Tcm => Space::Tcm,
-            BufferKind::Sram => Space::Sram,
-            BufferKind::Hbm => Space::Hbm,
-        }
-    }
-}
-
 /// Pipeline depth of an algorithm's transfers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Chunks {
@@ -293,7 +274,7 @@ pub struct EntrySpec {
     /// A registered algorithm (see `kernbench run --help`).
     pub algorithm: Option<String>,
     /// Memory holding each queue's receive slots.
-    pub buffer_kind: Option<BufferKind>,
+    pub buffer_kind: Option<Space>,
     /// Slots per queue (credits a sender starts with).
     pub n_slots: Option<u64>,
     /// Bytes per slot: the largest chunk one message carries.
@@ -329,7 +310,7 @@ pub struct CclFile {
 #[serde(deny_unknown_fields)]
 pub struct TuneSpaceSpec {
     pub configs: Vec<String>,
-    pub buffer_kind: Option<Vec<BufferKind>>,
+    pub buffer_kind: Option<Vec<Space>>,
     pub n_slots: Option<Vec<u64>>,
     pub slot_size: Option<Vec<u64>>,
     pub chunks: Option<Vec<ChunksSpec>>,
@@ -345,7 +326,6 @@ pub struct AlgoConfig {
     pub name: String,
     /// The registered algorithm it runs.
     pub algorithm: String,
-    #[serde(with = "space_name")]
     pub buffer_kind: Space,
     pub n_slots: u32,
     pub slot_size: u64,
@@ -366,17 +346,6 @@ fn leader_only() -> String {
 
 fn is_leader_only(s: &String) -> bool {
     s == "leader_only"
-}
-
-mod space_name {
-    use super::*;
-    pub fn serialize<S: serde::Serializer>(s: &Space, ser: S) -> Result<S::Ok, S::Error> {
-        ser.serialize_str(s.name())
-    }
-    pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Space, D::Error> {
-        let b = BufferKind::deserialize(d)?;
-        Ok(b.into())
-    }
 }
 
 /// Most slots per queue (credits a sender starts with).
@@ -438,17 +407,13 @@ impl AlgoConfig {
 
     /// Sets `buffer_kind` from its YAML name.
     pub fn set_buffer_kind(&mut self, name: &str) -> Result<(), (String, String)> {
-        self.buffer_kind = match name {
-            "tcm" => Space::Tcm,
-            "sram" => Space::Sram,
-            "hbm" => Space::Hbm,
-            other => {
-                return Err((
-                    format!("unknown buffer_kind '{other}'"),
-                    "tcm, sram or hbm".into(),
-                ));
-            }
+        let Some(space) = Space::ALL.into_iter().find(|s| s.name() == name) else {
+            return Err((
+                format!("unknown buffer_kind '{name}'"),
+                "tcm, sram or hbm".into(),
+            ));
         };
+        self.buffer_kind = space;
         Ok(())
     }
 }
@@ -522,7 +487,6 @@ impl CclConfig {
                 algorithm,
                 buffer_kind: e
                     .buffer_kind
-                    .map(Space::from)
                     .or(base.map(|b| b.buffer_kind))
                     .ok_or_else(|| missing("buffer_kind"))?,
                 n_slots: 0,
@@ -685,7 +649,7 @@ fn tune_space(
         }
     };
     let mut out = cross(bases, &space.buffer_kind, |c, k| {
-        c.buffer_kind = (*k).into();
+        c.buffer_kind = *k;
         Ok(())
     })?;
     out = cross(out, &space.n_slots, set("n_slots"))?;

@@ -14,7 +14,7 @@
 //! `credits + slots InFlight + slots Full + credits_in_flight = n_slots`.
 
 use crate::memory::MemPorts;
-use crate::network::{Inbox, LinkTable, NodeId, Outbox, Purpose, RouteId, Routes, Send};
+use crate::network::{Inbox, LinkTable, NewMessage, NodeId, Outbox, Purpose, RouteId, Routes};
 use crate::program::{QDir, Reg, Space};
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
@@ -254,7 +254,7 @@ impl QueueCtx<'_, '_, '_> {
             *cached = self.routes.get(self.links, src, dst).ok();
         }
         let route = *cached;
-        self.outbox.send(Send {
+        self.outbox.send(NewMessage {
             src,
             dst,
             bytes,

@@ -23,7 +23,7 @@ use bevy_ecs::prelude::Resource;
 pub use network::{LinkClass, LinkId, LinkStats, LinkTable, LinkTableBuilder, NodeId, RouteSource};
 pub use schedule::{Engine, RunError, RunLimits, RunSummary, Stage};
 pub use time::{Calendar, Clock, Tick};
-pub use traffic::{Arrival, Injector, ScheduledTraffic, Send, Start, Traffic};
+pub use traffic::{Arrival, Injector, ScheduledTraffic, Start, Traffic, TrafficMessage};
 
 /// The first error met during a run; the run stops at the end of that tick.
 #[derive(Resource, Debug, Default)]

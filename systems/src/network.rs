@@ -215,7 +215,7 @@ impl LinkTable {
 
 /// Produces the node path between two nodes; implemented by the topology layer,
 /// which knows coordinates. The engine only caches what it returns.
-pub trait RouteSource: std::marker::Send + Sync + 'static {
+pub trait RouteSource: Send + Sync + 'static {
     /// Appends the nodes from `src` to `dst` inclusive to `out`.
     fn route(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String>;
 }
@@ -374,9 +374,9 @@ impl Purpose {
     pub const COUNT: usize = 8;
 }
 
-/// A message to inject.
+/// A message to inject: it becomes a [`Message`] entity in `inject`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Send {
+pub struct NewMessage {
     pub src: NodeId,
     pub dst: NodeId,
     pub bytes: u64,
@@ -409,12 +409,12 @@ pub struct Arrival {
 #[derive(Resource, Debug, Default)]
 pub struct Outbox {
     next_id: MsgId,
-    pending: Vec<(MsgId, Send)>,
+    pending: Vec<(MsgId, NewMessage)>,
 }
 
 impl Outbox {
     /// Queues a message and returns its id.
-    pub fn send(&mut self, s: Send) -> MsgId {
+    pub fn send(&mut self, s: NewMessage) -> MsgId {
         let id = self.next_id;
         self.next_id += 1;
         self.pending.push((id, s));

@@ -95,8 +95,11 @@ impl QDir {
     }
 }
 
-/// A memory space.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A memory space; also what a ccl config's `buffer_kind` names (`tcm`, `sram`, `hbm`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "snake_case")]
 pub enum Space {
     /// Per-PE scratchpad.
     Tcm,

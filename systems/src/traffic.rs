@@ -9,7 +9,7 @@ use bevy_ecs::prelude::*;
 
 /// A message a traffic source sends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Send {
+pub struct TrafficMessage {
     pub src: NodeId,
     pub dst: NodeId,
     pub bytes: u64,
@@ -32,8 +32,8 @@ impl Injector<'_> {
     }
 
     /// Queues a message and returns its id. `at` earlier than now is treated as now.
-    pub fn send(&mut self, s: Send) -> MsgId {
-        self.out.send(crate::network::Send {
+    pub fn send(&mut self, s: TrafficMessage) -> MsgId {
+        self.out.send(crate::network::NewMessage {
             src: s.src,
             dst: s.dst,
             bytes: s.bytes,
@@ -46,7 +46,7 @@ impl Injector<'_> {
 }
 
 /// A workload: injects messages at start and in reaction to arrivals.
-pub trait Traffic: std::any::Any + std::marker::Send + Sync {
+pub trait Traffic: std::any::Any + Send + Sync {
     fn start(&mut self, net: &mut Injector);
     fn on_arrival(&mut self, arrival: Arrival, net: &mut Injector);
 }
@@ -144,7 +144,7 @@ impl ScheduledTraffic {
 
     fn send(&self, i: usize, at: Tick, net: &mut Injector) {
         let (src, dst, bytes, _) = self.messages[i];
-        net.send(Send {
+        net.send(TrafficMessage {
             src,
             dst,
             bytes,

@@ -6,7 +6,7 @@ use crate::hierarchy::{Hardware, PeRate};
 use crate::ipcq::{
     Entry, NeighborTable, NeighborTables, PeEvent, QueueAccess, Scope, Slot, SlotState,
 };
-use crate::network::{Inbox, Outbox, Purpose, Send};
+use crate::network::{Inbox, NewMessage, Outbox, Purpose};
 use crate::program::{Launch, MemLoc, Reg, Space};
 use crate::time::Clock;
 use bevy_ecs::prelude::*;
@@ -206,7 +206,7 @@ pub fn send_installs(world: &mut World, scope: Scope, tables: Vec<(u32, Vec<Entr
             .resource_mut::<HostQueue>()
             .installs
             .insert((pe, scope, entries)) as u64;
-        world.resource_mut::<Outbox>().send(Send {
+        world.resource_mut::<Outbox>().send(NewMessage {
             src: host_node,
             dst,
             bytes,
@@ -236,7 +236,7 @@ pub fn send_launches(
             .resource_mut::<HostQueue>()
             .launches
             .insert((pe, program, scope, id)) as u64;
-        world.resource_mut::<Outbox>().send(Send {
+        world.resource_mut::<Outbox>().send(NewMessage {
             src: host_node,
             dst,
             bytes,

@@ -5,7 +5,7 @@ use crate::ipcq::{
     NeighborTable, PeEvent, QueueAccess, QueueId, RecvJob, SendJob, pump_recv, pump_send,
 };
 use crate::memory::{ELEM_BYTES, MemoryStore};
-use crate::network::{Purpose, Send};
+use crate::network::{NewMessage, Purpose};
 use crate::program::{BinOp, Op, Place, Reg, Space};
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
@@ -222,7 +222,7 @@ fn load(
             reg: dst,
             trace: handle,
         }) as u64;
-        qa.outbox.send(Send {
+        qa.outbox.send(NewMessage {
             src: hw.mem_node(src),
             dst: hw.pe_nodes[pe as usize],
             bytes,
@@ -280,7 +280,7 @@ fn store(
             trace: handle,
         }) as u64;
         ex.outstanding += 1;
-        qa.outbox.send(Send {
+        qa.outbox.send(NewMessage {
             src: hw.pe_nodes[pe as usize],
             dst: hw.mem_node(dst),
             bytes,
