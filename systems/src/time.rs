@@ -1,7 +1,7 @@
 //! Simulated time: the clock and the per-module calendars it jumps between.
 
 use bevy_ecs::prelude::*;
-use std::collections::BTreeMap;
+use std::collections::VecDeque;
 
 /// Simulated time in ticks (tick length comes from the system spec).
 pub type Tick = u64;
@@ -25,14 +25,17 @@ pub struct Clock {
 
 /// Events of one kind, bucketed by the tick at which they are due.
 ///
-/// Buckets live in a slab indexed by a B-tree keyed by tick, so a push costs
-/// O(log distinct pending ticks), not O(log events). Lock-step workloads push
-/// to a handful of ticks over and over, so the last few buckets used are
-/// remembered and hit without touching the tree. Emptied bucket vectors are
+/// Buckets live in a slab indexed by a sorted deque of (tick, bucket), so a
+/// push costs a binary search over the distinct pending ticks, not over
+/// events, and taking the earliest tick pops the front. New ticks mostly
+/// lie after every pending one (the back) or just before it, where the
+/// deque inserts by moving a few entries. Lock-step workloads push to a
+/// handful of ticks over and over, so the last few buckets used are
+/// remembered and hit without a search. Emptied bucket vectors are
 /// recycled: the hot path does not allocate.
 #[derive(Debug)]
 pub struct Calendar<E> {
-    index: BTreeMap<Tick, u32>,
+    index: VecDeque<(Tick, u32)>,
     slab: Vec<Vec<E>>,
     free_slots: Vec<u32>,
     spare: Vec<Vec<E>>,
@@ -50,7 +53,7 @@ const NO_SLOT: u32 = u32::MAX;
 impl<E> Default for Calendar<E> {
     fn default() -> Self {
         Self {
-            index: BTreeMap::new(),
+            index: VecDeque::new(),
             slab: Vec::new(),
             free_slots: Vec::new(),
             spare: Vec::new(),
@@ -74,9 +77,9 @@ impl<E> Calendar<E> {
     }
 
     fn slot_for(&mut self, at: Tick) -> u32 {
-        let slot = match self.index.get(&at) {
-            Some(&slot) => slot,
-            None => {
+        let slot = match self.index.binary_search_by_key(&at, |e| e.0) {
+            Ok(i) => self.index[i].1,
+            Err(i) => {
                 let bucket = self.spare.pop().unwrap_or_default();
                 let slot = match self.free_slots.pop() {
                     Some(slot) => {
@@ -88,7 +91,7 @@ impl<E> Calendar<E> {
                         self.slab.len() as u32 - 1
                     }
                 };
-                self.index.insert(at, slot);
+                self.index.insert(i, (at, slot));
                 slot
             }
         };
@@ -99,17 +102,17 @@ impl<E> Calendar<E> {
 
     /// The earliest tick with a pending event.
     pub fn next_due(&self) -> Option<Tick> {
-        self.index.first_key_value().map(|(t, _)| *t)
+        self.index.front().map(|e| e.0)
     }
 
     /// Removes and returns the events of the earliest bucket if it is due at
     /// or before `now`, in push order. Give the vector back with [`Calendar::recycle`].
     pub fn take_due(&mut self, now: Tick) -> Option<Vec<E>> {
-        let (&t, _) = self.index.first_key_value()?;
+        let &(t, slot) = self.index.front()?;
         if t > now {
             return None;
         }
-        let (_, slot) = self.index.pop_first()?;
+        self.index.pop_front();
         for r in &mut self.recent {
             if r.1 == slot {
                 r.1 = NO_SLOT;
@@ -145,6 +148,7 @@ impl<E> Calendar<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn calendar_returns_events_in_tick_order_and_push_order() {
