@@ -652,18 +652,73 @@ pub fn inject(
 /// it and enters its next non-ideal link or, at the end of its route, arrives;
 /// a message whose last packet arrives goes to the [`Inbox`] of its purpose
 /// and its entity is parked for reuse.
-pub fn routing(
-    clock: Res<Clock>,
-    mut cal: ResMut<NetCalendar>,
-    mut links: ResMut<LinkTable>,
-    routes: Res<Routes>,
-    mut msgs: Query<&mut Message>,
-    mut inbox: ResMut<Inbox>,
-    mut pool: ResMut<MessagePool>,
-    mut counters: ResMut<NetCounters>,
-    mut trace: ResMut<crate::trace::Trace>,
+pub fn routing(clock: Res<Clock>, mut net: RoutingAccess) {
+    route_tick(clock.now, &mut net);
+}
+
+/// What routing a tick touches.
+#[derive(bevy_ecs::system::SystemParam)]
+pub struct RoutingAccess<'w, 's> {
+    cal: ResMut<'w, NetCalendar>,
+    links: ResMut<'w, LinkTable>,
+    routes: Res<'w, Routes>,
+    msgs: Query<'w, 's, &'static mut Message>,
+    inbox: ResMut<'w, Inbox>,
+    pool: ResMut<'w, MessagePool>,
+    counters: ResMut<'w, NetCounters>,
+    trace: ResMut<'w, crate::trace::Trace>,
+}
+
+/// Where [`routing_ahead`] must stop: before `horizon`, the next tick at
+/// which another module has work, and past `max_ticks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AheadLimit {
+    pub horizon: Option<Tick>,
+    pub max_ticks: Option<Tick>,
+}
+
+/// Routing run by the engine over ticks where only packets move, tick after
+/// tick in one system run: each tick is routed as the schedule would route
+/// it, and the clock moves to the network's next tick while nothing arrives
+/// and that tick is within `limit`. The tick it stops at runs the whole
+/// schedule, whose routing stage knows it already ran ([`RoutedAhead`]).
+/// Routing sends nothing and reports no error, so an arrival is the only
+/// work it can leave for the other stages.
+pub fn routing_ahead(
+    In(limit): In<AheadLimit>,
+    mut clock: ResMut<Clock>,
+    mut ahead: ResMut<RoutedAhead>,
+    mut net: RoutingAccess,
 ) {
-    let now = clock.now;
+    loop {
+        let at = clock.now;
+        route_tick(at, &mut net);
+        let next = net.cal.0.next_due().filter(|&t| {
+            t > at && limit.horizon.is_none_or(|h| t < h) && limit.max_ticks.is_none_or(|m| t <= m)
+        });
+        let Some(next) = next.filter(|_| net.inbox.is_empty()) else {
+            ahead.0 = true;
+            return;
+        };
+        // What the rest of this tick's schedule would do: nothing but
+        // `advance` to the network's next tick.
+        clock.steps += 1;
+        clock.now = next;
+    }
+}
+
+/// Routes the packets due at `now`.
+fn route_tick(now: Tick, net: &mut RoutingAccess) {
+    let RoutingAccess {
+        cal,
+        links,
+        routes,
+        msgs,
+        inbox,
+        pool,
+        counters,
+        trace,
+    } = net;
     let Some(mut due) = cal.0.take_due(now) else {
         return;
     };

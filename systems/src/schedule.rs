@@ -246,9 +246,9 @@ impl std::error::Error for RunError {}
 pub struct Engine {
     pub world: World,
     schedule: Schedule,
-    /// The network's routing system, run by itself on ticks where only
-    /// packets move ([`Engine::route_ahead`]).
-    routing: Box<dyn System<In = (), Out = ()>>,
+    /// The network's [`network::routing_ahead`] system, run by itself on
+    /// ticks where only packets move ([`Engine::route_ahead`]).
+    routing: Box<dyn System<In = In<network::AheadLimit>, Out = ()>>,
 }
 
 impl Engine {
@@ -268,8 +268,8 @@ impl Engine {
         for plugin in PLUGINS {
             plugin.build(&mut world, &mut schedule);
         }
-        let mut routing: Box<dyn System<In = (), Out = ()>> =
-            Box::new(IntoSystem::into_system(network::routing));
+        let mut routing: Box<dyn System<In = In<network::AheadLimit>, Out = ()>> =
+            Box::new(IntoSystem::into_system(network::routing_ahead));
         routing.initialize(&mut world);
         Self {
             world,
@@ -335,49 +335,33 @@ impl Engine {
     /// Ticks where the network alone has work (no message is waiting to be
     /// sent or delivered, and no other module's calendar is due before the
     /// next packet event) cost a whole schedule run for one system's work.
-    /// Here routing runs by itself on such ticks, tick after tick, doing
-    /// exactly what the schedule would: the other stages would find nothing
-    /// to do, and `advance` would pick the network's next tick. It stops at
-    /// a tick whose routing delivers or sends something, at the next tick
-    /// another module is due, or past `--max-ticks`; that tick then runs
-    /// the whole schedule, whose routing stage knows it already ran
-    /// ([`network::RoutedAhead`]).
+    /// Here [`network::routing_ahead`] routes such ticks by itself, tick
+    /// after tick in one system run, doing exactly what the schedule would:
+    /// the other stages would find nothing to do, and `advance` would pick
+    /// the network's next tick. It stops at a tick whose routing delivers
+    /// something, before the next tick another module is due, or past
+    /// `--max-ticks`; that tick then runs the whole schedule, whose routing
+    /// stage knows it already ran ([`network::RoutedAhead`]).
     fn route_ahead(&mut self) {
         let w = &mut self.world;
         let now = w.resource::<Clock>().now;
-        let quiet = |w: &World| {
-            w.resource::<RunErrors>().first.is_none()
-                && w.resource::<Inbox>().is_empty()
-                && w.resource::<network::Outbox>().is_empty()
-        };
-        if !quiet(w) || w.resource::<NetCalendar>().0.next_due() != Some(now) {
+        let quiet = w.resource::<RunErrors>().first.is_none()
+            && w.resource::<Inbox>().is_empty()
+            && w.resource::<network::Outbox>().is_empty();
+        if !quiet || w.resource::<NetCalendar>().0.next_due() != Some(now) {
             return;
         }
         let horizon = w.resource::<Calendars>().next_besides_network(w, now);
         if horizon.is_some_and(|h| h <= now) {
             return;
         }
-        let max_ticks = w.resource::<RunLimits>().max_ticks;
-        let mut at = now;
-        loop {
-            // The boxed system always runs: its parameters are plain resources
-            // and a query, never invalid.
-            let _ = self.routing.run((), w);
-            let next = w.resource::<NetCalendar>().0.next_due().filter(|&t| {
-                t > at && horizon.is_none_or(|h| t < h) && max_ticks.is_none_or(|m| t <= m)
-            });
-            let Some(next) = next.filter(|_| quiet(w)) else {
-                // This tick's schedule runs the rest; its routing already ran.
-                w.resource_mut::<network::RoutedAhead>().0 = true;
-                return;
-            };
-            // What the rest of this tick's schedule would do: nothing but
-            // `advance` to the network's next tick.
-            let mut clock = w.resource_mut::<Clock>();
-            clock.steps += 1;
-            clock.now = next;
-            at = next;
-        }
+        let limit = network::AheadLimit {
+            horizon,
+            max_ticks: w.resource::<RunLimits>().max_ticks,
+        };
+        // The boxed system always runs: its parameters are plain resources
+        // and a query, never invalid.
+        let _ = self.routing.run(limit, w);
     }
 
     /// Runs ticks until nothing is due, or the watchdog ([`RunLimits`]) ends it.
