@@ -77,7 +77,12 @@ impl<E> Calendar<E> {
     }
 
     fn slot_for(&mut self, at: Tick) -> u32 {
-        let slot = match self.index.binary_search_by_key(&at, |e| e.0) {
+        // Most new ticks lie after every pending one: no search for those.
+        let found = match self.index.back() {
+            Some(&(last, _)) if last < at => Err(self.index.len()),
+            _ => self.index.binary_search_by_key(&at, |e| e.0),
+        };
+        let slot = match found {
             Ok(i) => self.index[i].1,
             Err(i) => {
                 let bucket = self.spare.pop().unwrap_or_default();
