@@ -407,7 +407,7 @@ impl AlgoConfig {
 
     /// Sets `buffer_kind` from its YAML name.
     pub fn set_buffer_kind(&mut self, name: &str) -> Result<(), (String, String)> {
-        let Some(space) = Space::ALL.into_iter().find(|s| s.name() == name) else {
+        let Some(space) = Space::parse(name) else {
             return Err((
                 format!("unknown buffer_kind '{name}'"),
                 "tcm, sram or hbm".into(),

@@ -214,8 +214,8 @@ impl MemoryStore {
         Ok(())
     }
 
-    /// Reads `elems` elements at `at`; the range must lie inside one written tensor.
-    /// Reads `elems` elements at `at`; reading none succeeds anywhere.
+    /// Reads `elems` elements at `at`; the range must lie inside one written
+    /// tensor, except that reading none succeeds anywhere.
     pub fn read(&self, at: MemLoc, elems: u64) -> Result<Vec<f16>, String> {
         if elems == 0 {
             return Ok(Vec::new());

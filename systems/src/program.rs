@@ -115,6 +115,11 @@ impl Space {
     pub fn name(self) -> &'static str {
         ["tcm", "sram", "hbm"][self as usize]
     }
+
+    /// The space named `s` (`tcm`, `sram`, `hbm`).
+    pub fn parse(s: &str) -> Option<Space> {
+        Space::ALL.into_iter().find(|sp| sp.name() == s)
+    }
 }
 
 /// A memory location: a memory instance and a byte offset in it.

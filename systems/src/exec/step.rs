@@ -109,10 +109,9 @@ fn step(
         store,
         host,
     };
-    // Readiness needs only the registers: an op's places are computed once,
-    // when it issues, not on every wake-up that finds it blocked.
-    while let Some((inputs, n, output)) = ex.next_regs() {
-        for &r in inputs[..n].iter().chain(output.as_ref()) {
+    while let Some(op) = ex.op() {
+        let (inputs, n) = op.inputs();
+        for &r in inputs[..n].iter().chain(op.output().as_ref()) {
             match ex.regs[r as usize].ready_at {
                 PENDING => return Ok(()),
                 t if t > now => {
@@ -122,7 +121,6 @@ fn step(
                 _ => {}
             }
         }
-        let op = ex.op().expect("next_regs found an op");
         issue(pe, ex, &op, table, &mut ic, qa).map_err(|e| {
             let (s, c, p) = qa.hw.coords(pe);
             format!("sip{s}.cube{c}.pe{p}: op {} ({}): {e}", ex.pc, op.name())
