@@ -265,7 +265,7 @@ impl Budget {
 }
 
 /// How many participants act on the same ticks, so that one schedule run
-/// serves them all (fitted to the counts of tests/estimate.rs and the
+/// serves them all (fitted to the counts of tests/it/estimate.rs and the
 /// default sweep): every member of a ring or exchange steps together; a
 /// binomial reduce steps a level at a time; pipelined chains and broadcast
 /// trees are staggered by their position, as are adr0032's chains on a

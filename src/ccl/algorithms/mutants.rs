@@ -1,4 +1,4 @@
-//! Deliberately wrong all-reduces, for the mutation test (tests/mutants.rs):
+//! Deliberately wrong all-reduces, for the mutation test (tests/it/mutants.rs):
 //! verification must catch each one, naming the first wrong element.
 //! Compiled only with the `test-algorithms` feature.
 //!

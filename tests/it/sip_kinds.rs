@@ -2,7 +2,7 @@
 //! they list, by closed forms; bad kind specs name the kind, the SIP and
 //! the fix.
 
-mod common;
+use crate::common;
 use kernbench::ccl::{Collective, Job, ReduceOp};
 use kernbench::spec::System;
 use kernbench::spec::kinds::{RateOverride, SipIds, SipKindSpec};

@@ -3,7 +3,7 @@
 //! of their bug predicts, for sum, max and min; the correct ring passes on
 //! the same inputs. A verification that could be fooled would let one pass.
 
-mod common;
+use crate::common;
 use common::system;
 use half::f16;
 use kernbench::ccl::kernels::split;

@@ -2,7 +2,7 @@
 //! length on 16 participants as on 1,024, every participant of a role runs
 //! the same program, and a loop runs exactly what its unrolled trace runs.
 
-mod common;
+use crate::common;
 use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
 use kernbench::kernel::wiring::{self, QueueConfig};
 use kernbench::kernel::{Addr, DType, Tl};
@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 /// ring_4096_lean with `sips` SIPs.
 fn lean_ring(sips: u32) -> System {
-    let text = include_str!("../configs/topologies/ring_4096_lean.yaml")
+    let text = include_str!("../../configs/topologies/ring_4096_lean.yaml")
         .replace("count: 4096", &format!("count: {sips}"));
     System::from_yaml(&text, "ring_lean").expect("a valid spec")
 }

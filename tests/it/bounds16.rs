@@ -11,7 +11,7 @@
 //! and pins its ticks and bound: the simulator is deterministic, so the
 //! percentage is exact. Every run must also stay at or above its bound.
 
-mod common;
+use crate::common;
 use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
 use kernbench::spec::{SipTopology, System};
 use kernbench_systems::memory::DataMode;

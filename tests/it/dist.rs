@@ -1,7 +1,7 @@
 //! The host runtime (ADR-0024 T1-T5 in Rust form): ranks, spawn, tensors,
 //! collectives through the process group, overlap, failures, determinism.
 
-mod common;
+use crate::common;
 use common::system;
 use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
 use kernbench::dist::{DPPolicy, DistError, ProcessGroup, TurnOrder, WORLD, init_process_group};

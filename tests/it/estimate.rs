@@ -5,7 +5,7 @@
 //! the engine's counts. The sweep orders its points and computes its ETA
 //! from this estimate (docs/model.md §Cost estimate).
 
-mod common;
+use crate::common;
 use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
 use kernbench::estimate::Estimate;
 use kernbench::spec::{SipTopology, System};

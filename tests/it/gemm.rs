@@ -1,7 +1,7 @@
 //! GEMM on the PEs: functional results against an f32 reference, and
 //! simulated time against the roofline.
 
-mod common;
+use crate::common;
 
 use kernbench::ccl::CclConfig;
 use kernbench::dist::{DPPolicy, Split, init_process_group};

@@ -1,6 +1,6 @@
 //! IPCQ, credits, install and launch on compiled machines (docs/model.md §IPCQ).
 
-mod common;
+use crate::common;
 use common::lean;
 use half::f16;
 use kernbench::kernel::wiring::{QueueConfig, ring};

@@ -4,7 +4,7 @@
 //! (a message naming a field) or runs within a small budget to a result
 //! that does not beat its α-β bound.
 
-mod common;
+use crate::common;
 use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
 use kernbench::estimate::{Budget, Estimate};
 use kernbench::spec::System;

@@ -2,18 +2,14 @@
 //! trace of any size costs only what is in flight. The file is valid JSON, no
 //! two slices on one track partially overlap, and every flow that starts
 //! (a send, a message's first packet) finishes (its recv, its last packet)
-//! no earlier. (One test in this binary, so no other test's allocations mix
-//! into the heap count.)
+//! no earlier.
 
-mod common;
+use crate::{HEAP, common};
 use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
 use kernbench::spec::System;
 use kernbench::trace::ChromeTrace;
 use kernbench_systems::memory::DataMode;
 use std::collections::BTreeMap;
-
-#[global_allocator]
-static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
 /// Heap a traced run may add to the untraced one: the ops waiting for an
 /// earlier op of their PE, messages in flight, a track list per PE and the
@@ -23,6 +19,9 @@ const TRACE_HEAP_BOUND: usize = 512 << 10;
 
 #[test]
 fn a_large_trace_streams_with_bounded_heap_and_is_well_formed() {
+    let _alone = crate::ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t.json");
     let sys = System::embedded_default();

@@ -1,18 +1,17 @@
 //! Memory stays flat when one machine runs many launches: launch payloads,
 //! programs and in-flight load/store records are freed once delivered or
-//! replaced, so nothing grows with the number of runs. (One test in this
-//! binary, so no other test's allocations mix into the count.)
+//! replaced, so nothing grows with the number of runs.
 
-mod common;
+use crate::{HEAP, common};
 use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
 use kernbench::spec::System;
 use kernbench_systems::memory::DataMode;
 
-#[global_allocator]
-static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
-
 #[test]
 fn twenty_runs_of_one_collective_leave_the_heap_where_the_first_left_it() {
+    let _alone = crate::ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let sys = System::embedded_default();
     let ccl = CclConfig::embedded_default();
     for algorithm in ["ring", "hier_lanes"] {

@@ -1,6 +1,6 @@
 //! Link-level timing on compiled machines (docs/model.md §Links, §Routing).
 
-mod common;
+use crate::common;
 use common::{lean, system};
 use kernbench::machine::Machine;
 use kernbench::spec::SipTopology;

@@ -1,7 +1,7 @@
 //! All-to-all: the correctness matrix, the pairwise closed form, bounds and
 //! refusals (docs/model.md §Collectives).
 
-mod common;
+use crate::common;
 use common::system;
 use kernbench::ccl::{CclConfig, CclError, Collective, Job, ReduceOp};
 use kernbench::spec::{SipTopology, System};

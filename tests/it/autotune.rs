@@ -3,7 +3,7 @@
 //! heterogeneous protocol of seed 001 agrees on one config, times it as the
 //! MAX over the ranks that have it, and runs fallbacks correctly.
 
-mod common;
+use crate::common;
 use kernbench::autotune::{self, Tuner, bucket, hetero};
 use kernbench::ccl::{CclConfig, Collective, Group, Job, ReduceOp};
 use kernbench::spec::System;

@@ -1,6 +1,6 @@
 //! The collective library: closed forms, the correctness matrix, bounds.
 
-mod common;
+use crate::common;
 use common::system;
 use kernbench::ccl::{CclConfig, CclError, Collective, Job, ReduceOp};
 use kernbench::spec::{SipTopology, System};

@@ -1,6 +1,6 @@
 //! Topology compile: counts, naming, routes as valid paths, hop counts.
 
-mod common;
+use crate::common;
 use common::{lean, system};
 use kernbench::spec::SipTopology;
 use kernbench::topology::address::{AddressResolver, Location, Space};

@@ -1,0 +1,27 @@
+//! The system-level tests of the `kernbench` crate, one module per subject,
+//! built as one binary so the library is linked once.
+
+mod all_to_all;
+mod autotune;
+mod bad_inputs;
+mod bounds16;
+mod ccl;
+mod ccl_config;
+mod cli;
+mod cli_autotune;
+mod common;
+mod compact_programs;
+mod dist;
+mod doc_examples;
+mod estimate;
+mod gemm;
+mod ipcq;
+mod mutants;
+mod mutated_inputs;
+mod network;
+mod result_sets;
+mod sip_kinds;
+mod spec_errors;
+mod sweep;
+mod topology;
+mod tp;
