@@ -1088,6 +1088,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
         Some(out) => out.clone(),
         None => default_out(&plan.file.name)?,
     };
+    kernbench::sweep::run::check_out(&out, a.resume).map_err(anyhow::Error::msg)?;
     let shard = kernbench::sweep::run::resolve_shard(&out, a.resume, a.shard)
         .map_err(anyhow::Error::msg)?;
     let stop = Arc::new(AtomicBool::new(false));

@@ -44,10 +44,11 @@ impl AtomicFile {
             Ok(m) if m.file_type().is_symlink() => path.canonicalize().unwrap_or(path.into()),
             _ => path.to_path_buf(),
         };
-        if let Ok(m) = std::fs::metadata(&target)
-            && !m.is_file()
-            && !m.is_dir()
-        {
+        let meta = std::fs::metadata(&target);
+        if meta.as_ref().is_ok_and(|m| m.is_dir()) {
+            return Err(err(std::io::ErrorKind::IsADirectory.into()));
+        }
+        if meta.is_ok_and(|m| !m.is_file()) {
             let file = std::fs::OpenOptions::new()
                 .write(true)
                 .open(&target)

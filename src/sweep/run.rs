@@ -279,37 +279,39 @@ pub fn resolve_shard(
         None => Ok(asked),
         Some(t) if asked.is_none() || asked == t.shard => Ok(t.shard),
         Some(t) => Err(format!(
-            "--shard {}: cannot resume {} with it: the result set holds {}; allowed: no --shard (the set's own) or --shard {}; use a new --out for another shard",
+            "--shard {}: cannot resume {} with it: the result set holds {}; allowed: {}; use a new --out for another shard",
             fingerprint::show_shard(asked).trim_start_matches("shard "),
             dir.display(),
             fingerprint::show_shard(t.shard),
-            fingerprint::show_shard(t.shard).trim_start_matches("shard "),
+            match t.shard {
+                Some((k, n)) => format!("no --shard (the set's own) or --shard {k}/{n}"),
+                None => "no --shard".into(),
+            }
         )),
     }
 }
 
-/// Refuses an `--out` this run must not write into: missing on `--resume`,
-/// or holding files that are not a result set, or (without `--resume`)
-/// one that already has points.
-fn check_out(dir: &Path, resume: bool) -> Result<(), String> {
+/// Refuses an `--out` a sweep must not write into: missing on `--resume`,
+/// holding files that are not a result set, or (without `--resume`) one
+/// that already has points. Run before any work, and again under the lock.
+pub fn check_out(dir: &Path, resume: bool) -> Result<(), String> {
+    if resume && !dir.is_dir() {
+        return Err(format!(
+            "--resume --out {}: no such directory, so there is no sweep to resume; drop --resume to start a new sweep there",
+            dir.display()
+        ));
+    }
     let held = foreign_entries(dir, &[".lock"])?;
-    let ours = dir.join(fingerprint::FILE).exists();
     let has_points = foreign_entries(&dir.join("points"), &[])?
         .iter()
         .any(|n| n.ends_with(".json"));
-    if !ours && !held.is_empty() {
+    if !dir.join(fingerprint::FILE).exists() && !held.is_empty() {
         return Err(format!(
             "--out {}: the directory holds files that are not a kernbench result set (no {}): {}; the sweep would overwrite them; allowed: an empty or new --out",
             dir.display(),
             fingerprint::FILE,
             some_of(&held)
         ));
-    }
-    if resume && !ours {
-        eprintln!(
-            "note: {} holds no result set yet (a sweep stopped before it began one); starting it",
-            dir.display()
-        );
     }
     if has_points && !resume {
         return Err(format!(
@@ -326,15 +328,16 @@ fn check_out(dir: &Path, resume: bool) -> Result<(), String> {
 fn prepare(plan: &Plan, opts: &Options) -> Result<(Lock, Option<(usize, usize)>), String> {
     let dir = &opts.out;
     let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
-    if opts.resume && !dir.is_dir() {
-        return Err(format!(
-            "--resume --out {}: no such directory, so there is no sweep to resume; drop --resume to start a new sweep there",
-            dir.display()
-        ));
-    }
+    check_out(dir, opts.resume)?;
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let lock = Lock::take(dir)?;
     check_out(dir, opts.resume)?;
+    if opts.resume && !dir.join(fingerprint::FILE).exists() {
+        eprintln!(
+            "note: {} holds no result set yet (a sweep stopped before it began one); starting it",
+            dir.display()
+        );
+    }
     let shard = resolve_shard(dir, opts.resume, opts.shard)?;
     let system_yaml = plan.system.to_yaml();
     let mine = Fingerprint::new(
