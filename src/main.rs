@@ -155,7 +155,8 @@ struct TpMlpArgs {
 struct GemmSweepArgs {
     #[command(flatten)]
     system: SystemArg,
-    /// Directory for results.csv and the figures (created if missing).
+    /// Directory for results.csv and the figures (created if missing; an
+    /// existing one must be empty or an earlier gemm-sweep's).
     #[arg(long, value_name = "DIR", default_value = "gemm")]
     out: PathBuf,
 }
@@ -188,7 +189,9 @@ struct TopoArgs {
     system: SystemArg,
     /// Write Graphviz views into DIR: sips.dot (SIP network) and cube.dot
     /// (the NoC of sip0.cube0). Render with `neato -Tsvg` (positions of
-    /// SIPs and routers are pinned; neato places the endpoints).
+    /// SIPs and routers are pinned; neato places the endpoints). DIR is
+    /// created if missing; an existing one must be empty or an earlier
+    /// `topo --dot`'s.
     #[arg(long, value_name = "DIR")]
     dot: Option<PathBuf>,
     #[command(flatten)]
@@ -247,7 +250,8 @@ struct SweepArgs {
     /// Points simulated in parallel, one world each (default: all cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// Continue the sweep in --out: points already written are skipped.
+    /// Continue the sweep in --out (which must exist): points already
+    /// written are skipped; the set's own shard is kept.
     #[arg(long, requires = "out")]
     resume: bool,
     /// Run only shard K of N (points with index mod N = K-1), e.g. 2/3.
@@ -697,28 +701,7 @@ fn topo(a: TopoArgs) -> Result<()> {
     for (kind, n) in t.node_counts() {
         println!("  {:<16}{n:>12}", kind.name());
     }
-    let links = m.engine.links();
-    let mut per_kind = [0u64; 4];
-    for l in 0..links.len() as u32 {
-        per_kind[kernbench::topology::edge_kind(links.class_index(l)) as usize] += 1;
-    }
-    println!("\ndirected links by edge kind");
-    println!(
-        "  {:<12}{:>12}{:>16}{:>14}{:>14}  ideal",
-        "kind", "links", "bandwidth GB/s", "latency ns", "packet bytes"
-    );
-    for (i, name) in EDGE_KINDS.iter().enumerate() {
-        let spec = [
-            &s.links.noc,
-            &s.links.ucie,
-            &s.links.inter_sip,
-            &s.links.pcie,
-        ][i];
-        println!(
-            "  {name:<12}{:>12}{:>16}{:>14}{:>14}  {}",
-            per_kind[i], spec.bandwidth_gbps, spec.latency_ns, spec.packet_bytes, spec.ideal
-        );
-    }
+    print_links(&m, s);
     let world = &mut m.engine.world;
     let entities = [
         ("Sip", world.query::<&Sip>().iter(world).count()),
@@ -744,6 +727,32 @@ fn topo(a: TopoArgs) -> Result<()> {
         write_dot(&m, &dir)?;
     }
     Ok(())
+}
+
+/// `topo`'s table of directed links per edge kind with their parameters.
+fn print_links(m: &Machine, s: &kernbench::spec::types::SystemSpec) {
+    let links = m.engine.links();
+    let mut per_kind = [0u64; 4];
+    for l in 0..links.len() as u32 {
+        per_kind[kernbench::topology::edge_kind(links.class_index(l)) as usize] += 1;
+    }
+    println!("\ndirected links by edge kind");
+    println!(
+        "  {:<12}{:>12}{:>16}{:>14}{:>14}  ideal",
+        "kind", "links", "bandwidth GB/s", "latency ns", "packet bytes"
+    );
+    for (i, name) in EDGE_KINDS.iter().enumerate() {
+        let spec = [
+            &s.links.noc,
+            &s.links.ucie,
+            &s.links.inter_sip,
+            &s.links.pcie,
+        ][i];
+        println!(
+            "  {name:<12}{:>12}{:>16}{:>14}{:>14}  {}",
+            per_kind[i], spec.bandwidth_gbps, spec.latency_ns, spec.packet_bytes, spec.ideal
+        );
+    }
 }
 
 /// The files `topo --dot` writes.
@@ -1133,14 +1142,24 @@ fn sweep(a: SweepArgs) -> Result<()> {
     };
     let t0 = Instant::now();
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;
-    let secs = t0.elapsed().as_secs_f64();
+    report_sweep(&plan, &a.plan, &out, &outcome, t0.elapsed().as_secs_f64())
+}
+
+/// A finished sweep's report: the plan's table, the counts, the resume
+/// command if interrupted; exits 130 (interrupted) or 1 (failed points).
+fn report_sweep(
+    plan: &kernbench::sweep::Plan,
+    plan_arg: &str,
+    out: &Path,
+    outcome: &kernbench::sweep::Outcome,
+    secs: f64,
+) -> Result<()> {
     match plan.file.print {
         kernbench::sweep::plan::Print::Summary => {
             print!("{}", kernbench::sweep::results::summary(&outcome.rows))
         }
         kernbench::sweep::plan::Print::Points => {
-            let points =
-                kernbench::sweep::results::load_points(&out).map_err(anyhow::Error::msg)?;
+            let points = kernbench::sweep::results::load_points(out).map_err(anyhow::Error::msg)?;
             print!("{}", kernbench::sweep::results::points_table(&points))
         }
     }
@@ -1155,8 +1174,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
     );
     if outcome.interrupted {
         println!(
-            "interrupted: continue with  kernbench sweep --plan {} --out {} --resume",
-            a.plan,
+            "interrupted: continue with  kernbench sweep --plan {plan_arg} --out {} --resume",
             out.display()
         );
         std::process::exit(130);
