@@ -525,7 +525,7 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
         rows
     };
     print!("{}", report::table(&rows));
-    report::write_csv(&a.csv, &rows).map_err(anyhow::Error::msg)?;
+    report::write_csv(&a.csv, &rows).map_err(|e| anyhow::anyhow!("--csv: {e}"))?;
     println!("# wrote {}", a.csv.display());
     Ok(())
 }
@@ -566,7 +566,7 @@ fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
             r.sim_over_roofline
         );
     }
-    let files = sweep::write(&a.out, &rows).map_err(anyhow::Error::msg)?;
+    let files = sweep::write(&a.out, &rows).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
     eprintln!(
         "{} shapes in {:.1} s; wrote {} in {}",
         rows.len(),
@@ -762,7 +762,8 @@ fn write_dot(m: &Machine, dir: &Path) -> Result<()> {
     let texts = [m.topology.sip_dot(), m.topology.cube_dot(0, 0)];
     for (name, text) in DOT_FILES.iter().zip(texts) {
         let path = dir.join(name);
-        kernbench::output::write_file(&path, text.as_bytes()).map_err(anyhow::Error::msg)?;
+        kernbench::output::write_file(&path, text.as_bytes())
+            .map_err(|e| anyhow::anyhow!("--dot: {e}"))?;
         println!("wrote       {}", path.display());
     }
     Ok(())
@@ -986,9 +987,10 @@ fn run(a: RunArgs) -> Result<()> {
         retune: a.retune,
     };
     let records = size_run.run(&sys, &ccl, &mut std::io::stdout().lock())?;
-    for (path, json) in [(&a.csv, false), (&a.json, true)] {
+    for (flag, path, json) in [("--csv", &a.csv, false), ("--json", &a.json, true)] {
         if let Some(path) = path {
-            kernbench::nccl_table::write(path, &records, json).map_err(anyhow::Error::msg)?;
+            kernbench::nccl_table::write(path, &records, json)
+                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
             eprintln!("wrote {}", path.display());
         }
     }
@@ -1257,7 +1259,7 @@ fn tp_sweep(
         base.pes_per_cube(),
         plan.tokens
     );
-    let files = study::write(&out, &rows, &label).map_err(anyhow::Error::msg)?;
+    let files = study::write(&out, &rows, &label).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
     eprintln!(
         "{total} points in {:.1} s; wrote {} in {}",
         started.elapsed().as_secs_f64(),

@@ -109,7 +109,7 @@ impl Drop for AtomicFile {
 /// The error of a failed write of `path`.
 pub fn write_error(path: &Path, e: &std::io::Error) -> String {
     format!(
-        "cannot write {}: {e}; nothing was written there: free disk space, fix the permissions, or choose another output path",
+        "cannot write {}: {e}; free disk space, fix the permissions, or choose another output path",
         path.display()
     )
 }

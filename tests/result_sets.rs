@@ -486,7 +486,7 @@ fn a_failed_write_is_an_error_naming_the_path_and_nothing_says_wrote() {
     ]);
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("cannot write /dev/full: No space left on device"),
+        err.contains("error: --csv: cannot write /dev/full: No space left on device"),
         "{err}"
     );
     assert!(!err.contains("wrote"), "{err}");
@@ -502,19 +502,16 @@ fn a_failed_write_is_an_error_naming_the_path_and_nothing_says_wrote() {
     .unwrap();
     let blocked = out.join("gemm_tflops.svg");
     std::fs::create_dir(&blocked).unwrap();
-    let sys = kernbench::spec::System::embedded_default();
-    let shape = kernbench::gemm::sweep::Shape {
-        family: "square",
-        m: 128,
-        k: 128,
-        n: 128,
-    };
-    let rows = kernbench::gemm::sweep::run_grid(&sys, &[shape]).unwrap();
-    let e = kernbench::gemm::sweep::write(&out, &rows).unwrap_err();
+    let (code, _, err) = kernbench(&["gemm-sweep", "--out", out.to_str().unwrap()]);
+    assert_eq!(code, 2, "{err}");
     assert!(
-        e.starts_with(&format!("cannot write {}: ", blocked.display())),
-        "{e}"
+        err.contains(&format!(
+            "error: --out: cannot write {}: ",
+            blocked.display()
+        )),
+        "{err}"
     );
+    assert!(!err.contains("wrote"), "{err}");
     // The figure before it is whole; no temporary file is left.
     let svg = read(&out.join("gemm_latency.svg"));
     assert!(
