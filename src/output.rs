@@ -129,8 +129,9 @@ pub fn copy_file(from: &Path, to: &Path) -> Result<(), String> {
 
 /// `p` made absolute through its nearest existing ancestor (which is
 /// canonicalized, symlinks resolved), the rest normalised (`.` dropped, `..`
-/// applied): two spellings of one file compare equal, existing or not.
-pub fn absolute(p: &Path) -> Result<PathBuf, String> {
+/// applied): two spellings of one file compare equal, existing or not. A
+/// path that cannot be resolved (e.g. /dev/stdout on a pipe) stays as given.
+pub fn absolute(p: &Path) -> PathBuf {
     let mut rest: Vec<std::ffi::OsString> = Vec::new();
     let mut cur = if p.as_os_str().is_empty() {
         PathBuf::from(".")
@@ -139,9 +140,9 @@ pub fn absolute(p: &Path) -> Result<PathBuf, String> {
     };
     loop {
         if cur.exists() {
-            let mut abs = cur
-                .canonicalize()
-                .map_err(|e| format!("{}: {e}", p.display()))?;
+            let Ok(mut abs) = cur.canonicalize() else {
+                return p.to_path_buf();
+            };
             for c in rest.iter().rev() {
                 match c.to_str() {
                     Some("..") => {
@@ -151,7 +152,7 @@ pub fn absolute(p: &Path) -> Result<PathBuf, String> {
                     _ => abs.push(c),
                 }
             }
-            return Ok(abs);
+            return abs;
         }
         let last = cur.components().next_back();
         match (last, cur.parent()) {
@@ -163,16 +164,24 @@ pub fn absolute(p: &Path) -> Result<PathBuf, String> {
                     parent.to_path_buf()
                 };
             }
-            _ => return Ok(p.to_path_buf()),
+            _ => return p.to_path_buf(),
         }
     }
 }
 
 /// Refuses an output path that is one of the inputs or another output
 /// (compared after [`absolute`], so `./x`, `d/../x` and symlinks count):
-/// `outputs` and `inputs` are (flag, path). Run before any work.
+/// `outputs` and `inputs` are (flag, path). Devices such as /dev/null are
+/// written in place, never replaced, so any number of outputs may name
+/// one. Run before any work.
 pub fn check_distinct(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Result<(), String> {
-    let (outs, ins) = (resolved(outputs)?, resolved(inputs)?);
+    let is_device = |p: &Path| std::fs::metadata(p).is_ok_and(|m| !m.is_file() && !m.is_dir());
+    let outputs: Vec<(&str, &Path)> = outputs
+        .iter()
+        .copied()
+        .filter(|o| !is_device(o.1))
+        .collect();
+    let (outs, ins) = (resolved(&outputs), resolved(inputs));
     for (i, (flag, path, a)) in outs.iter().enumerate() {
         let clash = outs[..i]
             .iter()
@@ -192,9 +201,9 @@ pub fn check_distinct(outputs: &[(&str, &Path)], inputs: &[(&str, &Path)]) -> Re
 }
 
 /// Each (flag, path) with its path made [`absolute`].
-fn resolved<'a>(list: &[(&'a str, &'a Path)]) -> Result<Vec<(&'a str, &'a Path, PathBuf)>, String> {
+fn resolved<'a>(list: &[(&'a str, &'a Path)]) -> Vec<(&'a str, &'a Path, PathBuf)> {
     list.iter()
-        .map(|&(flag, p)| absolute(p).map(|a| (flag, p, a)))
+        .map(|&(flag, p)| (flag, p, absolute(p)))
         .collect()
 }
 
@@ -300,9 +309,16 @@ mod tests {
         std::fs::write(&file, "x").unwrap();
         let link = d.path().join("link.yaml");
         std::os::unix::fs::symlink(&file, &link).unwrap();
-        let abs = absolute(&file).unwrap();
-        assert_eq!(absolute(&link).unwrap(), abs);
-        assert_eq!(absolute(&d.path().join("./sub/../f.yaml")).unwrap(), abs);
+        std::fs::create_dir(d.path().join("sub")).unwrap();
+        let abs = absolute(&file);
+        assert_eq!(absolute(&link), abs);
+        assert_eq!(absolute(&d.path().join("./sub/../f.yaml")), abs);
+        assert_eq!(
+            absolute(&d.path().join("new/./x/../f.csv")),
+            abs.with_file_name("new").join("f.csv")
+        );
+        let null = Path::new("/dev/null");
+        check_distinct(&[("--csv", null), ("--json", null)], &[]).unwrap();
         let e = check_distinct(&[("--csv", &link)], &[("--system", &file)]).unwrap_err();
         assert!(
             e.starts_with(&format!(
