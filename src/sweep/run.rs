@@ -35,7 +35,8 @@ pub struct Options {
     pub jobs: usize,
     /// Skip points whose result file exists.
     pub resume: bool,
-    /// Run only points with `index % n == k - 1`.
+    /// Run only points with `index % n == k - 1`; with `resume`, None means
+    /// the result set's own shard (see [`resolve_shard`]).
     pub shard: Option<(usize, usize)>,
     /// Set by Ctrl-C: no new point starts.
     pub stop: Arc<AtomicBool>,
