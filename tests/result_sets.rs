@@ -681,23 +681,41 @@ fn next(state: &mut u64) -> u64 {
     *state
 }
 
+/// The finished point files of a result directory (0 if it has none).
+fn points_on_disk(dir: &Path) -> usize {
+    kernbench::output::foreign_entries(&dir.join("points"), &[])
+        .unwrap()
+        .iter()
+        .filter(|n| n.ends_with(".json"))
+        .count()
+}
+
 #[test]
 fn a_sweep_killed_20_times_and_resumed_ends_with_the_uninterrupted_results() {
     use std::os::unix::process::ExitStatusExt;
+    use std::time::Instant;
     let d = tempfile::tempdir().unwrap();
-    let plan = plan_file(d.path());
+    // 12 points of about 10 to 40 ms each, so kills land in them, not only
+    // in start-up and consolidation.
+    let plan_path = d.path().join("kill.yaml");
+    let sizes = "[2M, 3M, 4M, 5M, 6M, 7M]";
+    std::fs::write(&plan_path, PLAN.replace("[1K, 4K, 16K]", sizes)).unwrap();
+    let plan = plan_path.to_str().unwrap();
     let clean = d.path().join("clean");
-    let t0 = std::time::Instant::now();
-    assert_eq!(sweep_tiny(&plan, &clean, &[]).0, 0);
+    let t0 = Instant::now();
+    assert_eq!(sweep_tiny(plan, &clean, &[]).0, 0);
     let whole = t0.elapsed();
+    let t0 = Instant::now();
+    assert_eq!(sweep_tiny(plan, &clean, &["--resume"]).0, 0);
+    let no_points = t0.elapsed().min(whole);
     let out = d.path().join("killed");
     let mut seed = 0x9e37_79b9_7f4a_7c15;
-    let mut killed = 0;
+    let (mut killed, mut partial) = (0, 0);
     for _ in 0..20 {
         let mut args = vec![
             "sweep",
             "--plan",
-            &plan,
+            plan,
             "--jobs",
             "1",
             "--out",
@@ -706,25 +724,30 @@ fn a_sweep_killed_20_times_and_resumed_ends_with_the_uninterrupted_results() {
         if out.exists() {
             args.push("--resume");
         }
+        // A run's expected time: start-up and consolidation, plus its
+        // share of the points still to do; the kill lands in its first 70%.
+        let left = (12 - points_on_disk(&out)) as f64 / 12.0;
+        let expected = no_points + (whole - no_points).mul_f64(left);
         let mut child = Command::new(env!("CARGO_BIN_EXE_kernbench"))
             .args(&args)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // Somewhere in the first 60% of an uninterrupted run's time.
-        std::thread::sleep(whole.mul_f64((next(&mut seed) % 600) as f64 / 1000.0));
+        std::thread::sleep(expected.mul_f64((next(&mut seed) % 700) as f64 / 1000.0));
         child.kill().unwrap(); // SIGKILL
         if child.wait().unwrap().signal() == Some(9) {
             killed += 1;
+            partial += usize::from((1..12).contains(&points_on_disk(&out)));
         }
     }
     assert!(
         killed >= 10,
         "only {killed} of 20 runs were killed before they ended"
     );
+    assert!(partial > 0, "no kill left a partial result set");
     let resume: &[&str] = if out.exists() { &["--resume"] } else { &[] };
-    let (code, _, err) = sweep_tiny(&plan, &out, resume);
+    let (code, _, err) = sweep_tiny(plan, &out, resume);
     assert_eq!(code, 0, "{err}");
     assert_eq!(
         read(&out.join("results.csv")),
