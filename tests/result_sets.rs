@@ -562,6 +562,10 @@ fn two_default_output_sweeps_started_together_get_two_directories() {
         .collect();
     dirs.sort();
     assert_eq!(dirs.len(), 2, "{dirs:?}");
+    // Started in the same second (the usual case): the second name has -2.
+    if dirs[1].starts_with(&dirs[0]) {
+        assert_eq!(dirs[1], format!("{}-2", dirs[0]));
+    }
     for name in &dirs {
         assert!(name.starts_with("tiny-"), "{name}");
         let csv = read(&d.path().join("results").join(name).join("results.csv"));
