@@ -4,7 +4,7 @@
 #[global_allocator]
 static HEAP: peak_alloc::PeakAlloc = peak_alloc::PeakAlloc;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::{Args, Parser, Subcommand};
 use kernbench::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
 use kernbench::estimate::Budget;
@@ -155,7 +155,8 @@ struct TpMlpArgs {
 struct GemmSweepArgs {
     #[command(flatten)]
     system: SystemArg,
-    /// Directory for results.csv and the figures (created if missing).
+    /// Directory for results.csv and the figures (created if missing; an
+    /// existing one must be empty or an earlier gemm-sweep's).
     #[arg(long, value_name = "DIR", default_value = "gemm")]
     out: PathBuf,
 }
@@ -188,7 +189,9 @@ struct TopoArgs {
     system: SystemArg,
     /// Write Graphviz views into DIR: sips.dot (SIP network) and cube.dot
     /// (the NoC of sip0.cube0). Render with `neato -Tsvg` (positions of
-    /// SIPs and routers are pinned; neato places the endpoints).
+    /// SIPs and routers are pinned; neato places the endpoints). DIR is
+    /// created if missing; an existing one must be empty or an earlier
+    /// `topo --dot`'s.
     #[arg(long, value_name = "DIR")]
     dot: Option<PathBuf>,
     #[command(flatten)]
@@ -247,7 +250,8 @@ struct SweepArgs {
     /// Points simulated in parallel, one world each (default: all cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// Continue the sweep in --out: points already written are skipped.
+    /// Continue the sweep in --out (which must exist): points already
+    /// written are skipped; the set's own shard is kept.
     #[arg(long, requires = "out")]
     resume: bool,
     /// Run only shard K of N (points with index mod N = K-1), e.g. 2/3.
@@ -488,6 +492,10 @@ fn main() {
 
 fn autotune(a: AutotuneArgs) -> Result<()> {
     use kernbench::autotune::{Tuner, report};
+    check_output_file("--csv", &a.csv)?;
+    check_output_dir("--cache", &a.cache)?;
+    let inputs = inputs_of(&a.system, a.ccl.as_deref(), None);
+    kernbench::output::check_distinct(&[("--csv", &a.csv)], &inputs).map_err(anyhow::Error::msg)?;
     let sys = a.system.load()?;
     let ccl = match &a.ccl {
         Some(path) => CclConfig::from_file(path)?,
@@ -517,13 +525,16 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
         rows
     };
     print!("{}", report::table(&rows));
-    report::write_csv(&a.csv, &rows).map_err(anyhow::Error::msg)?;
+    report::write_csv(&a.csv, &rows).map_err(|e| anyhow::anyhow!("--csv: {e}"))?;
     println!("# wrote {}", a.csv.display());
     Ok(())
 }
 
 fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
     use kernbench::gemm::sweep;
+    let outputs = sweep::FILES.map(|f| a.out.join(f));
+    check_distinct_files("--out", &outputs, &a.system)?;
+    kernbench::output::claim_dir("--out", &a.out, "gemm-sweep").map_err(anyhow::Error::msg)?;
     let sys = a.system.load()?;
     let shapes = sweep::default_grid();
     eprintln!(
@@ -555,7 +566,7 @@ fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
             r.sim_over_roofline
         );
     }
-    let files = sweep::write(&a.out, &rows).map_err(anyhow::Error::msg)?;
+    let files = sweep::write(&a.out, &rows).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
     eprintln!(
         "{} shapes in {:.1} s; wrote {} in {}",
         rows.len(),
@@ -644,15 +655,12 @@ const BUILD_KNOBS: &str =
     "fewer SIPs (system.sips.count), fewer cubes (sip.cube_mesh), PEs or NoC routers";
 
 fn topo(a: TopoArgs) -> Result<()> {
-    let sys = a.system.load()?;
     if let Some(dir) = &a.dot {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            anyhow::anyhow!(
-                "--dot {}: cannot create the directory: {e}; allowed: a directory path that can be created",
-                dir.display()
-            )
-        })?;
+        let outputs = DOT_FILES.map(|f| dir.join(f));
+        check_distinct_files("--dot", &outputs, &a.system)?;
+        kernbench::output::claim_dir("--dot", dir, "topo --dot").map_err(anyhow::Error::msg)?;
     }
+    let sys = a.system.load()?;
     kernbench::estimate::Estimate::build(&sys)
         .check(&a.budget.budget(), BUILD_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
@@ -693,28 +701,7 @@ fn topo(a: TopoArgs) -> Result<()> {
     for (kind, n) in t.node_counts() {
         println!("  {:<16}{n:>12}", kind.name());
     }
-    let links = m.engine.links();
-    let mut per_kind = [0u64; 4];
-    for l in 0..links.len() as u32 {
-        per_kind[kernbench::topology::edge_kind(links.class_index(l)) as usize] += 1;
-    }
-    println!("\ndirected links by edge kind");
-    println!(
-        "  {:<12}{:>12}{:>16}{:>14}{:>14}  ideal",
-        "kind", "links", "bandwidth GB/s", "latency ns", "packet bytes"
-    );
-    for (i, name) in EDGE_KINDS.iter().enumerate() {
-        let spec = [
-            &s.links.noc,
-            &s.links.ucie,
-            &s.links.inter_sip,
-            &s.links.pcie,
-        ][i];
-        println!(
-            "  {name:<12}{:>12}{:>16}{:>14}{:>14}  {}",
-            per_kind[i], spec.bandwidth_gbps, spec.latency_ns, spec.packet_bytes, spec.ideal
-        );
-    }
+    print_links(&m, s);
     let world = &mut m.engine.world;
     let entities = [
         ("Sip", world.query::<&Sip>().iter(world).count()),
@@ -742,13 +729,41 @@ fn topo(a: TopoArgs) -> Result<()> {
     Ok(())
 }
 
+/// `topo`'s table of directed links per edge kind with their parameters.
+fn print_links(m: &Machine, s: &kernbench::spec::types::SystemSpec) {
+    let links = m.engine.links();
+    let mut per_kind = [0u64; 4];
+    for l in 0..links.len() as u32 {
+        per_kind[kernbench::topology::edge_kind(links.class_index(l)) as usize] += 1;
+    }
+    println!("\ndirected links by edge kind");
+    println!(
+        "  {:<12}{:>12}{:>16}{:>14}{:>14}  ideal",
+        "kind", "links", "bandwidth GB/s", "latency ns", "packet bytes"
+    );
+    for (i, name) in EDGE_KINDS.iter().enumerate() {
+        let spec = [
+            &s.links.noc,
+            &s.links.ucie,
+            &s.links.inter_sip,
+            &s.links.pcie,
+        ][i];
+        println!(
+            "  {name:<12}{:>12}{:>16}{:>14}{:>14}  {}",
+            per_kind[i], spec.bandwidth_gbps, spec.latency_ns, spec.packet_bytes, spec.ideal
+        );
+    }
+}
+
+/// The files `topo --dot` writes.
+const DOT_FILES: [&str; 2] = ["sips.dot", "cube.dot"];
+
 fn write_dot(m: &Machine, dir: &Path) -> Result<()> {
-    for (name, text) in [
-        ("sips.dot", m.topology.sip_dot()),
-        ("cube.dot", m.topology.cube_dot(0, 0)),
-    ] {
+    let texts = [m.topology.sip_dot(), m.topology.cube_dot(0, 0)];
+    for (name, text) in DOT_FILES.iter().zip(texts) {
         let path = dir.join(name);
-        std::fs::write(&path, text).with_context(|| format!("cannot write {}", path.display()))?;
+        kernbench::output::write_file(&path, text.as_bytes())
+            .map_err(|e| anyhow::anyhow!("--dot: {e}"))?;
         println!("wrote       {}", path.display());
     }
     Ok(())
@@ -941,11 +956,22 @@ fn run(a: RunArgs) -> Result<()> {
             a.max_bytes
         );
     }
-    for (flag, path) in [("--csv", &a.csv), ("--json", &a.json)] {
-        if let Some(path) = path {
+    let outputs: Vec<(&str, &Path)> = [
+        ("--csv", &a.csv),
+        ("--json", &a.json),
+        ("--trace", &a.trace),
+    ]
+    .into_iter()
+    .filter_map(|(flag, p)| Some((flag, p.as_deref()?)))
+    .collect();
+    for &(flag, path) in &outputs[..] {
+        if flag != "--trace" {
             check_output_file(flag, path)?;
         }
     }
+    check_output_dir("--autotune-cache", &a.autotune_cache)?;
+    let inputs = inputs_of(&a.system, a.ccl.as_deref(), None);
+    kernbench::output::check_distinct(&outputs, &inputs).map_err(anyhow::Error::msg)?;
     let size_run = kernbench::collective_run::SizeRun {
         collective: a.collective,
         op: a.op,
@@ -961,9 +987,10 @@ fn run(a: RunArgs) -> Result<()> {
         retune: a.retune,
     };
     let records = size_run.run(&sys, &ccl, &mut std::io::stdout().lock())?;
-    for (path, json) in [(&a.csv, false), (&a.json, true)] {
+    for (flag, path, json) in [("--csv", &a.csv, false), ("--json", &a.json, true)] {
         if let Some(path) = path {
-            kernbench::nccl_table::write(path, &records, json).map_err(anyhow::Error::msg)?;
+            kernbench::nccl_table::write(path, &records, json)
+                .map_err(|e| anyhow::anyhow!("{flag}: {e}"))?;
             eprintln!("wrote {}", path.display());
         }
     }
@@ -991,15 +1018,72 @@ fn check_output_file(flag: &str, path: &Path) -> Result<()> {
     Ok(())
 }
 
+/// The input files of a command: --system, --ccl, --plan (if a file).
+fn inputs_of<'a>(
+    system: &'a SystemArg,
+    ccl: Option<&'a Path>,
+    plan: Option<&'a Path>,
+) -> Vec<(&'static str, &'a Path)> {
+    [
+        ("--system", system.system.as_deref()),
+        ("--ccl", ccl),
+        ("--plan", plan.filter(|p| p.is_file())),
+    ]
+    .into_iter()
+    .filter_map(|(flag, p)| Some((flag, p?)))
+    .collect()
+}
+
+/// Refuses a command whose output files (in the directory of `flag`) include
+/// its --system file.
+fn check_distinct_files(flag: &str, outputs: &[PathBuf], system: &SystemArg) -> Result<()> {
+    let outs: Vec<(&str, &Path)> = outputs.iter().map(|p| (flag, p.as_path())).collect();
+    kernbench::output::check_distinct(&outs, &inputs_of(system, None, None))
+        .map_err(anyhow::Error::msg)
+}
+
+/// Refuses a directory flag naming something that is not a directory
+/// (it is created if missing).
+fn check_output_dir(flag: &str, path: &Path) -> Result<()> {
+    if path.exists() && !path.is_dir() {
+        bail!(
+            "{flag} {}: not a directory; allowed: a directory path (created if missing)",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
+/// Refuses a sweep whose inputs are files it writes into `out`.
+fn check_sweep_paths(a: &SweepArgs, out: &Path, tp: bool) -> Result<()> {
+    let names: &[&str] = match tp {
+        true => &kernbench::tp::study::FILES,
+        false => &kernbench::sweep::run::OUTPUT_FILES,
+    };
+    let outputs: Vec<PathBuf> = names.iter().map(|f| out.join(f)).collect();
+    let outs: Vec<(&str, &Path)> = outputs.iter().map(|p| ("--out", p.as_path())).collect();
+    let system = SystemArg {
+        system: a.system.clone(),
+        preset: None,
+    };
+    let inputs = inputs_of(&system, a.ccl.as_deref(), Some(Path::new(&a.plan)));
+    kernbench::output::check_distinct(&outs, &inputs).map_err(anyhow::Error::msg)
+}
+
 fn sweep(a: SweepArgs) -> Result<()> {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
+    check_output_dir("--autotune-cache", &a.autotune_cache)?;
     let system = match (&a.system, &a.preset) {
         (Some(p), _) => Some(System::from_file(p)?),
         (None, Some(n)) => Some(presets::preset(n)?),
         _ => None,
     };
-    if let Some(plan) = kernbench::tp::study::TpPlan::find(&a.plan)? {
+    let tp_plan = kernbench::tp::study::TpPlan::find(&a.plan)?;
+    if let Some(out) = &a.out {
+        check_sweep_paths(&a, out, tp_plan.is_some())?;
+    }
+    if let Some(plan) = tp_plan {
         return tp_sweep(&plan, &a, system);
     }
     let (ccl, ccl_text) = match &a.ccl {
@@ -1010,28 +1094,27 @@ fn sweep(a: SweepArgs) -> Result<()> {
         None => (None, kernbench::ccl::config::DEFAULT_CCL_YAML.to_string()),
     };
     let plan = kernbench::sweep::Plan::load_with(&a.plan, system, ccl)?;
-    let out = a
-        .out
-        .clone()
-        .unwrap_or_else(|| default_out(&plan.file.name));
     let jobs = sweep_jobs(a.jobs, plan.points().len())?;
+    let out = match &a.out {
+        Some(out) => out.clone(),
+        None => default_out(&plan.file.name)?,
+    };
+    kernbench::sweep::run::check_out(&out, a.resume).map_err(anyhow::Error::msg)?;
+    let shard = kernbench::sweep::run::resolve_shard(&out, a.resume, a.shard)
+        .map_err(anyhow::Error::msg)?;
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
-    let lock = out.join(".lock");
     ctrlc::set_handler(move || {
         if flag.swap(true, Ordering::SeqCst) {
-            // Quitting now: the lock must not outlive this process.
-            let _ = std::fs::remove_file(&lock);
+            // Quitting now: the OS releases the lock with the process.
             std::process::exit(130);
         }
         eprintln!("\ninterrupted: finishing the points in progress (Ctrl-C again to quit now)");
     })?;
     let total = plan.points().len();
-    let shard = a
-        .shard
-        .map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
+    let shard_note = shard.map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
     eprintln!(
-        "sweep '{}': {total} points{shard}, {jobs} job(s), {} -> {}",
+        "sweep '{}': {total} points{shard_note}, {jobs} job(s), {} -> {}",
         plan.file.name,
         if plan.file.description.is_empty() {
             "no description"
@@ -1048,7 +1131,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
         out: out.clone(),
         jobs,
         resume: a.resume,
-        shard: a.shard,
+        shard,
         stop,
         ccl_text,
         ccl_origin: a
@@ -1061,14 +1144,24 @@ fn sweep(a: SweepArgs) -> Result<()> {
     };
     let t0 = Instant::now();
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;
-    let secs = t0.elapsed().as_secs_f64();
+    report_sweep(&plan, &a.plan, &out, &outcome, t0.elapsed().as_secs_f64())
+}
+
+/// A finished sweep's report: the plan's table, the counts, the resume
+/// command if interrupted; exits 130 (interrupted) or 1 (failed points).
+fn report_sweep(
+    plan: &kernbench::sweep::Plan,
+    plan_arg: &str,
+    out: &Path,
+    outcome: &kernbench::sweep::Outcome,
+    secs: f64,
+) -> Result<()> {
     match plan.file.print {
         kernbench::sweep::plan::Print::Summary => {
             print!("{}", kernbench::sweep::results::summary(&outcome.rows))
         }
         kernbench::sweep::plan::Print::Points => {
-            let points =
-                kernbench::sweep::results::load_points(&out).map_err(anyhow::Error::msg)?;
+            let points = kernbench::sweep::results::load_points(out).map_err(anyhow::Error::msg)?;
             print!("{}", kernbench::sweep::results::points_table(&points))
         }
     }
@@ -1083,8 +1176,7 @@ fn sweep(a: SweepArgs) -> Result<()> {
     );
     if outcome.interrupted {
         println!(
-            "interrupted: continue with  kernbench sweep --plan {} --out {} --resume",
-            a.plan,
+            "interrupted: continue with  kernbench sweep --plan {plan_arg} --out {} --resume",
             out.display()
         );
         std::process::exit(130);
@@ -1109,9 +1201,13 @@ fn tp_sweep(
         );
     }
     let base = system.unwrap_or_else(System::embedded_default);
-    let out = a.out.clone().unwrap_or_else(|| default_out(&plan.name));
     let total = plan.points().len();
     let jobs = sweep_jobs(a.jobs, total)?;
+    let out = match &a.out {
+        Some(out) => out.clone(),
+        None => default_out(&plan.name)?,
+    };
+    kernbench::output::claim_dir("--out", &out, "sweep (TP plan)").map_err(anyhow::Error::msg)?;
     eprintln!(
         "sweep '{}' (tp_block): {total} points, {jobs} job(s), {} tokens, all-reduce '{}' -> {}",
         plan.name,
@@ -1163,7 +1259,7 @@ fn tp_sweep(
         base.pes_per_cube(),
         plan.tokens
     );
-    let files = study::write(&out, &rows, &label).map_err(anyhow::Error::msg)?;
+    let files = study::write(&out, &rows, &label).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
     eprintln!(
         "{total} points in {:.1} s; wrote {} in {}",
         started.elapsed().as_secs_f64(),
@@ -1173,12 +1269,12 @@ fn tp_sweep(
     Ok(())
 }
 
-/// A sweep's result directory when --out is not given: results/<plan>-<UTC timestamp>.
-fn default_out(plan: &str) -> PathBuf {
-    PathBuf::from("results").join(format!(
-        "{plan}-{}",
-        chrono::Utc::now().format("%Y%m%d-%H%M%S")
-    ))
+/// A sweep's result directory when --out is not given, created now:
+/// results/<plan>-<UTC timestamp>, with `-2`, `-3` … if another sweep took
+/// that name in the same second.
+fn default_out(plan: &str) -> Result<PathBuf> {
+    let stem = format!("{plan}-{}", chrono::Utc::now().format("%Y%m%d-%H%M%S"));
+    kernbench::output::new_dir(Path::new("results"), &stem).map_err(anyhow::Error::msg)
 }
 
 fn sweep_jobs(asked: Option<usize>, points: usize) -> Result<usize> {

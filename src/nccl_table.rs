@@ -185,10 +185,5 @@ pub fn write(path: &Path, records: &[Record], json: bool) -> Result<(), String> 
         }
         w.into_inner().map_err(|e| e.to_string())?
     };
-    std::fs::write(path, bytes).map_err(|e| {
-        format!(
-            "{}: cannot write ({e}); allowed: a file path in a writable directory",
-            path.display()
-        )
-    })
+    crate::output::write_file(path, &bytes)
 }

@@ -22,7 +22,6 @@ use rustc_hash::FxHashMap;
 use serde_json::json;
 use std::any::Any;
 use std::collections::BTreeSet;
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -37,7 +36,7 @@ type Tracks = Vec<(u64, Tick)>;
 /// A trace file being written as the run goes.
 pub struct ChromeTrace {
     path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<crate::output::AtomicFile>,
     tick_ns: f64,
     events: u64,
     /// The first write error; later events are dropped and `finish` reports it.
@@ -55,9 +54,9 @@ pub struct ChromeTrace {
 impl ChromeTrace {
     /// Creates the file at `path`; `tick_ns` converts ticks to the file's microseconds.
     pub fn create(path: &Path, tick_ns: f64) -> Result<Self, String> {
-        let file = File::create(path).map_err(|e| {
+        let file = crate::output::AtomicFile::create(path).map_err(|e| {
             format!(
-                "--trace {}: cannot create the trace file: {e}; allowed: a writable file path",
+                "--trace {}: cannot create the trace file ({e}); allowed: a writable file path",
                 path.display()
             )
         })?;
@@ -101,10 +100,16 @@ impl ChromeTrace {
         {
             self.error = Some(e);
         }
-        match self.error {
-            Some(e) => Err(format!("--trace {}: {e}", self.path.display())),
-            None => Ok(self.events),
+        if let Some(e) = self.error {
+            return Err(format!("--trace {}: {e}", self.path.display()));
         }
+        let file = self
+            .out
+            .into_inner()
+            .map_err(|e| format!("--trace {}: {}", self.path.display(), e.error()))?;
+        file.commit()
+            .map_err(|e| format!("--trace {}: {e}", self.path.display()))?;
+        Ok(self.events)
     }
 
     /// Microseconds (the file's unit) of a tick count, whole or not.
@@ -147,7 +152,7 @@ impl ChromeTrace {
         tid: u64,
         start: Tick,
         end: Tick,
-        write_args: impl FnOnce(&mut BufWriter<File>) -> std::io::Result<()>,
+        write_args: impl FnOnce(&mut BufWriter<crate::output::AtomicFile>) -> std::io::Result<()>,
     ) {
         self.separator();
         let (ts, dur) = (self.us(start as f64), self.us((end - start) as f64));

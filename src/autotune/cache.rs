@@ -4,9 +4,7 @@
 //! hand edit is detected and rebuilt, never trusted.
 
 use std::fs;
-use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -112,9 +110,9 @@ impl Cache {
         }
     }
 
-    /// Stores a decision atomically: written to a temporary file in the same
-    /// directory, flushed, then renamed over the old one, so an interrupted
-    /// tune leaves either the old file or the new one, never half of one.
+    /// Stores a decision atomically ([`crate::output::write_file`]), so an
+    /// interrupted tune leaves either the old file or the new one, never half
+    /// of one.
     pub fn put(&self, key: &CacheKey, decision: &Decision) -> Result<(), String> {
         let path = self.path(key);
         let io = |e: std::io::Error| format!("writing the autotune cache {}: {e}", path.display());
@@ -124,20 +122,7 @@ impl Cache {
             decision: decision.clone(),
         };
         let json = serde_json::to_string_pretty(&entry).expect("a decision always serializes");
-        let tmp = temp_path(&path);
-        let mut f = fs::File::create(&tmp).map_err(io)?;
-        f.write_all(json.as_bytes()).map_err(io)?;
-        f.sync_all().map_err(io)?;
-        fs::rename(&tmp, &path).map_err(io)
+        crate::output::write_file(&path, json.as_bytes())
+            .map_err(|e| format!("writing the autotune cache: {e}"))
     }
-}
-
-/// A sibling of `path` unique to this process and call: sweep points
-/// tuning the same bucket on several threads never share one.
-fn temp_path(path: &Path) -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    let k = NEXT.fetch_add(1, Ordering::Relaxed);
-    name.push(format!(".tmp{}-{k}", std::process::id()));
-    path.with_file_name(name)
 }

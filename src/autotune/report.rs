@@ -153,9 +153,10 @@ pub fn table(rows: &[Row]) -> String {
 /// The rows as CSV, one per bucket.
 pub fn write_csv(path: &Path, rows: &[Row]) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("writing {}: {e}", path.display());
-    let mut w = csv::Writer::from_path(path).map_err(|e| err(&e))?;
+    let mut w = csv::Writer::from_writer(Vec::new());
     for r in rows {
         w.serialize(r).map_err(|e| err(&e))?;
     }
-    w.flush().map_err(|e| err(&e))
+    let bytes = w.into_inner().map_err(|e| err(&e))?;
+    crate::output::write_file(path, &bytes)
 }

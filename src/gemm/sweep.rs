@@ -5,9 +5,9 @@
 use super::{Layout, matmul, roofline};
 use crate::ccl::CclConfig;
 use crate::dist::{DistError, init_process_group};
+use crate::output::write_file;
 use crate::spec::{SipTopology, System};
 use crate::sweep::plots::{Series, chart};
-use crate::sweep::results::write_atomic;
 use kernbench_systems::memory::DataMode;
 use rayon::prelude::*;
 use serde::Serialize;
@@ -124,6 +124,14 @@ pub fn run_grid(sys: &System, shapes: &[Shape]) -> Result<Vec<GemmRow>, DistErro
     shapes.par_iter().map(|&s| run_shape(sys, s)).collect()
 }
 
+/// The files [`write`] puts in its directory.
+pub const FILES: [&str; 4] = [
+    "results.csv",
+    "gemm_latency.svg",
+    "gemm_tflops.svg",
+    "gemm_sim_over_roofline.svg",
+];
+
 /// Writes results.csv and the three figures into `dir`; returns the files.
 pub fn write(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -132,8 +140,7 @@ pub fn write(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {
         w.serialize(r).map_err(|e| e.to_string())?;
     }
     let bytes = w.into_inner().map_err(|e| e.to_string())?;
-    let csv_path = dir.join("results.csv");
-    write_atomic(&csv_path, &bytes).map_err(|e| format!("{}: {e}", csv_path.display()))?;
+    write_file(&dir.join(FILES[0]), &bytes)?;
     let by_family = |y: &dyn Fn(&GemmRow) -> f64| -> Series {
         ["square", "wide", "tall"]
             .iter()
@@ -148,10 +155,10 @@ pub fn write(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {
             .filter(|s: &(String, Vec<(f64, f64)>)| !s.1.is_empty())
             .collect()
     };
-    let mut files = vec!["results.csv".to_string()];
+    let mut files = vec![FILES[0].to_string()];
     let x = "GEMM size, FLOPs (2·m·n·k)";
     chart(
-        &dir.join("gemm_latency.svg"),
+        &dir.join(FILES[1]),
         "GEMM latency vs size (one SIP)",
         x,
         "time, us (log)",
@@ -172,7 +179,7 @@ pub fn write(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {
         ));
     }
     chart(
-        &dir.join("gemm_tflops.svg"),
+        &dir.join(FILES[2]),
         "GEMM achieved vs peak TFLOP/s (f16)",
         x,
         "TFLOP/s (log)",
@@ -180,20 +187,13 @@ pub fn write(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {
         &tflops,
     )?;
     chart(
-        &dir.join("gemm_sim_over_roofline.svg"),
+        &dir.join(FILES[3]),
         "Simulated time / roofline bound (1 = at the bound)",
         x,
         "simulated / roofline",
         false,
         &by_family(&|r| r.sim_over_roofline),
     )?;
-    files.extend(
-        [
-            "gemm_latency.svg",
-            "gemm_tflops.svg",
-            "gemm_sim_over_roofline.svg",
-        ]
-        .map(String::from),
-    );
+    files.extend(FILES[1..].iter().map(|f| f.to_string()));
     Ok(files)
 }

@@ -97,22 +97,30 @@ const PANEL: (u32, u32) = (420, 300);
 const LEGEND_W: u32 = 320;
 const TITLE_H: u32 = 44;
 
-/// Renders `f` to `dir/f.file` (see [`Figure::log_y`] for the y axis).
+/// Renders `f` to `dir/f.file` (see [`Figure::log_y`] for the y axis):
+/// drawn into memory, then written atomically, so a failed write is an
+/// error (plotters' own file output drops errors).
 pub fn render(dir: &Path, f: &Figure) -> Result<(), String> {
     let path = dir.join(&f.file);
-    let e = |x: &dyn std::fmt::Display| format!("{}: {x}", path.display());
+    let mut svg = String::new();
+    if draw(f, &mut svg).map_err(|x| format!("{}: {x}", path.display()))? {
+        crate::output::write_file(&path, svg.as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Draws `f` as SVG into `svg`; false if it has no points to draw.
+fn draw(f: &Figure, svg: &mut String) -> Result<bool, DrawingAreaErrorKind<std::io::Error>> {
     let Some((x0, x1, y0, y1)) = bounds(f) else {
-        return Ok(());
+        return Ok(false);
     };
     let log_y = y0 > 0.0 && f.log_y.unwrap_or(y1 / y0 > 10.0);
     let rows = f.panels.len().div_ceil(f.columns.max(1)) as u32;
     let cols = f.columns.max(1).min(f.panels.len().max(1)) as u32;
     let size = (cols * PANEL.0 + LEGEND_W, rows * PANEL.1 + TITLE_H);
-    let full = SVGBackend::new(&path, size).into_drawing_area();
-    full.fill(&WHITE).map_err(|x| e(&x))?;
-    let root = full
-        .titled(&f.title, ("sans-serif", 20))
-        .map_err(|x| e(&x))?;
+    let full = SVGBackend::with_string(svg, size).into_drawing_area();
+    full.fill(&WHITE)?;
+    let root = full.titled(&f.title, ("sans-serif", 20))?;
     let (plots, legend) = root.split_horizontally(cols * PANEL.0);
     let areas = plots.split_evenly((rows as usize, cols as usize));
     let axes = Axes {
@@ -138,10 +146,11 @@ pub fn render(dir: &Path, f: &Figure) -> Result<(), String> {
         y_floor: y0,
     };
     for (panel, area) in f.panels.iter().zip(areas.iter()) {
-        draw_panel(&full, area, f, panel, &axes).map_err(|x| e(&x))?;
+        draw_panel(&full, area, f, panel, &axes)?;
     }
-    draw_legend(&legend, &f.series).map_err(|x| e(&x))?;
-    full.present().map_err(|x| e(&x))
+    draw_legend(&legend, &f.series)?;
+    full.present()?;
+    Ok(true)
 }
 
 /// The shared axes of a figure's panels, in drawing coordinates: x is

@@ -22,6 +22,11 @@ fn hex(text: &str) -> String {
     format!("{:016x}", fnv1a(text.as_bytes()))
 }
 
+/// A shard for a message: `shard k/n`, or `all points`.
+pub fn show_shard(shard: Option<(usize, usize)>) -> String {
+    shard.map_or("all points".into(), |(k, n)| format!("shard {k}/{n}"))
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fingerprint {
     pub plan: String,
@@ -96,13 +101,10 @@ impl Fingerprint {
             }
         }
         (with_shard && self.shard != other.shard).then(|| {
-            let show = |s: Option<(usize, usize)>| {
-                s.map_or("all points".into(), |(k, n)| format!("shard {k}/{n}"))
-            };
             format!(
                 "the shard differs: {} vs {}",
-                show(self.shard),
-                show(other.shard)
+                show_shard(self.shard),
+                show_shard(other.shard)
             )
         })
     }

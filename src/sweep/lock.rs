@@ -1,62 +1,106 @@
-//! One sweep per result directory: `--out/.lock` is created exclusively and
-//! holds the owner's pid; it goes when the sweep ends (the guard's Drop). A
-//! lock whose process no longer exists is stale and is taken over with a note.
+//! One sweep per result directory: `--out/.lock` is locked (`flock`, so the
+//! operating system releases it when its process ends, even by SIGKILL) and
+//! holds the owner's pid, which a refused second sweep names. The file goes
+//! when the sweep ends (the guard's Drop); one left by a killed sweep is
+//! unlocked and taken over with a note.
 
-use std::io::Write;
+use std::fs::{File, TryLockError};
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 /// The lock of a result directory, released on drop.
 #[derive(Debug)]
 pub struct Lock {
     path: PathBuf,
+    /// Holds the OS lock while open.
+    _file: File,
 }
 
 impl Lock {
     /// Takes the lock of `dir` (which must exist).
     pub fn take(dir: &Path) -> Result<Lock, String> {
         let path = dir.join(".lock");
-        for _ in 0..2 {
-            match std::fs::OpenOptions::new()
+        let io = |e: std::io::Error| format!("{}: {e}", path.display());
+        // A holder that ends removes the file: if it did so after we opened
+        // it, we locked a file no one else sees; open the new one again.
+        for _ in 0..8 {
+            let mut file = File::options()
+                .read(true)
                 .write(true)
-                .create_new(true)
+                .create(true)
+                .truncate(false)
                 .open(&path)
-            {
-                Ok(mut f) => {
-                    writeln!(f, "{}", std::process::id())
-                        .map_err(|e| format!("{}: {e}", path.display()))?;
-                    return Ok(Lock { path });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let owner = std::fs::read_to_string(&path).unwrap_or_default();
-                    let pid = owner.trim();
-                    if pid_alive(pid) {
-                        return Err(format!(
-                            "{} is in use by another sweep (process {pid}, lock {}); wait for it, or use another --out",
-                            dir.display(),
+                .map_err(io)?;
+            match file.try_lock() {
+                Ok(()) if same_file(&file, &path) => {
+                    let before = contents(&mut file);
+                    if !before.is_empty() {
+                        eprintln!(
+                            "note: taking over the lock {} of process {before}, which ended without releasing it",
                             path.display()
-                        ));
+                        );
                     }
-                    eprintln!(
-                        "note: removing the stale lock {} (process '{pid}' is gone)",
-                        path.display()
-                    );
-                    std::fs::remove_file(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+                    file.set_len(0).map_err(io)?;
+                    file.rewind().map_err(io)?;
+                    writeln!(file, "{}", std::process::id()).map_err(io)?;
+                    return Ok(Lock { path, _file: file });
                 }
-                Err(e) => return Err(format!("{}: {e}", path.display())),
+                Ok(()) => continue,
+                Err(TryLockError::WouldBlock) => {
+                    return Err(format!(
+                        "{} is in use by another sweep (process {}, lock {}); wait for it to finish, or use another --out",
+                        dir.display(),
+                        holder(&mut file),
+                        path.display()
+                    ));
+                }
+                Err(TryLockError::Error(e)) => return Err(io(e)),
             }
         }
-        Err(format!("{}: could not take the lock", path.display()))
+        Err(format!(
+            "{}: could not take the lock (it kept being replaced); try again",
+            path.display()
+        ))
     }
 }
 
-/// Whether `pid` names a live process (Linux: /proc/<pid> exists).
-fn pid_alive(pid: &str) -> bool {
-    pid.parse::<u32>()
-        .is_ok_and(|p| Path::new(&format!("/proc/{p}")).exists())
+/// The text of the lock file, trimmed.
+fn contents(file: &mut File) -> String {
+    let mut text = String::new();
+    let _ = file.rewind().and_then(|_| file.read_to_string(&mut text));
+    text.trim().to_string()
+}
+
+/// The holder's pid; it writes it just after locking, so wait for it briefly.
+fn holder(file: &mut File) -> String {
+    for _ in 0..100 {
+        let pid = contents(file);
+        if !pid.is_empty() {
+            return pid;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    "unknown".into()
+}
+
+/// Whether `path` still names the open `file`.
+#[cfg(unix)]
+fn same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &File, path: &Path) -> bool {
+    path.exists()
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
+        // Removed while still locked: a waiting sweep then sees a new file.
         let _ = std::fs::remove_file(&self.path);
     }
 }
@@ -77,8 +121,10 @@ mod tests {
         );
         drop(first);
         assert!(!dir.path().join(".lock").exists());
-        // A pid that cannot exist: the lock is stale.
+        // Left by a killed sweep: unlocked, so taken over.
         std::fs::write(dir.path().join(".lock"), "4294967295\n").unwrap();
         let _again = Lock::take(dir.path()).unwrap();
+        let pid = std::fs::read_to_string(dir.path().join(".lock")).unwrap();
+        assert_eq!(pid, format!("{}\n", std::process::id()));
     }
 }

@@ -1,9 +1,13 @@
 //! `kernbench merge`: shards of one plan into one result set. Every input is
 //! checked before anything is written: fingerprints must agree (shards
-//! aside), and `--out` may not be an input, lie inside one, or hold results.
+//! aside), and `--out` may not be an input, lie inside one, or hold anything.
+//! A point held by several inputs (a full set and its shards, one shard
+//! given twice) is written once, from the first input holding it.
 
 use super::fingerprint::{self, Fingerprint};
-use super::results::{Row, consolidate, write_atomic};
+use super::results::{Row, consolidate};
+use crate::output::{absolute, copy_file, foreign_entries, some_of, write_file};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// What a merge did.
@@ -15,39 +19,9 @@ pub struct Merged {
     pub warnings: Vec<String>,
 }
 
-fn canonical(p: &Path) -> Result<PathBuf, String> {
-    p.canonicalize()
-        .map_err(|e| format!("{}: {e}", p.display()))
-}
-
-/// `p` made absolute through its nearest existing ancestor (so a new
-/// `--out` inside an input is recognised).
-fn absolute(p: &Path) -> Result<PathBuf, String> {
-    let mut rest = Vec::new();
-    let mut cur = p.to_path_buf();
-    loop {
-        if cur.exists() {
-            let mut abs = canonical(&cur)?;
-            abs.extend(rest.iter().rev());
-            return Ok(abs);
-        }
-        match (cur.file_name(), cur.parent()) {
-            (Some(name), Some(parent)) => {
-                rest.push(name.to_os_string());
-                cur = if parent.as_os_str().is_empty() {
-                    PathBuf::from(".")
-                } else {
-                    parent.to_path_buf()
-                };
-            }
-            _ => return Ok(p.to_path_buf()),
-        }
-    }
-}
-
 /// Checks the inputs; returns their fingerprints.
 fn check_inputs(dirs: &[PathBuf], out: &Path) -> Result<Vec<Fingerprint>, String> {
-    let out_abs = absolute(out)?;
+    let out_abs = absolute(out);
     let mut prints = Vec::new();
     for d in dirs {
         if !d.is_dir() {
@@ -56,7 +30,7 @@ fn check_inputs(dirs: &[PathBuf], out: &Path) -> Result<Vec<Fingerprint>, String
                 d.display()
             ));
         }
-        let abs = canonical(d)?;
+        let abs = absolute(d);
         if out_abs.starts_with(&abs) {
             return Err(format!(
                 "--out {} is the input {} or inside it; allowed: a new directory outside every input",
@@ -82,13 +56,38 @@ fn check_inputs(dirs: &[PathBuf], out: &Path) -> Result<Vec<Fingerprint>, String
         }
         prints.push(fp);
     }
-    if out.join("points").exists() {
+    let held = foreign_entries(out, &[])?;
+    if !held.is_empty() {
         return Err(format!(
-            "--out {} already holds results; allowed: a new directory outside every input",
-            out.display()
+            "--out {} already holds files ({}); they would be mixed with the merge; allowed: a new directory outside every input",
+            out.display(),
+            some_of(&held)
         ));
     }
     Ok(prints)
+}
+
+/// What the inputs' shards leave out or repeat: missing shards, or, when
+/// one input holds all points, that the others add nothing.
+fn coverage(dirs: &[PathBuf], prints: &[Fingerprint]) -> Vec<String> {
+    let Some(full) = prints.iter().position(|p| p.shard.is_none()) else {
+        return missing_shards(prints);
+    };
+    let others: Vec<String> = dirs
+        .iter()
+        .zip(prints)
+        .enumerate()
+        .filter(|&(i, _)| i != full)
+        .map(|(_, (d, p))| format!("{} ({})", d.display(), fingerprint::show_shard(p.shard)))
+        .collect();
+    if others.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "{} holds all points of the plan, so {} add(s) no point: each point is written once, from the first input that holds it",
+        dirs[full].display(),
+        others.join(", ")
+    )]
 }
 
 /// Shards missing from a set of shard fingerprints.
@@ -103,24 +102,10 @@ fn missing_shards(prints: &[Fingerprint]) -> Vec<String> {
         .collect()
 }
 
-/// Merges `dirs` into `out`.
-pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, String> {
-    let prints = check_inputs(dirs, out)?;
-    let mut warnings = missing_shards(&prints);
-    let points = out.join("points");
-    std::fs::create_dir_all(&points).map_err(|e| format!("{}: {e}", points.display()))?;
-    for name in ["plan.yaml", "system.yaml", "ccl.yaml"] {
-        let src = dirs[0].join(name);
-        if src.exists() {
-            std::fs::copy(&src, out.join(name)).map_err(|e| format!("{}: {e}", src.display()))?;
-        }
-    }
-    let mut merged = prints[0].clone();
-    merged.shard = None;
-    let json = serde_json::to_vec_pretty(&merged).expect("fingerprints serialize");
-    let fp_path = out.join(fingerprint::FILE);
-    write_atomic(&fp_path, &json).map_err(|e| e.to_string())?;
-    let mut files = 0;
+/// Each point file name of the inputs with the first input's file of that
+/// name (a point's file name is its index and id).
+fn point_sources(dirs: &[PathBuf]) -> Result<BTreeMap<String, PathBuf>, String> {
+    let mut sources = BTreeMap::new();
     for d in dirs {
         let from = d.join("points");
         let entries = std::fs::read_dir(&from).map_err(|e| format!("{}: {e}", from.display()))?;
@@ -129,12 +114,37 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, String> {
                 .map_err(|e| format!("{}: {e}", from.display()))?
                 .path();
             if path.extension().and_then(|e| e.to_str()) == Some("json") {
-                let to = points.join(path.file_name().expect("a point file has a name"));
-                std::fs::copy(&path, &to).map_err(|e| format!("{}: {e}", path.display()))?;
-                files += 1;
+                let name = path.file_name().expect("a point file has a name");
+                sources
+                    .entry(name.to_string_lossy().into_owned())
+                    .or_insert(path);
             }
         }
     }
+    Ok(sources)
+}
+
+/// Merges `dirs` into `out`.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Merged, String> {
+    let prints = check_inputs(dirs, out)?;
+    let mut warnings = coverage(dirs, &prints);
+    let sources = point_sources(dirs)?;
+    let points = out.join("points");
+    std::fs::create_dir_all(&points).map_err(|e| format!("{}: {e}", points.display()))?;
+    for name in ["plan.yaml", "system.yaml", "ccl.yaml"] {
+        let src = dirs[0].join(name);
+        if src.exists() {
+            copy_file(&src, &out.join(name))?;
+        }
+    }
+    let mut merged = prints[0].clone();
+    merged.shard = None;
+    let json = serde_json::to_vec_pretty(&merged).expect("fingerprints serialize");
+    write_file(&out.join(fingerprint::FILE), &json)?;
+    for (name, from) in &sources {
+        copy_file(from, &points.join(name))?;
+    }
+    let files = sources.len();
     let rows = consolidate(out)?;
     let gaps = rows
         .windows(2)

@@ -144,6 +144,40 @@ fn plan_error(origin: &str, path: &str, problem: String, allowed: &str) -> SpecE
     }
 }
 
+/// The longest plan name: it names the result directory.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// Checks a plan's `name`, which becomes the default result directory
+/// `results/<name>-<time>`: 1 to 64 letters, digits, `_`, `-` or `.`, not
+/// starting with `.`, so it can neither leave `results/`, nor make nested
+/// or hidden directories.
+pub fn check_name(origin: &str, name: &str) -> Result<(), SpecError> {
+    let problem = if name.is_empty() {
+        "is empty"
+    } else if name.chars().count() > MAX_NAME_LEN {
+        "is longer than 64 characters"
+    } else if name.starts_with('.') {
+        "starts with '.'"
+    } else if name.contains(['/', '\\']) {
+        "holds a path separator"
+    } else if name.chars().any(char::is_control) {
+        "holds a control character"
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    {
+        "holds a character other than a letter, digit, '_', '-' or '.'"
+    } else {
+        return Ok(());
+    };
+    Err(plan_error(
+        origin,
+        "name",
+        format!("the plan name {name:?} {problem}"),
+        "a name matching [A-Za-z0-9_-][A-Za-z0-9_.-]{0,63} (it names the result directory results/<name>-<time>); rename the plan, e.g. name: my_study",
+    ))
+}
+
 /// "64M" → 67108864 (K, M, G are powers of 1024).
 pub fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim().trim_end_matches("iB").trim_end_matches('B');
@@ -322,6 +356,7 @@ impl Plan {
     /// Static checks: studies, axis names and values, zip lengths.
     fn check(&self) -> Result<(), SpecError> {
         let o = &self.origin;
+        check_name(o, &self.file.name)?;
         if self.file.studies.is_empty() {
             return Err(plan_error(
                 o,

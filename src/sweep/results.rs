@@ -1,5 +1,6 @@
 //! Result rows, their files, and the summary table.
 
+use crate::output::write_file;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -82,18 +83,6 @@ pub struct PointFile {
     pub peak_mb: f64,
 }
 
-/// Writes `bytes` to `path` through a temporary file and a rename, so a
-/// reader never sees a partial file. Errors name `path`.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes)
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))
-        })
-}
-
 /// Every finished point of a result directory, in plan order.
 pub fn load_points(dir: &Path) -> Result<Vec<PointFile>, String> {
     let points = dir.join("points");
@@ -125,10 +114,9 @@ pub fn load_points(dir: &Path) -> Result<Vec<PointFile>, String> {
 pub fn consolidate(dir: &Path) -> Result<Vec<Row>, String> {
     let points = load_points(dir)?;
     let rows: Vec<Row> = points.iter().map(|p| p.row.clone()).collect();
-    let io = |e: std::io::Error| e.to_string(); // write_atomic's errors name the path
-    write_atomic(&dir.join("results.csv"), &results_csv(&points)?).map_err(io)?;
+    write_file(&dir.join("results.csv"), &results_csv(&points)?)?;
     let json = serde_json::to_vec_pretty(&rows).map_err(|e| e.to_string())?;
-    write_atomic(&dir.join("results.json"), &json).map_err(io)?;
+    write_file(&dir.join("results.json"), &json)?;
     let mut sim = String::from("index,id,point,wall_ms,peak_mb\n");
     for p in &points {
         sim.push_str(&format!(
@@ -136,7 +124,7 @@ pub fn consolidate(dir: &Path) -> Result<Vec<Row>, String> {
             p.row.index, p.row.id, p.row.point, p.wall_ms, p.peak_mb
         ));
     }
-    write_atomic(&dir.join("simulator.csv"), sim.as_bytes()).map_err(io)?;
+    write_file(&dir.join("simulator.csv"), sim.as_bytes())?;
     super::plots::write_all(dir, &points)?;
     Ok(rows)
 }

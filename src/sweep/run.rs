@@ -4,8 +4,9 @@
 use super::fingerprint::{self, Fingerprint};
 use super::lock::Lock;
 use super::plan::{Plan, Point};
-use super::results::{PointFile, Row, consolidate, write_atomic};
+use super::results::{PointFile, Row, consolidate};
 use crate::ccl::{AUTO, AlgoConfig, Communicator};
+use crate::output::{foreign_entries, some_of, write_file};
 use kernbench_systems::memory::DataMode;
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -15,6 +16,18 @@ use std::time::Instant;
 
 use crate::estimate::Budget;
 
+/// The files a sweep writes into its `--out` besides `points/` and the
+/// plots: no input may be one of them.
+pub const OUTPUT_FILES: [&str; 7] = [
+    fingerprint::FILE,
+    "plan.yaml",
+    "system.yaml",
+    "ccl.yaml",
+    "results.csv",
+    "results.json",
+    "simulator.csv",
+];
+
 /// How to run a plan.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -22,7 +35,8 @@ pub struct Options {
     pub jobs: usize,
     /// Skip points whose result file exists.
     pub resume: bool,
-    /// Run only points with `index % n == k - 1`.
+    /// Run only points with `index % n == k - 1`; with `resume`, None means
+    /// the result set's own shard (see [`resolve_shard`]).
     pub shard: Option<(usize, usize)>,
     /// Set by Ctrl-C: no new point starts.
     pub stop: Arc<AtomicBool>,
@@ -250,25 +264,82 @@ fn point_path(dir: &Path, p: &Point) -> PathBuf {
         .join(format!("{:06}-{}.json", p.index, p.id()))
 }
 
-/// Prepares `opts.out` for this run: refuses a directory that holds another
-/// sweep's results, takes the lock, writes the fingerprint and the inputs.
-fn prepare(plan: &Plan, opts: &Options) -> Result<Lock, String> {
-    let dir = &opts.out;
-    let points_dir = dir.join("points");
-    let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
-    let has_points = points_dir.exists()
-        && std::fs::read_dir(&points_dir)
-            .map_err(|e| io(&points_dir, e))?
-            .next()
-            .is_some();
-    if has_points && !opts.resume {
+/// The shard a run works on: the asked one; on `--resume`, the result
+/// set's own (no `--shard`), and a different one is refused, so one set
+/// never mixes two shards.
+pub fn resolve_shard(
+    dir: &Path,
+    resume: bool,
+    asked: Option<(usize, usize)>,
+) -> Result<Option<(usize, usize)>, String> {
+    let theirs = match resume {
+        true => Fingerprint::read(dir)?,
+        false => None,
+    };
+    match theirs {
+        None => Ok(asked),
+        Some(t) if asked.is_none() || asked == t.shard => Ok(t.shard),
+        Some(t) => Err(format!(
+            "--shard {}: cannot resume {} with it: the result set holds {}; allowed: {}; use a new --out for another shard",
+            fingerprint::show_shard(asked).trim_start_matches("shard "),
+            dir.display(),
+            fingerprint::show_shard(t.shard),
+            match t.shard {
+                Some((k, n)) => format!("no --shard (the set's own) or --shard {k}/{n}"),
+                None => "no --shard".into(),
+            }
+        )),
+    }
+}
+
+/// Refuses an `--out` a sweep must not write into: missing on `--resume`,
+/// holding files that are not a result set, or (without `--resume`) one
+/// that already has points. Run before any work, and again under the lock.
+pub fn check_out(dir: &Path, resume: bool) -> Result<(), String> {
+    if resume && !dir.is_dir() {
         return Err(format!(
-            "{} already holds results: pass --resume to continue it, or choose another --out",
+            "--resume --out {}: no such directory, so there is no sweep to resume; drop --resume to start a new sweep there",
             dir.display()
         ));
     }
-    std::fs::create_dir_all(&points_dir).map_err(|e| io(&points_dir, e))?;
+    let held = foreign_entries(dir, &[".lock"])?;
+    let has_points = foreign_entries(&dir.join("points"), &[])?
+        .iter()
+        .any(|n| n.ends_with(".json"));
+    if !dir.join(fingerprint::FILE).exists() && !held.is_empty() {
+        return Err(format!(
+            "--out {}: the directory holds files that are not a kernbench result set (no {}): {}; the sweep would overwrite them; allowed: an empty or new --out",
+            dir.display(),
+            fingerprint::FILE,
+            some_of(&held)
+        ));
+    }
+    if has_points && !resume {
+        return Err(format!(
+            "--out {} already holds results: pass --resume to continue it, or choose another --out",
+            dir.display()
+        ));
+    }
+    Ok(())
+}
+
+/// Prepares `opts.out` for this run: takes the lock, refuses a directory it
+/// must not write into, writes the fingerprint and the inputs; returns the
+/// lock and the shard the run works on.
+fn prepare(plan: &Plan, opts: &Options) -> Result<(Lock, Option<(usize, usize)>), String> {
+    let dir = &opts.out;
+    let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
+    check_out(dir, opts.resume)?;
+    std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let lock = Lock::take(dir)?;
+    check_out(dir, opts.resume)?;
+    if opts.resume && !dir.join(fingerprint::FILE).exists() {
+        eprintln!(
+            "note: {} holds no result set yet (a sweep stopped before it began one); starting it",
+            dir.display()
+        );
+    }
+    let shard = resolve_shard(dir, opts.resume, opts.shard)?;
     let system_yaml = plan.system.to_yaml();
     let mine = Fingerprint::new(
         &plan.text,
@@ -276,37 +347,72 @@ fn prepare(plan: &Plan, opts: &Options) -> Result<Lock, String> {
         &system_yaml,
         &opts.ccl_text,
         &opts.ccl_origin,
-        opts.shard,
+        shard,
     );
-    match Fingerprint::read(dir)? {
-        Some(theirs) => {
-            // Shards of one sweep may share a directory: they pick points, not results.
-            if let Some(diff) = mine.difference(&theirs, false) {
-                return Err(format!(
-                    "cannot resume {}: {diff}; resume with the same plan, system and ccl config, or use a new --out",
-                    dir.display()
-                ));
-            }
-        }
-        None if has_points => {
-            return Err(format!(
-                "cannot resume {}: it has no {} (written before fingerprints, or not by a sweep), so what produced it is unknown; use a new --out",
-                dir.display(),
-                fingerprint::FILE
-            ));
-        }
-        None => {}
+    if let Some(theirs) = Fingerprint::read(dir)?
+        && let Some(diff) = mine.difference(&theirs, false)
+        && opts.resume
+    {
+        return Err(format!(
+            "cannot resume {}: {diff}; resume with the same plan, system and ccl config, or use a new --out",
+            dir.display()
+        ));
     }
     let json = serde_json::to_vec_pretty(&mine).expect("fingerprints serialize");
+    write_file(&dir.join(fingerprint::FILE), &json)?;
+    let points_dir = dir.join("points");
+    std::fs::create_dir_all(&points_dir).map_err(|e| io(&points_dir, e))?;
     for (name, bytes) in [
-        (fingerprint::FILE, json),
         ("plan.yaml", plan.text.clone().into_bytes()),
         ("system.yaml", system_yaml.into_bytes()),
         ("ccl.yaml", opts.ccl_text.clone().into_bytes()),
     ] {
-        write_atomic(&dir.join(name), &bytes).map_err(|e| e.to_string())?;
+        write_file(&dir.join(name), &bytes)?;
     }
-    Ok(lock)
+    Ok((lock, shard))
+}
+
+/// Moves point files that are not of this run's points — an index past the
+/// plan, another shard's point, an id or contents that differ from the
+/// plan's point at that index (e.g. copied in by hand) — to
+/// `points/ignored/`, naming each on stderr, so no row comes from them.
+fn set_aside_strays(dir: &Path, mine: &[Point]) -> Result<(), String> {
+    let points = dir.join("points");
+    for name in foreign_entries(&points, &[])? {
+        let Some(stem) = name.strip_suffix(".json") else {
+            continue;
+        };
+        let path = points.join(&name);
+        let point = stem
+            .split_once('-')
+            .and_then(|(i, id)| Some((i.parse::<usize>().ok()?, id)))
+            .and_then(|(i, id)| mine.iter().find(|p| p.index == i && p.id() == id));
+        let why = match point {
+            None => {
+                "its index and id are of no point of this run (past the plan, another shard's, or another plan's)"
+            }
+            Some(p) => match std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<PointFile>(&t).ok())
+            {
+                Some(f) if f.row.index != p.index || f.row.id != p.id() => {
+                    "its contents are of another point than its name says"
+                }
+                _ => continue, // this run's point, or unreadable: `finished` handles it
+            },
+        };
+        let ignored = points.join("ignored");
+        let to = ignored.join(&name);
+        std::fs::create_dir_all(&ignored)
+            .and_then(|_| std::fs::rename(&path, &to))
+            .map_err(|e| format!("{}: cannot move it aside: {e}", path.display()))?;
+        eprintln!(
+            "note: ignoring the point file {}: {why}; moved to {}",
+            path.display(),
+            to.display()
+        );
+    }
+    Ok(())
 }
 
 /// Whether a finished, readable point file exists; an unreadable one is
@@ -338,12 +444,13 @@ fn finished(dir: &Path, p: &Point) -> bool {
 /// Runs a plan into `opts.out`; returns the consolidated rows.
 pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     let dir = &opts.out;
-    let _lock = prepare(plan, opts)?;
+    let (_lock, shard) = prepare(plan, opts)?;
     let all = plan.points();
     let mine: Vec<Point> = all
         .into_iter()
-        .filter(|p| opts.shard.is_none_or(|(k, n)| p.index % n == k - 1))
+        .filter(|p| shard.is_none_or(|(k, n)| p.index % n == k - 1))
         .collect();
+    set_aside_strays(dir, &mine)?;
     let planned = mine.len();
     let todo: Vec<Point> = mine
         .into_iter()
@@ -379,11 +486,8 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
             );
             let path = point_path(dir, p);
             let json = serde_json::to_vec_pretty(&result).expect("rows serialize");
-            if let Err(e) = write_atomic(&path, &json) {
-                error
-                    .lock()
-                    .expect("no poisoned lock")
-                    .get_or_insert(e.to_string());
+            if let Err(e) = write_file(&path, &json) {
+                error.lock().expect("no poisoned lock").get_or_insert(e);
                 opts.stop.store(true, Ordering::SeqCst);
             }
             done.fetch_add(1, Ordering::SeqCst);

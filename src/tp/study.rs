@@ -6,10 +6,10 @@
 
 use super::block::{BlockShape, run_block};
 use crate::ccl::CclConfig;
+use crate::output::write_file;
 use crate::spec::{SipTopology, SpecError, System, parse_yaml};
 use crate::sweep::plan::with_base;
 use crate::sweep::plots::{Series, chart};
-use crate::sweep::results::write_atomic;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_yaml::Mapping;
@@ -84,6 +84,7 @@ impl TpPlan {
             (text, name_or_path.to_string())
         };
         let plan: TpPlan = parse_yaml(&text, &origin)?;
+        crate::sweep::plan::check_name(&origin, &plan.name)?;
         let err = |path: &str, problem: String, allowed: &str| SpecError {
             file: origin.clone(),
             path: path.into(),
@@ -209,6 +210,14 @@ fn by_slice(rows: &[TpRow], y: &dyn Fn(&TpRow) -> Option<f64>) -> Series {
     out
 }
 
+/// The files [`write`] puts in its directory.
+pub const FILES: [&str; 4] = [
+    "results.csv",
+    "tp_block_time.svg",
+    "tp_comm_share.svg",
+    "tp_efficiency.svg",
+];
+
 /// Writes results.csv and the three figures into `dir`; returns the files.
 pub fn write(dir: &Path, rows: &[TpRow], system: &str) -> Result<Vec<String>, String> {
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
@@ -217,29 +226,29 @@ pub fn write(dir: &Path, rows: &[TpRow], system: &str) -> Result<Vec<String>, St
         w.serialize(r).map_err(|e| e.to_string())?;
     }
     let bytes = w.into_inner().map_err(|e| e.to_string())?;
-    write_atomic(&dir.join("results.csv"), &bytes).map_err(|e| e.to_string())?;
+    write_file(&dir.join(FILES[0]), &bytes)?;
     let x = "TP size (SIPs)";
     let figures = [
         (
-            "tp_block_time.svg",
+            FILES[1],
             "time per block, us (log)",
             true,
             by_slice(rows, &|r| Some(r.time_us)),
         ),
         (
-            "tp_comm_share.svg",
+            FILES[2],
             "communication / time per block",
             false,
             by_slice(rows, &|r| Some(r.comm_us / r.time_us)),
         ),
         (
-            "tp_efficiency.svg",
+            FILES[3],
             "speedup / TP",
             false,
             by_slice(rows, &|r| r.efficiency),
         ),
     ];
-    let mut files = vec!["results.csv".to_string()];
+    let mut files = vec![FILES[0].to_string()];
     for (file, y, log, series) in figures {
         let title = format!("Transformer block, TP scaling ({system})");
         chart(&dir.join(file), &title, x, y, log, &series)?;

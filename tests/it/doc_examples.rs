@@ -471,7 +471,7 @@ fn small_plan(args: &mut Vec<String>, dir: &Path) -> Result<(), String> {
     });
     set(args, "--plan", &tiny.display().to_string());
     if !args.iter().any(|a| a == "--out") {
-        // Two sweeps in one second would share a timestamped directory.
+        // Each example's results in a directory of its own, by a known name.
         static K: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let k = K.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         args.extend(["--out".to_string(), format!("results/doc-{k}")]);
