@@ -1119,3 +1119,34 @@ fn run_on_a_lean_ring_with_ideal_host_links_finishes_both_placements() {
     assert!(rows[0].inp.time_us >= 0.3, "{}", r.stdout);
     assert!(rows[0].out.time_us >= rows[0].inp.time_us, "{}", r.stdout);
 }
+
+#[test]
+fn run_honours_an_entrys_all_pes_mapper() {
+    let dir = tempfile::tempdir().unwrap();
+    let ccl = dir.path().join("ccl.yaml");
+    std::fs::write(
+        &ccl,
+        "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 2 }\nalgorithms:\n  ring_every_pe: { algorithm: ring, mapper: all_pes }\n",
+    )
+    .unwrap();
+    let r = kernbench(&[
+        "run",
+        "--system",
+        "tests/data/doc/small.yaml",
+        "--ccl",
+        ccl.to_str().unwrap(),
+        "--algorithm",
+        "ring_every_pe",
+        "-b",
+        "4K",
+        "-e",
+        "4K",
+        "-c",
+        "1",
+    ]);
+    r.expect_code(0);
+    // 4 SIPs x 2 cubes x 8 PEs, every one a participant.
+    assert!(r.stdout.contains("# participants: 64 (every PE of every cube)"), "{}", r.stdout);
+    let rows = run_rows(&r.stdout);
+    assert_eq!((rows[0].out.wrong.as_str(), rows[0].inp.wrong.as_str()), ("0", "0"));
+}
