@@ -995,7 +995,8 @@ fn tiny_broadcasts_and_reduces_are_right_on_every_algorithm() {
                         continue;
                     }
                     for elems in 1..=3 {
-                        let what = format!("{algo} {collective} of {elems} elements, cubes {cubes:?}");
+                        let what =
+                            format!("{algo} {collective} of {elems} elements, cubes {cubes:?}");
                         run_checked(&mut m, &c, (collective, ReduceOp::Sum, elems), &what);
                     }
                     ran.insert(format!("{algo} {collective}"));
@@ -1014,5 +1015,8 @@ fn tiny_broadcasts_and_reduces_are_right_on_every_algorithm() {
         })
         .collect();
     assert_eq!(ran, want);
-    assert!(ran.contains("torus_trees broadcast") && ran.contains("bidir_ring reduce"), "{ran:?}");
+    assert!(
+        ran.contains("torus_trees broadcast") && ran.contains("bidir_ring reduce"),
+        "{ran:?}"
+    );
 }

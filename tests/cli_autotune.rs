@@ -187,10 +187,19 @@ fn run_auto_discards_a_cached_decision_naming_a_missing_config() {
     let pick = |out: &str| {
         out.lines()
             .find(|l| !l.starts_with('#') && l.contains("[auto: "))
-            .map(|l| l.rsplit("[auto: ").next().unwrap().trim_end_matches(']').to_string())
+            .map(|l| {
+                l.rsplit("[auto: ")
+                    .next()
+                    .unwrap()
+                    .trim_end_matches(']')
+                    .to_string()
+            })
             .unwrap_or_else(|| panic!("no pick in:\n{out}"))
     };
-    let files: Vec<_> = std::fs::read_dir(&cache).unwrap().map(|e| e.unwrap().path()).collect();
+    let files: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     assert_eq!(files.len(), 1, "{files:?}");
     let text = std::fs::read_to_string(&files[0]).unwrap();
     let mut entry: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -472,7 +472,8 @@ fn every_pe_layout_all_reduces_element_by_element() {
         "entry 'defaults' runs algorithm 'hier_lanes' with mapper all_pes, but hier_lanes runs on cube leaders only"
     );
     assert!(
-        e.allowed.contains("the mappers hier_lanes allows: leader_only; set mapper: leader_only"),
+        e.allowed
+            .contains("the mappers hier_lanes allows: leader_only; set mapper: leader_only"),
         "{e}"
     );
 }

@@ -521,7 +521,8 @@ fn small_system(args: &mut [String], dir: &Path) -> Result<(), String> {
     }
     .map_err(|e| e.to_string())?;
     if sys.spec.system.sips.count * sys.cubes_per_sip() > 16 {
-        let small = four_sips(&sys, dir).unwrap_or_else(|| repo().join("tests/data/doc/small.yaml"));
+        let small =
+            four_sips(&sys, dir).unwrap_or_else(|| repo().join("tests/data/doc/small.yaml"));
         args[i] = "--system".into();
         args[i + 1] = small.display().to_string();
     }

@@ -640,8 +640,16 @@ fn deep_flow_nesting_is_refused_at_once_in_every_config() {
         kernbench::sweep::Plan::load(plan.to_str().unwrap()).unwrap_err(),
         kernbench::ccl::CclConfig::from_file(&ccl).unwrap_err(),
     ];
-    assert!(kernbench::tp::study::TpPlan::find(plan.to_str().unwrap()).unwrap().is_none());
-    assert!(started.elapsed().as_secs() < 2, "took {:?}", started.elapsed());
+    assert!(
+        kernbench::tp::study::TpPlan::find(plan.to_str().unwrap())
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        started.elapsed().as_secs() < 2,
+        "took {:?}",
+        started.elapsed()
+    );
     for e in errors {
         assert_eq!(e.problem, "YAML nested 65 levels deep", "{e}");
         assert!(e.allowed.contains("at most 64 levels"), "{e}");
@@ -657,7 +665,10 @@ fn a_byte_order_mark_before_a_spec_plan_or_ccl_config_is_ignored() {
         std::fs::write(&p, format!("\u{feff}{text}")).unwrap();
         p
     };
-    let spec = bom("spec.yaml", include_str!("../configs/topologies/mesh_16.yaml"));
+    let spec = bom(
+        "spec.yaml",
+        include_str!("../configs/topologies/mesh_16.yaml"),
+    );
     assert_eq!(System::from_file(&spec).unwrap().n_sips(), 16);
     let plan = bom("plan.yaml", include_str!("data/doc/tiny.yaml"));
     let want = kernbench::sweep::Plan::load("tests/data/doc/tiny.yaml").unwrap();
@@ -665,5 +676,8 @@ fn a_byte_order_mark_before_a_spec_plan_or_ccl_config_is_ignored() {
     assert_eq!(got.file, want.file);
     let ccl = bom("ccl.yaml", include_str!("../configs/ccl.yaml"));
     let got = kernbench::ccl::CclConfig::from_file(&ccl).unwrap();
-    assert_eq!(got.entries, kernbench::ccl::CclConfig::embedded_default().entries);
+    assert_eq!(
+        got.entries,
+        kernbench::ccl::CclConfig::embedded_default().entries
+    );
 }

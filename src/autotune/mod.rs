@@ -214,7 +214,12 @@ impl Tuner {
     /// another collective or bucket, or picking a configuration that is not
     /// one of its candidates (a hand edit, or a ccl config changed in a way
     /// the key does not see). Err says why.
-    fn check_cached(&self, d: &Decision, collective: Collective, bucket: u64) -> Result<(), String> {
+    fn check_cached(
+        &self,
+        d: &Decision,
+        collective: Collective,
+        bucket: u64,
+    ) -> Result<(), String> {
         if d.collective != collective.name() || d.bucket_bytes != bucket {
             return Err(format!(
                 "its decision is for {} at {} B, not {collective} at {bucket} B",

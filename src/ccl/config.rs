@@ -528,9 +528,8 @@ impl CclConfig {
                     ));
                 }
             }
-            check_mapper(name, &cfg).map_err(|(problem, allowed)| {
-                err(format!("{path}.mapper"), problem, allowed)
-            })?;
+            check_mapper(name, &cfg)
+                .map_err(|(problem, allowed)| err(format!("{path}.mapper"), problem, allowed))?;
             for (field, given, inherited) in [
                 ("n_slots", e.n_slots, base.map(|b| u64::from(b.n_slots))),
                 ("slot_size", e.slot_size, base.map(|b| b.slot_size)),
@@ -555,9 +554,8 @@ impl CclConfig {
             .iter()
             .map(|(name, e)| {
                 let path = format!("algorithms.{name}");
-                check_entry_name(name).map_err(|(problem, allowed)| {
-                    err(path.clone(), problem, allowed)
-                })?;
+                check_entry_name(name)
+                    .map_err(|(problem, allowed)| err(path.clone(), problem, allowed))?;
                 resolve(name, &path, e, Some(&defaults))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -742,7 +740,10 @@ fn check_entry_name(name: &str) -> Result<(), (String, String)> {
     } else {
         return Ok(());
     };
-    Err((problem, format!("{pattern}; rename the entry, e.g. my_{}", safe_stem(name))))
+    Err((
+        problem,
+        format!("{pattern}; rename the entry, e.g. my_{}", safe_stem(name)),
+    ))
 }
 
 /// `name` cut down to the entry-name pattern, for the fix of a bad name.
@@ -752,7 +753,11 @@ fn safe_stem(name: &str) -> String {
         .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
         .take(MAX_ENTRY_NAME - 3)
         .collect();
-    if stem.is_empty() { "entry".into() } else { stem }
+    if stem.is_empty() {
+        "entry".into()
+    } else {
+        stem
+    }
 }
 
 /// Refuses a mapper the entry's algorithm cannot run: `all_pes` on an

@@ -307,7 +307,8 @@ fn tag_position(before: &str) -> bool {
     let t = before.trim_end_matches(' ');
     t.is_empty()
         || t.ends_with(['[', '{', ','])
-        || (before.len() > t.len() && (t.ends_with(':') || t == "-" || t.ends_with(" -") || t == "?"))
+        || (before.len() > t.len()
+            && (t.ends_with(':') || t == "-" || t.ends_with(" -") || t == "?"))
         || t.trim_start_matches([' ', '-']).is_empty()
 }
 
@@ -374,16 +375,25 @@ mod tests {
         assert_eq!(r("a: !!str 4\n").unwrap(), "a: '4'\n");
         assert_eq!(r("a: !!str it's  # c\n").unwrap(), "a: 'it''s'  # c\n");
         assert_eq!(r("a: [!!str 4, !!int \"5\"]\n").unwrap(), "a: ['4', 5]\n");
-        assert_eq!(r("a: !!int '4'\nb: !!map {c: 1}\n").unwrap(), "a: 4\nb: {c: 1}\n");
+        assert_eq!(
+            r("a: !!int '4'\nb: !!map {c: 1}\n").unwrap(),
+            "a: 4\nb: {c: 1}\n"
+        );
         assert_eq!(r("- !!seq [1]\n").unwrap(), "- [1]\n");
         // Not tags: inside quotes, comments or a plain scalar.
         for plain in ["a: 'x !y'\n", "a: 1 # !z\n", "a: wow!\n", "a: b !c\n"] {
             assert_eq!(r(plain).unwrap(), plain);
         }
         assert_eq!(r("a: 1\nb: !big 4\n").unwrap_err(), (2, "!big".to_string()));
-        assert_eq!(r("- !!binary x\n").unwrap_err(), (1, "!!binary".to_string()));
+        assert_eq!(
+            r("- !!binary x\n").unwrap_err(),
+            (1, "!!binary".to_string())
+        );
         let e = prepare_yaml("x: 1\ny: !<tag:x> 2\n", "t.yaml").unwrap_err();
-        assert_eq!((e.line, e.problem.as_str()), (Some(2), "YAML tag '!<tag:x>'"));
+        assert_eq!(
+            (e.line, e.problem.as_str()),
+            (Some(2), "YAML tag '!<tag:x>'")
+        );
         assert!(e.allowed.contains("delete '!<tag:x>'"), "{e}");
     }
 

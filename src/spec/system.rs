@@ -215,7 +215,10 @@ fn explain(path: String, message: &str) -> (String, String, String) {
     }
     if let Some((head, expected)) = message.split_once(", expected ") {
         let allowed = if let Some(v) = quoted_number(head) {
-            format!("write {v} without quotes or tags: {}", humanize_expected(expected))
+            format!(
+                "write {v} without quotes or tags: {}",
+                humanize_expected(expected)
+            )
         } else if head.starts_with("unknown field") {
             format!(
                 "field names here: {}",
