@@ -142,7 +142,7 @@ impl Estimate {
         trace: bool,
     ) -> Estimate {
         let mut e = Self::build(sys);
-        let g = Group::new(sys);
+        let g = Group::for_config(sys, config);
         let p = g.size() as f64;
         let limits = crate::ccl::PieceLimits::of(sys, config);
         let work = work(

@@ -178,16 +178,23 @@ impl Tuner {
         if let Some(d) = self.known.get(&key) {
             return Ok(d.clone());
         }
-        let cached = match &self.cache {
+        let lookup = match &self.cache {
             Some(cache) if !self.retune => match cache.get(&key) {
-                Lookup::Hit(d) => Some(d),
-                Lookup::Missing => None,
-                Lookup::Rejected(why) => {
-                    self.rebuilt.push(why);
-                    None
-                }
+                Lookup::Hit(d) => match self.check_cached(&d, collective, b) {
+                    Ok(()) => Lookup::Hit(d),
+                    Err(why) => Lookup::Rejected(format!("{}: {why}", cache.path(&key).display())),
+                },
+                other => other,
             },
-            _ => None,
+            _ => Lookup::Missing,
+        };
+        let cached = match lookup {
+            Lookup::Hit(d) => Some(d),
+            Lookup::Missing => None,
+            Lookup::Rejected(why) => {
+                self.rebuilt.push(why);
+                None
+            }
         };
         let d = match cached {
             Some(d) => d,
@@ -201,6 +208,33 @@ impl Tuner {
         };
         self.known.insert(key, d.clone());
         Ok(d)
+    }
+
+    /// Refuses a cached decision this tuner could not have made: for
+    /// another collective or bucket, or picking a configuration that is not
+    /// one of its candidates (a hand edit, or a ccl config changed in a way
+    /// the key does not see). Err says why.
+    fn check_cached(
+        &self,
+        d: &Decision,
+        collective: Collective,
+        bucket: u64,
+    ) -> Result<(), String> {
+        if d.collective != collective.name() || d.bucket_bytes != bucket {
+            return Err(format!(
+                "its decision is for {} at {} B, not {collective} at {bucket} B",
+                d.collective, d.bucket_bytes
+            ));
+        }
+        if !self.candidates.iter().any(|c| c.name == d.config) {
+            let names: Vec<&str> = self.candidates.iter().map(|c| c.name.as_str()).collect();
+            return Err(format!(
+                "its decision names config '{}', which is not a candidate of the current ccl config ({})",
+                d.config,
+                names.join(", ")
+            ));
+        }
+        Ok(())
     }
 
     /// Simulates every candidate at the bucket's size, in parallel.

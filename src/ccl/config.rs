@@ -528,6 +528,8 @@ impl CclConfig {
                     ));
                 }
             }
+            check_mapper(name, &cfg)
+                .map_err(|(problem, allowed)| err(format!("{path}.mapper"), problem, allowed))?;
             for (field, given, inherited) in [
                 ("n_slots", e.n_slots, base.map(|b| u64::from(b.n_slots))),
                 ("slot_size", e.slot_size, base.map(|b| b.slot_size)),
@@ -550,7 +552,12 @@ impl CclConfig {
         let entries = file
             .algorithms
             .iter()
-            .map(|(name, e)| resolve(name, &format!("algorithms.{name}"), e, Some(&defaults)))
+            .map(|(name, e)| {
+                let path = format!("algorithms.{name}");
+                check_entry_name(name)
+                    .map_err(|(problem, allowed)| err(path.clone(), problem, allowed))?;
+                resolve(name, &path, e, Some(&defaults))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let candidates = match &file.autotune {
             Some(space) => tune_space(space, &entries)
@@ -696,4 +703,89 @@ fn cross<T>(
         }
     }
     Ok(out)
+}
+
+/// Names the CLI gives its own meaning (`--algorithm all`, `auto`,
+/// `defaults`): an entry may not take them.
+pub const RESERVED_ENTRY_NAMES: [&str; 3] = ["all", AUTO, "defaults"];
+
+/// Longest ccl entry name.
+pub const MAX_ENTRY_NAME: usize = 64;
+
+/// Refuses an entry name the CLI could not name unambiguously: a reserved
+/// word, or one outside 1 to 64 letters, digits, `_`, `-` and `.`. Err is
+/// (problem, allowed).
+fn check_entry_name(name: &str) -> Result<(), (String, String)> {
+    let pattern = format!(
+        "1 to {MAX_ENTRY_NAME} letters, digits, '_', '-' or '.', other than {}",
+        RESERVED_ENTRY_NAMES.join(", ")
+    );
+    let meaning = match name {
+        "all" => Some("every entry, then the best per size"),
+        AUTO => Some("the autotuned pick per size"),
+        "defaults" => Some("the defaults entry"),
+        _ => None,
+    };
+    let problem = if let Some(meaning) = meaning {
+        format!("entry name '{name}' is reserved: --algorithm {name} means {meaning}")
+    } else if name.is_empty() {
+        "an entry has an empty name".to_string()
+    } else if name.chars().count() > MAX_ENTRY_NAME {
+        format!("entry name '{name}' is longer than {MAX_ENTRY_NAME} characters")
+    } else if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+    {
+        format!("entry name {name:?} contains {c:?}")
+    } else {
+        return Ok(());
+    };
+    Err((
+        problem,
+        format!("{pattern}; rename the entry, e.g. my_{}", safe_stem(name)),
+    ))
+}
+
+/// `name` cut down to the entry-name pattern, for the fix of a bad name.
+fn safe_stem(name: &str) -> String {
+    let stem: String = name
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        .take(MAX_ENTRY_NAME - 3)
+        .collect();
+    if stem.is_empty() {
+        "entry".into()
+    } else {
+        stem
+    }
+}
+
+/// Refuses a mapper the entry's algorithm cannot run: `all_pes` on an
+/// algorithm that runs on cube leaders only. Err is (problem, allowed).
+fn check_mapper(name: &str, cfg: &AlgoConfig) -> Result<(), (String, String)> {
+    if cfg.mapper != "all_pes" || cfg.algorithm == AUTO {
+        return Ok(());
+    }
+    let Ok(algorithm) = algorithms::find(&cfg.algorithm) else {
+        return Ok(()); // an unknown algorithm is refused by its own field
+    };
+    if algorithm.every_pe() {
+        return Ok(());
+    }
+    let every_pe: Vec<&str> = algorithms::ALL
+        .iter()
+        .filter(|a| a.every_pe())
+        .map(|a| a.name())
+        .collect();
+    Err((
+        format!(
+            "entry '{name}' runs algorithm '{}' with mapper all_pes, but {} runs on cube leaders only",
+            cfg.algorithm, cfg.algorithm
+        ),
+        format!(
+            "the mappers {} allows: leader_only; set mapper: leader_only on the entry, or use an algorithm that runs on every PE ({})",
+            cfg.algorithm,
+            every_pe.join(", ")
+        ),
+    ))
 }

@@ -664,9 +664,18 @@ impl ChainRun<'_> {
     /// blocks of LOAD_AHEAD steps are one loop whose iteration carries the
     /// loaded pieces of the next block.
     fn segment(&self, tl: &mut Tl, ts: Range<usize>, ahead: &mut VecDeque<Vec<Option<Tile>>>) {
+        if !self.chains.iter().any(|c| c.active(ts.start)) {
+            // No chain has a piece here: a step traces only the look-ahead's
+            // loads, none until the last LOAD_AHEAD steps. Tiny pieces make
+            // the chain offsets millions of steps long; skipping to those
+            // steps keeps tracing linear in the pieces, not the offsets.
+            for t in ts.end.saturating_sub(LOAD_AHEAD).max(ts.start)..ts.end {
+                self.unrolled(tl, t, ahead);
+            }
+            return;
+        }
         let blocks = ts.len().saturating_sub(LOAD_AHEAD) / LOAD_AHEAD;
-        let idle = !self.chains.iter().any(|c| c.active(ts.start));
-        if blocks < 2 || idle {
+        if blocks < 2 {
             for t in ts {
                 self.unrolled(tl, t, ahead);
             }

@@ -240,6 +240,17 @@ impl Group {
         (sip - self.first_sip) / self.sip_stride
     }
 
+    /// The whole machine's group as `config`'s mapper lays it out: cube
+    /// leaders, or every PE of every cube (`all_pes`).
+    pub fn for_config(sys: &System, config: &AlgoConfig) -> Self {
+        let g = Self::new(sys);
+        if config.mapper == "all_pes" {
+            g.every_pe()
+        } else {
+            g
+        }
+    }
+
     /// The same members with every PE of each cube taking part.
     pub fn every_pe(self) -> Self {
         Self {
@@ -494,7 +505,7 @@ impl Communicator {
     /// Installs the algorithm's wiring over every SIP of the machine. Fails
     /// loudly on a SIP topology the algorithm does not support.
     pub fn new(machine: &mut Machine, config: &AlgoConfig) -> Result<Self, CclError> {
-        let group = Group::new(&machine.system);
+        let group = Group::for_config(&machine.system, config);
         Self::with_group(machine, config, group, &config.name)
     }
 

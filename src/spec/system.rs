@@ -163,9 +163,9 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(
     text: &str,
     origin: &str,
 ) -> Result<T, SpecError> {
-    super::input::check_yaml(text, origin)?;
-    let de = serde_yaml::Deserializer::from_str(text);
-    serde_path_to_error::deserialize(de).map_err(|e| parse_error(&e, text, origin))
+    let text = super::input::prepare_yaml(text, origin)?;
+    let de = serde_yaml::Deserializer::from_str(&text);
+    serde_path_to_error::deserialize(de).map_err(|e| parse_error(&e, &text, origin))
 }
 
 fn parse_error(
@@ -214,7 +214,12 @@ fn explain(path: String, message: &str) -> (String, String, String) {
         return (path, message.to_string(), allowed.to_string());
     }
     if let Some((head, expected)) = message.split_once(", expected ") {
-        let allowed = if head.starts_with("unknown field") {
+        let allowed = if let Some(v) = quoted_number(head) {
+            format!(
+                "write {v} without quotes or tags: {}",
+                humanize_expected(expected)
+            )
+        } else if head.starts_with("unknown field") {
             format!(
                 "field names here: {}",
                 expected.trim_start_matches("one of ")
@@ -227,6 +232,15 @@ fn explain(path: String, message: &str) -> (String, String, String) {
     let allowed = "well-formed YAML: indent nested keys consistently with spaces (no tabs), \
                    close every { and [, one `key: value` per entry";
     (path, message.to_string(), allowed.to_string())
+}
+
+/// The value of serde's `invalid type: string "4"` when it spells a number
+/// or a boolean: quoted (or tagged `!!str`) where the field takes the value.
+fn quoted_number(head: &str) -> Option<&str> {
+    let v = head
+        .strip_prefix("invalid type: string \"")?
+        .strip_suffix('"')?;
+    (v.parse::<f64>().is_ok() || v == "true" || v == "false").then_some(v)
 }
 
 /// The error path as `a.b[2].c`, cut at the first segment serde could not name.

@@ -74,10 +74,15 @@ impl TpPlan {
             (TP_PLAN.1.to_string(), "configs/sweeps/tp.yaml".to_string())
         } else {
             let path = Path::new(name_or_path);
-            let Ok(text) = std::fs::read_to_string(path) else {
+            // A file that cannot be read or prepared is no TP plan; the
+            // sweep plan reader reports why.
+            let Ok(text) = crate::spec::input::read_config(path, "sweep plan") else {
                 return Ok(None);
             };
-            let head: serde_yaml::Value = serde_yaml::from_str(&text).unwrap_or_default();
+            let Ok(ready) = crate::spec::input::prepare_yaml(&text, name_or_path) else {
+                return Ok(None);
+            };
+            let head: serde_yaml::Value = serde_yaml::from_str(&ready).unwrap_or_default();
             if head.get("workload").and_then(|w| w.as_str()) != Some("tp_block") {
                 return Ok(None);
             }

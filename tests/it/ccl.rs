@@ -932,3 +932,91 @@ fn torus_trees_broadcast_over_arc_disjoint_trees() {
         ((24588, 22771), (26324, 22771))
     );
 }
+
+/// Runs `f` on its own thread; panics if it has not finished within `secs`.
+fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .unwrap_or_else(|e| panic!("{what} did not finish within {secs} s: {e}"))
+}
+
+/// A 2x2 mesh of SIPs with `cubes` cubes each and a 1 ms inter-SIP latency:
+/// a one-element piece's hop lasts millions of piece transfers, so a chain
+/// member two hops down starts millions of steps after its head.
+fn slow_link_mesh(cubes: (u32, u32)) -> System {
+    system(|s| {
+        s.system.sips.count = 4;
+        s.system.sips.topology = SipTopology::Mesh2dNoWrap;
+        (s.system.sips.w, s.system.sips.h) = (Some(2), Some(2));
+        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = cubes;
+        s.links.inter_sip.latency_ns = 1e6;
+    })
+}
+
+#[test]
+fn bidir_ring_broadcast_of_one_element_on_a_slow_mesh_finishes() {
+    let r = within(60, "bidir_ring broadcast of 2 B", || {
+        let sys = slow_link_mesh((2, 1));
+        let mut config = cfg("bidir_ring", Space::Tcm, 1);
+        config.chunks = kernbench::ccl::Chunks::Auto;
+        let (mut m, c) = common::communicator(&sys, &config, DataMode::Functional).unwrap();
+        let job = Job {
+            collective: Collective::Broadcast,
+            op: ReduceOp::Sum,
+            elems: 1,
+        };
+        c.run(&mut m, job).unwrap()
+    });
+    assert_eq!(r.verified, Some(true));
+    // At least two 1 ms hops from the root to the far corner.
+    assert!(r.ticks >= 2_000_000, "{r:?}");
+}
+
+#[test]
+fn tiny_broadcasts_and_reduces_are_right_on_every_algorithm() {
+    // 2, 4 and 6 B on 8 participants (2 cubes per SIP) and on 4 (one per
+    // SIP, for torus_trees): fewer elements than participants.
+    let ran = within(120, "2, 4 and 6 B broadcasts and reduces", || {
+        let mut ran = std::collections::BTreeSet::new();
+        for cubes in [(2, 1), (1, 1)] {
+            let sys = slow_link_mesh(cubes);
+            for algo in kernbench::ccl::algorithms::names() {
+                let mut config = cfg(algo, Space::Tcm, 1);
+                config.chunks = kernbench::ccl::Chunks::Auto;
+                let Ok((mut m, c)) = common::communicator(&sys, &config, DataMode::Functional)
+                else {
+                    continue; // a group this algorithm refuses (torus_trees on 2 cubes)
+                };
+                for collective in [Collective::Broadcast, Collective::Reduce] {
+                    if !c.algorithm.collectives().contains(&collective) {
+                        continue;
+                    }
+                    for elems in 1..=3 {
+                        let what =
+                            format!("{algo} {collective} of {elems} elements, cubes {cubes:?}");
+                        run_checked(&mut m, &c, (collective, ReduceOp::Sum, elems), &what);
+                    }
+                    ran.insert(format!("{algo} {collective}"));
+                }
+            }
+        }
+        ran
+    });
+    let want: std::collections::BTreeSet<String> = kernbench::ccl::algorithms::ALL
+        .iter()
+        .flat_map(|a| {
+            a.collectives()
+                .iter()
+                .filter(|c| matches!(c, Collective::Broadcast | Collective::Reduce))
+                .map(move |c| format!("{} {c}", a.name()))
+        })
+        .collect();
+    assert_eq!(ran, want);
+    assert!(
+        ran.contains("torus_trees broadcast") && ran.contains("bidir_ring reduce"),
+        "{ran:?}"
+    );
+}

@@ -1065,3 +1065,126 @@ fn run_on_a_terminal_shows_a_progress_line_per_size() {
         );
     }
 }
+
+/// `run` at 1 KiB with values checked on a preset or system file (`--preset
+/// NAME` or `--system PATH`), within a 5 s time budget.
+fn run_checked(flag: &str, system: &str) -> Run {
+    kernbench(&[
+        "run",
+        flag,
+        system,
+        "-b",
+        "1K",
+        "-e",
+        "1K",
+        "-c",
+        "1",
+        "--max-time",
+        "5",
+    ])
+}
+
+#[test]
+fn run_works_on_every_shipped_preset_or_refuses_it_at_once_with_an_estimate() {
+    // The presets whose 1 KiB all-reduce fits the 5 s budget; the others
+    // (4096 SIPs) must be refused before anything is built.
+    let runs = ["mesh_16", "torus_6_rect"];
+    for (name, _) in presets::PRESETS {
+        let started = std::time::Instant::now();
+        let r = run_checked("--preset", name);
+        if runs.contains(&name) {
+            r.expect_code(0);
+            let rows = run_rows(&r.stdout);
+            assert_eq!(rows.len(), 1, "{name}: {}", r.stdout);
+            assert_eq!(
+                (rows[0].out.wrong.as_str(), rows[0].inp.wrong.as_str()),
+                ("0", "0"),
+                "{name}"
+            );
+            assert!(rows[0].out.time_us > 0.0, "{name}: {}", r.stdout);
+        } else {
+            r.expect_user_error();
+            assert!(
+                r.stderr.contains(&format!(
+                    "configs/topologies/{name}.yaml: this run is estimated to need"
+                )),
+                "{name}: {}",
+                r.stderr
+            );
+            assert!(
+                r.stderr.contains("more than the time budget of 5 s"),
+                "{}",
+                r.stderr
+            );
+            assert!(
+                started.elapsed().as_secs() < 5,
+                "{name} was not refused at once"
+            );
+        }
+    }
+}
+
+#[test]
+fn run_on_a_lean_ring_with_ideal_host_links_finishes_both_placements() {
+    // Ideal noc and pcie links deliver the collective's launch and its
+    // out-of-place copy to a PE in the same tick; both must run.
+    let dir = tempfile::tempdir().unwrap();
+    let lean = presets::PRESETS
+        .iter()
+        .find(|p| p.0 == "ring_4096_lean")
+        .unwrap()
+        .1;
+    let path = dir.path().join("ring_2_lean.yaml");
+    std::fs::write(&path, lean.replace("count: 4096", "count: 2")).unwrap();
+    let r = run_checked("--system", path.to_str().unwrap());
+    r.expect_code(0);
+    assert_eq!(participants(&r.stdout), 2, "{}", r.stdout);
+    let rows = run_rows(&r.stdout);
+    assert_eq!(rows.len(), 1, "{}", r.stdout);
+    assert_eq!(
+        (rows[0].out.wrong.as_str(), rows[0].inp.wrong.as_str()),
+        ("0", "0")
+    );
+    // 1 KiB over 2 SIPs: 300 ns link latency each way bounds it from below.
+    assert!(rows[0].inp.time_us >= 0.3, "{}", r.stdout);
+    assert!(rows[0].out.time_us >= rows[0].inp.time_us, "{}", r.stdout);
+}
+
+#[test]
+fn run_honours_an_entrys_all_pes_mapper() {
+    let dir = tempfile::tempdir().unwrap();
+    let ccl = dir.path().join("ccl.yaml");
+    std::fs::write(
+        &ccl,
+        "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 2 }\nalgorithms:\n  ring_every_pe: { algorithm: ring, mapper: all_pes }\n",
+    )
+    .unwrap();
+    let r = kernbench(&[
+        "run",
+        "--system",
+        "tests/data/doc/small.yaml",
+        "--ccl",
+        ccl.to_str().unwrap(),
+        "--algorithm",
+        "ring_every_pe",
+        "-b",
+        "4K",
+        "-e",
+        "4K",
+        "-c",
+        "1",
+    ]);
+    r.expect_code(0);
+    // 4 SIPs x 2 cubes x 8 PEs, every one a participant.
+    assert!(
+        r.stdout
+            .contains("# participants: 64 (every PE of every cube)"),
+        "{}",
+        r.stdout
+    );
+    let rows = run_rows(&r.stdout);
+    assert_eq!(
+        (rows[0].out.wrong.as_str(), rows[0].inp.wrong.as_str()),
+        ("0", "0")
+    );
+}

@@ -159,3 +159,64 @@ fn run_auto_runs_and_names_each_sizes_pick_from_the_shared_cache() {
     let rows: Vec<String> = r.records().map(|x| x.unwrap()[col].to_string()).collect();
     assert_eq!(rows, [0, 0, 1, 1].map(|k| chosen[k].clone()));
 }
+
+/// A cache file edited to pick a configuration the ccl config does not
+/// have is discarded with a note naming the file and that configuration,
+/// and the size is tuned again: no panic, the same pick as the first run.
+#[test]
+fn run_auto_discards_a_cached_decision_naming_a_missing_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let args = [
+        "run",
+        "--system",
+        "tests/data/doc/small.yaml",
+        "--algorithm",
+        "auto",
+        "-b",
+        "1K",
+        "-e",
+        "1K",
+        "-c",
+        "1",
+        "--autotune-cache",
+        cache.to_str().unwrap(),
+    ];
+    let (ok, first, err) = kernbench(&args);
+    assert!(ok, "{first}\n{err}");
+    let pick = |out: &str| {
+        out.lines()
+            .find(|l| !l.starts_with('#') && l.contains("[auto: "))
+            .map(|l| {
+                l.rsplit("[auto: ")
+                    .next()
+                    .unwrap()
+                    .trim_end_matches(']')
+                    .to_string()
+            })
+            .unwrap_or_else(|| panic!("no pick in:\n{out}"))
+    };
+    let files: Vec<_> = std::fs::read_dir(&cache)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let text = std::fs::read_to_string(&files[0]).unwrap();
+    let mut entry: serde_json::Value = serde_json::from_str(&text).unwrap();
+    entry["decision"]["config"] = "no_such_config".into();
+    std::fs::write(&files[0], entry.to_string()).unwrap();
+    let (ok, second, err) = kernbench(&args);
+    assert!(ok, "{second}\n{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let note = format!(
+        "note: rebuilt a cached decision: {}: its decision names config 'no_such_config', which is not a candidate of the current ccl config (",
+        files[0].display()
+    );
+    assert!(err.contains(&note), "{err}");
+    assert!(second.contains("# Out of bounds values : 0 OK"), "{second}");
+    assert_eq!(pick(&second), pick(&first));
+    // The re-tuned decision replaced the edited one.
+    let fixed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    assert_eq!(fixed["decision"]["config"], pick(&first).as_str());
+}

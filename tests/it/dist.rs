@@ -463,14 +463,17 @@ fn every_pe_layout_all_reduces_element_by_element() {
         })
         .unwrap();
     }
-    // Algorithms that run on cube leaders only refuse the layout by name.
+    // Algorithms that run on cube leaders only refuse the layout at load.
     let yaml = "defaults: { algorithm: hier_lanes, buffer_kind: tcm, n_slots: 4, slot_size: 4096, chunks: 1, mapper: all_pes }";
-    let ccl = CclConfig::from_yaml(yaml, "test").unwrap();
-    let Err(e) = init_process_group(&sys, &ccl, "defaults", DataMode::TimingOnly) else {
-        panic!("hier_lanes has no intra-cube stage");
-    };
+    let e = CclConfig::from_yaml(yaml, "test").unwrap_err();
+    assert_eq!(e.path, "defaults.mapper");
+    assert_eq!(
+        e.problem,
+        "entry 'defaults' runs algorithm 'hier_lanes' with mapper all_pes, but hier_lanes runs on cube leaders only"
+    );
     assert!(
-        e.to_string().contains("algorithm 'hier_lanes' does not support every PE of a cube as a participant (mapper all_pes)"),
+        e.allowed
+            .contains("the mappers hier_lanes allows: leader_only; set mapper: leader_only"),
         "{e}"
     );
 }

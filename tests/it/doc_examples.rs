@@ -13,7 +13,7 @@
 //! | `cargo run --release -- ARGS`, `kernbench ARGS` | the test build of the binary |
 //! | `cargo run --release --example NAME ARGS` | the example binary `cargo test` builds |
 //! | a size above 16K (`--min-bytes`, `-b`, `--max-bytes`, `-e`, `--collective-bytes`) | 16K |
-//! | `--system`/`--preset` of more than 16 participants (topo, run) | checked to load, then `tests/data/doc/small.yaml` (8) |
+//! | `--system`/`--preset` of more than 16 participants (topo, run) | checked to load, then the same system on 4 SIPs (2x2 for 2D topologies) if that has at most 16 participants (the README's 1024-SIP lean ring runs as a 4-SIP lean ring), else `tests/data/doc/small.yaml` (8) |
 //! | `sweep --plan P` (or no `--plan`) | P checked to load, then `tests/data/doc/tiny.yaml` (`tiny_tp.yaml` for a TP plan); without `--out`, `--out results/doc-K` (K-th sweep of the file) |
 //! | `merge DIR…` of directories that do not exist | each made first by `sweep` of the tiny plan, shard k of N |
 //! | `bench` | `--no-build`, `--sips 16`, `--rounds 4` |
@@ -509,7 +509,9 @@ fn make_shards(args: &[String], dir: &Path) -> Result<(), String> {
 }
 
 /// `run`/`topo` on more than 16 participants (cube leaders): the system
-/// must load; the small system runs instead.
+/// must load; the same system on 4 SIPs runs instead (a 2x2 grid for 2D
+/// topologies: its links, memories and ideal flags are exercised as
+/// written), or the small system when that still has more than 16.
 fn small_system(args: &mut [String], dir: &Path) -> Result<(), String> {
     let flag = args.iter().position(|a| a == "--preset" || a == "--system");
     let Some(i) = flag else { return Ok(()) };
@@ -519,13 +521,30 @@ fn small_system(args: &mut [String], dir: &Path) -> Result<(), String> {
     }
     .map_err(|e| e.to_string())?;
     if sys.spec.system.sips.count * sys.cubes_per_sip() > 16 {
+        let small =
+            four_sips(&sys, dir).unwrap_or_else(|| repo().join("tests/data/doc/small.yaml"));
         args[i] = "--system".into();
-        args[i + 1] = repo()
-            .join("tests/data/doc/small.yaml")
-            .display()
-            .to_string();
+        args[i + 1] = small.display().to_string();
     }
     Ok(())
+}
+
+/// `sys` on 4 SIPs, written to `dir`, if that is valid and has at most 16
+/// participants.
+fn four_sips(sys: &kernbench::spec::System, dir: &Path) -> Option<PathBuf> {
+    let mut spec = sys.spec.clone();
+    let sips = &mut spec.system.sips;
+    sips.count = 4;
+    if sips.w.is_some() || sips.h.is_some() {
+        (sips.w, sips.h) = (Some(2), Some(2));
+    }
+    let small = kernbench::spec::System::from_spec(spec, "4 SIPs").ok()?;
+    if small.spec.system.sips.count * small.cubes_per_sip() > 16 {
+        return None;
+    }
+    let path = dir.join("four_sips.yaml");
+    std::fs::write(&path, serde_yaml::to_string(&small.spec).ok()?).ok()?;
+    Some(path)
 }
 
 /// A scratch directory with `configs/` and `tests/` of the repository.
@@ -702,6 +721,17 @@ fn the_small_input_mapping_is_the_documented_one() {
         s("kernbench run --preset mesh_16 -e 2K"),
         format!("run --system {small} -e 2048")
     );
+    // A lean system (one cube per SIP) keeps its ideal links on 4 SIPs.
+    let lean = d.path().join("four_sips.yaml");
+    assert_eq!(
+        s("kernbench run --preset ring_4096_lean -e 64M"),
+        format!("run --system {} -e 16384", lean.display())
+    );
+    let four = kernbench::spec::System::from_file(&lean).unwrap();
+    let want = kernbench::spec::presets::preset("ring_4096_lean").unwrap();
+    assert_eq!(four.spec.system.sips.count, 4);
+    assert_eq!(four.spec.links, want.spec.links);
+    assert_eq!(four.spec.memory, want.spec.memory);
     assert_eq!(
         s("kernbench bench"),
         "bench --sips 16 --rounds 4 --no-build"

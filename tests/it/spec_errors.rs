@@ -618,3 +618,66 @@ fn control_messages_of_gigabytes_are_refused_naming_the_field() {
         "{e}"
     );
 }
+
+/// A spec, a plan and a ccl config of 100,000 nested flow brackets (0.2 MB)
+/// are refused at once by the one nesting check, and the sweep's TP-plan
+/// probe does not parse such a file first.
+#[test]
+fn deep_flow_nesting_is_refused_at_once_in_every_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    let file = |name: &str, text: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p
+    };
+    let spec = file("spec.yaml", format!("system: {deep}\n"));
+    let plan = file("plan.yaml", format!("name: p\nstudies: {deep}\n"));
+    let ccl = file("ccl.yaml", format!("defaults: {deep}\n"));
+    let started = std::time::Instant::now();
+    let errors = [
+        System::from_file(&spec).unwrap_err(),
+        kernbench::sweep::Plan::load(plan.to_str().unwrap()).unwrap_err(),
+        kernbench::ccl::CclConfig::from_file(&ccl).unwrap_err(),
+    ];
+    assert!(
+        kernbench::tp::study::TpPlan::find(plan.to_str().unwrap())
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        started.elapsed().as_secs() < 2,
+        "took {:?}",
+        started.elapsed()
+    );
+    for e in errors {
+        assert_eq!(e.problem, "YAML nested 65 levels deep", "{e}");
+        assert!(e.allowed.contains("at most 64 levels"), "{e}");
+    }
+}
+
+/// A file saved with a UTF-8 byte-order mark reads like one without.
+#[test]
+fn a_byte_order_mark_before_a_spec_plan_or_ccl_config_is_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let bom = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, format!("\u{feff}{text}")).unwrap();
+        p
+    };
+    let spec = bom(
+        "spec.yaml",
+        include_str!("../configs/topologies/mesh_16.yaml"),
+    );
+    assert_eq!(System::from_file(&spec).unwrap().n_sips(), 16);
+    let plan = bom("plan.yaml", include_str!("data/doc/tiny.yaml"));
+    let want = kernbench::sweep::Plan::load("tests/data/doc/tiny.yaml").unwrap();
+    let got = kernbench::sweep::Plan::load(plan.to_str().unwrap()).unwrap();
+    assert_eq!(got.file, want.file);
+    let ccl = bom("ccl.yaml", include_str!("../configs/ccl.yaml"));
+    let got = kernbench::ccl::CclConfig::from_file(&ccl).unwrap();
+    assert_eq!(
+        got.entries,
+        kernbench::ccl::CclConfig::embedded_default().entries
+    );
+}

@@ -10,7 +10,7 @@ use crate::network::{Inbox, NewMessage, Outbox, Purpose};
 use crate::program::{Launch, MemLoc, Reg, Space};
 use crate::time::Clock;
 use bevy_ecs::prelude::*;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// Payloads of install and launch messages in flight from the host, and of
 /// remote loads and stores in flight, keyed by their message's tag. A slot
@@ -76,33 +76,7 @@ pub fn deliver_control(
     }
     inbox.restore(Purpose::Install, installs);
 
-    let launches = inbox.take(Purpose::Launch);
-    for a in &launches {
-        let (pe, launch, scope, id) = ka.host.launches.remove(a.tag as usize);
-        let entity = qa.hw.pes[pe as usize];
-        // Every PE entity has a rate; a PE runs a kernel once launched.
-        let (state, overhead) = pes.get(entity).map_or((None, 0), |(ex, _, r)| {
-            (ex.map(|ex| ex.state), r.launch_overhead)
-        });
-        let queued = QueuedLaunch {
-            launch,
-            scope,
-            id,
-            ready: now + overhead,
-        };
-        let start = match state {
-            // One kernel at a time: the launch waits for the running one.
-            Some(PeState::Running) => {
-                ka.launches.waiting.entry(pe).or_default().push_back(queued);
-                continue;
-            }
-            Some(PeState::Done(t)) => queued.ready.max(t),
-            None => queued.ready,
-        };
-        commands.entity(entity).insert(PeExec::new(queued, start));
-        ka.kcal.0.push(start, pe);
-    }
-    inbox.restore(Purpose::Launch, launches);
+    start_launches(inbox, ka, qa.clock.now, &qa.hw, pes, commands);
 
     let loads = inbox.take(Purpose::LoadData);
     for a in &loads {
@@ -130,6 +104,56 @@ pub fn deliver_control(
         });
     }
     inbox.restore(Purpose::StoreData, stores);
+}
+
+/// Starts each delivered launch on its PE after the launch overhead, or
+/// queues it behind the kernel the PE is running. A PE given a program
+/// earlier in this same delivery counts as running: its `PeExec` is only
+/// inserted when the commands apply, so two launches reaching one PE in the
+/// same tick (an all-ideal host route) would otherwise overwrite each other
+/// and the first would never finish.
+fn start_launches(
+    inbox: &mut Inbox,
+    ka: &mut KernelAccess,
+    now: Tick,
+    hw: &Hardware,
+    pes: &Query<(Option<&PeExec>, Option<&mut NeighborTables>, &PeRate)>,
+    commands: &mut Commands,
+) {
+    let launches = inbox.take(Purpose::Launch);
+    let mut started_now: FxHashSet<u32> = FxHashSet::default();
+    for a in &launches {
+        let (pe, launch, scope, id) = ka.host.launches.remove(a.tag as usize);
+        let entity = hw.pes[pe as usize];
+        // Every PE entity has a rate; a PE runs a kernel once launched.
+        let (state, overhead) = pes.get(entity).map_or((None, 0), |(ex, _, r)| {
+            (ex.map(|ex| ex.state), r.launch_overhead)
+        });
+        let state = if started_now.contains(&pe) {
+            Some(PeState::Running)
+        } else {
+            state
+        };
+        let queued = QueuedLaunch {
+            launch,
+            scope,
+            id,
+            ready: now + overhead,
+        };
+        let start = match state {
+            // One kernel at a time: the launch waits for the running one.
+            Some(PeState::Running) => {
+                ka.launches.waiting.entry(pe).or_default().push_back(queued);
+                continue;
+            }
+            Some(PeState::Done(t)) => queued.ready.max(t),
+            None => queued.ready,
+        };
+        commands.entity(entity).insert(PeExec::new(queued, start));
+        ka.kcal.0.push(start, pe);
+        started_now.insert(pe);
+    }
+    inbox.restore(Purpose::Launch, launches);
 }
 
 /// Creates the receive queues of one PE's table for `scope` (with their
