@@ -667,14 +667,14 @@ fn a_byte_order_mark_before_a_spec_plan_or_ccl_config_is_ignored() {
     };
     let spec = bom(
         "spec.yaml",
-        include_str!("../configs/topologies/mesh_16.yaml"),
+        include_str!("../../configs/topologies/mesh_16.yaml"),
     );
     assert_eq!(System::from_file(&spec).unwrap().n_sips(), 16);
-    let plan = bom("plan.yaml", include_str!("data/doc/tiny.yaml"));
+    let plan = bom("plan.yaml", include_str!("../data/doc/tiny.yaml"));
     let want = kernbench::sweep::Plan::load("tests/data/doc/tiny.yaml").unwrap();
     let got = kernbench::sweep::Plan::load(plan.to_str().unwrap()).unwrap();
     assert_eq!(got.file, want.file);
-    let ccl = bom("ccl.yaml", include_str!("../configs/ccl.yaml"));
+    let ccl = bom("ccl.yaml", include_str!("../../configs/ccl.yaml"));
     let got = kernbench::ccl::CclConfig::from_file(&ccl).unwrap();
     assert_eq!(
         got.entries,
