@@ -176,23 +176,56 @@ impl SizeRun {
             );
         }
         let topology = sys.spec.system.sips.topology;
-        let mut tables = Vec::new();
+        let mut runnable = Vec::new();
         for config in &ccl.entries {
             let algorithm = algorithms::find(&config.algorithm)?;
-            if !algorithm.collectives().contains(&self.collective)
-                || !algorithm.topologies().contains(&topology)
+            if algorithm.collectives().contains(&self.collective)
+                && algorithm.topologies().contains(&topology)
             {
-                continue;
+                runnable.push(config);
             }
+        }
+        self.all_within_budget(sys, &runnable)?;
+        let (mut tables, mut refused) = (Vec::new(), Vec::new());
+        for config in runnable {
             // One entry refused (too large, too slow) does not end the comparison.
             match self.entry(sys, config, out) {
                 Ok(rows) => tables.push((config.name.clone(), rows)),
-                Err(e) => writeln!(out, "# {}: skipped: {e:#}", config.name)?,
+                Err(e) => {
+                    writeln!(out, "# {}: skipped: {e:#}", config.name)?;
+                    refused.push(format!("{}: {e:#}", config.name));
+                }
             }
             writeln!(out)?;
         }
+        if tables.is_empty() && !refused.is_empty() {
+            bail!(
+                "--algorithm all: every entry that runs {} here was refused before it ran ({}); allowed: what each entry's message allows, or --algorithm NAME for one entry",
+                self.collective,
+                refused.join("; ")
+            );
+        }
         write!(out, "{}", best_per_size(&tables))?;
         Ok(tables.into_iter().flat_map(|t| t.1).collect())
+    }
+
+    /// `all`'s entries together within the time budget (each entry alone is
+    /// checked when it starts; one over budget alone is skipped, and when
+    /// every one is, `all` says so with each estimate).
+    fn all_within_budget(&self, sys: &System, entries: &[&AlgoConfig]) -> Result<()> {
+        let mut cost = crate::estimate::Cost::default();
+        for config in entries {
+            let job = self.job(self.max_bytes);
+            if Communicator::check_before_build(sys, config, &job).is_err() {
+                continue;
+            }
+            let e = Estimate::collective(sys, config, &job, self.verify, false);
+            if e.check(&self.budget, RUN_KNOBS).is_ok() {
+                cost.add(format!("{} at {} B", config.name, self.max_bytes), e);
+            }
+        }
+        cost.check("--algorithm all", &self.budget, &format!("--algorithm NAME (one entry), a smaller -e/--max-bytes, {RUN_KNOBS}"))
+            .map_err(|e| anyhow!("{}: {e}", sys.origin))
     }
 
     /// One size, both placements, on `comm`: the two records and the usage

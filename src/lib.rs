@@ -15,6 +15,7 @@ pub mod machine;
 pub mod memory_map;
 pub mod names;
 pub mod nccl_table;
+pub mod progress;
 pub mod report;
 pub mod seeded;
 pub mod spec;

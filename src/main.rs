@@ -124,23 +124,25 @@ struct TpMlpArgs {
     /// TP sizes to run, comma-separated; each runs on a copy of the system
     /// with TP × --dp SIPs (same network kind, 2-D grids as square as the
     /// count allows).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
     tp: Vec<u32>,
     /// Data-parallel replicas: the world is TP × DP ranks, TP groups of
     /// consecutive ranks.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
     dp: u32,
     /// Tokens (rows of X).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = parse_count)]
     batch: usize,
     /// Input features of fc1.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, allow_negative_numbers = true, value_parser = parse_count)]
     d_in: usize,
     /// fc1's output = fc2's input features (split over TP ranks, then cubes).
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, allow_negative_numbers = true, value_parser = parse_count)]
     d_hidden: usize,
     /// Output features of fc2.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, allow_negative_numbers = true, value_parser = parse_count)]
     d_out: usize,
     /// Biases: rank0 (Megatron: fc2's bias on TP rank 0 only, folded in
     /// before the all-reduce), replicate (every rank adds it after), none.
@@ -149,6 +151,8 @@ struct TpMlpArgs {
     /// The ccl.yaml entry whose algorithm the all-reduce runs.
     #[arg(long, default_value = "ring")]
     algorithm: String,
+    #[command(flatten)]
+    budget: BudgetArg,
 }
 
 #[derive(Args)]
@@ -158,6 +162,8 @@ struct GemmSweepArgs {
     /// Directory for results.csv and the figures (created if missing).
     #[arg(long, value_name = "DIR", default_value = "gemm")]
     out: PathBuf,
+    #[command(flatten)]
+    budget: BudgetArg,
 }
 
 /// Which system to use: the embedded default unless --system or --preset.
@@ -201,11 +207,12 @@ struct TopoArgs {
 struct BudgetArg {
     /// Refuse runs whose estimated peak memory exceeds SIZE (e.g. 512M, 8G;
     /// default: 80% of this machine's memory).
-    #[arg(long, value_name = "SIZE", value_parser = kernbench::sweep::plan::parse_bytes)]
+    #[arg(long, value_name = "SIZE", allow_negative_numbers = true,
+          value_parser = kernbench::sweep::plan::parse_bytes)]
     max_memory: Option<u64>,
     /// Refuse runs estimated to take more than SECONDS to simulate
     /// (default: 3600; the estimate is good to a factor of about 4).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
     max_time: Option<f64>,
 }
 
@@ -217,6 +224,34 @@ impl BudgetArg {
             seconds: self.max_time.unwrap_or(default.seconds),
         }
     }
+}
+
+/// A count of rows or features: a whole number of at least 1.
+fn parse_count(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => Err(format!(
+            "'{s}' is not a count; use a whole number from 1 to {}",
+            usize::MAX
+        )),
+    }
+}
+
+/// A buffer size in bytes (K, M, G suffixes); a negative one is named as such.
+fn parse_size(s: &str) -> Result<u64, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "'{s}' is negative; allowed: an even number of bytes >= 2 (2 bytes per element), e.g. 4096, 64K, 16M, 1G"
+        ));
+    }
+    kernbench::sweep::plan::parse_bytes(s)
+}
+
+/// Bytes of whole f16 elements (`run`'s size rule), e.g. 16K.
+fn parse_elem_bytes(s: &str) -> Result<u64, String> {
+    let bytes = parse_size(s)?;
+    Job::elems_of(bytes).map_err(|(problem, allowed)| format!("{problem}; allowed: {allowed}"))?;
+    Ok(bytes)
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -347,7 +382,8 @@ struct AutotuneArgs {
     ccl: Option<PathBuf>,
     /// Sizes per participant, comma-separated (K, M, G = 2^10, 2^20, 2^30);
     /// each is tuned at its bucket.
-    #[arg(long, value_delimiter = ',', default_value = "1K,16K,256K,4M", value_parser = kernbench::sweep::plan::parse_bytes)]
+    #[arg(long, value_delimiter = ',', default_value = "1K,16K,256K,4M", allow_hyphen_values = true,
+          value_parser = parse_elem_bytes)]
     sizes: Vec<u64>,
     /// Where decisions are cached.
     #[arg(long, value_name = "DIR", default_value = AUTOTUNE_CACHE)]
@@ -358,6 +394,8 @@ struct AutotuneArgs {
     /// Write the decision table as CSV here.
     #[arg(long, value_name = "FILE.csv", default_value = "autotune.csv")]
     csv: PathBuf,
+    #[command(flatten)]
+    budget: BudgetArg,
 }
 
 #[derive(Args)]
@@ -382,13 +420,16 @@ struct RunArgs {
     op: ReduceOp,
     /// Smallest buffer per participant, bytes (K, M, G = 2^10, 2^20, 2^30);
     /// a whole number of f16 elements (nccl-tests -b).
-    #[arg(short = 'b', long, default_value = "1K", value_parser = kernbench::sweep::plan::parse_bytes)]
+    #[arg(short = 'b', long, default_value = "1K", allow_negative_numbers = true,
+          value_parser = parse_size)]
     min_bytes: u64,
     /// Largest buffer per participant, bytes (nccl-tests -e).
-    #[arg(short = 'e', long, default_value = "1M", value_parser = kernbench::sweep::plan::parse_bytes)]
+    #[arg(short = 'e', long, default_value = "1M", allow_negative_numbers = true,
+          value_parser = parse_size)]
     max_bytes: u64,
     /// Size multiplier from one row to the next, 2 or more (nccl-tests -f).
-    #[arg(short = 'f', long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
+    #[arg(short = 'f', long, default_value_t = 2, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(2..))]
     step_factor: u64,
     /// Carry f16 values and count the wrong result elements of every
     /// participant against a reference (#wrong; slower, same timing).
@@ -409,7 +450,8 @@ struct RunArgs {
     trace: Option<PathBuf>,
     /// Stop a run whose clock passes N ticks (a report names what each
     /// unfinished PE waits for).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(1..))]
     max_ticks: Option<u64>,
     /// With --algorithm auto: where the autotuner's decisions are cached
     /// (the directory `kernbench autotune --cache` uses).
@@ -428,13 +470,16 @@ const AUTOTUNE_CACHE: &str = ".kernbench/autotune";
 #[derive(Args)]
 struct BenchArgs {
     /// SIPs on the benchmark ring (1 cube, 1 PE each; only inter-SIP links cost time).
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(2..))]
+    #[arg(long, default_value_t = 4096, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(2..))]
     sips: u32,
     /// Rounds of ring traffic; round r+1 of a SIP starts when it received round r.
-    #[arg(long, default_value_t = 8190, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 8190, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(1..))]
     rounds: u64,
-    /// Bytes each SIP sends per round.
-    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Bytes each SIP sends per round (the ring kernel: whole f16 elements).
+    #[arg(long, default_value_t = 16384, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u64).range(1..))]
     bytes: u64,
     /// Skip the 4096-SIP × 4×4-cube × 8-PE build measurement.
     #[arg(long)]
@@ -456,15 +501,18 @@ struct BenchArgs {
     #[arg(long)]
     process_group: bool,
     /// Buffer per participant for --collective, bytes (K, M, G = 2^10, 2^20, 2^30).
-    #[arg(long, default_value = "64M", value_parser = kernbench::sweep::plan::parse_bytes)]
+    #[arg(long, default_value = "64M", allow_negative_numbers = true, value_parser = parse_elem_bytes)]
     collective_bytes: u64,
-    /// IPCQ slot size for the ring kernel, in bytes (one chunk per message
-    /// when it is at least --bytes).
-    #[arg(long, default_value_t = 16384)]
+    /// IPCQ slot size for the ring kernel, in bytes of whole f16 elements
+    /// (one chunk per message when it is at least --bytes).
+    #[arg(long, default_value = "16384", allow_negative_numbers = true, value_parser = parse_elem_bytes)]
     slot_bytes: u64,
     /// IPCQ slots per queue for the ring kernel.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
     slots: u32,
+    #[command(flatten)]
+    budget: BudgetArg,
 }
 
 fn main() {
@@ -486,6 +534,9 @@ fn main() {
     }
 }
 
+/// Knobs that shrink an autotune.
+const AUTOTUNE_KNOBS: &str = "fewer or smaller --sizes, fewer candidates (autotune.configs of --ccl), a smaller system (--preset, --system)";
+
 fn autotune(a: AutotuneArgs) -> Result<()> {
     use kernbench::autotune::{Tuner, report};
     let sys = a.system.load()?;
@@ -493,6 +544,15 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
         Some(path) => CclConfig::from_file(path)?,
         None => CclConfig::embedded_default(),
     };
+    let heterogeneous = sys.kinds.heterogeneous();
+    let candidates = if heterogeneous {
+        ccl.candidates.clone()
+    } else {
+        Tuner::new(&sys, &ccl).candidates().to_vec()
+    };
+    let cost = kernbench::estimate::commands::autotune(&sys, &candidates, a.collective, &a.sizes);
+    cost.check("autotune", &a.budget.budget(), AUTOTUNE_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
     println!(
         "# autotune {} on {} ({} candidates of {})",
         a.collective,
@@ -500,12 +560,25 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
         ccl.candidates.len(),
         ccl.origin
     );
-    let rows = if sys.kinds.heterogeneous() {
+    let buckets = report::buckets(&a.sizes);
+    let weight = |b: u64| {
+        kernbench::estimate::commands::autotune(&sys, &candidates, a.collective, &[b]).seconds()
+    };
+    let weights: Vec<f64> = buckets.iter().map(|&b| weight(b)).collect();
+    let progress = kernbench::progress::Progress::new("autotune", "buckets", &weights);
+    let mut rows = Vec::new();
+    if heterogeneous {
         println!("# heterogeneous: seed 001's protocol on the simulated machine (not cached)");
-        report::heterogeneous(&sys, &ccl, a.collective, &a.sizes)?
+        for (&b, &w) in buckets.iter().zip(&weights) {
+            rows.extend(report::heterogeneous(&sys, &ccl, a.collective, &[b])?);
+            progress.tick(w, &format!("{b} B"));
+        }
     } else {
         let mut tuner = Tuner::new(&sys, &ccl).with_cache(&a.cache, a.retune);
-        let rows = report::homogeneous(&mut tuner, &sys, a.collective, &a.sizes)?;
+        for (&b, &w) in buckets.iter().zip(&weights) {
+            rows.extend(report::homogeneous(&mut tuner, &sys, a.collective, &[b])?);
+            progress.tick(w, &format!("{b} B"));
+        }
         for why in &tuner.rebuilt {
             eprintln!("note: rebuilt a cached decision: {why}");
         }
@@ -514,18 +587,26 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
             tuner.simulations,
             a.cache.display()
         );
-        rows
-    };
+    }
+    progress.finish();
     print!("{}", report::table(&rows));
     report::write_csv(&a.csv, &rows).map_err(anyhow::Error::msg)?;
     println!("# wrote {}", a.csv.display());
     Ok(())
 }
 
+/// Knobs that shrink a gemm-sweep: its one SIP.
+const GEMM_KNOBS: &str = "fewer cubes (sip.cube_mesh) or PEs per cube in the spec";
+
 fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
     use kernbench::gemm::sweep;
     let sys = a.system.load()?;
     let shapes = sweep::default_grid();
+    let one_sip = sweep::one_sip(&sys).map_err(anyhow::Error::msg)?;
+    let cost =
+        kernbench::estimate::commands::gemm_sweep(&one_sip, &shapes, rayon::current_num_threads());
+    cost.check("gemm-sweep", &a.budget.budget(), GEMM_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
     eprintln!(
         "gemm-sweep: {} shapes on one SIP of {} ({} cubes x {} PEs) -> {}",
         shapes.len(),
@@ -535,7 +616,12 @@ fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
         a.out.display()
     );
     let started = std::time::Instant::now();
-    let rows = sweep::run_grid(&sys, &shapes)?;
+    let weights = cost.weights();
+    let progress = kernbench::progress::Progress::new("gemm-sweep", "shapes", &weights);
+    let rows = sweep::run_grid_with(&sys, &shapes, &|i| {
+        progress.tick(weights[i], &cost.parts[i].0)
+    })?;
+    progress.finish();
     println!(
         "{:>7} {:>6} {:>6} {:>6} {:>12} {:>12} {:>8} {:>9} {:>9} {:>7}",
         "family", "m", "k", "n", "time(us)", "bound(us)", "set by", "TFLOP/s", "peak", "sim/rf"
@@ -581,6 +667,15 @@ fn tp_mlp(a: TpMlpArgs) -> Result<()> {
         d_hidden: a.d_hidden,
         d_out: a.d_out,
     };
+    let config = ccl.entry(&a.algorithm).map_err(|(problem, allowed)| {
+        anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}")
+    })?;
+    let cost = kernbench::estimate::commands::tp_mlp(&base, config, &a.tp, a.dp, shape)
+        .map_err(anyhow::Error::msg)?;
+    cost.check("tp-mlp", &a.budget.budget(), TP_MLP_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", base.origin))?;
+    let weights = cost.weights();
+    let progress = kernbench::progress::Progress::new("tp-mlp", "TP sizes", &weights);
     let tick_us = base.spec.system.tick_ns / 1e3;
     println!(
         "# tp-mlp: X ({} x {}) -> fc1 ColumnParallel -> ({} x {}) -> fc2 RowParallel -> ({} x {}); bias {}; all-reduce '{}'; {} cubes x {} PEs per SIP; times of rank 0 in us",
@@ -608,9 +703,11 @@ fn tp_mlp(a: TpMlpArgs) -> Result<()> {
         "exposed",
         "launch+wait"
     );
-    for &tp in &a.tp {
-        let sys = base.with_sips(tp.saturating_mul(a.dp))?;
+    for (k, &tp) in a.tp.iter().enumerate() {
+        // The estimate has built this system already: the product fits.
+        let sys = base.with_sips(tp * a.dp)?;
         let r = mlp::run_mlp(&sys, &ccl, &a.algorithm, tp, shape, bias)?;
+        progress.tick(weights[k], &cost.parts[k].0);
         let b = r.breakdown;
         let us = |t: u64| t as f64 * tick_us;
         println!(
@@ -633,11 +730,15 @@ fn tp_mlp(a: TpMlpArgs) -> Result<()> {
             );
         }
     }
+    progress.finish();
     println!(
         "# total = compute + exposed + launch+wait; comm = hidden + exposed (each collective's own time); max|err| over every rank's output against the single-device f32 reference, each element checked against its first-order f16 bound (docs/model.md §Tensor parallelism)"
     );
     Ok(())
 }
+
+/// Knobs that shrink a tp-mlp.
+const TP_MLP_KNOBS: &str = "fewer or smaller --tp sizes, a smaller --dp, --batch or --d-in/--d-hidden/--d-out";
 
 /// Knobs that shrink a build.
 const BUILD_KNOBS: &str =
@@ -754,47 +855,98 @@ fn write_dot(m: &Machine, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Knobs that shrink a bench.
+const BENCH_KNOBS: &str = "fewer --rounds or --sips, smaller --bytes or --collective-bytes, a larger --slot-bytes, or fewer phases (--no-build, --no-traffic, --no-kernel)";
+
 fn bench(a: BenchArgs) -> Result<()> {
-    if !a.no_build {
-        let sys = presets::preset("ring_4096")?;
-        let t0 = Instant::now();
-        let m = Machine::build(&sys)?;
-        let secs = t0.elapsed().as_secs_f64();
-        println!(
-            "build   ring_4096: {} PEs, {} directed links in {secs:.3} s, peak memory {}",
-            sys.total_pes(),
-            m.engine.links().len(),
-            kernbench::report::gib(kernbench::report::peak_rss_bytes())
+    if !a.no_kernel && !a.bytes.is_multiple_of(2) {
+        bail!(
+            "--bytes {}: the ring kernel sends whole f16 elements; allowed: an even number of bytes, or --no-kernel",
+            a.bytes
         );
     }
     let mut spec = presets::preset("ring_4096_lean")?.spec;
     spec.system.sips.count = a.sips;
     let sys = System::from_spec(spec, "ring_4096_lean (--sips)")?;
+    let cost = bench_cost(&a, &sys)?;
+    cost.check("bench", &a.budget.budget(), BENCH_KNOBS)
+        .map_err(anyhow::Error::msg)?;
+    let weights = cost.weights();
+    let progress = kernbench::progress::Progress::new("bench", "phases", &weights);
+    for (k, (phase, _)) in cost.parts.iter().enumerate() {
+        match phase.as_str() {
+            "build" => bench_build()?,
+            "traffic" => bench_traffic(&a, &sys)?,
+            "kernel" => bench_kernel(&a, &sys)?,
+            "collective" => bench_collective(&a, &sys)?,
+            _ => bench_process_group(&a, &sys)?,
+        }
+        progress.tick(weights[k], phase);
+    }
+    progress.finish();
+    Ok(())
+}
+
+/// The phases `a` asks for, in order, each with its estimate.
+fn bench_cost(a: &BenchArgs, sys: &System) -> Result<kernbench::estimate::Cost> {
+    use kernbench::estimate::{Estimate, commands};
+    let mut cost = kernbench::estimate::Cost::default();
+    if !a.no_build {
+        cost.add("build", Estimate::build(&presets::preset("ring_4096")?));
+    }
     if !a.no_traffic {
-        bench_traffic(&a, &sys)?;
+        cost.add("traffic", commands::ring_traffic(sys, a.rounds, a.bytes));
     }
     if !a.no_kernel {
-        bench_kernel(&a, &sys)?;
+        let e = commands::ring_kernel(sys, a.rounds, a.bytes, a.slot_bytes);
+        cost.add("kernel", e);
     }
+    let ring = CclConfig::embedded_default()
+        .entry("ring")
+        .map_err(|(p, _)| anyhow::anyhow!(p))?
+        .clone();
+    let job = Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems: (a.collective_bytes / 2) as usize,
+    };
+    let all_reduce = Estimate::collective(sys, &ring, &job, false, false);
     if a.collective {
-        bench_collective(&a, &sys)?;
+        cost.add("collective", all_reduce);
     }
     if a.process_group {
-        bench_process_group(&a, &sys)?;
+        let mut e = commands::process_group(sys, sys.n_sips());
+        e.seconds += all_reduce.seconds;
+        e.peak_bytes += all_reduce.peak_bytes;
+        cost.add("process group", e);
     }
+    Ok(cost)
+}
+
+/// Building the 4096-SIP system.
+fn bench_build() -> Result<()> {
+    let sys = presets::preset("ring_4096")?;
+    let t0 = Instant::now();
+    let m = Machine::build(&sys)?;
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "build   ring_4096: {} PEs, {} directed links in {secs:.3} s, peak memory {}",
+        sys.total_pes(),
+        m.engine.links().len(),
+        kernbench::report::gib(kernbench::report::peak_rss_bytes())
+    );
     Ok(())
 }
 
 /// The ring all-reduce of `bench_collective` written as a distributed
 /// program: every rank allocates its buffer and joins the collective.
 fn bench_process_group(a: &BenchArgs, sys: &System) -> Result<()> {
-    use kernbench::dist::{DPPolicy, init_process_group};
-    let elems = Job::elems_of(a.collective_bytes).map_err(|(problem, allowed)| {
-        anyhow::anyhow!("--collective-bytes: {problem}; allowed: {allowed}")
-    })?;
+    use kernbench::dist::{DPPolicy, init_process_group_within};
+    let elems = (a.collective_bytes / 2) as usize;
     let t0 = Instant::now();
     let ccl = CclConfig::embedded_default();
-    let mut pg = init_process_group(sys, &ccl, "ring", DataMode::TimingOnly)?;
+    let budget = a.budget.budget();
+    let mut pg = init_process_group_within(sys, &ccl, "ring", DataMode::TimingOnly, &budget)?;
     let setup = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();
     let ticks = std::sync::Mutex::new(0);
@@ -820,9 +972,7 @@ fn bench_process_group(a: &BenchArgs, sys: &System) -> Result<()> {
 }
 
 fn bench_collective(a: &BenchArgs, sys: &System) -> Result<()> {
-    let elems = Job::elems_of(a.collective_bytes).map_err(|(problem, allowed)| {
-        anyhow::anyhow!("--collective-bytes: {problem}; allowed: {allowed}")
-    })?;
+    let elems = (a.collective_bytes / 2) as usize;
     let job = Job {
         collective: Collective::AllReduce,
         op: ReduceOp::Sum,
@@ -881,9 +1031,6 @@ fn bench_traffic(a: &BenchArgs, sys: &System) -> Result<()> {
 }
 
 fn bench_kernel(a: &BenchArgs, sys: &System) -> Result<()> {
-    if !a.bytes.is_multiple_of(2) || a.slot_bytes == 0 || a.slots == 0 {
-        bail!("--bytes must be even (f16 elements), --slot-bytes and --slots at least 1");
-    }
     let mut m = Machine::build_with(sys, DataMode::TimingOnly)?;
     let pes: Vec<u32> = (0..a.sips).collect();
     let q = QueueConfig {
@@ -906,7 +1053,8 @@ fn bench_kernel(a: &BenchArgs, sys: &System) -> Result<()> {
     let t0 = Instant::now();
     let r = m.launch(ring_kernel, &args, &pes)?;
     let secs = t0.elapsed().as_secs_f64();
-    let chunks = a.sips as u64 * a.rounds * a.bytes.div_ceil(a.slot_bytes);
+    // Within the budget, so far below u64::MAX.
+    let chunks = u64::from(a.sips) * a.rounds * a.bytes.div_ceil(a.slot_bytes);
     println!(
         "kernel  {} PEs x {} rounds x (send {} B / recv / add), {} slots x {} B: installed at tick {installed_at} ({install_secs:.3} s), kernels done at tick {}",
         a.sips, a.rounds, a.bytes, a.slots, a.slot_bytes, r.kernel_end

@@ -33,7 +33,11 @@ pub const MIN_BUCKET_BYTES: u64 = 1024;
 /// power of two at least `bytes` (and at least [`MIN_BUCKET_BYTES`]). Its
 /// decision is tuned at that size.
 pub fn bucket(bytes: u64) -> u64 {
-    bytes.max(MIN_BUCKET_BYTES).next_power_of_two()
+    // Above 2^63 there is no power of two in u64: the largest one stands in.
+    bytes
+        .max(MIN_BUCKET_BYTES)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 63)
 }
 
 /// One candidate's simulated time for a bucket.

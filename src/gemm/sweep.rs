@@ -72,9 +72,13 @@ pub struct GemmRow {
 }
 
 /// One SIP of `sys` (the GEMM runs inside a device).
-fn one_sip(sys: &System) -> Result<System, String> {
+pub fn one_sip(sys: &System) -> Result<System, String> {
     let mut spec = sys.spec.clone();
     spec.system.sips.count = 1;
+    // SIP 0 keeps its kind: the GEMM runs on it.
+    if let Some(kinds) = &mut spec.system.sips.kinds {
+        crate::spec::kinds::keep_sips_below(kinds, 1);
+    }
     spec.system.sips.topology = SipTopology::Ring1d;
     (spec.system.sips.w, spec.system.sips.h) = (None, None);
     System::from_spec(spec, "one SIP of the gemm-sweep system").map_err(|e| e.to_string())
@@ -121,7 +125,24 @@ pub fn run_shape(sys: &System, s: Shape) -> Result<GemmRow, DistError> {
 
 /// Runs every shape on rayon's pool, in grid order.
 pub fn run_grid(sys: &System, shapes: &[Shape]) -> Result<Vec<GemmRow>, DistError> {
-    shapes.par_iter().map(|&s| run_shape(sys, s)).collect()
+    run_grid_with(sys, shapes, &|_| {})
+}
+
+/// [`run_grid`], calling `done(i)` as shape `i` finishes (in any order).
+pub fn run_grid_with(
+    sys: &System,
+    shapes: &[Shape],
+    done: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<GemmRow>, DistError> {
+    shapes
+        .par_iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            let row = run_shape(sys, s);
+            done(i);
+            row
+        })
+        .collect()
 }
 
 /// Writes results.csv and the three figures into `dir`; returns the files.

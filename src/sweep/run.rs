@@ -7,7 +7,6 @@ use super::plan::{Plan, Point};
 use super::results::{PointFile, Row, consolidate, write_atomic};
 use crate::ccl::{AUTO, AlgoConfig, Communicator};
 use kernbench_systems::memory::DataMode;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -356,7 +355,7 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     let (weights, todo): (Vec<f64>, Vec<Point>) = weighed.into_iter().unzip();
     let skipped = planned - todo.len();
     let verify = plan.file.verify;
-    let bar = progress(&weights);
+    let bar = crate::progress::Progress::new("sweep", "points", &weights);
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let error = std::sync::Mutex::new(None::<String>);
@@ -387,7 +386,10 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
                 opts.stop.store(true, Ordering::SeqCst);
             }
             done.fetch_add(1, Ordering::SeqCst);
-            bar.tick(weights[i], &result.row);
+            bar.tick(
+                weights[i],
+                &format!("{} {}", result.row.collective, result.row.algorithm),
+            );
         }
     };
     let pool = rayon::ThreadPoolBuilder::new()
@@ -421,86 +423,3 @@ fn weight(plan: &Plan, p: &Point) -> f64 {
     plan.estimate(p).map_or(0.0, |e| e.seconds) + 0.005
 }
 
-/// Progress in estimated work, not in points (points differ in cost by
-/// orders of magnitude): a bar with ETA on a terminal, plain lines otherwise.
-struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-    points: usize,
-    /// Total estimated work, in microseconds of the estimate.
-    total: u64,
-    state: std::sync::Mutex<(usize, u64)>,
-    start: Instant,
-    last_line: AtomicUsize,
-}
-
-/// Work units of a weight (microseconds of estimated seconds).
-fn units(weight: f64) -> u64 {
-    (weight * 1e6) as u64
-}
-
-fn progress(weights: &[f64]) -> Progress {
-    let total = weights.iter().map(|&w| units(w)).sum();
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {msg}, ETA {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        // The clock moves between completions too.
-        b.enable_steady_tick(std::time::Duration::from_secs(1));
-        b
-    });
-    Progress {
-        bar,
-        points: weights.len(),
-        total,
-        state: std::sync::Mutex::new((0, 0)),
-        start: Instant::now(),
-        last_line: AtomicUsize::new(0),
-    }
-}
-
-impl Progress {
-    fn tick(&self, weight: f64, row: &Row) {
-        let (done, work) = {
-            let mut s = self.state.lock().expect("no poisoned lock");
-            s.0 += 1;
-            s.1 += units(weight);
-            *s
-        };
-        match &self.bar {
-            Some(b) => {
-                b.set_position(work);
-                b.set_message(format!(
-                    "{done}/{} points ({} {})",
-                    self.points, row.collective, row.algorithm
-                ));
-            }
-            None => {
-                // About every 5% of the work (and the last point), one line.
-                let bucket = (work * 20 / self.total.max(1)) as usize;
-                if bucket > self.last_line.fetch_max(bucket, Ordering::SeqCst)
-                    || done == self.points
-                {
-                    let secs = self.start.elapsed().as_secs_f64();
-                    let left = self.total.saturating_sub(work) as f64;
-                    let eta = secs / work.max(1) as f64 * left;
-                    eprintln!(
-                        "sweep: {done}/{} points ({:.0}% of the estimated work), {secs:.0} s elapsed, ETA {eta:.0} s",
-                        self.points,
-                        work as f64 / self.total.max(1) as f64 * 100.0
-                    );
-                }
-            }
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
-        }
-    }
-}
