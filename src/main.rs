@@ -207,7 +207,7 @@ struct TopoArgs {
 struct BudgetArg {
     /// Refuse runs whose estimated peak memory exceeds SIZE (e.g. 512M, 8G;
     /// default: 80% of this machine's memory).
-    #[arg(long, value_name = "SIZE", allow_negative_numbers = true,
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true,
           value_parser = kernbench::sweep::plan::parse_bytes)]
     max_memory: Option<u64>,
     /// Refuse runs estimated to take more than SECONDS to simulate
@@ -226,15 +226,23 @@ impl BudgetArg {
     }
 }
 
-/// A count of rows or features: a whole number of at least 1.
-fn parse_count(s: &str) -> Result<usize, String> {
-    match s.parse::<usize>() {
-        Ok(n) if n >= 1 => Ok(n),
+/// A whole number of at least `min`; anything else (negative, a fraction,
+/// text, too large) is named with the range.
+fn at_least(min: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s| match s.trim().parse::<u64>() {
+        Ok(n) if n >= min => Ok(n),
         _ => Err(format!(
-            "'{s}' is not a count; use a whole number from 1 to {}",
-            usize::MAX
+            "'{s}' is not in {min}..={}; allowed: a whole number from {min} to {}",
+            u64::MAX,
+            u64::MAX
         )),
     }
+}
+
+/// A count of rows or features: a whole number of at least 1.
+fn parse_count(s: &str) -> Result<usize, String> {
+    let n = at_least(1)(s)?;
+    usize::try_from(n).map_err(|_| format!("'{s}' is too large for this machine"))
 }
 
 /// A buffer size in bytes (K, M, G suffixes); a negative one is named as such.
@@ -420,16 +428,16 @@ struct RunArgs {
     op: ReduceOp,
     /// Smallest buffer per participant, bytes (K, M, G = 2^10, 2^20, 2^30);
     /// a whole number of f16 elements (nccl-tests -b).
-    #[arg(short = 'b', long, default_value = "1K", allow_negative_numbers = true,
+    #[arg(short = 'b', long, default_value = "1K", allow_hyphen_values = true,
           value_parser = parse_size)]
     min_bytes: u64,
     /// Largest buffer per participant, bytes (nccl-tests -e).
-    #[arg(short = 'e', long, default_value = "1M", allow_negative_numbers = true,
+    #[arg(short = 'e', long, default_value = "1M", allow_hyphen_values = true,
           value_parser = parse_size)]
     max_bytes: u64,
     /// Size multiplier from one row to the next, 2 or more (nccl-tests -f).
     #[arg(short = 'f', long, default_value_t = 2, allow_negative_numbers = true,
-          value_parser = clap::value_parser!(u64).range(2..))]
+          value_parser = at_least(2))]
     step_factor: u64,
     /// Carry f16 values and count the wrong result elements of every
     /// participant against a reference (#wrong; slower, same timing).
@@ -451,7 +459,7 @@ struct RunArgs {
     /// Stop a run whose clock passes N ticks (a report names what each
     /// unfinished PE waits for).
     #[arg(long, value_name = "N", allow_negative_numbers = true,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = at_least(1))]
     max_ticks: Option<u64>,
     /// With --algorithm auto: where the autotuner's decisions are cached
     /// (the directory `kernbench autotune --cache` uses).
@@ -475,11 +483,11 @@ struct BenchArgs {
     sips: u32,
     /// Rounds of ring traffic; round r+1 of a SIP starts when it received round r.
     #[arg(long, default_value_t = 8190, allow_negative_numbers = true,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = at_least(1))]
     rounds: u64,
     /// Bytes each SIP sends per round (the ring kernel: whole f16 elements).
     #[arg(long, default_value_t = 16384, allow_negative_numbers = true,
-          value_parser = clap::value_parser!(u64).range(1..))]
+          value_parser = at_least(1))]
     bytes: u64,
     /// Skip the 4096-SIP × 4×4-cube × 8-PE build measurement.
     #[arg(long)]
@@ -501,11 +509,11 @@ struct BenchArgs {
     #[arg(long)]
     process_group: bool,
     /// Buffer per participant for --collective, bytes (K, M, G = 2^10, 2^20, 2^30).
-    #[arg(long, default_value = "64M", allow_negative_numbers = true, value_parser = parse_elem_bytes)]
+    #[arg(long, default_value = "64M", allow_hyphen_values = true, value_parser = parse_elem_bytes)]
     collective_bytes: u64,
     /// IPCQ slot size for the ring kernel, in bytes of whole f16 elements
     /// (one chunk per message when it is at least --bytes).
-    #[arg(long, default_value = "16384", allow_negative_numbers = true, value_parser = parse_elem_bytes)]
+    #[arg(long, default_value = "16384", allow_hyphen_values = true, value_parser = parse_elem_bytes)]
     slot_bytes: u64,
     /// IPCQ slots per queue for the ring kernel.
     #[arg(long, default_value_t = 2, allow_negative_numbers = true,

@@ -89,13 +89,17 @@ pub fn run_shape(sys: &System, s: Shape) -> Result<GemmRow, DistError> {
     let sys = one_sip(sys).map_err(DistError::Config)?;
     let ccl = CclConfig::embedded_default();
     let mut pg = init_process_group(&sys, &ccl, "pairwise", DataMode::TimingOnly)?;
+    // The roofline of the PEs and memories the GEMM runs on: SIP 0's kind.
+    let mut spec = sys.spec.clone();
+    let kind = sys.kinds.of(0);
+    (spec.pe, spec.memory) = (kind.pe, kind.memory.clone());
     let out = Mutex::new(None);
     pg.spawn(1, |ctx| {
         let l = Layout::spread(s.m, s.n, sys.cubes_per_sip(), sys.pes_per_cube());
         let a = ctx.empty((s.m, s.k), l.a)?;
         let b = ctx.empty((s.k, s.n), l.b)?;
         let c = ctx.empty((s.m, s.n), l.c)?;
-        let r = roofline(&sys.spec, &a, &b, &c);
+        let r = roofline(&spec, &a, &b, &c);
         let w = matmul(ctx, &a, &b, &c)?;
         let ran = ctx.wait(w)?;
         *out.lock().expect("one worker") = Some((r, ran.ticks()));
