@@ -1065,3 +1065,173 @@ fn run_on_a_terminal_shows_a_progress_line_per_size() {
         );
     }
 }
+
+/// Every command passes one budget before any work: autotune's estimate is
+/// the sum of its simulations (every candidate at every bucket), refused at
+/// once with that total, the simulation that drives it and the knobs.
+#[test]
+fn autotune_refuses_work_over_the_time_budget_at_once() {
+    use kernbench::ccl::{CclConfig, Collective};
+    let sys = presets::preset("ring_4096_lean").unwrap();
+    let tuner = kernbench::autotune::Tuner::new(&sys, &CclConfig::embedded_default());
+    let sizes = [1024, 4 << 20];
+    let cost = kernbench::estimate::commands::autotune(
+        &sys,
+        tuner.candidates(),
+        Collective::AllReduce,
+        &sizes,
+    );
+    assert!(cost.seconds() > 60.0, "{}", cost.seconds());
+    let t0 = std::time::Instant::now();
+    let run = kernbench(&[
+        "autotune",
+        "--preset",
+        "ring_4096_lean",
+        "--sizes",
+        "1K,4M",
+        "--max-time",
+        "60",
+        "--max-memory",
+        "1000G",
+    ]);
+    run.expect_user_error();
+    assert!(t0.elapsed().as_secs() < 20, "{:?}", t0.elapsed());
+    for want in [
+        format!(
+            "autotune is estimated to need {:.0} s to simulate ({} part(s); the largest: ",
+            cost.seconds(),
+            cost.parts.len()
+        ),
+        "more than the time budget of 60 s".into(),
+        "fewer or smaller --sizes".into(),
+        "--max-time if the wait is worth it".into(),
+    ] {
+        assert!(run.stderr.contains(&want), "{want}\n{}", run.stderr);
+    }
+}
+
+/// tp-mlp's estimate counts a worker stack per rank and every value: TP
+/// 65536 and a batch of 2^32 are refused with their memory, not aborted by
+/// the allocator.
+#[test]
+fn tp_mlp_refuses_worlds_and_shapes_over_the_memory_budget() {
+    use kernbench::tp::mlp::MlpShape;
+    let base = System::embedded_default();
+    let ccl = kernbench::ccl::CclConfig::embedded_default();
+    let ring = ccl.entry("ring").unwrap();
+    let cost = kernbench::estimate::commands::tp_mlp(&base, ring, &[65536], 1, MlpShape::default())
+        .unwrap();
+    let run = kernbench(&["tp-mlp", "--tp", "65536", "--max-memory", "16G"]);
+    run.expect_user_error();
+    let want = format!(
+        "tp-mlp is estimated to need {} of memory (1 part(s); the largest: tp 65536 (65536 ranks)",
+        kernbench::estimate::gib(cost.peak_bytes())
+    );
+    assert!(run.stderr.contains(&want), "{want}\n{}", run.stderr);
+    assert!(run.stderr.contains("more than the budget of 16.00 GiB"));
+    let batch = kernbench(&["tp-mlp", "--batch", "4294967296", "--max-memory", "16G"]);
+    batch.expect_user_error();
+    assert!(batch.stderr.contains("a smaller --dp, --batch"), "{}", batch.stderr);
+}
+
+/// bench adds its phases: with every round of u64::MAX it is refused with
+/// the kernel phase as the largest and --rounds as the knob.
+#[test]
+fn bench_refuses_rounds_over_the_time_budget() {
+    let run = kernbench(&[
+        "bench",
+        "--rounds",
+        "18446744073709551615",
+        "--no-build",
+        "--no-traffic",
+    ]);
+    run.expect_user_error();
+    assert!(
+        run.stderr
+            .starts_with("error: bench is estimated to need")
+            && run.stderr.contains("(1 part(s); the largest: kernel, ")
+            && run.stderr.contains("fewer --rounds"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// gemm-sweep's shapes pass the budget too (one SIP of the system each).
+#[test]
+fn gemm_sweep_refuses_a_grid_over_the_time_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    let run = kernbench(&[
+        "gemm-sweep",
+        "--max-time",
+        "0.001",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    run.expect_user_error();
+    assert!(
+        run.stderr.contains("gemm-sweep is estimated to need")
+            && run.stderr.contains("14 part(s); the largest: square 4096x4096x4096")
+            && run.stderr.contains("more than the time budget of 0 s"),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists(), "nothing ran, nothing was written");
+}
+
+/// `run --algorithm all` where every entry is over budget fails (exit 2)
+/// naming each entry with its estimate, instead of an empty comparison.
+#[test]
+fn run_all_fails_when_every_entry_is_over_budget() {
+    let run = kernbench(&[
+        "run",
+        "--algorithm",
+        "all",
+        "-b",
+        "64M",
+        "-e",
+        "64M",
+        "--max-time",
+        "0.5",
+    ]);
+    run.expect_user_error();
+    assert!(
+        run.stderr
+            .starts_with("error: --algorithm all: every entry that runs all_reduce here was refused before it ran (adr0032: "),
+        "{}",
+        run.stderr
+    );
+    for entry in ["ring: ", "tree: ", "hier_lanes: "] {
+        assert!(run.stderr.contains(entry), "{entry}: {}", run.stderr);
+    }
+    assert!(!run.stdout.contains("no entry of the ccl config supports"));
+}
+
+/// A spec with sip_kinds: tp-mlp's copies with TP SIPs keep the kinds of
+/// the SIPs they have (kinds listing SIPs 1 and 2 of 4); before, TP 1 and 2
+/// were refused for SIP 2 "not existing".
+#[test]
+fn tp_mlp_runs_on_a_spec_with_sip_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("kinds.yaml");
+    let yaml = kernbench::spec::DEFAULT_SYSTEM_YAML.replace(
+        "    topology: ring_1d          # ring_1d | torus_2d | mesh_2d_no_wrap",
+        "    topology: ring_1d\n    kinds: { half: [1, 2] }",
+    ) + "\nsip_kinds:\n  half:\n    pe: { vector_lanes: 128 }\n";
+    std::fs::write(&spec, yaml).unwrap();
+    let run = kernbench(&["tp-mlp", "--system", spec.to_str().unwrap(), "--tp", "1,2"]);
+    run.expect_code(0);
+    let rows: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.contains("world"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{}", run.stdout);
+    // Progress goes to stderr as plain lines when it is not a terminal.
+    assert!(
+        run.stderr
+            .contains("tp-mlp: 2/2 TP sizes (100% of the estimated work)"),
+        "{}",
+        run.stderr
+    );
+}
