@@ -333,7 +333,7 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 #[derive(Args)]
 struct ListArgs {
     /// What to list (default: all three).
-    #[arg(value_enum)]
+    #[arg(value_enum, allow_hyphen_values = true)]
     what: Option<ListWhat>,
     /// Collective configuration YAML whose entries to list (default: the
     /// embedded configs/ccl.yaml).
