@@ -273,8 +273,9 @@ impl SizeRun {
         config: &AlgoConfig,
         (min_bytes, max_bytes): (u64, u64),
     ) -> Result<(Machine, Communicator)> {
-        for bytes in [min_bytes, max_bytes] {
-            Communicator::check_before_build(sys, config, &self.job(bytes))?;
+        for (flag, bytes) in [("-b/--min-bytes", min_bytes), ("-e/--max-bytes", max_bytes)] {
+            Communicator::check_before_build(sys, config, &self.job(bytes))
+                .map_err(|e| anyhow!("{flag} {bytes}: {e}"))?;
         }
         let est = Estimate::collective(
             sys,
@@ -283,7 +284,7 @@ impl SizeRun {
             self.verify,
             self.trace.is_some(),
         );
-        est.check(&self.budget, RUN_KNOBS)
+        est.check(&self.budget, &format!("a smaller -e/--max-bytes, {RUN_KNOBS}"))
             .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
         let mode = if self.verify {
             DataMode::Functional
@@ -292,8 +293,9 @@ impl SizeRun {
         };
         let mut machine = Machine::build_with(sys, mode)?;
         let comm = Communicator::new(&mut machine, config)?;
-        for bytes in [min_bytes, max_bytes] {
-            comm.check_out_of_place(&machine, &self.job(bytes))?;
+        for (flag, bytes) in [("-b/--min-bytes", min_bytes), ("-e/--max-bytes", max_bytes)] {
+            comm.check_out_of_place(&machine, &self.job(bytes))
+                .map_err(|e| anyhow!("{flag} {bytes}: {e}"))?;
         }
         if let Some(path) = &self.trace {
             let sink = crate::trace::ChromeTrace::create(path, sys.spec.system.tick_ns)

@@ -210,8 +210,9 @@ struct BudgetArg {
     #[arg(long, value_name = "SIZE", allow_hyphen_values = true,
           value_parser = kernbench::sweep::plan::parse_bytes)]
     max_memory: Option<u64>,
-    /// Refuse runs estimated to take more than SECONDS to simulate
-    /// (default: 3600; the estimate is good to a factor of about 4).
+    /// Refuse work estimated to take more than SECONDS to simulate in all
+    /// (a sweep: its points together on --jobs; default: 3600; the estimate
+    /// is good to a factor of about 4).
     #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
     max_time: Option<f64>,
 }
@@ -578,13 +579,15 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
     if heterogeneous {
         println!("# heterogeneous: seed 001's protocol on the simulated machine (not cached)");
         for (&b, &w) in buckets.iter().zip(&weights) {
-            rows.extend(report::heterogeneous(&sys, &ccl, a.collective, &[b])?);
+            let bucket = report::heterogeneous(&sys, &ccl, a.collective, &[b]);
+            rows.extend(bucket.map_err(|e| anyhow::anyhow!("--sizes (bucket {b} B): {e}"))?);
             progress.tick(w, &format!("{b} B"));
         }
     } else {
         let mut tuner = Tuner::new(&sys, &ccl).with_cache(&a.cache, a.retune);
         for (&b, &w) in buckets.iter().zip(&weights) {
-            rows.extend(report::homogeneous(&mut tuner, &sys, a.collective, &[b])?);
+            let bucket = report::homogeneous(&mut tuner, &sys, a.collective, &[b]);
+            rows.extend(bucket.map_err(|e| anyhow::anyhow!("--sizes (bucket {b} B): {e}"))?);
             progress.tick(w, &format!("{b} B"));
         }
         for why in &tuner.rebuilt {
@@ -876,6 +879,15 @@ fn bench(a: BenchArgs) -> Result<()> {
     let mut spec = presets::preset("ring_4096_lean")?.spec;
     spec.system.sips.count = a.sips;
     let sys = System::from_spec(spec, "ring_4096_lean (--sips)")?;
+    let tcm = sys.spec.memory.tcm.size_bytes;
+    let area = u128::from(a.slot_bytes) * u128::from(a.slots);
+    if !a.no_kernel && area > u128::from(tcm) {
+        bail!(
+            "--slot-bytes {} x --slots {} = {area} B of IPCQ slots per queue do not fit in a PE's TCM of {tcm} B (memory.tcm.size_bytes of ring_4096_lean); allowed: --slot-bytes x --slots at most {tcm} B, or --no-kernel",
+            a.slot_bytes,
+            a.slots
+        );
+    }
     let cost = bench_cost(&a, &sys)?;
     cost.check("bench", &a.budget.budget(), BENCH_KNOBS)
         .map_err(anyhow::Error::msg)?;
@@ -1182,20 +1194,6 @@ fn sweep(a: SweepArgs) -> Result<()> {
         }
         eprintln!("\ninterrupted: finishing the points in progress (Ctrl-C again to quit now)");
     })?;
-    let total = plan.points().len();
-    let shard = a
-        .shard
-        .map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
-    eprintln!(
-        "sweep '{}': {total} points{shard}, {jobs} job(s), {} -> {}",
-        plan.file.name,
-        if plan.file.description.is_empty() {
-            "no description"
-        } else {
-            &plan.file.description
-        },
-        out.display()
-    );
     let heap_peak = Some(kernbench::sweep::run::HeapPeak {
         reset: || HEAP.reset_peak_usage(),
         read_mb: || HEAP.peak_usage_as_mb() as f64,
@@ -1215,6 +1213,21 @@ fn sweep(a: SweepArgs) -> Result<()> {
         autotune_cache: Some(a.autotune_cache.clone()),
         budget: a.budget.budget(),
     };
+    kernbench::sweep::run::check_budget(&plan, &opts).map_err(anyhow::Error::msg)?;
+    let total = plan.points().len();
+    let shard = a
+        .shard
+        .map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
+    eprintln!(
+        "sweep '{}': {total} points{shard}, {jobs} job(s), {} -> {}",
+        plan.file.name,
+        if plan.file.description.is_empty() {
+            "no description"
+        } else {
+            &plan.file.description
+        },
+        out.display()
+    );
     let t0 = Instant::now();
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;
     let secs = t0.elapsed().as_secs_f64();

@@ -441,6 +441,10 @@ fn mutated(sub: &str, args: &[Arg], at: usize, edit: &ArgEdit) -> (Vec<String>, 
             names.push(format!("'{}'", &h[..2]));
         }
     }
+    if let (ArgEdit::Duplicate, None, Some(v)) = (edit, flag, value) {
+        // A positional given twice: clap names the extra value.
+        names.push(format!("'{v}'"));
+    }
     if matches!(edit, ArgEdit::Drop) {
         // Without it a default applies: an error may name what the default drives.
         names.extend(args.iter().filter_map(|a| a.0.map(String::from)));
@@ -526,8 +530,10 @@ proptest! {
                 prop_assert!(stderr.contains("point(s) failed:"), "{shown}");
             }
             if code == Some(2) {
-                let first = stderr.lines().next().unwrap_or("");
-                prop_assert!(first.starts_with("error: "), "{shown}");
+                prop_assert!(stderr.starts_with("error: "), "{shown}");
+                // The first line, or the list clap puts under it.
+                let first: Vec<&str> = stderr.lines().take_while(|l| !l.is_empty()).collect();
+                let first = first.join("\n");
                 prop_assert!(
                     names.iter().any(|n| !n.is_empty() && first.contains(n.as_str())),
                     "names none of {names:?}: {shown}"

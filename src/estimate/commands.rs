@@ -18,12 +18,19 @@ const BYTES_PER_WORKER: f64 = crate::dist::WORKER_STACK as f64;
 /// Wall time to start, schedule and join one worker.
 const SECONDS_PER_WORKER: f64 = 50e-6;
 /// Wall time per multiply-accumulate of a simulated GEMM, timing only
-/// (fitted to gemm-sweep's default grid on the default spec).
-const SECONDS_PER_GEMM_MAC: f64 = 2e-11;
-/// The same with values (tp-mlp runs functional: every product computed).
-const SECONDS_PER_FUNCTIONAL_MAC: f64 = 4e-9;
-/// Wall time per multiply-accumulate of tp-mlp's f32 host reference.
-const SECONDS_PER_HOST_MAC: f64 = 1e-9;
+/// (gemm-sweep's default grid, 1.2e11 MACs: 0.6 s on 2 threads).
+const SECONDS_PER_GEMM_MAC: f64 = 1e-11;
+/// The same with values (tp-mlp runs functional: every product computed),
+/// and per multiply-accumulate of its f32 host reference, whose strided
+/// reads miss the cache on wide weights (tp-mlp --batch 64: 25.7 s for
+/// 5.4e8 simulated and 1.3e9 reference MACs; batch 16, 2048 → 8192 → 2048,
+/// TP 2: 54.6 s for the same counts).
+const SECONDS_PER_FUNCTIONAL_MAC: f64 = 2e-8;
+const SECONDS_PER_HOST_MAC: f64 = 2e-8;
+/// Wall time per rank of a tp-mlp run besides its MACs: its functional
+/// share of the machine, its layers' seeded weights (batch 1: 3.6 s for
+/// TP 1, 2, 4 and 8, 15 ranks).
+const SECONDS_PER_MLP_RANK: f64 = 0.2;
 /// Bytes per f32 value held on the host or in functional memory.
 const BYTES_PER_VALUE: f64 = 4.0;
 
@@ -128,8 +135,9 @@ pub fn tp_mlp(
         }
         let layer_macs = b * (din * dh + dh * dout);
         let reference_macs = b * (2.0 * din * dh + 3.0 * dh * dout);
-        e.seconds +=
-            replicas * layer_macs * SECONDS_PER_FUNCTIONAL_MAC + reference_macs * SECONDS_PER_HOST_MAC;
+        e.seconds += replicas * layer_macs * SECONDS_PER_FUNCTIONAL_MAC
+            + reference_macs * SECONDS_PER_HOST_MAC
+            + f64::from(world) * SECONDS_PER_MLP_RANK;
         // Weights (every replica's shards), each rank's activations and
         // output, the reference's matrices and bounds.
         let values = replicas * (din * dh + dh * dout)

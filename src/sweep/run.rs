@@ -337,22 +337,9 @@ fn finished(dir: &Path, p: &Point) -> bool {
 /// Runs a plan into `opts.out`; returns the consolidated rows.
 pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     let dir = &opts.out;
+    let (planned, weights, todo) = weighed_points(plan, opts);
+    within_time_budget(&weights, &todo, opts)?;
     let _lock = prepare(plan, opts)?;
-    let all = plan.points();
-    let mine: Vec<Point> = all
-        .into_iter()
-        .filter(|p| opts.shard.is_none_or(|(k, n)| p.index % n == k - 1))
-        .collect();
-    let planned = mine.len();
-    let todo: Vec<Point> = mine
-        .into_iter()
-        .filter(|p| !(opts.resume && finished(dir, p)))
-        .collect();
-    // Longest points first, taken in that order by whichever worker is
-    // free, so no big one is left running alone at the end.
-    let mut weighed: Vec<(f64, Point)> = todo.into_iter().map(|p| (weight(plan, &p), p)).collect();
-    weighed.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let (weights, todo): (Vec<f64>, Vec<Point>) = weighed.into_iter().unzip();
     let skipped = planned - todo.len();
     let verify = plan.file.verify;
     let bar = crate::progress::Progress::new("sweep", "points", &weights);
@@ -415,6 +402,54 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
         planned,
         interrupted,
     })
+}
+
+/// The points of this shard, and those still to run (all but the finished
+/// ones on --resume), longest first with their weights: taken in that order
+/// by whichever worker is free, so no big one is left running alone at the end.
+fn weighed_points(plan: &Plan, opts: &Options) -> (usize, Vec<f64>, Vec<Point>) {
+    let mine: Vec<Point> = plan
+        .points()
+        .into_iter()
+        .filter(|p| opts.shard.is_none_or(|(k, n)| p.index % n == k - 1))
+        .collect();
+    let planned = mine.len();
+    let mut weighed: Vec<(f64, Point)> = mine
+        .into_iter()
+        .filter(|p| !(opts.resume && finished(&opts.out, p)))
+        .map(|p| (weight(plan, &p), p))
+        .collect();
+    weighed.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let (weights, todo) = weighed.into_iter().unzip();
+    (planned, weights, todo)
+}
+
+/// Refuses a sweep whose points together are estimated above the time
+/// budget, before anything is written ([`run`] checks it too).
+pub fn check_budget(plan: &Plan, opts: &Options) -> Result<(), String> {
+    let (_, weights, todo) = weighed_points(plan, opts);
+    within_time_budget(&weights, &todo, opts)
+}
+
+/// The points to run together, on `opts.jobs` workers, within the time
+/// budget (a point over it alone fails at once and costs nothing): refused
+/// before anything is written, with the total and the longest point.
+fn within_time_budget(weights: &[f64], todo: &[Point], opts: &Options) -> Result<(), String> {
+    let jobs = opts.jobs.max(1) as f64;
+    let limit = opts.budget.seconds;
+    let runs = || weights.iter().zip(todo).filter(|(w, _)| **w <= limit);
+    let wall = runs().map(|(w, _)| w).sum::<f64>() / jobs;
+    if wall <= limit {
+        return Ok(());
+    }
+    let (longest, point) = runs()
+        .max_by(|a, b| a.0.total_cmp(b.0))
+        .expect("a positive total has a point");
+    Err(format!(
+        "sweep: its {} points are estimated to need {wall:.0} s to simulate on {jobs} job(s) (the longest: {}, {longest:.0} s), more than the time budget of {limit:.0} s; allowed: fewer points (a smaller plan, --shard K/N), more --jobs, or --max-time if the wait is worth it (the time estimate is good to a factor of about 4)",
+        runs().count(),
+        point.label(),
+    ))
 }
 
 /// A point's expected cost for scheduling and the ETA: its estimated
