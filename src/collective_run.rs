@@ -224,8 +224,12 @@ impl SizeRun {
                 cost.add(format!("{} at {} B", config.name, self.max_bytes), e);
             }
         }
-        cost.check("--algorithm all", &self.budget, &format!("--algorithm NAME (one entry), a smaller -e/--max-bytes, {RUN_KNOBS}"))
-            .map_err(|e| anyhow!("{}: {e}", sys.origin))
+        cost.check(
+            "--algorithm all",
+            &self.budget,
+            &format!("--algorithm NAME (one entry), a smaller -e/--max-bytes, {RUN_KNOBS}"),
+        )
+        .map_err(|e| anyhow!("{}: {e}", sys.origin))
     }
 
     /// One size, both placements, on `comm`: the two records and the usage
@@ -284,8 +288,11 @@ impl SizeRun {
             self.verify,
             self.trace.is_some(),
         );
-        est.check(&self.budget, &format!("a smaller -e/--max-bytes, {RUN_KNOBS}"))
-            .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
+        est.check(
+            &self.budget,
+            &format!("a smaller -e/--max-bytes, {RUN_KNOBS}"),
+        )
+        .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
         let mode = if self.verify {
             DataMode::Functional
         } else {

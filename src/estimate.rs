@@ -265,7 +265,10 @@ impl Cost {
     }
 
     pub fn peak_bytes(&self) -> f64 {
-        self.parts.iter().map(|p| p.1.peak_bytes).fold(0.0, f64::max)
+        self.parts
+            .iter()
+            .map(|p| p.1.peak_bytes)
+            .fold(0.0, f64::max)
     }
 
     /// Each part's estimated seconds, for a progress bar's ETA.

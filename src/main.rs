@@ -749,7 +749,8 @@ fn tp_mlp(a: TpMlpArgs) -> Result<()> {
 }
 
 /// Knobs that shrink a tp-mlp.
-const TP_MLP_KNOBS: &str = "fewer or smaller --tp sizes, a smaller --dp, --batch or --d-in/--d-hidden/--d-out";
+const TP_MLP_KNOBS: &str =
+    "fewer or smaller --tp sizes, a smaller --dp, --batch or --d-in/--d-hidden/--d-out";
 
 /// Knobs that shrink a build.
 const BUILD_KNOBS: &str =

@@ -72,8 +72,7 @@ impl Progress {
             None => {
                 // About every 5% of the work (and the last item), one line.
                 let bucket = (work * 20 / self.total.max(1)) as usize;
-                if bucket > self.last_line.fetch_max(bucket, Ordering::SeqCst)
-                    || done == self.items
+                if bucket > self.last_line.fetch_max(bucket, Ordering::SeqCst) || done == self.items
                 {
                     let secs = self.start.elapsed().as_secs_f64();
                     let left = self.total.saturating_sub(work) as f64;

@@ -1131,7 +1131,11 @@ fn tp_mlp_refuses_worlds_and_shapes_over_the_memory_budget() {
     assert!(run.stderr.contains("more than the budget of 16.00 GiB"));
     let batch = kernbench(&["tp-mlp", "--batch", "4294967296", "--max-memory", "16G"]);
     batch.expect_user_error();
-    assert!(batch.stderr.contains("a smaller --dp, --batch"), "{}", batch.stderr);
+    assert!(
+        batch.stderr.contains("a smaller --dp, --batch"),
+        "{}",
+        batch.stderr
+    );
 }
 
 /// bench adds its phases: with every round of u64::MAX it is refused with
@@ -1147,8 +1151,7 @@ fn bench_refuses_rounds_over_the_time_budget() {
     ]);
     run.expect_user_error();
     assert!(
-        run.stderr
-            .starts_with("error: bench is estimated to need")
+        run.stderr.starts_with("error: bench is estimated to need")
             && run.stderr.contains("(1 part(s); the largest: kernel, ")
             && run.stderr.contains("fewer --rounds"),
         "{}",
@@ -1171,7 +1174,9 @@ fn gemm_sweep_refuses_a_grid_over_the_time_budget() {
     run.expect_user_error();
     assert!(
         run.stderr.contains("gemm-sweep is estimated to need")
-            && run.stderr.contains("14 part(s); the largest: square 4096x4096x4096")
+            && run
+                .stderr
+                .contains("14 part(s); the largest: square 4096x4096x4096")
             && run.stderr.contains("more than the time budget of 0 s"),
         "{}",
         run.stderr

@@ -597,8 +597,13 @@ fn a_process_group_over_its_budget_is_refused_before_the_build() {
         seconds: 3600.0,
     };
     let ccl = CclConfig::embedded_default();
-    let refused =
-        kernbench::dist::init_process_group_within(&sys, &ccl, "ring", DataMode::TimingOnly, &tight);
+    let refused = kernbench::dist::init_process_group_within(
+        &sys,
+        &ccl,
+        "ring",
+        DataMode::TimingOnly,
+        &tight,
+    );
     let Err(DistError::Config(e)) = refused else {
         panic!("a 1 MiB budget must refuse the default system's process group");
     };

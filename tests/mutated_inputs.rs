@@ -384,7 +384,10 @@ fn base_command_lines(dir: &std::path::Path, merge_input: &str) -> Vec<(&'static
                 (Some("--max-memory"), v("4G")),
             ],
         ),
-        ("list", vec![(None, v("presets")), (Some("--ccl"), Some(ccl))]),
+        (
+            "list",
+            vec![(None, v("presets")), (Some("--ccl"), Some(ccl))],
+        ),
         (
             "merge",
             vec![(None, v(merge_input)), (Some("--out"), v("merged"))],

@@ -7,8 +7,8 @@ use super::barrier::EpochBarrier;
 use super::layout;
 use crate::autotune::Tuner;
 use crate::ccl::{AUTO, AlgoConfig, CclConfig, Communicator, Group, Job};
-use crate::machine::{Machine, Tables};
 use crate::estimate::Budget;
+use crate::machine::{Machine, Tables};
 use crate::spec::System;
 use kernbench_systems::Tick;
 use kernbench_systems::memory::DataMode;
@@ -107,7 +107,8 @@ pub fn init_process_group(
 }
 
 /// What shrinks a process group: its system and its ranks.
-const PROCESS_GROUP_KNOBS: &str = "fewer SIPs (system.sips.count) or ranks (world_size), fewer cubes (sip.cube_mesh) or PEs";
+const PROCESS_GROUP_KNOBS: &str =
+    "fewer SIPs (system.sips.count) or ranks (world_size), fewer cubes (sip.cube_mesh) or PEs";
 
 /// [`init_process_group`] refused before anything is built when building
 /// the machine and starting a worker per rank are estimated to need more

@@ -110,18 +110,16 @@ pub fn tp_mlp(
     let (b, din, dh, dout) = (batch as f64, d_in as f64, d_hidden as f64, d_out as f64);
     let mut cost = Cost::default();
     for &tp in tps {
-        let world = tp.checked_mul(dp).ok_or_else(|| {
-            format!("--tp {tp} x --dp {dp} ranks is more than {} SIPs", u32::MAX)
-        })?;
+        let world = tp
+            .checked_mul(dp)
+            .ok_or_else(|| format!("--tp {tp} x --dp {dp} ranks is more than {} SIPs", u32::MAX))?;
         let sys = base
             .with_sips(world)
             .map_err(|e| format!("--tp {tp} x --dp {dp} = {world} SIPs: {e}"))?;
         let mut e = process_group(&sys, world);
         let replicas = f64::from(dp);
         if tp > 1 {
-            let group = base
-                .with_sips(tp)
-                .map_err(|e| format!("--tp {tp}: {e}"))?;
+            let group = base.with_sips(tp).map_err(|e| format!("--tp {tp}: {e}"))?;
             let elems = batch.saturating_mul(d_out).min(1 << 40);
             let job = Job {
                 collective: Collective::AllReduce,

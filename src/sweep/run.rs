@@ -457,4 +457,3 @@ fn within_time_budget(weights: &[f64], todo: &[Point], opts: &Options) -> Result
 fn weight(plan: &Plan, p: &Point) -> f64 {
     plan.estimate(p).map_or(0.0, |e| e.seconds) + 0.005
 }
-
