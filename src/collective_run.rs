@@ -118,8 +118,9 @@ impl SizeRun {
                 "--trace with --algorithm auto: each pick runs on its own machine and a trace follows one; allowed: --algorithm NAME with the pick of the size to trace (kernbench autotune --sizes SIZE shows it)"
             );
         }
-        let mut tuner =
-            crate::autotune::Tuner::new(sys, ccl).with_cache(&self.autotune_cache, self.retune);
+        let tuner = crate::autotune::Tuner::new(sys, ccl);
+        self.tuning_within_budget(sys, &tuner)?;
+        let mut tuner = tuner.with_cache(&self.autotune_cache, self.retune);
         let line = format!(
             "# ccl: auto: per size, the fastest of {} autotune candidates of {} (decisions cached in {}{}); the pick ends each line",
             tuner.candidates().len(),
@@ -207,6 +208,22 @@ impl SizeRun {
         }
         write!(out, "{}", best_per_size(&tables))?;
         Ok(tables.into_iter().flat_map(|t| t.1).collect())
+    }
+
+    /// `auto`'s tuning (every candidate at each size's bucket its cache
+    /// lacks) within the budget, before anything is simulated.
+    fn tuning_within_budget(&self, sys: &System, tuner: &crate::autotune::Tuner) -> Result<()> {
+        use crate::estimate::commands;
+        let cache = (self.autotune_cache.as_path(), self.retune);
+        let sizes = self.sizes();
+        let to_tune = commands::buckets_to_tune(sys, tuner, cache, self.collective, &sizes);
+        commands::autotune(sys, tuner.candidates(), self.collective, &to_tune)
+            .check(
+                "--algorithm auto's tuning",
+                &self.budget,
+                "fewer or smaller sizes (-b/--min-bytes, -e/--max-bytes), fewer candidates (autotune.configs of --ccl), --algorithm NAME, or a smaller system",
+            )
+            .map_err(|e| anyhow!("{}: {e}", sys.origin))
     }
 
     /// `all`'s entries together within the time budget (each entry alone is

@@ -553,13 +553,18 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
         Some(path) => CclConfig::from_file(path)?,
         None => CclConfig::embedded_default(),
     };
+    use kernbench::estimate::commands;
     let heterogeneous = sys.kinds.heterogeneous();
-    let candidates = if heterogeneous {
-        ccl.candidates.clone()
+    let tuner = Tuner::new(&sys, &ccl);
+    // Seed 001's protocol caches nothing; the tuner simulates what its cache lacks.
+    let (candidates, to_tune) = if heterogeneous {
+        (ccl.candidates.clone(), report::buckets(&a.sizes))
     } else {
-        Tuner::new(&sys, &ccl).candidates().to_vec()
+        let cache = (a.cache.as_path(), a.retune);
+        let to_tune = commands::buckets_to_tune(&sys, &tuner, cache, a.collective, &a.sizes);
+        (tuner.candidates().to_vec(), to_tune)
     };
-    let cost = kernbench::estimate::commands::autotune(&sys, &candidates, a.collective, &a.sizes);
+    let cost = commands::autotune(&sys, &candidates, a.collective, &to_tune);
     cost.check("autotune", &a.budget.budget(), AUTOTUNE_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
     println!(
@@ -570,8 +575,9 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
         ccl.origin
     );
     let buckets = report::buckets(&a.sizes);
-    let weight = |b: u64| {
-        kernbench::estimate::commands::autotune(&sys, &candidates, a.collective, &[b]).seconds()
+    let weight = |b: u64| match to_tune.contains(&b) {
+        true => commands::autotune(&sys, &candidates, a.collective, &[b]).seconds(),
+        false => 0.0,
     };
     let weights: Vec<f64> = buckets.iter().map(|&b| weight(b)).collect();
     let progress = kernbench::progress::Progress::new("autotune", "buckets", &weights);
@@ -584,7 +590,7 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
             progress.tick(w, &format!("{b} B"));
         }
     } else {
-        let mut tuner = Tuner::new(&sys, &ccl).with_cache(&a.cache, a.retune);
+        let mut tuner = tuner.with_cache(&a.cache, a.retune);
         for (&b, &w) in buckets.iter().zip(&weights) {
             let bucket = report::homogeneous(&mut tuner, &sys, a.collective, &[b]);
             rows.extend(bucket.map_err(|e| anyhow::anyhow!("--sizes (bucket {b} B): {e}"))?);

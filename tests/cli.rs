@@ -1240,3 +1240,27 @@ fn tp_mlp_runs_on_a_spec_with_sip_kinds() {
         run.stderr
     );
 }
+
+/// Autotune's estimate counts only the buckets its cache lacks: a second
+/// run of the same sizes passes any budget; --retune counts them again.
+#[test]
+fn autotune_budget_counts_only_buckets_to_tune() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let csv = dir.path().join("a.csv");
+    let (cache, csv) = (cache.to_str().unwrap(), csv.to_str().unwrap());
+    let args = ["autotune", "--sizes", "1K", "--cache", cache, "--csv", csv];
+    kernbench(&args).expect_code(0);
+    let tiny = [&args[..], &["--max-time", "0.000001"]].concat();
+    let cached = kernbench(&tiny);
+    cached.expect_code(0);
+    assert!(cached.stdout.contains("(cached)"), "{}", cached.stdout);
+    let retune = kernbench(&[&tiny[..], &["--retune"]].concat());
+    retune.expect_user_error();
+    assert!(
+        retune.stderr.contains("autotune is estimated to need")
+            && retune.stderr.contains("more than the time budget of 0 s"),
+        "{}",
+        retune.stderr
+    );
+}

@@ -90,6 +90,31 @@ pub fn autotune(
     cost
 }
 
+/// The buckets of `sizes` that `tuner` would simulate on `sys`'s whole
+/// machine: those without a trustworthy decision in `cache` (every one with
+/// `retune`), so that cached work costs nothing.
+pub fn buckets_to_tune(
+    sys: &System,
+    tuner: &crate::autotune::Tuner,
+    (cache, retune): (&std::path::Path, bool),
+    collective: Collective,
+    sizes: &[u64],
+) -> Vec<u64> {
+    use crate::autotune::cache::{Cache, Lookup};
+    let cache = Cache::new(cache);
+    let group = crate::ccl::Group::new(sys);
+    crate::autotune::report::buckets(sizes)
+        .into_iter()
+        .filter(|&b| {
+            retune
+                || !matches!(
+                    cache.get(&tuner.cache_key(collective, &group, b)),
+                    Lookup::Hit(_)
+                )
+        })
+        .collect()
+}
+
 /// `tp-mlp`: per TP size, a functional process group of TP × `dp` SIPs,
 /// both layers' GEMMs with values, `dp` all-reduces over TP SIPs, and the
 /// f32 host reference. Errors name `--tp`/`--dp` when their product is
