@@ -1080,8 +1080,9 @@ fn bench_kernel(a: &BenchArgs, sys: &System) -> Result<()> {
     let t0 = Instant::now();
     let r = m.launch(ring_kernel, &args, &pes)?;
     let secs = t0.elapsed().as_secs_f64();
-    // Within the budget, so far below u64::MAX.
-    let chunks = u64::from(a.sips) * a.rounds * a.bytes.div_ceil(a.slot_bytes);
+    let chunks = u64::from(a.sips)
+        .saturating_mul(a.rounds)
+        .saturating_mul(a.bytes.div_ceil(a.slot_bytes));
     println!(
         "kernel  {} PEs x {} rounds x (send {} B / recv / add), {} slots x {} B: installed at tick {installed_at} ({install_secs:.3} s), kernels done at tick {}",
         a.sips, a.rounds, a.bytes, a.slots, a.slot_bytes, r.kernel_end
