@@ -548,12 +548,13 @@ const AUTOTUNE_KNOBS: &str = "fewer or smaller --sizes, fewer candidates (autotu
 
 fn autotune(a: AutotuneArgs) -> Result<()> {
     use kernbench::autotune::{Tuner, report};
+    use kernbench::estimate::commands;
+    use std::sync::Arc;
     let sys = a.system.load()?;
     let ccl = match &a.ccl {
         Some(path) => CclConfig::from_file(path)?,
         None => CclConfig::embedded_default(),
     };
-    use kernbench::estimate::commands;
     let heterogeneous = sys.kinds.heterogeneous();
     let tuner = Tuner::new(&sys, &ccl);
     // Seed 001's protocol caches nothing; the tuner simulates what its cache lacks.
@@ -574,27 +575,40 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
         ccl.candidates.len(),
         ccl.origin
     );
-    let buckets = report::buckets(&a.sizes);
-    let weight = |b: u64| match to_tune.contains(&b) {
-        true => commands::autotune(&sys, &candidates, a.collective, &[b]).seconds(),
-        false => 0.0,
+    let progress = Arc::new(kernbench::progress::Progress::new(
+        "autotune",
+        "simulations",
+        &cost.weights(),
+    ));
+    let bar = progress.clone();
+    let seconds: std::collections::HashMap<String, f64> = cost
+        .parts
+        .iter()
+        .map(|(what, e)| (what.clone(), e.seconds))
+        .collect();
+    let tick = move |candidate: &str, bucket: u64| {
+        let what = format!("{candidate} at {bucket} B");
+        // Candidates that cannot run here fail at once: not in the estimate.
+        if let Some(&s) = seconds.get(&what) {
+            progress.tick(s, &what);
+        }
     };
-    let weights: Vec<f64> = buckets.iter().map(|&b| weight(b)).collect();
-    let progress = kernbench::progress::Progress::new("autotune", "buckets", &weights);
+    let named = |b: u64| move |e: String| anyhow::anyhow!("--sizes (bucket {b} B): {e}");
     let mut rows = Vec::new();
     if heterogeneous {
         println!("# heterogeneous: seed 001's protocol on the simulated machine (not cached)");
-        for (&b, &w) in buckets.iter().zip(&weights) {
+        for b in report::buckets(&a.sizes) {
             let bucket = report::heterogeneous(&sys, &ccl, a.collective, &[b]);
-            rows.extend(bucket.map_err(|e| anyhow::anyhow!("--sizes (bucket {b} B): {e}"))?);
-            progress.tick(w, &format!("{b} B"));
+            rows.extend(bucket.map_err(|e| named(b)(e.to_string()))?);
+            candidates.iter().for_each(|c| tick(&c.name, b));
         }
     } else {
-        let mut tuner = tuner.with_cache(&a.cache, a.retune);
-        for (&b, &w) in buckets.iter().zip(&weights) {
+        let mut tuner = tuner
+            .with_cache(&a.cache, a.retune)
+            .with_progress(Arc::new(tick));
+        for b in report::buckets(&a.sizes) {
             let bucket = report::homogeneous(&mut tuner, &sys, a.collective, &[b]);
-            rows.extend(bucket.map_err(|e| anyhow::anyhow!("--sizes (bucket {b} B): {e}"))?);
-            progress.tick(w, &format!("{b} B"));
+            rows.extend(bucket.map_err(|e| named(b)(e.to_string()))?);
         }
         for why in &tuner.rebuilt {
             eprintln!("note: rebuilt a cached decision: {why}");
@@ -605,7 +619,7 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
             a.cache.display()
         );
     }
-    progress.finish();
+    bar.finish();
     print!("{}", report::table(&rows));
     report::write_csv(&a.csv, &rows).map_err(anyhow::Error::msg)?;
     println!("# wrote {}", a.csv.display());

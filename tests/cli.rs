@@ -1250,7 +1250,22 @@ fn autotune_budget_counts_only_buckets_to_tune() {
     let csv = dir.path().join("a.csv");
     let (cache, csv) = (cache.to_str().unwrap(), csv.to_str().unwrap());
     let args = ["autotune", "--sizes", "1K", "--cache", cache, "--csv", csv];
-    kernbench(&args).expect_code(0);
+    let first = kernbench(&args);
+    first.expect_code(0);
+    // Progress per simulation, plain lines when stderr is not a terminal.
+    let sys = System::embedded_default();
+    let ccl = kernbench::ccl::CclConfig::embedded_default();
+    let tuner = kernbench::autotune::Tuner::new(&sys, &ccl);
+    let n = kernbench::estimate::commands::autotune(
+        &sys,
+        tuner.candidates(),
+        kernbench::ccl::Collective::AllReduce,
+        &[1024],
+    )
+    .parts
+    .len();
+    let done = format!("autotune: {n}/{n} simulations (100% of the estimated work)");
+    assert!(first.stderr.contains(&done), "{done}\n{}", first.stderr);
     let tiny = [&args[..], &["--max-time", "0.000001"]].concat();
     let cached = kernbench(&tiny);
     cached.expect_code(0);
@@ -1262,5 +1277,27 @@ fn autotune_budget_counts_only_buckets_to_tune() {
             && retune.stderr.contains("more than the time budget of 0 s"),
         "{}",
         retune.stderr
+    );
+}
+
+/// bench shows its phases' progress on stderr (plain lines off a terminal).
+#[test]
+fn bench_shows_progress_per_phase() {
+    let run = kernbench(&[
+        "bench",
+        "--no-build",
+        "--sips",
+        "4",
+        "--rounds",
+        "4",
+        "--bytes",
+        "1024",
+    ]);
+    run.expect_code(0);
+    assert!(
+        run.stderr
+            .contains("bench: 2/2 phases (100% of the estimated work)"),
+        "{}",
+        run.stderr
     );
 }
