@@ -17,6 +17,11 @@ use crate::tp::mlp::MlpShape;
 const BYTES_PER_WORKER: f64 = crate::dist::WORKER_STACK as f64;
 /// Wall time to start, schedule and join one worker.
 const SECONDS_PER_WORKER: f64 = 50e-6;
+/// Wall time per raw message and per packet-hop of bench's ring traffic
+/// (no ops, credits or loads; its default, 3.4e7 messages and 6.7e8 hops,
+/// takes 4.0 to 5.2 s).
+const TRAFFIC_SECONDS_PER_MESSAGE: f64 = 60e-9;
+const TRAFFIC_SECONDS_PER_HOP: f64 = 3e-9;
 /// Wall time per multiply-accumulate of a simulated GEMM, timing only
 /// (gemm-sweep's default grid, 1.2e11 MACs: 0.6 s on 2 threads).
 const SECONDS_PER_GEMM_MAC: f64 = 1e-11;
@@ -191,9 +196,11 @@ pub fn gemm_sweep(one_sip: &System, shapes: &[Shape], parallel: usize) -> Cost {
 pub fn ring_traffic(sys: &System, rounds: u64, bytes: u64) -> Estimate {
     let sips = f64::from(sys.n_sips());
     let packet = sys.spec.links.inter_sip.packet_bytes as f64;
-    let messages = sips * rounds as f64;
-    let hops = messages * (bytes as f64 / packet).ceil().max(1.0) * next_sip_hops(sys);
-    timed(Estimate::build(sys), messages, hops, sips)
+    let mut e = Estimate::build(sys);
+    e.messages = sips * rounds as f64;
+    e.packet_hops = e.messages * (bytes as f64 / packet).ceil().max(1.0) * next_sip_hops(sys);
+    e.seconds += e.messages * TRAFFIC_SECONDS_PER_MESSAGE + e.packet_hops * TRAFFIC_SECONDS_PER_HOP;
+    e
 }
 
 /// `bench`'s ring kernel: per round each PE sends `bytes` east in slots of
