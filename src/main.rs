@@ -1300,6 +1300,9 @@ fn tp_sweep(
         );
     }
     let base = system.unwrap_or_else(System::embedded_default);
+    let cost = kernbench::estimate::commands::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
+    cost.check("sweep", &a.budget.budget(), TP_STUDY_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", plan.name))?;
     let out = a.out.clone().unwrap_or_else(|| default_out(&plan.name));
     let total = plan.points().len();
     let jobs = sweep_jobs(a.jobs, total)?;
@@ -1311,24 +1314,13 @@ fn tp_sweep(
         out.display()
     );
     let started = Instant::now();
-    let finished = std::sync::atomic::AtomicUsize::new(0);
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let progress = |_: usize| {
-        let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        if tty {
-            eprint!(
-                "\r{n}/{total} points, {:.0} s",
-                started.elapsed().as_secs_f64()
-            );
-        }
-    };
+    let bar = kernbench::progress::Progress::new("sweep", "points", &cost.weights());
+    let progress = |i: usize| bar.tick(cost.parts[i].1.seconds, &cost.parts[i].0);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let rows = pool
         .install(|| study::run(plan, &base, &progress))
         .map_err(anyhow::Error::msg)?;
-    if tty {
-        eprintln!();
-    }
+    bar.finish();
     println!(
         "{:>16} {:>6} {:>3} {:>12} {:>12} {:>12} {:>12} {:>8} {:>6}",
         "topology", "hidden", "tp", "time(us)", "compute", "comm", "launch+wait", "speedup", "eff"
@@ -1363,6 +1355,9 @@ fn tp_sweep(
     );
     Ok(())
 }
+
+/// Knobs that shrink a TP plan.
+const TP_STUDY_KNOBS: &str = "fewer points (grid.tp, grid.hidden, grid.topology of the plan), fewer tokens, or a smaller base system";
 
 /// A sweep's result directory when --out is not given: results/<plan>-<UTC timestamp>.
 fn default_out(plan: &str) -> PathBuf {

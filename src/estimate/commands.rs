@@ -178,6 +178,43 @@ pub fn tp_mlp(
     Ok(cost)
 }
 
+/// `sweep` of a TP plan (`workload: tp_block`): per point a timing-only
+/// process group of TP SIPs, the block's GEMMs (QKV 3h², output h², MLP
+/// 8h² MACs per token) and its two all-reduces of tokens × hidden values
+/// over the TP SIPs.
+pub fn tp_study(plan: &crate::tp::study::TpPlan, base: &System) -> Result<Cost, String> {
+    let base = plan.base_system(base)?;
+    let ccl = crate::ccl::CclConfig::embedded_default();
+    let config = ccl
+        .entry(&plan.algorithm)
+        .map_err(|(p, a)| format!("algorithm: {p}; allowed: {a}"))?;
+    let mut cost = Cost::default();
+    for (topology, hidden, tp) in plan.points() {
+        let what = format!("{} x{tp}, hidden {hidden}", topology.name());
+        let mut spec = base.spec.clone();
+        spec.system.sips.topology = topology;
+        let sys = System::from_spec(spec, &base.origin)
+            .and_then(|s| s.with_sips(tp))
+            .map_err(|e| format!("{what}: {e}"))?;
+        let (h, tokens) = (hidden as f64, plan.tokens as f64);
+        let mut e = process_group(&sys, tp);
+        e.seconds += 12.0 * h * h * tokens * SECONDS_PER_GEMM_MAC;
+        if tp > 1 {
+            let job = Job {
+                collective: Collective::AllReduce,
+                op: ReduceOp::Sum,
+                elems: plan.tokens.saturating_mul(hidden).min(1 << 40),
+            };
+            let build = Estimate::build(&sys);
+            let ar = Estimate::collective(&sys, config, &job, false, false);
+            e.seconds += 2.0 * (ar.seconds - build.seconds);
+            e.peak_bytes += ar.peak_bytes - build.peak_bytes;
+        }
+        cost.add(what, e);
+    }
+    Ok(cost)
+}
+
 /// `gemm-sweep`: each shape on a process group of the one-SIP system
 /// `one_sip`, timing only, `parallel` shapes at a time (their memory adds up).
 pub fn gemm_sweep(one_sip: &System, shapes: &[Shape], parallel: usize) -> Cost {
