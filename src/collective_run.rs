@@ -21,6 +21,11 @@ use kernbench_systems::memory::DataMode;
 /// Knobs that shrink a collective run, the ones that help most first.
 pub const RUN_KNOBS: &str = "larger packet_bytes (links.*) or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, no --trace/--verify";
 
+/// [`RUN_KNOBS`] with `run`'s size flag.
+fn cli_knobs() -> String {
+    RUN_KNOBS.replace("a smaller size", "a smaller -e/--max-bytes")
+}
+
 /// What a run asks for (the flags of `kernbench run`).
 #[derive(Debug, Clone)]
 pub struct SizeRun {
@@ -244,7 +249,7 @@ impl SizeRun {
         cost.check(
             "--algorithm all",
             &self.budget,
-            &format!("--algorithm NAME (one entry), a smaller -e/--max-bytes, {RUN_KNOBS}"),
+            &format!("--algorithm NAME (one entry), {}", cli_knobs()),
         )
         .map_err(|e| anyhow!("{}: {e}", sys.origin))
     }
@@ -305,11 +310,9 @@ impl SizeRun {
             self.verify,
             self.trace.is_some(),
         );
-        est.check(
-            &self.budget,
-            &format!("a smaller -e/--max-bytes, {RUN_KNOBS}"),
-        )
-        .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
+        let knobs = cli_knobs();
+        est.check(&self.budget, &knobs)
+            .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
         let mode = if self.verify {
             DataMode::Functional
         } else {
