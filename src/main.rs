@@ -701,6 +701,7 @@ fn tp_mlp(a: TpMlpArgs) -> Result<()> {
     let config = ccl.entry(&a.algorithm).map_err(|(problem, allowed)| {
         anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}")
     })?;
+    check_hidden_split(&a, base.cubes_per_sip())?;
     let cost = kernbench::estimate::commands::tp_mlp(&base, config, &a.tp, a.dp, shape)
         .map_err(anyhow::Error::msg)?;
     cost.check("tp-mlp", &a.budget.budget(), TP_MLP_KNOBS)
@@ -765,6 +766,34 @@ fn tp_mlp(a: TpMlpArgs) -> Result<()> {
     println!(
         "# total = compute + exposed + launch+wait; comm = hidden + exposed (each collective's own time); max|err| over every rank's output against the single-device f32 reference, each element checked against its first-order f16 bound (docs/model.md §Tensor parallelism)"
     );
+    Ok(())
+}
+
+/// fc1's outputs (= fc2's inputs) split over each TP size's ranks, then
+/// over the cubes of each SIP: --d-hidden must divide evenly for every one.
+fn check_hidden_split(a: &TpMlpArgs, cubes: u32) -> Result<()> {
+    let parts = |tp: u32| u64::from(tp) * u64::from(cubes);
+    let gcd = |mut x: u64, mut y: u64| {
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        x
+    };
+    let all = a.tp.iter().fold(1u64, |l, &tp| {
+        let p = parts(tp);
+        (l / gcd(l, p)).saturating_mul(p)
+    });
+    if let Some(&tp) = a.tp.iter().find(|&&tp| a.d_hidden as u64 % parts(tp) != 0) {
+        bail!(
+            "--d-hidden {} over --tp {tp} ranks and the {cubes} cubes of each SIP (sip.cube_mesh) is not a whole number per cube; allowed: a --d-hidden that is a multiple of {} for --tp {}",
+            a.d_hidden,
+            all,
+            a.tp.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
     Ok(())
 }
 
@@ -951,6 +980,10 @@ fn bench_cost(a: &BenchArgs, sys: &System) -> Result<kernbench::estimate::Cost> 
         op: ReduceOp::Sum,
         elems: (a.collective_bytes / 2) as usize,
     };
+    if a.collective || a.process_group {
+        Communicator::check_before_build(sys, &ring, &job)
+            .map_err(|e| anyhow::anyhow!("--collective-bytes {}: {e}", a.collective_bytes))?;
+    }
     let all_reduce = Estimate::collective(sys, &ring, &job, false, false);
     if a.collective {
         cost.add("collective", all_reduce);

@@ -827,7 +827,9 @@ fn tp_mlp_prints_error_and_breakdown() {
     let r = kernbench(&["tp-mlp", "--tp", "3"]);
     r.expect_user_error();
     assert!(
-        r.stderr.contains("out_features = 2048 over 3 TP ranks"),
+        r.stderr
+            .starts_with("error: --d-hidden 2048 over --tp 3 ranks and the 16 cubes")
+            && r.stderr.contains("a multiple of 48 for --tp 3"),
         "{}",
         r.stderr
     );
@@ -1119,9 +1121,21 @@ fn tp_mlp_refuses_worlds_and_shapes_over_the_memory_budget() {
     let base = System::embedded_default();
     let ccl = kernbench::ccl::CclConfig::embedded_default();
     let ring = ccl.entry("ring").unwrap();
-    let cost = kernbench::estimate::commands::tp_mlp(&base, ring, &[65536], 1, MlpShape::default())
-        .unwrap();
-    let run = kernbench(&["tp-mlp", "--tp", "65536", "--max-memory", "16G"]);
+    // --d-hidden splits over 65536 ranks x 16 cubes.
+    let shape = MlpShape {
+        d_hidden: 1 << 20,
+        ..MlpShape::default()
+    };
+    let cost = kernbench::estimate::commands::tp_mlp(&base, ring, &[65536], 1, shape).unwrap();
+    let run = kernbench(&[
+        "tp-mlp",
+        "--tp",
+        "65536",
+        "--d-hidden",
+        "1048576",
+        "--max-memory",
+        "16G",
+    ]);
     run.expect_user_error();
     let want = format!(
         "tp-mlp is estimated to need {} of memory (1 part(s); the largest: tp 65536 (65536 ranks)",
