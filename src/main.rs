@@ -783,7 +783,8 @@ fn check_hidden_split(a: &TpMlpArgs, cubes: u32) -> Result<()> {
         let p = parts(tp);
         (l / gcd(l, p)).saturating_mul(p)
     });
-    if let Some(&tp) = a.tp.iter().find(|&&tp| a.d_hidden as u64 % parts(tp) != 0) {
+    let splits = |tp: &u32| (a.d_hidden as u64).is_multiple_of(parts(*tp));
+    if let Some(&tp) = a.tp.iter().find(|tp| !splits(tp)) {
         bail!(
             "--d-hidden {} over --tp {tp} ranks and the {cubes} cubes of each SIP (sip.cube_mesh) is not a whole number per cube; allowed: a --d-hidden that is a multiple of {} for --tp {}",
             a.d_hidden,
