@@ -939,6 +939,17 @@ fn bench(a: BenchArgs) -> Result<()> {
             a.slots
         );
     }
+    let chunks = u64::from(a.sips)
+        .checked_mul(a.rounds)
+        .and_then(|m| m.checked_mul(a.bytes.div_ceil(a.slot_bytes)));
+    if chunks.is_none() {
+        bail!(
+            "--sips {} x --rounds {} x {} chunks per send is more messages than 64 bits count; allowed: fewer --rounds",
+            a.sips,
+            a.rounds,
+            a.bytes.div_ceil(a.slot_bytes)
+        );
+    }
     let cost = bench_cost(&a, &sys)?;
     cost.check("bench", &a.budget.budget(), BENCH_KNOBS)
         .map_err(anyhow::Error::msg)?;
@@ -1128,9 +1139,8 @@ fn bench_kernel(a: &BenchArgs, sys: &System) -> Result<()> {
     let t0 = Instant::now();
     let r = m.launch(ring_kernel, &args, &pes)?;
     let secs = t0.elapsed().as_secs_f64();
-    let chunks = u64::from(a.sips)
-        .saturating_mul(a.rounds)
-        .saturating_mul(a.bytes.div_ceil(a.slot_bytes));
+    // `bench` checked that the count fits.
+    let chunks = u64::from(a.sips) * a.rounds * a.bytes.div_ceil(a.slot_bytes);
     println!(
         "kernel  {} PEs x {} rounds x (send {} B / recv / add), {} slots x {} B: installed at tick {installed_at} ({install_secs:.3} s), kernels done at tick {}",
         a.sips, a.rounds, a.bytes, a.slots, a.slot_bytes, r.kernel_end

@@ -28,7 +28,7 @@ impl RingRounds {
 
     /// Messages the workload sends in total.
     pub fn messages(&self) -> u64 {
-        (self.nodes.len() as u64).saturating_mul(self.rounds)
+        self.nodes.len() as u64 * self.rounds
     }
 
     fn send(&self, i: usize, round: u64, at: u64, net: &mut Injector) {
