@@ -939,6 +939,9 @@ fn bench(a: BenchArgs) -> Result<()> {
             a.slots
         );
     }
+    let cost = bench_cost(&a, &sys)?;
+    cost.check("bench", &a.budget.budget(), BENCH_KNOBS)
+        .map_err(anyhow::Error::msg)?;
     let chunks = u64::from(a.sips)
         .checked_mul(a.rounds)
         .and_then(|m| m.checked_mul(a.bytes.div_ceil(a.slot_bytes)));
@@ -950,9 +953,6 @@ fn bench(a: BenchArgs) -> Result<()> {
             a.bytes.div_ceil(a.slot_bytes)
         );
     }
-    let cost = bench_cost(&a, &sys)?;
-    cost.check("bench", &a.budget.budget(), BENCH_KNOBS)
-        .map_err(anyhow::Error::msg)?;
     let weights = cost.weights();
     let progress = kernbench::progress::Progress::new("bench", "phases", &weights);
     for (k, (phase, _)) in cost.parts.iter().enumerate() {
