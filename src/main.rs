@@ -593,13 +593,12 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
             progress.tick(s, &what);
         }
     };
-    let named = |b: u64| move |e: String| anyhow::anyhow!("--sizes (bucket {b} B): {e}");
     let mut rows = Vec::new();
     if heterogeneous {
         println!("# heterogeneous: seed 001's protocol on the simulated machine (not cached)");
         for b in report::buckets(&a.sizes) {
             let bucket = report::heterogeneous(&sys, &ccl, a.collective, &[b]);
-            rows.extend(bucket.map_err(|e| named(b)(e.to_string()))?);
+            rows.extend(bucket.map_err(|e| anyhow::anyhow!("--sizes (bucket {b} B): {e}"))?);
             candidates.iter().for_each(|c| tick(&c.name, b));
         }
     } else {
@@ -608,7 +607,7 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
             .with_progress(Arc::new(tick));
         for b in report::buckets(&a.sizes) {
             let bucket = report::homogeneous(&mut tuner, &sys, a.collective, &[b]);
-            rows.extend(bucket.map_err(|e| named(b)(e.to_string()))?);
+            rows.extend(bucket.map_err(|e| anyhow::anyhow!("--sizes (bucket {b} B): {e}"))?);
         }
         for why in &tuner.rebuilt {
             eprintln!("note: rebuilt a cached decision: {why}");
