@@ -21,6 +21,11 @@ use kernbench_systems::memory::DataMode;
 /// Knobs that shrink a collective run, the ones that help most first.
 pub const RUN_KNOBS: &str = "larger packet_bytes (links.*) or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, no --trace/--verify";
 
+/// [`RUN_KNOBS`] with `run`'s size flag.
+fn cli_knobs() -> String {
+    RUN_KNOBS.replace("a smaller size", "a smaller -e/--max-bytes")
+}
+
 /// What a run asks for (the flags of `kernbench run`).
 #[derive(Debug, Clone)]
 pub struct SizeRun {
@@ -118,8 +123,9 @@ impl SizeRun {
                 "--trace with --algorithm auto: each pick runs on its own machine and a trace follows one; allowed: --algorithm NAME with the pick of the size to trace (kernbench autotune --sizes SIZE shows it)"
             );
         }
-        let mut tuner =
-            crate::autotune::Tuner::new(sys, ccl).with_cache(&self.autotune_cache, self.retune);
+        let tuner = crate::autotune::Tuner::new(sys, ccl);
+        self.tuning_within_budget(sys, &tuner)?;
+        let mut tuner = tuner.with_cache(&self.autotune_cache, self.retune);
         let line = format!(
             "# ccl: auto: per size, the fastest of {} autotune candidates of {} (decisions cached in {}{}); the pick ends each line",
             tuner.candidates().len(),
@@ -176,23 +182,76 @@ impl SizeRun {
             );
         }
         let topology = sys.spec.system.sips.topology;
-        let mut tables = Vec::new();
+        let mut runnable = Vec::new();
         for config in &ccl.entries {
             let algorithm = algorithms::find(&config.algorithm)?;
-            if !algorithm.collectives().contains(&self.collective)
-                || !algorithm.topologies().contains(&topology)
+            if algorithm.collectives().contains(&self.collective)
+                && algorithm.topologies().contains(&topology)
             {
-                continue;
+                runnable.push(config);
             }
+        }
+        self.all_within_budget(sys, &runnable)?;
+        let (mut tables, mut refused) = (Vec::new(), Vec::new());
+        for config in runnable {
             // One entry refused (too large, too slow) does not end the comparison.
             match self.entry(sys, config, out) {
                 Ok(rows) => tables.push((config.name.clone(), rows)),
-                Err(e) => writeln!(out, "# {}: skipped: {e:#}", config.name)?,
+                Err(e) => {
+                    writeln!(out, "# {}: skipped: {e:#}", config.name)?;
+                    refused.push(format!("{}: {e:#}", config.name));
+                }
             }
             writeln!(out)?;
         }
+        if tables.is_empty() && !refused.is_empty() {
+            bail!(
+                "--algorithm all: every entry that runs {} here was refused before it ran ({}); allowed: what each entry's message allows, or --algorithm NAME for one entry",
+                self.collective,
+                refused.join("; ")
+            );
+        }
         write!(out, "{}", best_per_size(&tables))?;
         Ok(tables.into_iter().flat_map(|t| t.1).collect())
+    }
+
+    /// `auto`'s tuning (every candidate at each size's bucket its cache
+    /// lacks) within the budget, before anything is simulated.
+    fn tuning_within_budget(&self, sys: &System, tuner: &crate::autotune::Tuner) -> Result<()> {
+        use crate::estimate::commands;
+        let cache = (self.autotune_cache.as_path(), self.retune);
+        let sizes = self.sizes();
+        let to_tune = commands::buckets_to_tune(sys, tuner, cache, self.collective, &sizes);
+        commands::autotune(sys, tuner.candidates(), self.collective, &to_tune)
+            .check(
+                "--algorithm auto's tuning",
+                &self.budget,
+                "fewer or smaller sizes (-b/--min-bytes, -e/--max-bytes), fewer candidates (autotune.configs of --ccl), --algorithm NAME, or a smaller system",
+            )
+            .map_err(|e| anyhow!("{}: {e}", sys.origin))
+    }
+
+    /// `all`'s entries together within the time budget (each entry alone is
+    /// checked when it starts; one over budget alone is skipped, and when
+    /// every one is, `all` says so with each estimate).
+    fn all_within_budget(&self, sys: &System, entries: &[&AlgoConfig]) -> Result<()> {
+        let mut cost = crate::estimate::Cost::default();
+        for config in entries {
+            let job = self.job(self.max_bytes);
+            if Communicator::check_before_build(sys, config, &job).is_err() {
+                continue;
+            }
+            let e = Estimate::collective(sys, config, &job, self.verify, false);
+            if e.check(&self.budget, RUN_KNOBS).is_ok() {
+                cost.add(format!("{} at {} B", config.name, self.max_bytes), e);
+            }
+        }
+        cost.check(
+            "--algorithm all",
+            &self.budget,
+            &format!("--algorithm NAME (one entry), {}", cli_knobs()),
+        )
+        .map_err(|e| anyhow!("{}: {e}", sys.origin))
     }
 
     /// One size, both placements, on `comm`: the two records and the usage
@@ -240,8 +299,9 @@ impl SizeRun {
         config: &AlgoConfig,
         (min_bytes, max_bytes): (u64, u64),
     ) -> Result<(Machine, Communicator)> {
-        for bytes in [min_bytes, max_bytes] {
-            Communicator::check_before_build(sys, config, &self.job(bytes))?;
+        for (flag, bytes) in [("-b/--min-bytes", min_bytes), ("-e/--max-bytes", max_bytes)] {
+            Communicator::check_before_build(sys, config, &self.job(bytes))
+                .map_err(|e| anyhow!("{flag} {bytes}: {e}"))?;
         }
         let est = Estimate::collective(
             sys,
@@ -250,7 +310,8 @@ impl SizeRun {
             self.verify,
             self.trace.is_some(),
         );
-        est.check(&self.budget, RUN_KNOBS)
+        let knobs = cli_knobs();
+        est.check(&self.budget, &knobs)
             .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
         let mode = if self.verify {
             DataMode::Functional
@@ -259,8 +320,9 @@ impl SizeRun {
         };
         let mut machine = Machine::build_with(sys, mode)?;
         let comm = Communicator::new(&mut machine, config)?;
-        for bytes in [min_bytes, max_bytes] {
-            comm.check_out_of_place(&machine, &self.job(bytes))?;
+        for (flag, bytes) in [("-b/--min-bytes", min_bytes), ("-e/--max-bytes", max_bytes)] {
+            comm.check_out_of_place(&machine, &self.job(bytes))
+                .map_err(|e| anyhow!("{flag} {bytes}: {e}"))?;
         }
         if let Some(path) = &self.trace {
             let sink = crate::trace::ChromeTrace::create(path, sys.spec.system.tick_ns)

@@ -11,6 +11,8 @@
 //!   values in functional mode; trace events (streamed to the file: they
 //!   cost time and disk, not memory).
 
+pub mod commands;
+
 use crate::ccl::{AlgoConfig, Collective, Group, Job};
 use crate::spec::System;
 
@@ -35,12 +37,12 @@ const SECONDS_PER_TRACE_EVENT: f64 = 1.3e-6;
 /// stage's run condition, parameters and `advance`), fitted to 231 points of
 /// the default sweep with their counted messages, hops and runs (docs/model.md
 /// §Cost estimate).
-const SECONDS_PER_MESSAGE: f64 = 460e-9;
-const SECONDS_PER_PACKET_HOP: f64 = 18e-9;
-const SECONDS_PER_SCHEDULE_RUN: f64 = 2.4e-6;
+pub(crate) const SECONDS_PER_MESSAGE: f64 = 460e-9;
+pub(crate) const SECONDS_PER_PACKET_HOP: f64 = 18e-9;
+pub(crate) const SECONDS_PER_SCHEDULE_RUN: f64 = 2.4e-6;
 /// Schedule runs per message when the participants do not act in lockstep
 /// (its send, arrival, receive and credit mostly fall on ticks of their own).
-const SCHEDULE_RUNS_PER_MESSAGE: f64 = 2.5;
+pub(crate) const SCHEDULE_RUNS_PER_MESSAGE: f64 = 2.5;
 
 /// The estimate of one run (or of a build alone).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -240,6 +242,77 @@ impl Estimate {
             },
             gib(self.peak_bytes),
             self.seconds,
+        ))
+    }
+}
+
+/// What a command costs in all: its parts (simulations, phases, shapes)
+/// run one after the other, so their times add up and the peak memory is
+/// the largest part's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cost {
+    /// Each part with what it is, e.g. "ring at 4096 B".
+    pub parts: Vec<(String, Estimate)>,
+}
+
+impl Cost {
+    pub fn add(&mut self, what: impl Into<String>, e: Estimate) {
+        self.parts.push((what.into(), e));
+    }
+
+    pub fn seconds(&self) -> f64 {
+        self.parts.iter().map(|p| p.1.seconds).sum()
+    }
+
+    pub fn peak_bytes(&self) -> f64 {
+        self.parts
+            .iter()
+            .map(|p| p.1.peak_bytes)
+            .fold(0.0, f64::max)
+    }
+
+    /// Each part's estimated seconds, for a progress bar's ETA.
+    pub fn weights(&self) -> Vec<f64> {
+        self.parts.iter().map(|p| p.1.seconds).collect()
+    }
+
+    /// Refuses a command whose parts together need more time, or whose
+    /// largest part more memory, than `budget`; the message gives the
+    /// total, the part that drives it and the knobs (`knobs`: the
+    /// command's own arguments that shrink it).
+    pub fn check(&self, command: &str, budget: &Budget, knobs: &str) -> Result<(), String> {
+        let n = self.parts.len();
+        let by = |key: fn(&Estimate) -> f64| {
+            self.parts
+                .iter()
+                .max_by(|a, b| key(&a.1).total_cmp(&key(&b.1)))
+                .map_or(String::new(), |(what, e)| {
+                    format!(
+                        "; the largest: {what}, {:.0} s and {}",
+                        e.seconds,
+                        gib(e.peak_bytes)
+                    )
+                })
+        };
+        let (need, over, drives, flag) = if self.peak_bytes() > budget.bytes as f64 {
+            (
+                format!("{} of memory", gib(self.peak_bytes())),
+                format!("the budget of {}", gib(budget.bytes as f64)),
+                by(|e| e.peak_bytes),
+                "--max-memory if this machine really has more",
+            )
+        } else if self.seconds() > budget.seconds {
+            (
+                format!("{:.0} s to simulate", self.seconds()),
+                format!("the time budget of {:.0} s", budget.seconds),
+                by(|e| e.seconds),
+                "--max-time if the wait is worth it (the time estimate is good to a factor of about 4)",
+            )
+        } else {
+            return Ok(());
+        };
+        Err(format!(
+            "{command} is estimated to need {need} ({n} part(s){drives}), more than {over}; allowed: work within the budget: {knobs}, or {flag}"
         ))
     }
 }

@@ -16,6 +16,7 @@ pub mod memory_map;
 pub mod names;
 pub mod nccl_table;
 pub mod output;
+pub mod progress;
 pub mod report;
 pub mod seeded;
 pub mod spec;

@@ -124,23 +124,25 @@ struct TpMlpArgs {
     /// TP sizes to run, comma-separated; each runs on a copy of the system
     /// with TP × --dp SIPs (same network kind, 2-D grids as square as the
     /// count allows).
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4,8", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
     tp: Vec<u32>,
     /// Data-parallel replicas: the world is TP × DP ranks, TP groups of
     /// consecutive ranks.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
     dp: u32,
     /// Tokens (rows of X).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = parse_count)]
     batch: usize,
     /// Input features of fc1.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, allow_negative_numbers = true, value_parser = parse_count)]
     d_in: usize,
     /// fc1's output = fc2's input features (split over TP ranks, then cubes).
-    #[arg(long, default_value_t = 2048)]
+    #[arg(long, default_value_t = 2048, allow_negative_numbers = true, value_parser = parse_count)]
     d_hidden: usize,
     /// Output features of fc2.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, allow_negative_numbers = true, value_parser = parse_count)]
     d_out: usize,
     /// Biases: rank0 (Megatron: fc2's bias on TP rank 0 only, folded in
     /// before the all-reduce), replicate (every rank adds it after), none.
@@ -149,6 +151,8 @@ struct TpMlpArgs {
     /// The ccl.yaml entry whose algorithm the all-reduce runs.
     #[arg(long, default_value = "ring")]
     algorithm: String,
+    #[command(flatten)]
+    budget: BudgetArg,
 }
 
 #[derive(Args)]
@@ -159,6 +163,8 @@ struct GemmSweepArgs {
     /// existing one must be empty or an earlier gemm-sweep's).
     #[arg(long, value_name = "DIR", default_value = "gemm")]
     out: PathBuf,
+    #[command(flatten)]
+    budget: BudgetArg,
 }
 
 /// Which system to use: the embedded default unless --system or --preset.
@@ -204,11 +210,13 @@ struct TopoArgs {
 struct BudgetArg {
     /// Refuse runs whose estimated peak memory exceeds SIZE (e.g. 512M, 8G;
     /// default: 80% of this machine's memory).
-    #[arg(long, value_name = "SIZE", value_parser = kernbench::sweep::plan::parse_bytes)]
+    #[arg(long, value_name = "SIZE", allow_hyphen_values = true,
+          value_parser = kernbench::sweep::plan::parse_bytes)]
     max_memory: Option<u64>,
-    /// Refuse runs estimated to take more than SECONDS to simulate
-    /// (default: 3600; the estimate is good to a factor of about 4).
-    #[arg(long, value_name = "SECONDS", value_parser = parse_seconds)]
+    /// Refuse work estimated to take more than SECONDS to simulate in all
+    /// (a sweep: its points together on --jobs; default: 3600; the estimate
+    /// is good to a factor of about 4).
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = parse_seconds)]
     max_time: Option<f64>,
 }
 
@@ -220,6 +228,42 @@ impl BudgetArg {
             seconds: self.max_time.unwrap_or(default.seconds),
         }
     }
+}
+
+/// A whole number of at least `min`; anything else (negative, a fraction,
+/// text, too large) is named with the range.
+fn at_least(min: u64) -> impl Fn(&str) -> Result<u64, String> + Clone + Send + Sync + 'static {
+    move |s| match s.trim().parse::<u64>() {
+        Ok(n) if n >= min => Ok(n),
+        _ => Err(format!(
+            "'{s}' is not in {min}..={}; allowed: a whole number from {min} to {}",
+            u64::MAX,
+            u64::MAX
+        )),
+    }
+}
+
+/// A count of rows or features: a whole number of at least 1.
+fn parse_count(s: &str) -> Result<usize, String> {
+    let n = at_least(1)(s)?;
+    usize::try_from(n).map_err(|_| format!("'{s}' is too large for this machine"))
+}
+
+/// A buffer size in bytes (K, M, G suffixes); a negative one is named as such.
+fn parse_size(s: &str) -> Result<u64, String> {
+    if s.trim_start().starts_with('-') {
+        return Err(format!(
+            "'{s}' is negative; allowed: an even number of bytes >= 2 (2 bytes per element), e.g. 4096, 64K, 16M, 1G"
+        ));
+    }
+    kernbench::sweep::plan::parse_bytes(s)
+}
+
+/// Bytes of whole f16 elements (`run`'s size rule), e.g. 16K.
+fn parse_elem_bytes(s: &str) -> Result<u64, String> {
+    let bytes = parse_size(s)?;
+    Job::elems_of(bytes).map_err(|(problem, allowed)| format!("{problem}; allowed: {allowed}"))?;
+    Ok(bytes)
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -294,7 +338,7 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 #[derive(Args)]
 struct ListArgs {
     /// What to list (default: all three).
-    #[arg(value_enum)]
+    #[arg(value_enum, allow_hyphen_values = true)]
     what: Option<ListWhat>,
     /// Collective configuration YAML whose entries to list (default: the
     /// embedded configs/ccl.yaml).
@@ -351,7 +395,8 @@ struct AutotuneArgs {
     ccl: Option<PathBuf>,
     /// Sizes per participant, comma-separated (K, M, G = 2^10, 2^20, 2^30);
     /// each is tuned at its bucket.
-    #[arg(long, value_delimiter = ',', default_value = "1K,16K,256K,4M", value_parser = kernbench::sweep::plan::parse_bytes)]
+    #[arg(long, value_delimiter = ',', default_value = "1K,16K,256K,4M", allow_hyphen_values = true,
+          value_parser = parse_elem_bytes)]
     sizes: Vec<u64>,
     /// Where decisions are cached.
     #[arg(long, value_name = "DIR", default_value = AUTOTUNE_CACHE)]
@@ -362,6 +407,8 @@ struct AutotuneArgs {
     /// Write the decision table as CSV here.
     #[arg(long, value_name = "FILE.csv", default_value = "autotune.csv")]
     csv: PathBuf,
+    #[command(flatten)]
+    budget: BudgetArg,
 }
 
 #[derive(Args)]
@@ -386,13 +433,16 @@ struct RunArgs {
     op: ReduceOp,
     /// Smallest buffer per participant, bytes (K, M, G = 2^10, 2^20, 2^30);
     /// a whole number of f16 elements (nccl-tests -b).
-    #[arg(short = 'b', long, default_value = "1K", value_parser = kernbench::sweep::plan::parse_bytes)]
+    #[arg(short = 'b', long, default_value = "1K", allow_hyphen_values = true,
+          value_parser = parse_size)]
     min_bytes: u64,
     /// Largest buffer per participant, bytes (nccl-tests -e).
-    #[arg(short = 'e', long, default_value = "1M", value_parser = kernbench::sweep::plan::parse_bytes)]
+    #[arg(short = 'e', long, default_value = "1M", allow_hyphen_values = true,
+          value_parser = parse_size)]
     max_bytes: u64,
     /// Size multiplier from one row to the next, 2 or more (nccl-tests -f).
-    #[arg(short = 'f', long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
+    #[arg(short = 'f', long, default_value_t = 2, allow_negative_numbers = true,
+          value_parser = at_least(2))]
     step_factor: u64,
     /// Carry f16 values and count the wrong result elements of every
     /// participant against a reference (#wrong; slower, same timing).
@@ -413,7 +463,8 @@ struct RunArgs {
     trace: Option<PathBuf>,
     /// Stop a run whose clock passes N ticks (a report names what each
     /// unfinished PE waits for).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true,
+          value_parser = at_least(1))]
     max_ticks: Option<u64>,
     /// With --algorithm auto: where the autotuner's decisions are cached
     /// (the directory `kernbench autotune --cache` uses).
@@ -432,13 +483,16 @@ const AUTOTUNE_CACHE: &str = ".kernbench/autotune";
 #[derive(Args)]
 struct BenchArgs {
     /// SIPs on the benchmark ring (1 cube, 1 PE each; only inter-SIP links cost time).
-    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(2..))]
+    #[arg(long, default_value_t = 4096, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(2..))]
     sips: u32,
     /// Rounds of ring traffic; round r+1 of a SIP starts when it received round r.
-    #[arg(long, default_value_t = 8190, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, default_value_t = 8190, allow_negative_numbers = true,
+          value_parser = at_least(1))]
     rounds: u64,
-    /// Bytes each SIP sends per round.
-    #[arg(long, default_value_t = 16384, value_parser = clap::value_parser!(u64).range(1..))]
+    /// Bytes each SIP sends per round (the ring kernel: whole f16 elements).
+    #[arg(long, default_value_t = 16384, allow_negative_numbers = true,
+          value_parser = at_least(1))]
     bytes: u64,
     /// Skip the 4096-SIP × 4×4-cube × 8-PE build measurement.
     #[arg(long)]
@@ -460,15 +514,18 @@ struct BenchArgs {
     #[arg(long)]
     process_group: bool,
     /// Buffer per participant for --collective, bytes (K, M, G = 2^10, 2^20, 2^30).
-    #[arg(long, default_value = "64M", value_parser = kernbench::sweep::plan::parse_bytes)]
+    #[arg(long, default_value = "64M", allow_hyphen_values = true, value_parser = parse_elem_bytes)]
     collective_bytes: u64,
-    /// IPCQ slot size for the ring kernel, in bytes (one chunk per message
-    /// when it is at least --bytes).
-    #[arg(long, default_value_t = 16384)]
+    /// IPCQ slot size for the ring kernel, in bytes of whole f16 elements
+    /// (one chunk per message when it is at least --bytes).
+    #[arg(long, default_value = "16384", allow_hyphen_values = true, value_parser = parse_elem_bytes)]
     slot_bytes: u64,
     /// IPCQ slots per queue for the ring kernel.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 2, allow_negative_numbers = true,
+          value_parser = clap::value_parser!(u32).range(1..))]
     slots: u32,
+    #[command(flatten)]
+    budget: BudgetArg,
 }
 
 fn main() {
@@ -490,17 +547,35 @@ fn main() {
     }
 }
 
+/// Knobs that shrink an autotune.
+const AUTOTUNE_KNOBS: &str = "fewer or smaller --sizes, fewer candidates (autotune.configs of --ccl), a smaller system (--preset, --system)";
+
 fn autotune(a: AutotuneArgs) -> Result<()> {
     use kernbench::autotune::{Tuner, report};
     check_output_file("--csv", &a.csv)?;
     check_output_dir("--cache", &a.cache)?;
     let inputs = inputs_of(&a.system, a.ccl.as_deref(), None);
     kernbench::output::check_distinct(&[("--csv", &a.csv)], &inputs).map_err(anyhow::Error::msg)?;
+    use kernbench::estimate::commands;
+    use std::sync::Arc;
     let sys = a.system.load()?;
     let ccl = match &a.ccl {
         Some(path) => CclConfig::from_file(path)?,
         None => CclConfig::embedded_default(),
     };
+    let heterogeneous = sys.kinds.heterogeneous();
+    let tuner = Tuner::new(&sys, &ccl);
+    // Seed 001's protocol caches nothing; the tuner simulates what its cache lacks.
+    let (candidates, to_tune) = if heterogeneous {
+        (ccl.candidates.clone(), report::buckets(&a.sizes))
+    } else {
+        let cache = (a.cache.as_path(), a.retune);
+        let to_tune = commands::buckets_to_tune(&sys, &tuner, cache, a.collective, &a.sizes);
+        (tuner.candidates().to_vec(), to_tune)
+    };
+    let cost = commands::autotune(&sys, &candidates, a.collective, &to_tune);
+    cost.check("autotune", &a.budget.budget(), AUTOTUNE_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
     println!(
         "# autotune {} on {} ({} candidates of {})",
         a.collective,
@@ -508,12 +583,40 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
         ccl.candidates.len(),
         ccl.origin
     );
-    let rows = if sys.kinds.heterogeneous() {
+    let progress = Arc::new(kernbench::progress::Progress::new(
+        "autotune",
+        "simulations",
+        &cost.weights(),
+    ));
+    let bar = progress.clone();
+    let seconds: std::collections::HashMap<String, f64> = cost
+        .parts
+        .iter()
+        .map(|(what, e)| (what.clone(), e.seconds))
+        .collect();
+    let tick = move |candidate: &str, bucket: u64| {
+        let what = format!("{candidate} at {bucket} B");
+        // Candidates that cannot run here fail at once: not in the estimate.
+        if let Some(&s) = seconds.get(&what) {
+            progress.tick(s, &what);
+        }
+    };
+    let mut rows = Vec::new();
+    if heterogeneous {
         println!("# heterogeneous: seed 001's protocol on the simulated machine (not cached)");
-        report::heterogeneous(&sys, &ccl, a.collective, &a.sizes)?
+        for b in report::buckets(&a.sizes) {
+            let bucket = report::heterogeneous(&sys, &ccl, a.collective, &[b]);
+            rows.extend(bucket.map_err(|e| anyhow::anyhow!("--sizes (bucket {b} B): {e}"))?);
+            candidates.iter().for_each(|c| tick(&c.name, b));
+        }
     } else {
-        let mut tuner = Tuner::new(&sys, &ccl).with_cache(&a.cache, a.retune);
-        let rows = report::homogeneous(&mut tuner, &sys, a.collective, &a.sizes)?;
+        let mut tuner = tuner
+            .with_cache(&a.cache, a.retune)
+            .with_progress(Arc::new(tick));
+        for b in report::buckets(&a.sizes) {
+            let bucket = report::homogeneous(&mut tuner, &sys, a.collective, &[b]);
+            rows.extend(bucket.map_err(|e| anyhow::anyhow!("--sizes (bucket {b} B): {e}"))?);
+        }
         for why in &tuner.rebuilt {
             eprintln!("note: rebuilt a cached decision: {why}");
         }
@@ -522,13 +625,16 @@ fn autotune(a: AutotuneArgs) -> Result<()> {
             tuner.simulations,
             a.cache.display()
         );
-        rows
-    };
+    }
+    bar.finish();
     print!("{}", report::table(&rows));
     report::write_csv(&a.csv, &rows).map_err(|e| anyhow::anyhow!("--csv: {e}"))?;
     println!("# wrote {}", a.csv.display());
     Ok(())
 }
+
+/// Knobs that shrink a gemm-sweep: its one SIP.
+const GEMM_KNOBS: &str = "fewer cubes (sip.cube_mesh) or PEs per cube in the spec";
 
 fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
     use kernbench::gemm::sweep;
@@ -537,6 +643,11 @@ fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
     kernbench::output::claim_dir("--out", &a.out, "gemm-sweep").map_err(anyhow::Error::msg)?;
     let sys = a.system.load()?;
     let shapes = sweep::default_grid();
+    let one_sip = sweep::one_sip(&sys).map_err(anyhow::Error::msg)?;
+    let cost =
+        kernbench::estimate::commands::gemm_sweep(&one_sip, &shapes, rayon::current_num_threads());
+    cost.check("gemm-sweep", &a.budget.budget(), GEMM_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
     eprintln!(
         "gemm-sweep: {} shapes on one SIP of {} ({} cubes x {} PEs) -> {}",
         shapes.len(),
@@ -546,7 +657,12 @@ fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
         a.out.display()
     );
     let started = std::time::Instant::now();
-    let rows = sweep::run_grid(&sys, &shapes)?;
+    let weights = cost.weights();
+    let progress = kernbench::progress::Progress::new("gemm-sweep", "shapes", &weights);
+    let rows = sweep::run_grid_with(&sys, &shapes, &|i| {
+        progress.tick(weights[i], &cost.parts[i].0)
+    })?;
+    progress.finish();
     println!(
         "{:>7} {:>6} {:>6} {:>6} {:>12} {:>12} {:>8} {:>9} {:>9} {:>7}",
         "family", "m", "k", "n", "time(us)", "bound(us)", "set by", "TFLOP/s", "peak", "sim/rf"
@@ -592,6 +708,16 @@ fn tp_mlp(a: TpMlpArgs) -> Result<()> {
         d_hidden: a.d_hidden,
         d_out: a.d_out,
     };
+    let config = ccl.entry(&a.algorithm).map_err(|(problem, allowed)| {
+        anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}")
+    })?;
+    check_hidden_split(&a, base.cubes_per_sip())?;
+    let cost = kernbench::estimate::commands::tp_mlp(&base, config, &a.tp, a.dp, shape)
+        .map_err(anyhow::Error::msg)?;
+    cost.check("tp-mlp", &a.budget.budget(), TP_MLP_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", base.origin))?;
+    let weights = cost.weights();
+    let progress = kernbench::progress::Progress::new("tp-mlp", "TP sizes", &weights);
     let tick_us = base.spec.system.tick_ns / 1e3;
     println!(
         "# tp-mlp: X ({} x {}) -> fc1 ColumnParallel -> ({} x {}) -> fc2 RowParallel -> ({} x {}); bias {}; all-reduce '{}'; {} cubes x {} PEs per SIP; times of rank 0 in us",
@@ -619,9 +745,11 @@ fn tp_mlp(a: TpMlpArgs) -> Result<()> {
         "exposed",
         "launch+wait"
     );
-    for &tp in &a.tp {
-        let sys = base.with_sips(tp.saturating_mul(a.dp))?;
+    for (k, &tp) in a.tp.iter().enumerate() {
+        // The estimate has built this system already: the product fits.
+        let sys = base.with_sips(tp * a.dp)?;
         let r = mlp::run_mlp(&sys, &ccl, &a.algorithm, tp, shape, bias)?;
+        progress.tick(weights[k], &cost.parts[k].0);
         let b = r.breakdown;
         let us = |t: u64| t as f64 * tick_us;
         println!(
@@ -644,11 +772,45 @@ fn tp_mlp(a: TpMlpArgs) -> Result<()> {
             );
         }
     }
+    progress.finish();
     println!(
         "# total = compute + exposed + launch+wait; comm = hidden + exposed (each collective's own time); max|err| over every rank's output against the single-device f32 reference, each element checked against its first-order f16 bound (docs/model.md §Tensor parallelism)"
     );
     Ok(())
 }
+
+/// fc1's outputs (= fc2's inputs) split over each TP size's ranks, then
+/// over the cubes of each SIP: --d-hidden must divide evenly for every one.
+fn check_hidden_split(a: &TpMlpArgs, cubes: u32) -> Result<()> {
+    let parts = |tp: u32| u64::from(tp) * u64::from(cubes);
+    let gcd = |mut x: u64, mut y: u64| {
+        while y != 0 {
+            (x, y) = (y, x % y);
+        }
+        x
+    };
+    let all = a.tp.iter().fold(1u64, |l, &tp| {
+        let p = parts(tp);
+        (l / gcd(l, p)).saturating_mul(p)
+    });
+    let splits = |tp: &u32| (a.d_hidden as u64).is_multiple_of(parts(*tp));
+    if let Some(&tp) = a.tp.iter().find(|tp| !splits(tp)) {
+        bail!(
+            "--d-hidden {} over --tp {tp} ranks and the {cubes} cubes of each SIP (sip.cube_mesh) is not a whole number per cube; allowed: a --d-hidden that is a multiple of {} for --tp {}",
+            a.d_hidden,
+            all,
+            a.tp.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+    Ok(())
+}
+
+/// Knobs that shrink a tp-mlp.
+const TP_MLP_KNOBS: &str =
+    "fewer or smaller --tp sizes, a smaller --dp, --batch or --d-in/--d-hidden/--d-out";
 
 /// Knobs that shrink a build.
 const BUILD_KNOBS: &str =
@@ -769,47 +931,122 @@ fn write_dot(m: &Machine, dir: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Knobs that shrink a bench.
+const BENCH_KNOBS: &str = "fewer --rounds or --sips, smaller --bytes or --collective-bytes, a larger --slot-bytes, or fewer phases (--no-build, --no-traffic, --no-kernel)";
+
 fn bench(a: BenchArgs) -> Result<()> {
-    if !a.no_build {
-        let sys = presets::preset("ring_4096")?;
-        let t0 = Instant::now();
-        let m = Machine::build(&sys)?;
-        let secs = t0.elapsed().as_secs_f64();
-        println!(
-            "build   ring_4096: {} PEs, {} directed links in {secs:.3} s, peak memory {}",
-            sys.total_pes(),
-            m.engine.links().len(),
-            kernbench::report::gib(kernbench::report::peak_rss_bytes())
+    if !a.no_kernel && !a.bytes.is_multiple_of(2) {
+        bail!(
+            "--bytes {}: the ring kernel sends whole f16 elements; allowed: an even number of bytes, or --no-kernel",
+            a.bytes
         );
     }
     let mut spec = presets::preset("ring_4096_lean")?.spec;
     spec.system.sips.count = a.sips;
     let sys = System::from_spec(spec, "ring_4096_lean (--sips)")?;
+    let tcm = sys.spec.memory.tcm.size_bytes;
+    let area = u128::from(a.slot_bytes) * u128::from(a.slots);
+    if !a.no_kernel && area > u128::from(tcm) {
+        bail!(
+            "--slot-bytes {} x --slots {} = {area} B of IPCQ slots per queue do not fit in a PE's TCM of {tcm} B (memory.tcm.size_bytes of ring_4096_lean); allowed: --slot-bytes x --slots at most {tcm} B, or --no-kernel",
+            a.slot_bytes,
+            a.slots
+        );
+    }
+    let cost = bench_cost(&a, &sys)?;
+    cost.check("bench", &a.budget.budget(), BENCH_KNOBS)
+        .map_err(anyhow::Error::msg)?;
+    let chunks = u64::from(a.sips)
+        .checked_mul(a.rounds)
+        .and_then(|m| m.checked_mul(a.bytes.div_ceil(a.slot_bytes)));
+    if chunks.is_none() {
+        bail!(
+            "--sips {} x --rounds {} x {} chunks per send is more messages than 64 bits count; allowed: fewer --rounds",
+            a.sips,
+            a.rounds,
+            a.bytes.div_ceil(a.slot_bytes)
+        );
+    }
+    let weights = cost.weights();
+    let progress = kernbench::progress::Progress::new("bench", "phases", &weights);
+    for (k, (phase, _)) in cost.parts.iter().enumerate() {
+        match phase.as_str() {
+            "build" => bench_build()?,
+            "traffic" => bench_traffic(&a, &sys)?,
+            "kernel" => bench_kernel(&a, &sys)?,
+            "collective" => bench_collective(&a, &sys)?,
+            _ => bench_process_group(&a, &sys)?,
+        }
+        progress.tick(weights[k], phase);
+    }
+    progress.finish();
+    Ok(())
+}
+
+/// The phases `a` asks for, in order, each with its estimate.
+fn bench_cost(a: &BenchArgs, sys: &System) -> Result<kernbench::estimate::Cost> {
+    use kernbench::estimate::{Estimate, commands};
+    let mut cost = kernbench::estimate::Cost::default();
+    if !a.no_build {
+        cost.add("build", Estimate::build(&presets::preset("ring_4096")?));
+    }
     if !a.no_traffic {
-        bench_traffic(&a, &sys)?;
+        cost.add("traffic", commands::ring_traffic(sys, a.rounds, a.bytes));
     }
     if !a.no_kernel {
-        bench_kernel(&a, &sys)?;
+        let e = commands::ring_kernel(sys, a.rounds, a.bytes, a.slot_bytes);
+        cost.add("kernel", e);
     }
+    let ring = CclConfig::embedded_default()
+        .entry("ring")
+        .map_err(|(p, _)| anyhow::anyhow!(p))?
+        .clone();
+    let job = Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems: (a.collective_bytes / 2) as usize,
+    };
+    if a.collective || a.process_group {
+        Communicator::check_before_build(sys, &ring, &job)
+            .map_err(|e| anyhow::anyhow!("--collective-bytes {}: {e}", a.collective_bytes))?;
+    }
+    let all_reduce = Estimate::collective(sys, &ring, &job, false, false);
     if a.collective {
-        bench_collective(&a, &sys)?;
+        cost.add("collective", all_reduce);
     }
     if a.process_group {
-        bench_process_group(&a, &sys)?;
+        let mut e = commands::process_group(sys, sys.n_sips());
+        e.seconds += all_reduce.seconds;
+        e.peak_bytes += all_reduce.peak_bytes;
+        cost.add("process group", e);
     }
+    Ok(cost)
+}
+
+/// Building the 4096-SIP system.
+fn bench_build() -> Result<()> {
+    let sys = presets::preset("ring_4096")?;
+    let t0 = Instant::now();
+    let m = Machine::build(&sys)?;
+    let secs = t0.elapsed().as_secs_f64();
+    println!(
+        "build   ring_4096: {} PEs, {} directed links in {secs:.3} s, peak memory {}",
+        sys.total_pes(),
+        m.engine.links().len(),
+        kernbench::report::gib(kernbench::report::peak_rss_bytes())
+    );
     Ok(())
 }
 
 /// The ring all-reduce of `bench_collective` written as a distributed
 /// program: every rank allocates its buffer and joins the collective.
 fn bench_process_group(a: &BenchArgs, sys: &System) -> Result<()> {
-    use kernbench::dist::{DPPolicy, init_process_group};
-    let elems = Job::elems_of(a.collective_bytes).map_err(|(problem, allowed)| {
-        anyhow::anyhow!("--collective-bytes: {problem}; allowed: {allowed}")
-    })?;
+    use kernbench::dist::{DPPolicy, init_process_group_within};
+    let elems = (a.collective_bytes / 2) as usize;
     let t0 = Instant::now();
     let ccl = CclConfig::embedded_default();
-    let mut pg = init_process_group(sys, &ccl, "ring", DataMode::TimingOnly)?;
+    let budget = a.budget.budget();
+    let mut pg = init_process_group_within(sys, &ccl, "ring", DataMode::TimingOnly, &budget)?;
     let setup = t0.elapsed().as_secs_f64();
     let t0 = Instant::now();
     let ticks = std::sync::Mutex::new(0);
@@ -835,9 +1072,7 @@ fn bench_process_group(a: &BenchArgs, sys: &System) -> Result<()> {
 }
 
 fn bench_collective(a: &BenchArgs, sys: &System) -> Result<()> {
-    let elems = Job::elems_of(a.collective_bytes).map_err(|(problem, allowed)| {
-        anyhow::anyhow!("--collective-bytes: {problem}; allowed: {allowed}")
-    })?;
+    let elems = (a.collective_bytes / 2) as usize;
     let job = Job {
         collective: Collective::AllReduce,
         op: ReduceOp::Sum,
@@ -896,9 +1131,6 @@ fn bench_traffic(a: &BenchArgs, sys: &System) -> Result<()> {
 }
 
 fn bench_kernel(a: &BenchArgs, sys: &System) -> Result<()> {
-    if !a.bytes.is_multiple_of(2) || a.slot_bytes == 0 || a.slots == 0 {
-        bail!("--bytes must be even (f16 elements), --slot-bytes and --slots at least 1");
-    }
     let mut m = Machine::build_with(sys, DataMode::TimingOnly)?;
     let pes: Vec<u32> = (0..a.sips).collect();
     let q = QueueConfig {
@@ -921,7 +1153,8 @@ fn bench_kernel(a: &BenchArgs, sys: &System) -> Result<()> {
     let t0 = Instant::now();
     let r = m.launch(ring_kernel, &args, &pes)?;
     let secs = t0.elapsed().as_secs_f64();
-    let chunks = a.sips as u64 * a.rounds * a.bytes.div_ceil(a.slot_bytes);
+    // `bench` checked that the count fits.
+    let chunks = u64::from(a.sips) * a.rounds * a.bytes.div_ceil(a.slot_bytes);
     println!(
         "kernel  {} PEs x {} rounds x (send {} B / recv / add), {} slots x {} B: installed at tick {installed_at} ({install_secs:.3} s), kernels done at tick {}",
         a.sips, a.rounds, a.bytes, a.slots, a.slot_bytes, r.kernel_end
@@ -1111,18 +1344,6 @@ fn sweep(a: SweepArgs) -> Result<()> {
         }
         eprintln!("\ninterrupted: finishing the points in progress (Ctrl-C again to quit now)");
     })?;
-    let total = plan.points().len();
-    let shard_note = shard.map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
-    eprintln!(
-        "sweep '{}': {total} points{shard_note}, {jobs} job(s), {} -> {}",
-        plan.file.name,
-        if plan.file.description.is_empty() {
-            "no description"
-        } else {
-            &plan.file.description
-        },
-        out.display()
-    );
     let heap_peak = Some(kernbench::sweep::run::HeapPeak {
         reset: || HEAP.reset_peak_usage(),
         read_mb: || HEAP.peak_usage_as_mb() as f64,
@@ -1142,6 +1363,25 @@ fn sweep(a: SweepArgs) -> Result<()> {
         autotune_cache: Some(a.autotune_cache.clone()),
         budget: a.budget.budget(),
     };
+    if let Err(e) = kernbench::sweep::run::check_budget(&plan, &opts) {
+        if a.out.is_none() {
+            // The empty directory default_out made for this sweep.
+            let _ = std::fs::remove_dir(&out);
+        }
+        return Err(anyhow::Error::msg(e));
+    }
+    let total = plan.points().len();
+    let shard_note = shard.map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
+    eprintln!(
+        "sweep '{}': {total} points{shard_note}, {jobs} job(s), {} -> {}",
+        plan.file.name,
+        if plan.file.description.is_empty() {
+            "no description"
+        } else {
+            &plan.file.description
+        },
+        out.display()
+    );
     let t0 = Instant::now();
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;
     report_sweep(&plan, &a.plan, &out, &outcome, t0.elapsed().as_secs_f64())
@@ -1201,6 +1441,9 @@ fn tp_sweep(
         );
     }
     let base = system.unwrap_or_else(System::embedded_default);
+    let cost = kernbench::estimate::commands::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
+    cost.check("sweep", &a.budget.budget(), TP_STUDY_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", plan.name))?;
     let total = plan.points().len();
     let jobs = sweep_jobs(a.jobs, total)?;
     let out = match &a.out {
@@ -1216,24 +1459,13 @@ fn tp_sweep(
         out.display()
     );
     let started = Instant::now();
-    let finished = std::sync::atomic::AtomicUsize::new(0);
-    let tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let progress = |_: usize| {
-        let n = finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
-        if tty {
-            eprint!(
-                "\r{n}/{total} points, {:.0} s",
-                started.elapsed().as_secs_f64()
-            );
-        }
-    };
+    let bar = kernbench::progress::Progress::new("sweep", "points", &cost.weights());
+    let progress = |i: usize| bar.tick(cost.parts[i].1.seconds, &cost.parts[i].0);
     let pool = rayon::ThreadPoolBuilder::new().num_threads(jobs).build()?;
     let rows = pool
         .install(|| study::run(plan, &base, &progress))
         .map_err(anyhow::Error::msg)?;
-    if tty {
-        eprintln!();
-    }
+    bar.finish();
     println!(
         "{:>16} {:>6} {:>3} {:>12} {:>12} {:>12} {:>12} {:>8} {:>6}",
         "topology", "hidden", "tp", "time(us)", "compute", "comm", "launch+wait", "speedup", "eff"
@@ -1268,6 +1500,9 @@ fn tp_sweep(
     );
     Ok(())
 }
+
+/// Knobs that shrink a TP plan.
+const TP_STUDY_KNOBS: &str = "fewer points (grid.tp, grid.hidden, grid.topology of the plan), fewer tokens, or a smaller base system";
 
 /// A sweep's result directory when --out is not given, created now:
 /// results/<plan>-<UTC timestamp>, with `-2`, `-3` … if another sweep took

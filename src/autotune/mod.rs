@@ -33,7 +33,11 @@ pub const MIN_BUCKET_BYTES: u64 = 1024;
 /// power of two at least `bytes` (and at least [`MIN_BUCKET_BYTES`]). Its
 /// decision is tuned at that size.
 pub fn bucket(bytes: u64) -> u64 {
-    bytes.max(MIN_BUCKET_BYTES).next_power_of_two()
+    // Above 2^63 there is no power of two in u64: the largest one stands in.
+    bytes
+        .max(MIN_BUCKET_BYTES)
+        .checked_next_power_of_two()
+        .unwrap_or(1 << 63)
 }
 
 /// One candidate's simulated time for a bucket.
@@ -82,6 +86,9 @@ pub fn fastest(timings: &[Timing]) -> Option<(usize, Tick)> {
     best
 }
 
+/// What [`Tuner::with_progress`] calls: (candidate, bucket).
+pub type OnSimulated = std::sync::Arc<dyn Fn(&str, u64) + Send + Sync>;
+
 /// Chooses configurations per (collective, bucket) on one system.
 pub struct Tuner {
     sys: System,
@@ -94,6 +101,9 @@ pub struct Tuner {
     /// Decisions made or read by this tuner: a process group asks once per
     /// collective call, and only the first call of a bucket tunes.
     known: HashMap<CacheKey, Decision>,
+    /// Called with a candidate's name and the bucket as each simulation
+    /// ends (a progress bar).
+    on_simulated: Option<OnSimulated>,
     /// Candidate simulations run so far (cache hits run none).
     pub simulations: usize,
     /// Cache files found untrustworthy and rebuilt, with the reason.
@@ -121,6 +131,7 @@ impl Tuner {
             cache: None,
             retune: false,
             known: HashMap::new(),
+            on_simulated: None,
             simulations: 0,
             rebuilt: Vec::new(),
         }
@@ -131,6 +142,12 @@ impl Tuner {
     pub fn with_cache(mut self, dir: impl Into<std::path::PathBuf>, retune: bool) -> Self {
         self.cache = Some(Cache::new(dir));
         self.retune = retune;
+        self
+    }
+
+    /// Calls `f(candidate, bucket)` as each simulation of a tune ends.
+    pub fn with_progress(mut self, f: OnSimulated) -> Self {
+        self.on_simulated = Some(f);
         self
     }
 
@@ -254,21 +271,27 @@ impl Tuner {
             op: ReduceOp::Sum,
             elems,
         };
-        let sys = &self.sys;
+        let (sys, done) = (&self.sys, &self.on_simulated);
         let timings: Vec<Timing> = self
             .candidates
             .par_iter()
-            .map(|c| match measure_in(sys, c, *group, job) {
-                Ok(ticks) => Timing {
-                    config: c.name.clone(),
-                    ticks: Some(ticks),
-                    note: String::new(),
-                },
-                Err(e) => Timing {
-                    config: c.name.clone(),
-                    ticks: None,
-                    note: e.to_string(),
-                },
+            .map(|c| {
+                let measured = measure_in(sys, c, *group, job);
+                if let Some(done) = done {
+                    done(&c.name, bucket);
+                }
+                match measured {
+                    Ok(ticks) => Timing {
+                        config: c.name.clone(),
+                        ticks: Some(ticks),
+                        note: String::new(),
+                    },
+                    Err(e) => Timing {
+                        config: c.name.clone(),
+                        ticks: None,
+                        note: e.to_string(),
+                    },
+                }
             })
             .collect();
         self.simulations += timings.iter().filter(|t| t.ticks.is_some()).count();

@@ -112,7 +112,7 @@ pub fn heterogeneous(
 }
 
 /// The distinct buckets of `sizes`, ascending.
-fn buckets(sizes: &[u64]) -> Vec<u64> {
+pub fn buckets(sizes: &[u64]) -> Vec<u64> {
     let mut b: Vec<u64> = sizes.iter().map(|&s| bucket(s)).collect();
     b.sort_unstable();
     b.dedup();

@@ -7,6 +7,7 @@ use super::barrier::EpochBarrier;
 use super::layout;
 use crate::autotune::Tuner;
 use crate::ccl::{AUTO, AlgoConfig, CclConfig, Communicator, Group, Job};
+use crate::estimate::Budget;
 use crate::machine::{Machine, Tables};
 use crate::spec::System;
 use kernbench_systems::Tick;
@@ -102,11 +103,31 @@ pub fn init_process_group(
     algorithm: &str,
     mode: DataMode,
 ) -> Result<ProcessGroup, DistError> {
+    init_process_group_within(sys, ccl, algorithm, mode, &Budget::of_this_machine())
+}
+
+/// What shrinks a process group: its system and its ranks.
+const PROCESS_GROUP_KNOBS: &str =
+    "fewer SIPs (system.sips.count) or ranks (world_size), fewer cubes (sip.cube_mesh) or PEs";
+
+/// [`init_process_group`] refused before anything is built when building
+/// the machine and starting a worker per rank are estimated to need more
+/// memory or time than `budget` (docs/model.md §Cost estimate).
+pub fn init_process_group_within(
+    sys: &System,
+    ccl: &CclConfig,
+    algorithm: &str,
+    mode: DataMode,
+    budget: &Budget,
+) -> Result<ProcessGroup, DistError> {
     let config = ccl
         .entry(algorithm)
         .map_err(|(p, a)| DistError::Config(format!("{p}; allowed: {a}")))?
         .clone();
     let (n, unit) = world_size(sys, &config)?;
+    crate::estimate::commands::process_group(sys, n)
+        .check(budget, PROCESS_GROUP_KNOBS)
+        .map_err(|e| DistError::Config(format!("process group on {}: {e}", sys.origin)))?;
     layout::mapper(&config.mapper).map_err(DistError::Config)?;
     let machine = Machine::build_with(sys, mode).map_err(|e| DistError::Config(e.to_string()))?;
     let tuner = (config.algorithm == AUTO).then(|| Tuner::new(sys, ccl));

@@ -37,9 +37,11 @@ pub mod tensor;
 
 pub use barrier::{Call, EpochBarrier, Joined};
 pub use group::{
-    GroupId, ProcessGroup, RankGroup, RankUnit, TurnOrder, WORLD, init_process_group, world_size,
+    GroupId, ProcessGroup, RankGroup, RankUnit, TurnOrder, WORLD, init_process_group,
+    init_process_group_within, world_size,
 };
 pub use rank::{Rank, Work};
+pub(crate) use spawn::WORKER_STACK;
 pub use tensor::{Block, DPPolicy, Shard, Split, Tensor};
 
 /// Why a distributed program failed.

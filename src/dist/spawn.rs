@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// Stack of each worker thread: room for kernels traced inside it.
-const WORKER_STACK: usize = 1 << 20;
+pub(crate) const WORKER_STACK: usize = 1 << 20;
 
 /// A launch a worker submitted: kernels or a collective, by work id.
 pub(super) struct Submission {

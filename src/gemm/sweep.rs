@@ -72,9 +72,13 @@ pub struct GemmRow {
 }
 
 /// One SIP of `sys` (the GEMM runs inside a device).
-fn one_sip(sys: &System) -> Result<System, String> {
+pub fn one_sip(sys: &System) -> Result<System, String> {
     let mut spec = sys.spec.clone();
     spec.system.sips.count = 1;
+    // SIP 0 keeps its kind: the GEMM runs on it.
+    if let Some(kinds) = &mut spec.system.sips.kinds {
+        crate::spec::kinds::keep_sips_below(kinds, 1);
+    }
     spec.system.sips.topology = SipTopology::Ring1d;
     (spec.system.sips.w, spec.system.sips.h) = (None, None);
     System::from_spec(spec, "one SIP of the gemm-sweep system").map_err(|e| e.to_string())
@@ -85,13 +89,17 @@ pub fn run_shape(sys: &System, s: Shape) -> Result<GemmRow, DistError> {
     let sys = one_sip(sys).map_err(DistError::Config)?;
     let ccl = CclConfig::embedded_default();
     let mut pg = init_process_group(&sys, &ccl, "pairwise", DataMode::TimingOnly)?;
+    // The roofline of the PEs and memories the GEMM runs on: SIP 0's kind.
+    let mut spec = sys.spec.clone();
+    let kind = sys.kinds.of(0);
+    (spec.pe, spec.memory) = (kind.pe, kind.memory.clone());
     let out = Mutex::new(None);
     pg.spawn(1, |ctx| {
         let l = Layout::spread(s.m, s.n, sys.cubes_per_sip(), sys.pes_per_cube());
         let a = ctx.empty((s.m, s.k), l.a)?;
         let b = ctx.empty((s.k, s.n), l.b)?;
         let c = ctx.empty((s.m, s.n), l.c)?;
-        let r = roofline(&sys.spec, &a, &b, &c);
+        let r = roofline(&spec, &a, &b, &c);
         let w = matmul(ctx, &a, &b, &c)?;
         let ran = ctx.wait(w)?;
         *out.lock().expect("one worker") = Some((r, ran.ticks()));
@@ -121,7 +129,24 @@ pub fn run_shape(sys: &System, s: Shape) -> Result<GemmRow, DistError> {
 
 /// Runs every shape on rayon's pool, in grid order.
 pub fn run_grid(sys: &System, shapes: &[Shape]) -> Result<Vec<GemmRow>, DistError> {
-    shapes.par_iter().map(|&s| run_shape(sys, s)).collect()
+    run_grid_with(sys, shapes, &|_| {})
+}
+
+/// [`run_grid`], calling `done(i)` as shape `i` finishes (in any order).
+pub fn run_grid_with(
+    sys: &System,
+    shapes: &[Shape],
+    done: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<GemmRow>, DistError> {
+    shapes
+        .par_iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            let row = run_shape(sys, s);
+            done(i);
+            row
+        })
+        .collect()
 }
 
 /// The files [`write`] puts in its directory.

@@ -117,6 +117,27 @@ impl SipIds {
     }
 }
 
+/// Keeps the SIPs of `system.sips.kinds` that a system of `count` SIPs
+/// has: a copy of a system with fewer SIPs (one SIP of it for a GEMM, a
+/// TP group's SIPs) keeps each remaining SIP's kind and drops the rest;
+/// added SIPs are of the base kind. Entries that are not ids or ranges
+/// stay, for validation to name.
+pub fn keep_sips_below(listed: &mut BTreeMap<String, Vec<SipIds>>, count: u32) {
+    for ids in listed.values_mut() {
+        ids.retain_mut(|entry| match entry.ids() {
+            None => true,
+            Some(r) if r.start >= count => false,
+            Some(r) => {
+                if r.end > count {
+                    *entry = SipIds::Range(format!("{}..{count}", r.start));
+                }
+                true
+            }
+        });
+    }
+    listed.retain(|_, ids| !ids.is_empty());
+}
+
 /// A kind's full parameters: the spec's sections with its overrides applied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct KindParams {

@@ -104,11 +104,15 @@ impl System {
     }
 
     /// This system with `n` SIPs on the same kind of network: a 2-D grid
-    /// as square as `n` allows (w ≥ h, w · h = n), a ring as it is.
+    /// as square as `n` allows (w ≥ h, w · h = n), a ring as it is; SIPs
+    /// below `n` keep their kinds, added ones are of the base kind.
     pub fn with_sips(&self, n: u32) -> Result<System, SpecError> {
         let mut spec = self.spec.clone();
         let sips = &mut spec.system.sips;
         sips.count = n;
+        if let Some(kinds) = &mut sips.kinds {
+            super::kinds::keep_sips_below(kinds, n);
+        }
         (sips.w, sips.h) = match sips.topology {
             crate::spec::SipTopology::Ring1d => (None, None),
             _ => {

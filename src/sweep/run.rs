@@ -8,7 +8,6 @@ use super::results::{PointFile, Row, consolidate};
 use crate::ccl::{AUTO, AlgoConfig, Communicator};
 use crate::output::{foreign_entries, some_of, write_file};
 use kernbench_systems::memory::DataMode;
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -444,26 +443,14 @@ fn finished(dir: &Path, p: &Point) -> bool {
 /// Runs a plan into `opts.out`; returns the consolidated rows.
 pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     let dir = &opts.out;
+    let shard = resolve_shard(dir, opts.resume, opts.shard)?;
+    let (planned, weights, todo) = weighed_points(plan, opts, shard);
+    within_time_budget(&weights, &todo, opts)?;
     let (_lock, shard) = prepare(plan, opts)?;
-    let all = plan.points();
-    let mine: Vec<Point> = all
-        .into_iter()
-        .filter(|p| shard.is_none_or(|(k, n)| p.index % n == k - 1))
-        .collect();
-    set_aside_strays(dir, &mine)?;
-    let planned = mine.len();
-    let todo: Vec<Point> = mine
-        .into_iter()
-        .filter(|p| !(opts.resume && finished(dir, p)))
-        .collect();
-    // Longest points first, taken in that order by whichever worker is
-    // free, so no big one is left running alone at the end.
-    let mut weighed: Vec<(f64, Point)> = todo.into_iter().map(|p| (weight(plan, &p), p)).collect();
-    weighed.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let (weights, todo): (Vec<f64>, Vec<Point>) = weighed.into_iter().unzip();
+    set_aside_strays(dir, &shard_points(plan, shard))?;
     let skipped = planned - todo.len();
     let verify = plan.file.verify;
-    let bar = progress(&weights);
+    let bar = crate::progress::Progress::new("sweep", "points", &weights);
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let error = std::sync::Mutex::new(None::<String>);
@@ -491,7 +478,10 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
                 opts.stop.store(true, Ordering::SeqCst);
             }
             done.fetch_add(1, Ordering::SeqCst);
-            bar.tick(weights[i], &result.row);
+            bar.tick(
+                weights[i],
+                &format!("{} {}", result.row.collective, result.row.algorithm),
+            );
         }
     };
     let pool = rayon::ThreadPoolBuilder::new()
@@ -519,92 +509,65 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     })
 }
 
+/// The points of this shard, and those still to run (all but the finished
+/// ones on --resume), longest first with their weights: taken in that order
+/// by whichever worker is free, so no big one is left running alone at the end.
+fn weighed_points(
+    plan: &Plan,
+    opts: &Options,
+    shard: Option<(usize, usize)>,
+) -> (usize, Vec<f64>, Vec<Point>) {
+    let mine = shard_points(plan, shard);
+    let planned = mine.len();
+    let mut weighed: Vec<(f64, Point)> = mine
+        .into_iter()
+        .filter(|p| !(opts.resume && finished(&opts.out, p)))
+        .map(|p| (weight(plan, &p), p))
+        .collect();
+    weighed.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let (weights, todo) = weighed.into_iter().unzip();
+    (planned, weights, todo)
+}
+
+/// The plan's points that shard K/N runs (all of them without a shard).
+fn shard_points(plan: &Plan, shard: Option<(usize, usize)>) -> Vec<Point> {
+    plan.points()
+        .into_iter()
+        .filter(|p| shard.is_none_or(|(k, n)| p.index % n == k - 1))
+        .collect()
+}
+
+/// Refuses a sweep whose points together are estimated above the time
+/// budget, before anything is written ([`run`] checks it too).
+pub fn check_budget(plan: &Plan, opts: &Options) -> Result<(), String> {
+    let shard = resolve_shard(&opts.out, opts.resume, opts.shard)?;
+    let (_, weights, todo) = weighed_points(plan, opts, shard);
+    within_time_budget(&weights, &todo, opts)
+}
+
+/// The points to run together, on `opts.jobs` workers, within the time
+/// budget (a point over it alone fails at once and costs nothing): refused
+/// before anything is written, with the total and the longest point.
+fn within_time_budget(weights: &[f64], todo: &[Point], opts: &Options) -> Result<(), String> {
+    let jobs = opts.jobs.max(1) as f64;
+    let limit = opts.budget.seconds;
+    let runs = || weights.iter().zip(todo).filter(|(w, _)| **w <= limit);
+    let wall = runs().map(|(w, _)| w).sum::<f64>() / jobs;
+    if wall <= limit {
+        return Ok(());
+    }
+    let (longest, point) = runs()
+        .max_by(|a, b| a.0.total_cmp(b.0))
+        .expect("a positive total has a point");
+    Err(format!(
+        "sweep: its {} points are estimated to need {wall:.0} s to simulate on {jobs} job(s) (the longest: {}, {longest:.0} s), more than the time budget of {limit:.0} s; allowed: fewer points (a smaller plan, --shard K/N), more --jobs, or --max-time if the wait is worth it (the time estimate is good to a factor of about 4)",
+        runs().count(),
+        point.label(),
+    ))
+}
+
 /// A point's expected cost for scheduling and the ETA: its estimated
 /// seconds plus a fixed cost per point (building its world, writing it).
 fn weight(plan: &Plan, p: &Point) -> f64 {
     plan.estimate(p).map_or(0.0, |e| e.seconds) + 0.005
-}
-
-/// Progress in estimated work, not in points (points differ in cost by
-/// orders of magnitude): a bar with ETA on a terminal, plain lines otherwise.
-struct Progress {
-    bar: Option<indicatif::ProgressBar>,
-    points: usize,
-    /// Total estimated work, in microseconds of the estimate.
-    total: u64,
-    state: std::sync::Mutex<(usize, u64)>,
-    start: Instant,
-    last_line: AtomicUsize,
-}
-
-/// Work units of a weight (microseconds of estimated seconds).
-fn units(weight: f64) -> u64 {
-    (weight * 1e6) as u64
-}
-
-fn progress(weights: &[f64]) -> Progress {
-    let total = weights.iter().map(|&w| units(w)).sum();
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:40}] {msg}, ETA {eta}",
-            )
-            .expect("valid template")
-            .progress_chars("=> "),
-        );
-        // The clock moves between completions too.
-        b.enable_steady_tick(std::time::Duration::from_secs(1));
-        b
-    });
-    Progress {
-        bar,
-        points: weights.len(),
-        total,
-        state: std::sync::Mutex::new((0, 0)),
-        start: Instant::now(),
-        last_line: AtomicUsize::new(0),
-    }
-}
-
-impl Progress {
-    fn tick(&self, weight: f64, row: &Row) {
-        let (done, work) = {
-            let mut s = self.state.lock().expect("no poisoned lock");
-            s.0 += 1;
-            s.1 += units(weight);
-            *s
-        };
-        match &self.bar {
-            Some(b) => {
-                b.set_position(work);
-                b.set_message(format!(
-                    "{done}/{} points ({} {})",
-                    self.points, row.collective, row.algorithm
-                ));
-            }
-            None => {
-                // About every 5% of the work (and the last point), one line.
-                let bucket = (work * 20 / self.total.max(1)) as usize;
-                if bucket > self.last_line.fetch_max(bucket, Ordering::SeqCst)
-                    || done == self.points
-                {
-                    let secs = self.start.elapsed().as_secs_f64();
-                    let left = self.total.saturating_sub(work) as f64;
-                    let eta = secs / work.max(1) as f64 * left;
-                    eprintln!(
-                        "sweep: {done}/{} points ({:.0}% of the estimated work), {secs:.0} s elapsed, ETA {eta:.0} s",
-                        self.points,
-                        work as f64 / self.total.max(1) as f64 * 100.0
-                    );
-                }
-            }
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(b) = &self.bar {
-            b.finish_and_clear();
-        }
-    }
 }

@@ -31,6 +31,36 @@ pub struct MlpShape {
     pub d_out: usize,
 }
 
+impl MlpShape {
+    /// Refuses a shape with an empty side, or a matrix (of f32 values on the
+    /// host) whose bytes an address cannot count.
+    pub fn check(&self) -> Result<(), DistError> {
+        let MlpShape {
+            batch,
+            d_in,
+            d_hidden,
+            d_out,
+        } = *self;
+        let matrices = [
+            ("batch x d_in", batch, d_in),
+            ("batch x d_hidden", batch, d_hidden),
+            ("batch x d_out", batch, d_out),
+            ("d_in x d_hidden", d_in, d_hidden),
+            ("d_hidden x d_out", d_hidden, d_out),
+        ];
+        for (what, rows, cols) in matrices {
+            let bytes = rows.checked_mul(cols).and_then(|n| n.checked_mul(4));
+            if rows == 0 || cols == 0 || bytes.is_none_or(|b| b > isize::MAX as usize) {
+                return Err(DistError::Config(format!(
+                    "{what} = {rows} x {cols}: not a matrix this machine can hold; allowed: sides of at least 1 whose f32 product fits in {} bytes",
+                    isize::MAX
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Default for MlpShape {
     /// The seed's: B = 1, 512 → 2048 → 512.
     fn default() -> Self {
@@ -129,6 +159,7 @@ pub fn run_mlp(
     shape: MlpShape,
     bias: Option<BiasPolicy>,
 ) -> Result<MlpReport, DistError> {
+    shape.check()?;
     let mut pg = init_process_group(sys, ccl, algorithm, DataMode::Functional)?;
     let mp = initialize_model_parallel(&mut pg, tp)?;
     let world = pg.world_size;

@@ -827,7 +827,9 @@ fn tp_mlp_prints_error_and_breakdown() {
     let r = kernbench(&["tp-mlp", "--tp", "3"]);
     r.expect_user_error();
     assert!(
-        r.stderr.contains("out_features = 2048 over 3 TP ranks"),
+        r.stderr
+            .starts_with("error: --d-hidden 2048 over --tp 3 ranks and the 16 cubes")
+            && r.stderr.contains("a multiple of 48 for --tp 3"),
         "{}",
         r.stderr
     );
@@ -1186,5 +1188,253 @@ fn run_honours_an_entrys_all_pes_mapper() {
     assert_eq!(
         (rows[0].out.wrong.as_str(), rows[0].inp.wrong.as_str()),
         ("0", "0")
+    );
+}
+
+/// Every command passes one budget before any work: autotune's estimate is
+/// the sum of its simulations (every candidate at every bucket), refused at
+/// once with that total, the simulation that drives it and the knobs.
+#[test]
+fn autotune_refuses_work_over_the_time_budget_at_once() {
+    use kernbench::ccl::{CclConfig, Collective};
+    let sys = presets::preset("ring_4096_lean").unwrap();
+    let tuner = kernbench::autotune::Tuner::new(&sys, &CclConfig::embedded_default());
+    let sizes = [1024, 4 << 20];
+    let cost = kernbench::estimate::commands::autotune(
+        &sys,
+        tuner.candidates(),
+        Collective::AllReduce,
+        &sizes,
+    );
+    assert!(cost.seconds() > 60.0, "{}", cost.seconds());
+    let t0 = std::time::Instant::now();
+    let run = kernbench(&[
+        "autotune",
+        "--preset",
+        "ring_4096_lean",
+        "--sizes",
+        "1K,4M",
+        "--max-time",
+        "60",
+        "--max-memory",
+        "1000G",
+    ]);
+    run.expect_user_error();
+    assert!(t0.elapsed().as_secs() < 20, "{:?}", t0.elapsed());
+    for want in [
+        format!(
+            "autotune is estimated to need {:.0} s to simulate ({} part(s); the largest: ",
+            cost.seconds(),
+            cost.parts.len()
+        ),
+        "more than the time budget of 60 s".into(),
+        "fewer or smaller --sizes".into(),
+        "--max-time if the wait is worth it".into(),
+    ] {
+        assert!(run.stderr.contains(&want), "{want}\n{}", run.stderr);
+    }
+}
+
+/// tp-mlp's estimate counts a worker stack per rank and every value: TP
+/// 65536 and a batch of 2^32 are refused with their memory, not aborted by
+/// the allocator.
+#[test]
+fn tp_mlp_refuses_worlds_and_shapes_over_the_memory_budget() {
+    use kernbench::tp::mlp::MlpShape;
+    let base = System::embedded_default();
+    let ccl = kernbench::ccl::CclConfig::embedded_default();
+    let ring = ccl.entry("ring").unwrap();
+    // --d-hidden splits over 65536 ranks x 16 cubes.
+    let shape = MlpShape {
+        d_hidden: 1 << 20,
+        ..MlpShape::default()
+    };
+    let cost = kernbench::estimate::commands::tp_mlp(&base, ring, &[65536], 1, shape).unwrap();
+    let run = kernbench(&[
+        "tp-mlp",
+        "--tp",
+        "65536",
+        "--d-hidden",
+        "1048576",
+        "--max-memory",
+        "16G",
+    ]);
+    run.expect_user_error();
+    let want = format!(
+        "tp-mlp is estimated to need {} of memory (1 part(s); the largest: tp 65536 (65536 ranks)",
+        kernbench::estimate::gib(cost.peak_bytes())
+    );
+    assert!(run.stderr.contains(&want), "{want}\n{}", run.stderr);
+    assert!(run.stderr.contains("more than the budget of 16.00 GiB"));
+    let batch = kernbench(&["tp-mlp", "--batch", "4294967296", "--max-memory", "16G"]);
+    batch.expect_user_error();
+    assert!(
+        batch.stderr.contains("a smaller --dp, --batch"),
+        "{}",
+        batch.stderr
+    );
+}
+
+/// bench adds its phases: with every round of u64::MAX it is refused with
+/// the kernel phase as the largest and --rounds as the knob.
+#[test]
+fn bench_refuses_rounds_over_the_time_budget() {
+    let run = kernbench(&[
+        "bench",
+        "--rounds",
+        "18446744073709551615",
+        "--no-build",
+        "--no-traffic",
+    ]);
+    run.expect_user_error();
+    assert!(
+        run.stderr.starts_with("error: bench is estimated to need")
+            && run.stderr.contains("(1 part(s); the largest: kernel, ")
+            && run.stderr.contains("fewer --rounds"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// gemm-sweep's shapes pass the budget too (one SIP of the system each).
+#[test]
+fn gemm_sweep_refuses_a_grid_over_the_time_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("g");
+    let run = kernbench(&[
+        "gemm-sweep",
+        "--max-time",
+        "0.001",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    run.expect_user_error();
+    assert!(
+        run.stderr.contains("gemm-sweep is estimated to need")
+            && run
+                .stderr
+                .contains("14 part(s); the largest: square 4096x4096x4096")
+            && run.stderr.contains("more than the time budget of 0 s"),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists(), "nothing ran, nothing was written");
+}
+
+/// `run --algorithm all` where every entry is over budget fails (exit 2)
+/// naming each entry with its estimate, instead of an empty comparison.
+#[test]
+fn run_all_fails_when_every_entry_is_over_budget() {
+    let run = kernbench(&[
+        "run",
+        "--algorithm",
+        "all",
+        "-b",
+        "64M",
+        "-e",
+        "64M",
+        "--max-time",
+        "0.5",
+    ]);
+    run.expect_user_error();
+    assert!(
+        run.stderr
+            .starts_with("error: --algorithm all: every entry that runs all_reduce here was refused before it ran (adr0032: "),
+        "{}",
+        run.stderr
+    );
+    for entry in ["ring: ", "tree: ", "hier_lanes: "] {
+        assert!(run.stderr.contains(entry), "{entry}: {}", run.stderr);
+    }
+    assert!(!run.stdout.contains("no entry of the ccl config supports"));
+}
+
+/// A spec with sip_kinds: tp-mlp's copies with TP SIPs keep the kinds of
+/// the SIPs they have (kinds listing SIPs 1 and 2 of 4); before, TP 1 and 2
+/// were refused for SIP 2 "not existing".
+#[test]
+fn tp_mlp_runs_on_a_spec_with_sip_kinds() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = dir.path().join("kinds.yaml");
+    let yaml = kernbench::spec::DEFAULT_SYSTEM_YAML.replace(
+        "    topology: ring_1d          # ring_1d | torus_2d | mesh_2d_no_wrap",
+        "    topology: ring_1d\n    kinds: { half: [1, 2] }",
+    ) + "\nsip_kinds:\n  half:\n    pe: { vector_lanes: 128 }\n";
+    std::fs::write(&spec, yaml).unwrap();
+    let run = kernbench(&["tp-mlp", "--system", spec.to_str().unwrap(), "--tp", "1,2"]);
+    run.expect_code(0);
+    let rows: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.contains("world"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{}", run.stdout);
+    // Progress goes to stderr as plain lines when it is not a terminal.
+    assert!(
+        run.stderr
+            .contains("tp-mlp: 2/2 TP sizes (100% of the estimated work)"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// Autotune's estimate counts only the buckets its cache lacks: a second
+/// run of the same sizes passes any budget; --retune counts them again.
+#[test]
+fn autotune_budget_counts_only_buckets_to_tune() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let csv = dir.path().join("a.csv");
+    let (cache, csv) = (cache.to_str().unwrap(), csv.to_str().unwrap());
+    let args = ["autotune", "--sizes", "1K", "--cache", cache, "--csv", csv];
+    let first = kernbench(&args);
+    first.expect_code(0);
+    // Progress per simulation, plain lines when stderr is not a terminal.
+    let sys = System::embedded_default();
+    let ccl = kernbench::ccl::CclConfig::embedded_default();
+    let tuner = kernbench::autotune::Tuner::new(&sys, &ccl);
+    let n = kernbench::estimate::commands::autotune(
+        &sys,
+        tuner.candidates(),
+        kernbench::ccl::Collective::AllReduce,
+        &[1024],
+    )
+    .parts
+    .len();
+    let done = format!("autotune: {n}/{n} simulations (100% of the estimated work)");
+    assert!(first.stderr.contains(&done), "{done}\n{}", first.stderr);
+    let tiny = [&args[..], &["--max-time", "0.000001"]].concat();
+    let cached = kernbench(&tiny);
+    cached.expect_code(0);
+    assert!(cached.stdout.contains("(cached)"), "{}", cached.stdout);
+    let retune = kernbench(&[&tiny[..], &["--retune"]].concat());
+    retune.expect_user_error();
+    assert!(
+        retune.stderr.contains("autotune is estimated to need")
+            && retune.stderr.contains("more than the time budget of 0 s"),
+        "{}",
+        retune.stderr
+    );
+}
+
+/// bench shows its phases' progress on stderr (plain lines off a terminal).
+#[test]
+fn bench_shows_progress_per_phase() {
+    let run = kernbench(&[
+        "bench",
+        "--no-build",
+        "--sips",
+        "4",
+        "--rounds",
+        "4",
+        "--bytes",
+        "1024",
+    ]);
+    run.expect_code(0);
+    assert!(
+        run.stderr
+            .contains("bench: 2/2 phases (100% of the estimated work)"),
+        "{}",
+        run.stderr
     );
 }

@@ -588,3 +588,34 @@ fn process_group_all_to_all_exchanges_blocks() {
     })
     .unwrap();
 }
+
+/// The process group passes the same budget as the CLI before it builds
+/// anything: over it, a Config error with the estimate and the knobs.
+#[test]
+fn a_process_group_over_its_budget_is_refused_before_the_build() {
+    use kernbench::estimate::Budget;
+    let sys = System::embedded_default();
+    let tight = Budget {
+        bytes: 1 << 20,
+        seconds: 3600.0,
+    };
+    let ccl = CclConfig::embedded_default();
+    let refused = kernbench::dist::init_process_group_within(
+        &sys,
+        &ccl,
+        "ring",
+        DataMode::TimingOnly,
+        &tight,
+    );
+    let Err(DistError::Config(e)) = refused else {
+        panic!("a 1 MiB budget must refuse the default system's process group");
+    };
+    let want = kernbench::estimate::commands::process_group(&sys, 4);
+    assert!(
+        e.starts_with("process group on <embedded default>: this run is estimated to need ")
+            && e.contains(&kernbench::estimate::gib(want.peak_bytes))
+            && e.contains("world_size")
+            && e.contains("more than the budget of 0.00 GiB"),
+        "{e}"
+    );
+}

@@ -275,3 +275,29 @@ fn no_gemm_of_the_sweep_grid_beats_its_roofline() {
         );
     }
 }
+
+/// gemm-sweep runs on SIP 0 of a spec with sip_kinds, with SIP 0's kind:
+/// its PEs' MACs per tick set the roofline's peak (before, the one-SIP copy
+/// kept kinds listing SIP 1 and was refused).
+#[test]
+fn gemm_sweep_runs_with_the_kind_of_sip_0() {
+    use kernbench::gemm::sweep::{Shape, one_sip, run_shape};
+    let yaml = kernbench::spec::DEFAULT_SYSTEM_YAML.replace(
+        "    topology: ring_1d          # ring_1d | torus_2d | mesh_2d_no_wrap",
+        "    topology: ring_1d\n    kinds: { half: [0, 1] }",
+    ) + "\nsip_kinds:\n  half:\n    pe: { macs_per_tick: 512 }\n";
+    let sys = System::from_yaml(&yaml, "kinds").unwrap();
+    let one = one_sip(&sys).unwrap();
+    assert_eq!(one.n_sips(), 1);
+    assert_eq!(one.kinds.of(0).pe.macs_per_tick, 512);
+    let shape = Shape {
+        family: "square",
+        m: 128,
+        k: 128,
+        n: 128,
+    };
+    let half = run_shape(&sys, shape).unwrap();
+    let full = run_shape(&System::embedded_default(), shape).unwrap();
+    assert_eq!(half.peak_tflops * 2.0, full.peak_tflops);
+    assert!(half.sim_over_roofline >= 1.0, "{}", half.sim_over_roofline);
+}

@@ -283,3 +283,265 @@ proptest! {
         }
     }
 }
+
+/// Values a user mistypes on a command line: zero, negative, huge, not a
+/// number, empty, unicode, units, beyond u64.
+const HOSTILE_ARGS: &[&str] = &[
+    "0",
+    "-1",
+    "-4K",
+    "3",
+    "0.5",
+    "1e30",
+    "4294967296",
+    "9223372036854775808",
+    "18446744073709551614",
+    "18446744073709551616",
+    "abc",
+    "",
+    "ü",
+    "１２",
+    "64G",
+    "1T",
+];
+
+/// One argument of a base command line: a flag with its value, a flag
+/// alone, or a positional value.
+type Arg = (Option<&'static str>, Option<String>);
+
+/// Small valid command lines, one per subcommand, cheap in the test
+/// profile; paths inside `dir` (the working directory of every run).
+fn base_command_lines(dir: &std::path::Path, merge_input: &str) -> Vec<(&'static str, Vec<Arg>)> {
+    let v = |s: &str| Some(s.to_string());
+    let plan = dir.join("plan.yaml");
+    std::fs::write(&plan, SMALL_PLAN).unwrap();
+    let ccl = format!("{}/configs/ccl.yaml", env!("CARGO_MANIFEST_DIR"));
+    vec![
+        (
+            "run",
+            vec![
+                (Some("--min-bytes"), v("1K")),
+                (Some("--max-bytes"), v("2K")),
+                (Some("--step-factor"), v("2")),
+                (Some("--collective"), v("all_reduce")),
+                (Some("--algorithm"), v("ring")),
+                (Some("--max-time"), v("1")),
+                (Some("--max-memory"), v("4G")),
+            ],
+        ),
+        (
+            "sweep",
+            vec![
+                (Some("--plan"), Some(plan.display().to_string())),
+                (Some("--out"), v("swept")),
+                (Some("--jobs"), v("1")),
+                (Some("--max-time"), v("1")),
+            ],
+        ),
+        (
+            "autotune",
+            vec![
+                (Some("--sizes"), v("1K")),
+                (Some("--collective"), v("all_reduce")),
+                (Some("--csv"), v("a.csv")),
+                (Some("--cache"), v("cache")),
+                (Some("--max-time"), v("1")),
+            ],
+        ),
+        (
+            "tp-mlp",
+            vec![
+                (Some("--tp"), v("1,2")),
+                (Some("--dp"), v("1")),
+                (Some("--batch"), v("1")),
+                (Some("--d-in"), v("64")),
+                (Some("--d-hidden"), v("256")),
+                (Some("--d-out"), v("64")),
+                (Some("--max-time"), v("1")),
+            ],
+        ),
+        (
+            "gemm-sweep",
+            vec![(Some("--out"), v("gemm")), (Some("--max-time"), v("3"))],
+        ),
+        (
+            "bench",
+            vec![
+                (Some("--no-build"), None),
+                (Some("--sips"), v("4")),
+                (Some("--rounds"), v("4")),
+                (Some("--bytes"), v("1024")),
+                (Some("--slot-bytes"), v("1K")),
+                (Some("--slots"), v("2")),
+                (Some("--max-time"), v("1")),
+            ],
+        ),
+        (
+            "topo",
+            vec![
+                (Some("--preset"), v("mesh_16")),
+                (Some("--max-time"), v("1")),
+                (Some("--max-memory"), v("4G")),
+            ],
+        ),
+        (
+            "list",
+            vec![(None, v("presets")), (Some("--ccl"), Some(ccl))],
+        ),
+        (
+            "merge",
+            vec![(None, v(merge_input)), (Some("--out"), v("merged"))],
+        ),
+    ]
+}
+
+/// What a mutation does to one argument of a base command line.
+#[derive(Debug, Clone)]
+enum ArgEdit {
+    Value(&'static str),
+    Drop,
+    Duplicate,
+}
+
+fn arg_edit() -> impl Strategy<Value = (Index, ArgEdit)> {
+    let edit = prop_oneof![
+        4 => prop::sample::select(HOSTILE_ARGS).prop_map(ArgEdit::Value),
+        1 => Just(ArgEdit::Drop),
+        1 => Just(ArgEdit::Duplicate),
+    ];
+    (any::<Index>(), edit)
+}
+
+/// The command line after `edit` of argument `at`, and the names an error
+/// about it may give: the flag, or a positional's value or placeholder.
+fn mutated(sub: &str, args: &[Arg], at: usize, edit: &ArgEdit) -> (Vec<String>, Vec<String>) {
+    let (flag, value) = &args[at];
+    let mut names: Vec<String> = match flag {
+        Some(f) => vec![f.to_string()],
+        None => vec!["[WHAT]".into(), "<DIR>".into()],
+    };
+    let mut line = vec![sub.to_string()];
+    for (k, (f, v)) in args.iter().enumerate() {
+        let copies = match (k == at, edit) {
+            (true, ArgEdit::Drop) => 0,
+            (true, ArgEdit::Duplicate) => 2,
+            _ => 1,
+        };
+        for _ in 0..copies {
+            line.extend(f.map(String::from));
+            let value = match (k == at, edit) {
+                (true, ArgEdit::Value(h)) if v.is_some() => Some(h.to_string()),
+                _ => v.clone(),
+            };
+            line.extend(value);
+        }
+    }
+    if let (ArgEdit::Value(h), Some(_)) = (edit, value) {
+        names.push(h.to_string());
+        if h.starts_with('-') {
+            // A path or name that looks like a flag (numbers reach their
+            // flag's parser): clap names its first letters.
+            names.push(format!("'{}'", &h[..2]));
+        }
+    }
+    if let (ArgEdit::Duplicate, None, Some(v)) = (edit, flag, value) {
+        // A positional given twice: clap names the extra value.
+        names.push(format!("'{v}'"));
+    }
+    if matches!(edit, ArgEdit::Drop) {
+        // Without it a default applies: an error may name what the default drives.
+        names.extend(args.iter().filter_map(|a| a.0.map(String::from)));
+    }
+    (line, names)
+}
+
+/// Wall-clock limit of one run: the budget is 1 s of release-build time
+/// (3 s for gemm-sweep), good to a factor of about 4, in the slower test profile.
+const RUN_LIMIT: std::time::Duration = std::time::Duration::from_secs(40);
+
+/// Runs the binary in `dir`, killing it past [`RUN_LIMIT`]: (exit code,
+/// stderr, whether it was killed).
+fn run_binary(dir: &std::path::Path, line: &[String]) -> (Option<i32>, String, bool) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(line)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the kernbench binary runs");
+    let t0 = std::time::Instant::now();
+    let mut killed = false;
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > RUN_LIMIT {
+            child.kill().unwrap();
+            killed = true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into(),
+        killed,
+    )
+}
+
+/// A result directory of the small plan, for `merge` to read.
+fn merge_input() -> &'static std::path::Path {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("plan.yaml"), SMALL_PLAN).unwrap();
+        let line: Vec<String> = ["sweep", "--plan", "plan.yaml", "--out", "r", "--jobs", "1"]
+            .map(String::from)
+            .to_vec();
+        let (code, stderr, _) = run_binary(dir.path(), &line);
+        assert_eq!(code, Some(0), "{stderr}");
+        dir
+    })
+    .path()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 4,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(20261126),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Every subcommand with one argument mutated: no panic or signal, exit
+    /// 0 or 2 (1 for sweep and merge: some points failed, each named),
+    /// an error names what was mutated, nothing runs past its limit.
+    #[test]
+    fn a_mutated_command_line_is_refused_by_name_or_runs_within_its_limit(
+        edits in prop::collection::vec(arg_edit(), 9),
+    ) {
+        let input = merge_input().join("r").display().to_string();
+        for (k, (at, edit)) in edits.iter().enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            let (sub, args) = base_command_lines(dir.path(), &input).swap_remove(k);
+            let (line, names) = mutated(sub, &args, at.index(args.len()), edit);
+            let (code, stderr, killed) = run_binary(dir.path(), &line);
+            let shown = format!("kernbench {:?}\n{stderr}", line);
+            prop_assert!(!killed, "ran past {RUN_LIMIT:?}: {shown}");
+            prop_assert!(!stderr.contains("panicked"), "{shown}");
+            let failed_points = matches!(sub, "sweep" | "merge") && code == Some(1);
+            prop_assert!(code == Some(0) || code == Some(2) || failed_points, "exit {code:?}: {shown}");
+            if failed_points {
+                prop_assert!(stderr.contains("point(s) failed:"), "{shown}");
+            }
+            if code == Some(2) {
+                prop_assert!(stderr.starts_with("error: "), "{shown}");
+                // The first line, or the list clap puts under it.
+                let first: Vec<&str> = stderr.lines().take_while(|l| !l.is_empty()).collect();
+                let first = first.join("\n");
+                prop_assert!(
+                    names.iter().any(|n| !n.is_empty() && first.contains(n.as_str())),
+                    "names none of {names:?}: {shown}"
+                );
+            }
+        }
+    }
+}

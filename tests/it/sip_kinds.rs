@@ -210,3 +210,22 @@ fn bad_kinds_name_the_kind_the_sip_and_the_fix() {
         }
     }
 }
+
+/// A copy with fewer SIPs keeps the kinds of the SIPs it has (ranges cut
+/// at the new count) and drops the rest; added SIPs are of the base kind.
+#[test]
+fn with_sips_keeps_the_kinds_of_the_remaining_sips() {
+    let yaml = kernbench::spec::DEFAULT_SYSTEM_YAML.replace(
+        "    topology: ring_1d          # ring_1d | torus_2d | mesh_2d_no_wrap",
+        "    topology: ring_1d\n    kinds: { half: [\"1..4\"], other: [0] }",
+    ) + "\nsip_kinds:\n  half:\n    pe: { vector_lanes: 128 }\n  other:\n    pe: { vector_lanes: 64 }\n";
+    let sys = System::from_yaml(&yaml, "kinds").unwrap();
+    let two = sys.with_sips(2).unwrap();
+    assert_eq!(two.kinds.of(0).name, "other");
+    assert_eq!(two.kinds.of(1).name, "half");
+    let one = sys.with_sips(1).unwrap();
+    assert_eq!(one.kinds.of(0).pe.vector_lanes, 64);
+    let six = sys.with_sips(6).unwrap();
+    assert_eq!(six.kinds.of(3).name, "half");
+    assert_eq!(six.kinds.of(5).name, "base");
+}

@@ -322,3 +322,27 @@ fn tp_plans_run_and_bad_ones_name_the_field() {
     assert!(TpPlan::find("default").unwrap().is_none());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A shape whose matrices no address can count is refused by name before
+/// anything is allocated (not an overflow or an allocator abort).
+#[test]
+fn an_mlp_shape_beyond_addresses_is_refused_by_name() {
+    let huge = MlpShape {
+        batch: 1 << 40,
+        d_in: 1 << 40,
+        ..MlpShape::default()
+    };
+    let e = run_mlp(&sips(1), &ccl(), "ring", 1, huge, None).unwrap_err();
+    assert!(
+        matches!(e, DistError::Config(_))
+            && e.to_string()
+                .starts_with("batch x d_in = 1099511627776 x 1099511627776: not a matrix"),
+        "{e}"
+    );
+    let empty = MlpShape {
+        d_out: 0,
+        ..MlpShape::default()
+    };
+    let e = run_mlp(&sips(1), &ccl(), "ring", 1, empty, None).unwrap_err();
+    assert!(e.to_string().starts_with("batch x d_out = 1 x 0"), "{e}");
+}
