@@ -640,7 +640,6 @@ fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
     use kernbench::gemm::sweep;
     let outputs = sweep::FILES.map(|f| a.out.join(f));
     check_distinct_files("--out", &outputs, &a.system)?;
-    kernbench::output::claim_dir("--out", &a.out, "gemm-sweep").map_err(anyhow::Error::msg)?;
     let sys = a.system.load()?;
     let shapes = sweep::default_grid();
     let one_sip = sweep::one_sip(&sys).map_err(anyhow::Error::msg)?;
@@ -648,6 +647,7 @@ fn gemm_sweep(a: GemmSweepArgs) -> Result<()> {
         kernbench::estimate::commands::gemm_sweep(&one_sip, &shapes, rayon::current_num_threads());
     cost.check("gemm-sweep", &a.budget.budget(), GEMM_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
+    kernbench::output::claim_dir("--out", &a.out, "gemm-sweep").map_err(anyhow::Error::msg)?;
     eprintln!(
         "gemm-sweep: {} shapes on one SIP of {} ({} cubes x {} PEs) -> {}",
         shapes.len(),

@@ -300,7 +300,7 @@ impl Plan {
         let path = Path::new(name_or_path);
         if !path.exists() {
             return Err(plan_error(
-                name_or_path,
+                &format!("--plan {name_or_path:?}"),
                 "(file)",
                 format!(
                     "no built-in plan of that name and no such file{}",

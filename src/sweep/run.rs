@@ -444,10 +444,12 @@ fn finished(dir: &Path, p: &Point) -> bool {
 pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     let dir = &opts.out;
     let shard = resolve_shard(dir, opts.resume, opts.shard)?;
-    let (planned, weights, todo) = weighed_points(plan, opts, shard);
+    let (_, weights, todo) = weighed_points(plan, opts, shard);
     within_time_budget(&weights, &todo, opts)?;
     let (_lock, shard) = prepare(plan, opts)?;
     set_aside_strays(dir, &shard_points(plan, shard))?;
+    // A point file set aside above is run again: weigh what is left now.
+    let (planned, weights, todo) = weighed_points(plan, opts, shard);
     let skipped = planned - todo.len();
     let verify = plan.file.verify;
     let bar = crate::progress::Progress::new("sweep", "points", &weights);

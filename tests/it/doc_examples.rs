@@ -623,7 +623,7 @@ fn check_block(c: &Checked) -> Result<(), String> {
 #[test]
 fn every_shell_example_in_the_docs_runs() {
     let mut all = Vec::new();
-    let mut files = vec![repo().join("README.md")];
+    let mut files = vec![repo().join("README.md"), repo().join("benches/README.md")];
     let mut docs: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
         .expect("docs/")
         .map(|e| e.expect("an entry").path())
