@@ -2,7 +2,8 @@
 //!
 //! Layers (docs/ARCHITECTURE.md): `spec` (YAML → validated system) →
 //! `topology` (nodes, links, routes, addresses) → `machine` (an engine world
-//! with the hardware spawned) — all on the `kernbench_systems` engine crate.
+//! with the hardware spawned) — on the `kernbench_systems` engine crate;
+//! `spec`, `topology` and `names` live in the `kernbench_spec` crate.
 pub mod autotune;
 pub mod catalog;
 pub mod ccl;
@@ -13,17 +14,15 @@ pub mod gemm;
 pub mod kernel;
 pub mod machine;
 pub mod memory_map;
-pub mod names;
 pub mod nccl_table;
 pub mod output;
 pub mod progress;
 pub mod report;
 pub mod seeded;
-pub mod spec;
 pub mod sweep;
-pub mod topology;
 pub mod tp;
 pub mod trace;
 pub mod workload;
 
+pub use kernbench_spec::{names, spec, topology};
 pub use kernbench_systems as systems;

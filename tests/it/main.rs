@@ -16,6 +16,7 @@ mod doc_examples;
 mod estimate;
 mod gemm;
 mod ipcq;
+mod layers;
 mod mutants;
 mod mutated_inputs;
 mod network;

@@ -8,7 +8,7 @@ use super::error::SpecError;
 use super::types::{LinkSpec, MemSpec, Mesh, PeLayout, PeSpec, SipsSpec, SystemSpec};
 
 /// The default spec, compiled in so the binary runs without any config file.
-pub const DEFAULT_SYSTEM_YAML: &str = include_str!("../../configs/topology.yaml");
+pub const DEFAULT_SYSTEM_YAML: &str = include_str!("../../../configs/topology.yaml");
 
 /// Origin reported for the compiled-in default.
 pub const EMBEDDED_ORIGIN: &str = "<embedded default>";

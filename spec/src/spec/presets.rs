@@ -7,23 +7,23 @@ use super::{SpecError, System};
 pub const PRESETS: [(&str, &str); 5] = [
     (
         "mesh_16",
-        include_str!("../../configs/topologies/mesh_16.yaml"),
+        include_str!("../../../configs/topologies/mesh_16.yaml"),
     ),
     (
         "ring_4096",
-        include_str!("../../configs/topologies/ring_4096.yaml"),
+        include_str!("../../../configs/topologies/ring_4096.yaml"),
     ),
     (
         "ring_4096_lean",
-        include_str!("../../configs/topologies/ring_4096_lean.yaml"),
+        include_str!("../../../configs/topologies/ring_4096_lean.yaml"),
     ),
     (
         "torus_4096",
-        include_str!("../../configs/topologies/torus_4096.yaml"),
+        include_str!("../../../configs/topologies/torus_4096.yaml"),
     ),
     (
         "torus_6_rect",
-        include_str!("../../configs/topologies/torus_6_rect.yaml"),
+        include_str!("../../../configs/topologies/torus_6_rect.yaml"),
     ),
 ];
 
