@@ -9,7 +9,7 @@
 //! broadcasts down the root column and phase 5 along every row. A 1×1 cube
 //! mesh goes straight to phase 3. `chunks` pipelines every phase.
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::{Buffer, combine};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tile;

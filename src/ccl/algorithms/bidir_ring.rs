@@ -8,7 +8,7 @@
 //! one per ring, cut into pieces by the pipeline depth (`chunks: auto`
 //! chooses it from the size, the chain's length and the links).
 
-use super::ring::{cycle_wiring, me, ring_order};
+use super::primitives::{cycle_wiring, me, ring_order};
 use crate::ccl::kernels::{
     Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 pub struct BidirRing;
 
-use super::ring::{CYCLE_NEXT as NEXT, CYCLE_PREV as PREV};
+use super::primitives::{CYCLE_NEXT as NEXT, CYCLE_PREV as PREV};
 
 /// Participant orders of the cycles the rings follow, each starting at
 /// participant 0: on a square torus of side k ≥ 3 with one participant per

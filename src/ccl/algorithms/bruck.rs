@@ -7,8 +7,7 @@
 //! of `p − i`, stored as block `p − i`. Each step moves about half the
 //! buffer, so it sends `⌈log2 n⌉/2` buffers where pairwise sends one.
 
-use super::ring::me;
-use super::tree::levels;
+use super::primitives::{levels, me};
 use crate::ccl::kernels::Buffer;
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;

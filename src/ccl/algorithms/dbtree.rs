@@ -23,8 +23,7 @@
 //! cycle. A piece a participant only receives (a leaf's) is stored at the
 //! end, where waiting for it holds nothing else up.
 
-use super::ring::me;
-use super::tree::levels;
+use super::primitives::{levels, me};
 use crate::ccl::kernels::{Atom, Buffer, combine};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;

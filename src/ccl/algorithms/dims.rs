@@ -31,7 +31,7 @@
 //! it moves far more bytes than a ring at large sizes: this is the
 //! small-size algorithm.
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::{RangeIo, block_offset, combine, send_tiles};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;

@@ -13,6 +13,7 @@ mod mutants;
 mod pairwise;
 #[cfg(feature = "test-algorithms")]
 mod panics;
+mod primitives;
 mod rhd;
 mod ring;
 mod torus_trees;

@@ -18,7 +18,7 @@
 //!   contribution in again after the last step, so it counts twice — which
 //!   max and min cannot see (`x ∘ x = x`), sum can.
 
-use super::ring::{cycle_wiring, me};
+use super::primitives::{cycle_wiring, me};
 use crate::ccl::kernels::{Atom, Buffer, combine};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;

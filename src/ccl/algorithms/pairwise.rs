@@ -9,7 +9,7 @@
 //! Each participant sends `(n−1)/n` of its buffer: bandwidth-optimal,
 //! latency `O(n)` (bruck is the latency-optimal one for small blocks).
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::{Atom, Buffer};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;

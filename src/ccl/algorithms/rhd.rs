@@ -28,7 +28,7 @@
 //! the cut it arrived in, after its own range, reloaded whole
 //! ([`Plan::ag_cut`]). Every range is further cut into pipeline pieces.
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::{RangeIo, block_offset, combine, send_tiles};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs, ReduceOp};
 use crate::kernel::wiring::QueueConfig;

@@ -3,9 +3,9 @@
 //! participant sends 2(n−1)/n of the buffer); broadcast and reduce are
 //! pipelined chains along the ring.
 
+use super::primitives::{cycle_wiring, me, ring_order};
 use crate::ccl::kernels::{
-    Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter,
-    run_chains,
+    Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
@@ -15,28 +15,6 @@ use kernbench_systems::program::QDir;
 use std::sync::Arc;
 
 pub struct RingAlgo;
-
-/// This participant's index from its program ids.
-pub fn me(tl: &mut Tl, g: &Group) -> usize {
-    let (sip, cube, pe) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));
-    g.participant_at(sip, cube, pe)
-}
-
-/// Participants in ring order: SIPs along a cycle of the SIP grid, within
-/// each SIP its cubes along a cycle of the cube mesh, within a cube its
-/// participating PEs in order, so most ring hops join neighbours.
-/// Participant 0 comes first.
-pub fn ring_order(g: &Group) -> Vec<usize> {
-    let cubes = grid_cycle(g.cubes.0, g.cubes.1);
-    grid_cycle(g.grid.0, g.grid.1)
-        .into_iter()
-        .flat_map(|s| {
-            cubes
-                .iter()
-                .flat_map(move |&c| (0..g.pes as usize).map(move |q| g.participant(s, c) + q))
-        })
-        .collect()
-}
 
 /// `ring_order` and its inverse (participant → ring position), shared by the PEs of a launch.
 fn ring_tables(tl: &mut Tl, g: &Group) -> (Arc<[u32]>, Arc<[u32]>) {
@@ -126,36 +104,6 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
             unreachable!("ring does not list all_to_all: Communicator::supports refuses it first")
         }
     }
-}
-
-/// The queues of cycle c of a participant: its successor on `CYCLE_NEXT[c]`,
-/// its predecessor on `CYCLE_PREV[c]` (`ring` has one cycle, `bidir_ring`
-/// up to two).
-pub const CYCLE_NEXT: [QDir; 2] = [QDir::E, QDir::S];
-pub const CYCLE_PREV: [QDir; 2] = [QDir::W, QDir::N];
-
-/// Each participant's queues to its neighbours on every cycle of `cycles`
-/// (participant orders), both ways.
-pub fn cycle_wiring(g: &Group, q: &QueueConfig, cycles: &[Vec<usize>]) -> Vec<(u32, Vec<Entry>)> {
-    let n = g.size();
-    if n < 2 {
-        return Vec::new();
-    }
-    let mut entries: Vec<Vec<Entry>> = vec![Vec::new(); n];
-    for (c, order) in cycles.iter().enumerate() {
-        for k in 0..n {
-            let next = g.pe(order[(k + 1) % n]);
-            let prev = g.pe(order[(k + n - 1) % n]);
-            let e = &mut entries[order[k]];
-            e.push(q.entry(CYCLE_NEXT[c], next, CYCLE_PREV[c]));
-            e.push(q.entry(CYCLE_PREV[c], prev, CYCLE_NEXT[c]));
-        }
-    }
-    entries
-        .into_iter()
-        .enumerate()
-        .map(|(p, e)| (g.pe(p), e))
-        .collect()
 }
 
 impl Algorithm for RingAlgo {

@@ -19,7 +19,7 @@
 //! wrap: its tree `E` reaches column 0 by the west arcs `(1, y) → (0, y)`,
 //! and its tree `N` is tree `E` mirrored across the diagonal.
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::{Buffer, Chain, ChainKind, run_chains};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;

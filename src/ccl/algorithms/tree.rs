@@ -3,7 +3,7 @@
 //! 0, broadcast descends from it, all-reduce does both. The partner at level
 //! k is `me XOR 2^k`, reached on logical channel k.
 
-use super::ring::me;
+use super::primitives::{levels, me};
 use crate::ccl::kernels::Buffer;
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
@@ -12,13 +12,6 @@ use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
 pub struct Tree;
-
-/// ⌈log2 n⌉ (0 for n ≤ 1): the levels of a binomial tree of `n`
-/// participants, the steps of Bruck's all-to-all, and the height of a
-/// btree's root (dbtree).
-pub(super) fn levels(n: usize) -> usize {
-    (usize::BITS - (n.max(1) - 1).leading_zeros()) as usize
-}
 
 fn reduce_up(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, me: usize) {
     let n = a.group.size();

@@ -19,7 +19,7 @@ mod broadcast;
 
 pub(crate) use blocks::lanes_take_the_snake;
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::grid_cycle;
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
