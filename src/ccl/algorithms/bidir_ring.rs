@@ -12,7 +12,8 @@ use super::primitives::{cycle_wiring, me, ring_order};
 use crate::ccl::kernels::{
     Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
@@ -300,8 +301,32 @@ impl Algorithm for BidirRing {
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         cycle_wiring(g, q, &cycles(g))
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        // Its chains (broadcast, reduce) are staggered by their position.
+        let (sends, bytes_per_send) = block_sends(g, c, bytes);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: 1,
+            lockstep: if matches!(c, Collective::Broadcast | Collective::Reduce) {
+                1.0
+            } else {
+                participants(g)
+            },
+            register_pieces: 1.0,
+            programs: HeldPrograms::Unrolled {
+                programs: g.size() as f64,
+            },
+        }
     }
 }
 

@@ -21,8 +21,6 @@ mod tree;
 
 use super::{Algorithm, CclError};
 
-pub(crate) use hier_lanes::lanes_take_the_snake;
-
 /// Every registered algorithm.
 pub static ALL: &[&dyn Algorithm] = &[
     &adr0032::Adr0032,

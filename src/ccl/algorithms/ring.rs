@@ -7,9 +7,11 @@ use super::primitives::{cycle_wiring, me, ring_order};
 use crate::ccl::kernels::{
     Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 use std::sync::Arc;
@@ -122,7 +124,32 @@ impl Algorithm for RingAlgo {
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         cycle_wiring(g, q, &[ring_order(g)])
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        // Broadcast and reduce run one chain along the ring, piece by piece,
+        // every member a stage behind its neighbour; the ring steps of the
+        // others move in lockstep. A program of a few dozen ops per chunk.
+        let chain = matches!(c, Collective::Broadcast | Collective::Reduce);
+        let chain_stages = if chain { g.size().max(2) - 1 } else { 1 };
+        let (sends, bytes_per_send) = block_sends(g, c, bytes);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: chain_stages,
+            lockstep: if chain { 1.0 } else { participants(g) },
+            register_pieces: 1.0,
+            programs: HeldPrograms::Looped {
+                programs: 1.0,
+                ops_per_chunk: 3.0 * 64.0,
+            },
+        }
     }
 }

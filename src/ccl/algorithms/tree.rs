@@ -5,9 +5,11 @@
 
 use super::primitives::{levels, me};
 use crate::ccl::kernels::Buffer;
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
@@ -108,7 +110,38 @@ impl Algorithm for Tree {
                 .collect()
         })
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        // A binomial tree's p − 1 edges carry the buffer once each way: about
+        // one send per participant and direction, forwarded level by level.
+        // A reduce steps a level at a time; broadcasts are staggered by depth.
+        let n = participants(g);
+        let (sends, bytes_per_send) = if c == Collective::AllReduce {
+            (2.0, bytes)
+        } else {
+            (1.0, bytes)
+        };
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: log2_levels(g) as usize,
+            lockstep: if c == Collective::Reduce {
+                n / n.log2().ceil().max(1.0)
+            } else {
+                1.0
+            },
+            register_pieces: 1.0,
+            programs: HeldPrograms::Unrolled {
+                programs: g.size() as f64,
+            },
+        }
     }
 }
