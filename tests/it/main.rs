@@ -19,6 +19,7 @@ mod ipcq;
 mod mutants;
 mod mutated_inputs;
 mod network;
+mod registry;
 mod result_sets;
 mod sip_kinds;
 mod spec_errors;
