@@ -1,4 +1,6 @@
-//! `ring`: one logical ring over all participants in index order.
+//! `ring`: one logical ring over all participants, in ring order (SIPs
+//! along a cycle of the SIP grid, cubes along a cycle of each cube mesh:
+//! `primitives::ring_order`, so most hops join neighbours).
 //! All-reduce is reduce-scatter + all-gather (bandwidth-optimal: each
 //! participant sends 2(n−1)/n of the buffer); broadcast and reduce are
 //! pipelined chains along the ring.
@@ -135,8 +137,9 @@ impl Algorithm for RingAlgo {
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
         // Broadcast and reduce run one chain along the ring, piece by piece,
-        // every member a stage behind its neighbour; the ring steps of the
-        // others move in lockstep. A program of a few dozen ops per chunk.
+        // each member a stage behind its neighbour (staggered); every member
+        // of a ring step steps together. Its steps run in loops: a program
+        // of a few dozen ops per chunk.
         let chain = matches!(c, Collective::Broadcast | Collective::Reduce);
         let chain_stages = if chain { g.size().max(2) - 1 } else { 1 };
         let (sends, bytes_per_send) = block_sends(g, c, bytes);
