@@ -25,7 +25,7 @@ mod tree;
 
 use super::{Algorithm, CclError};
 
-/// Every registered algorithm.
+/// Every algorithm shipped to users (each has an entry in configs/ccl.yaml).
 pub static ALL: &[&dyn Algorithm] = &[
     &adr0032::Adr0032,
     &ring::RingAlgo,
@@ -64,6 +64,7 @@ pub fn registered() -> impl Iterator<Item = &'static dyn Algorithm> {
     ALL.iter().chain(TEST_ONLY).copied()
 }
 
+/// The shipped algorithms' names, for messages and listings.
 pub fn names() -> Vec<&'static str> {
     ALL.iter().map(|a| a.name()).collect()
 }
