@@ -13,7 +13,7 @@
 
 pub mod commands;
 
-use crate::ccl::{AlgoConfig, Collective, Group, Job};
+use crate::ccl::{AlgoConfig, Algorithm, Collective, Group, Job, algorithms};
 use crate::spec::System;
 
 /// Bytes per directed link, PE and cube of a built machine, plus a base.
@@ -68,6 +68,103 @@ pub struct Work {
     pub pieces: f64,
 }
 
+/// What the estimate needs to know of one run of an algorithm, answered by
+/// the algorithm itself ([`Algorithm::cost_terms`](crate::ccl::Algorithm::cost_terms);
+/// docs/model.md §Cost estimate gives each one's reasoning).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CostTerms {
+    /// Sends per participant, before pipelining.
+    pub sends: f64,
+    /// Bytes per send, before pipelining.
+    pub bytes_per_send: f64,
+    /// Stages of the longest chain a send is forwarded along piece by
+    /// piece (tree levels, a ring's broadcast chain); 1 without chains.
+    pub stages: usize,
+    /// How many participants act on the same ticks, so that one schedule
+    /// run serves them all (fitted to the counts of tests/it/estimate.rs
+    /// and the default sweep).
+    pub lockstep: f64,
+    /// Register pieces a participant holds per pipeline chunk (a ring step:
+    /// a block's tiles in two banks, 1).
+    pub register_pieces: f64,
+    /// The programs its participants hold.
+    pub programs: HeldPrograms,
+}
+
+/// The programs an algorithm's participants hold, whose ops stay in memory
+/// for the run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum HeldPrograms {
+    /// `programs` distinct programs that step in loops: `ops_per_chunk`
+    /// ops per pipeline chunk, whatever the participants' count.
+    Looped { programs: f64, ops_per_chunk: f64 },
+    /// `programs` distinct unrolled programs, each as long as a
+    /// participant's traced ops.
+    Unrolled { programs: f64 },
+}
+
+impl HeldPrograms {
+    /// Ops held, given a participant's traced ops and the pipeline chunks.
+    fn ops(self, ops_per_participant: f64, chunks: f64) -> f64 {
+        match self {
+            HeldPrograms::Looped {
+                programs,
+                ops_per_chunk,
+            } => programs * ops_per_chunk * chunks,
+            HeldPrograms::Unrolled { programs } => programs * ops_per_participant,
+        }
+    }
+}
+
+/// Participants of `g` (at least 1), as the cost terms count them.
+pub fn participants(g: &Group) -> f64 {
+    g.size().max(1) as f64
+}
+
+/// ⌈log2 p⌉ of `g`'s participants, at least 1: the levels of a binomial
+/// tree, the steps of a halving or Bruck exchange.
+pub fn log2_levels(g: &Group) -> f64 {
+    participants(g).log2().ceil().max(1.0)
+}
+
+/// Sends per participant and their size when every participant sends each
+/// other one a block (S/p): all-reduce twice (reduce-scatter then
+/// all-gather, 2(p − 1)), reduce-scatter, all-gather and all-to-all once
+/// (p − 1); broadcast and reduce: one send of the whole buffer.
+pub fn block_sends(g: &Group, c: Collective, bytes: f64) -> (f64, f64) {
+    let p = participants(g);
+    match c {
+        Collective::AllReduce => (2.0 * (p - 1.0), bytes / p),
+        Collective::ReduceScatter | Collective::AllGather | Collective::AllToAll => {
+            (p - 1.0, bytes / p)
+        }
+        Collective::Broadcast | Collective::Reduce => (1.0, bytes),
+    }
+}
+
+/// Sends per participant and their size for one run of `algorithm`, as
+/// pipelined: `depth(bytes per send, stages)` is the pipeline depth of such
+/// a send.
+pub fn work(
+    algorithm: &dyn Algorithm,
+    g: &Group,
+    c: Collective,
+    bytes: f64,
+    depth: impl Fn(f64, usize) -> f64,
+) -> Work {
+    pipelined(&algorithm.cost_terms(g, c, bytes), depth)
+}
+
+/// `terms`' sends cut into the pieces `depth` gives them.
+fn pipelined(terms: &CostTerms, depth: impl Fn(f64, usize) -> f64) -> Work {
+    let pieces = depth(terms.bytes_per_send, terms.stages);
+    Work {
+        sends: terms.sends.max(1.0) * pieces,
+        bytes_per_send: (terms.bytes_per_send / pieces).max(2.0),
+        pieces,
+    }
+}
+
 /// Directed links of a system, counted from its node counts without
 /// building the link table: every endpoint has a duplex link to its router,
 /// routers form a mesh, each UCIe port pair one duplex link, each inter-SIP
@@ -86,29 +183,6 @@ pub fn links(sys: &System) -> u64 {
         };
     }
     links
-}
-
-/// Ops held in programs: distinct programs times their length. Ring,
-/// adr0032 and hier_lanes' rings step in loops: a few dozen ops per chunk
-/// and level (hier_lanes: a program per SIP at most); hier_lanes'
-/// broadcast a few ops per tree and piece on every participant; pairwise
-/// and bruck one program for all, unrolled; tree one per participant.
-fn held_program_ops(
-    algorithm: &str,
-    g: &Group,
-    c: Collective,
-    ops_per_participant: f64,
-    chunks: f64,
-) -> f64 {
-    match (algorithm, c) {
-        ("ring" | "adr0032", _) => 3.0 * 64.0 * chunks,
-        ("hier_lanes", Collective::Broadcast) => {
-            g.size() as f64 * 2.0 * f64::from(g.cubes_per_sip()) * 3.0 * chunks
-        }
-        ("hier_lanes", _) => f64::from(g.sips) * 3.0 * 64.0 * chunks,
-        ("pairwise" | "bruck", _) => ops_per_participant,
-        _ => g.size() as f64 * ops_per_participant,
-    }
 }
 
 impl Estimate {
@@ -144,16 +218,18 @@ impl Estimate {
         trace: bool,
     ) -> Estimate {
         let mut e = Self::build(sys);
+        // Every caller checks the entry first (Communicator::check_before_build,
+        // the ccl config's validation); an unregistered name never runs.
+        let Ok(algorithm) = algorithms::find(&config.algorithm) else {
+            return e;
+        };
         let g = Group::for_config(sys, config);
         let p = g.size() as f64;
         let limits = crate::ccl::PieceLimits::of(sys, config);
-        let work = work(
-            &config.algorithm,
-            &g,
-            job.collective,
-            job.bytes() as f64,
-            |size, stages| config.chunks.pieces((size / 2.0) as usize, stages, limits) as f64,
-        );
+        let terms = algorithm.cost_terms(&g, job.collective, job.bytes() as f64);
+        let work = pipelined(&terms, |size, stages| {
+            config.chunks.pieces((size / 2.0) as usize, stages, limits) as f64
+        });
         let chunks = work.pieces;
         let slot = config.slot_size as f64;
         let chunk_messages = (work.bytes_per_send / slot).ceil().max(1.0);
@@ -161,14 +237,8 @@ impl Estimate {
         let per_participant = work.sends * (2.0 * chunk_messages + 2.0);
         e.messages = p * per_participant;
         e.ops = p * work.sends * OPS_PER_SEND + 4.0 * p;
-        let held_ops = held_program_ops(&config.algorithm, &g, job.collective, e.ops / p, chunks);
-        // Register files: a ring step carries a block's tiles in two banks,
-        // hier_lanes four pieces of it; pairwise and bruck hold every block.
-        let pieces = match config.algorithm.as_str() {
-            "hier_lanes" => 4.0,
-            "pairwise" | "bruck" => p / 4.0,
-            _ => 1.0,
-        };
+        let held_ops = terms.programs.ops(e.ops / p, chunks);
+        let pieces = terms.register_pieces;
         let registers = p * (4.0 * chunks * pieces + 16.0);
         let packet = sys
             .spec
@@ -191,8 +261,7 @@ impl Estimate {
         e.packet_hops = p
             * work.sends
             * (chunk_messages * packets_per_chunk * hops + 2.0 * tile_packets * noc_hops);
-        e.schedule_runs = e.messages * SCHEDULE_RUNS_PER_MESSAGE
-            / lockstep(&config.algorithm, &g, job.collective);
+        e.schedule_runs = e.messages * SCHEDULE_RUNS_PER_MESSAGE / terms.lockstep;
         if trace {
             e.trace_events = e.ops + e.packet_hops + e.messages;
         }
@@ -337,131 +406,6 @@ impl Budget {
     }
 }
 
-/// How many participants act on the same ticks, so that one schedule run
-/// serves them all (fitted to the counts of tests/it/estimate.rs and the
-/// default sweep): every member of a ring or exchange steps together; a
-/// binomial reduce steps a level at a time; pipelined chains and broadcast
-/// trees are staggered by their position, as are adr0032's chains on a
-/// mesh without wrap-around, whose closing hops are longer than the others.
-fn lockstep(algorithm: &str, g: &Group, c: Collective) -> f64 {
-    use Collective::{Broadcast, Reduce};
-    let n = g.size().max(1) as f64;
-    let mesh = g.topology == crate::spec::SipTopology::Mesh2dNoWrap;
-    match (algorithm, c) {
-        ("tree", Reduce) => n / n.log2().ceil().max(1.0),
-        ("tree" | "dbtree", _) => 1.0,
-        ("ring" | "bidir_ring" | "hier_lanes", Broadcast) => 1.0,
-        ("ring" | "bidir_ring", Reduce) => 1.0,
-        ("adr0032", _) if mesh => 1.0,
-        // Only participant 0 stores what the rings gather, and the rest
-        // wait on it now and then.
-        ("hier_lanes", Reduce) => n / 2.0,
-        _ => n,
-    }
-}
-
-/// Sends per participant and their size for one run of `algorithm`
-/// (docs/model.md §Cost estimate gives each line's reasoning).
-/// `depth(bytes per send, stages)` is the pipeline depth of such a send.
-pub fn work(
-    algorithm: &str,
-    g: &Group,
-    c: Collective,
-    bytes: f64,
-    depth: impl Fn(f64, usize) -> f64,
-) -> Work {
-    let p = g.size().max(1) as f64;
-    let cubes = f64::from(g.cubes_per_sip());
-    let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
-    let levels = p.log2().ceil().max(1.0);
-    let (sends, size) = match (algorithm, c) {
-        // A binomial tree's p − 1 edges carry the buffer once each way:
-        // about one send per participant and direction.
-        ("tree", Collective::AllReduce) => (2.0, bytes),
-        ("tree", _) => (1.0, bytes),
-        // Each tree's n − 1 links carry its half once each way: about one
-        // send per participant, tree and direction.
-        ("dbtree", Collective::AllReduce) => (4.0, bytes / 2.0),
-        ("dbtree", _) => (2.0, bytes / 2.0),
-        // A block to one peer per send, about half of them per step.
-        ("bruck", _) => (levels * (p / 2.0).ceil(), bytes / p),
-        // Step k of each phase sends its half cut into about levels − k
-        // ranges: levels(levels + 1)/2 sends carry (p−1)/p of the buffer.
-        ("rhd", _) => {
-            let phases = if c == Collective::AllReduce { 2.0 } else { 1.0 };
-            let per_phase = levels * (levels + 1.0) / 2.0;
-            (phases * per_phase, bytes * (p - 1.0) / p / per_phase)
-        }
-        // Phases 1, 2, 4 and 5 cross the cube mesh (none with one cube);
-        // phase 3 sends the whole buffer once per other SIP of each line of
-        // a ring or torus, and reduces then broadcasts it along each line
-        // of a mesh.
-        ("adr0032", _) => {
-            let lines = if g.topology == crate::spec::SipTopology::Mesh2dNoWrap {
-                2.0 * (f64::from(u8::from(w > 1.0)) + f64::from(u8::from(h > 1.0)))
-            } else {
-                w - 1.0 + h - 1.0
-            };
-            (if cubes > 1.0 { 4.0 } else { 0.0 } + lines.max(1.0), bytes)
-        }
-        // Reduce-scatter and all-gather: a send per quarter of a
-        // participant block (S/4p) and ring step; the cube ring moves a
-        // half of every SIP's blocks, the lanes a quarter of each block of
-        // the rings' members ([`hier_lanes_block_sends`]).
-        ("hier_lanes", Collective::ReduceScatter | Collective::AllGather) => {
-            (hier_lanes_block_sends(g), bytes / (4.0 * p))
-        }
-        // Broadcast: 2c trees (two parts of a share per cube), each over
-        // every participant: about 2c sends of S/2c per participant.
-        ("hier_lanes", Collective::Broadcast) => (2.0 * cubes, bytes / (2.0 * cubes)),
-        // All-reduce and reduce: the reduce-scatter's sends, then the
-        // all-gather's.
-        ("hier_lanes", _) => (2.0 * hier_lanes_block_sends(g), bytes / (4.0 * p)),
-        (_, Collective::AllReduce) => (2.0 * (p - 1.0), bytes / p),
-        (_, Collective::ReduceScatter | Collective::AllGather | Collective::AllToAll) => {
-            (p - 1.0, bytes / p)
-        }
-        (_, Collective::Broadcast | Collective::Reduce) => (1.0, bytes),
-    };
-    // Chains (tree levels, ring broadcast and reduce) forward piece by piece.
-    let stages = match (algorithm, c) {
-        ("tree", _) => levels as usize,
-        // Up one tree (a level deeper than tree) and, for all-reduce, down.
-        ("dbtree", Collective::AllReduce) => 2 * (levels as usize + 1),
-        ("dbtree", _) => levels as usize + 1,
-        ("ring", Collective::Broadcast | Collective::Reduce) => g.size().max(2) - 1,
-        // The deepest member: the cube ring twice, a row and a column.
-        ("hier_lanes", Collective::Broadcast) => {
-            (2.0 * (cubes - 1.0) + w + h - 2.0).max(1.0) as usize
-        }
-        _ => 1,
-    };
-    let pieces = depth(size, stages);
-    Work {
-        sends: sends.max(1.0) * pieces,
-        bytes_per_send: (size / pieces).max(2.0),
-        pieces,
-    }
-}
-
-/// Sends per participant of hier_lanes' reduce-scatter and all-gather,
-/// each of a quarter of a participant block: the cube ring's c − 1 steps
-/// move half of each of the SIP's wh blocks per direction (4wh(c − 1)); the
-/// lanes run one ring through every SIP on a mesh with an even side
-/// (4(wh − 1)), both halves along the one line of a ring of SIPs, else
-/// rows then columns for one half and columns then rows for the other.
-fn hier_lanes_block_sends(g: &Group) -> f64 {
-    let cubes = f64::from(g.cubes_per_sip());
-    let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
-    let one_ring = crate::ccl::algorithms::lanes_take_the_snake(g) || w == 1.0 || h == 1.0;
-    let lanes = if one_ring {
-        4.0 * (w * h - 1.0)
-    } else {
-        2.0 * h * (w - 1.0) + 2.0 * w * (h - 1.0) + 2.0 * (w - 1.0) + 2.0 * (h - 1.0)
-    };
-    4.0 * w * h * (cubes - 1.0) + lanes
-}
-
 /// Bytes as GiB for messages.
 pub fn gib(bytes: f64) -> String {
     format!("{:.2} GiB", bytes / (1u64 << 30) as f64)
@@ -507,7 +451,8 @@ mod tests {
             cubes: (4, 4),
             ..Group::new(&sys)
         };
-        let w = work("rhd", &g, Collective::AllReduce, 16.0 * 1024.0, |_, _| 1.0);
+        let rhd = algorithms::find("rhd").unwrap();
+        let w = work(rhd, &g, Collective::AllReduce, 16.0 * 1024.0, |_, _| 1.0);
         assert_eq!(
             w,
             Work {
@@ -522,7 +467,8 @@ mod tests {
     fn ring_work_is_the_nccl_ring() {
         let sys = System::embedded_default(); // 4 SIPs x 16 cubes = 64 participants
         let g = Group::new(&sys);
-        let w = work("ring", &g, Collective::AllReduce, 64.0 * 1024.0, |_, _| 2.0);
+        let ring = algorithms::find("ring").unwrap();
+        let w = work(ring, &g, Collective::AllReduce, 64.0 * 1024.0, |_, _| 2.0);
         assert_eq!(
             w,
             Work {

@@ -16,6 +16,7 @@ pub mod config;
 pub mod kernels;
 pub mod placement;
 
+use crate::estimate::CostTerms;
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::machine::{InstallError, LaunchError, LaunchHandle, Machine, Tables};
@@ -418,29 +419,34 @@ pub trait Algorithm: Sync {
     fn name(&self) -> &'static str;
     /// One line for `--help` and reports.
     fn summary(&self) -> &'static str;
+    /// The collectives its kernel runs.
     fn collectives(&self) -> &'static [Collective];
-    fn topologies(&self) -> &'static [SipTopology] {
-        &[
-            SipTopology::Ring1d,
-            SipTopology::Torus2d,
-            SipTopology::Mesh2dNoWrap,
-        ]
-    }
+    /// The SIP topologies it runs on.
+    fn topologies(&self) -> &'static [SipTopology];
     /// Whether it runs with every PE of a cube as a participant (the
-    /// `all_pes` layout), not only cube leaders.
-    fn every_pe(&self) -> bool {
-        false
-    }
+    /// `all_pes` mapper), not only cube leaders (`leader_only`).
+    fn every_pe(&self) -> bool;
     /// Refuses a group the wiring cannot serve (a message naming the limit
     /// and the fix); checked before anything is installed.
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
-    }
+    fn check_group(&self, g: &Group) -> Result<(), String>;
     /// Neighbour tables to install (the SFR configuration), per global PE index.
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)>;
     /// The kernel every participant runs.
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs);
+    /// What a run of collective `c` over `bytes` on `g` costs the
+    /// simulator: its sends, chains, lockstep and held programs, for the
+    /// estimate that refuses a run before it starts (docs/model.md §Cost
+    /// estimate).
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms;
 }
+
+/// Every SIP topology: for [`Algorithm::topologies`] of an algorithm that
+/// runs on any.
+pub const ANY_TOPOLOGY: &[SipTopology] = &[
+    SipTopology::Ring1d,
+    SipTopology::Torus2d,
+    SipTopology::Mesh2dNoWrap,
+];
 
 /// Why a collective could not run.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

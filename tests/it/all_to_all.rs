@@ -8,7 +8,15 @@ use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::Space;
 use kernbench_systems::memory::DataMode;
 
-const ALGORITHMS: [&str; 2] = ["pairwise", "bruck"];
+/// The registered algorithms that run all-to-all only (pairwise, bruck),
+/// so a new one joins the matrix unasked.
+fn algorithms() -> Vec<&'static str> {
+    kernbench::ccl::algorithms::ALL
+        .iter()
+        .filter(|a| a.collectives() == [Collective::AllToAll])
+        .map(|a| a.name())
+        .collect()
+}
 
 use common::algo_config as cfg;
 
@@ -47,7 +55,7 @@ fn matrix(topology: SipTopology) {
         let grid = (topology != SipTopology::Ring1d).then_some(grid);
         for cubes in [(1, 1), (2, 3)] {
             let sys = sips(n, topology, grid, cubes);
-            for algo in ALGORITHMS {
+            for algo in algorithms() {
                 let buffer = [Space::Tcm, Space::Sram, Space::Hbm][(k + runs) % 3];
                 let chunks = 1 + (k as u32 + cubes.0) % 3;
                 let config = cfg(algo, buffer, chunks);
@@ -68,7 +76,7 @@ fn matrix(topology: SipTopology) {
             }
         }
     }
-    assert_eq!(runs, COUNTS.len() * 2 * ALGORITHMS.len() * 2);
+    assert_eq!(runs, COUNTS.len() * 2 * algorithms().len() * 2);
 }
 
 #[test]
@@ -187,7 +195,7 @@ fn no_run_beats_its_bound() {
     assert_eq!(r.bound_ticks, 4 * 4 * (1 << 16) / (2 * B));
     let sys = sips(6, SipTopology::Torus2d, Some((3, 2)), (2, 2));
     let ccl = CclConfig::embedded_default();
-    for algo in ALGORITHMS {
+    for algo in algorithms() {
         let entry = ccl.entry(algo).unwrap();
         let (mut m, c) = common::communicator(&sys, entry, DataMode::TimingOnly).unwrap();
         for elems in [24, 24 << 6, 24 << 12] {
@@ -263,7 +271,7 @@ fn pairwise_limits_name_their_fix() {
 fn participants_share_one_program() {
     let sys = common::lean(16, SipTopology::Ring1d, None);
     let ccl = CclConfig::embedded_default();
-    for algo in ALGORITHMS {
+    for algo in algorithms() {
         let (m, c) =
             common::communicator(&sys, ccl.entry(algo).unwrap(), DataMode::TimingOnly).unwrap();
         let launches = c.programs(&m, job(16 * 64)).unwrap();

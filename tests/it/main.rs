@@ -20,6 +20,7 @@ mod layers;
 mod mutants;
 mod mutated_inputs;
 mod network;
+mod registry;
 mod result_sets;
 mod sip_kinds;
 mod spec_errors;

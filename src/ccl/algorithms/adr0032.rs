@@ -9,9 +9,10 @@
 //! broadcasts down the root column and phase 5 along every row. A 1×1 cube
 //! mesh goes straight to phase 3. `chunks` pipelines every phase.
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::{Buffer, combine};
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, participants};
 use crate::kernel::Tile;
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
@@ -243,7 +244,43 @@ impl Algorithm for Adr0032 {
         }
         out
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn every_pe(&self) -> bool {
+        false
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, _c: Collective, bytes: f64) -> CostTerms {
+        // Phases 1, 2, 4 and 5 cross the cube mesh (none with one cube);
+        // phase 3 sends the whole buffer once per other SIP of each line of
+        // a ring or torus, and reduces then broadcasts it along each line of
+        // a mesh, whose chains are staggered by position (their closing hops
+        // are longer than the others). Its steps run in loops.
+        let cubes = f64::from(g.cubes_per_sip());
+        let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
+        let mesh = g.topology == SipTopology::Mesh2dNoWrap;
+        let lines = if mesh {
+            2.0 * (f64::from(u8::from(w > 1.0)) + f64::from(u8::from(h > 1.0)))
+        } else {
+            w - 1.0 + h - 1.0
+        };
+        let (sends, bytes_per_send) = (if cubes > 1.0 { 4.0 } else { 0.0 } + lines.max(1.0), bytes);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: 1,
+            lockstep: if mesh { 1.0 } else { participants(g) },
+            register_pieces: 1.0,
+            programs: HeldPrograms::Looped {
+                programs: 1.0,
+                ops_per_chunk: 3.0 * 64.0,
+            },
+        }
     }
 }

@@ -8,11 +8,12 @@
 //! one per ring, cut into pieces by the pipeline depth (`chunks: auto`
 //! chooses it from the size, the chain's length and the links).
 
-use super::ring::{cycle_wiring, me, ring_order};
+use super::primitives::{cycle_wiring, me, ring_order};
 use crate::ccl::kernels::{
     Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 
 pub struct BidirRing;
 
-use super::ring::{CYCLE_NEXT as NEXT, CYCLE_PREV as PREV};
+use super::primitives::{CYCLE_NEXT as NEXT, CYCLE_PREV as PREV};
 
 /// Participant orders of the cycles the rings follow, each starting at
 /// participant 0: on a square torus of side k ≥ 3 with one participant per
@@ -300,8 +301,32 @@ impl Algorithm for BidirRing {
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         cycle_wiring(g, q, &cycles(g))
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        // Its chains (broadcast, reduce) are staggered by their position.
+        let (sends, bytes_per_send) = block_sends(g, c, bytes);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: 1,
+            lockstep: if matches!(c, Collective::Broadcast | Collective::Reduce) {
+                1.0
+            } else {
+                participants(g)
+            },
+            register_pieces: 1.0,
+            programs: HeldPrograms::Unrolled {
+                programs: g.size() as f64,
+            },
+        }
     }
 }
 

@@ -7,12 +7,13 @@
 //! of `p − i`, stored as block `p − i`. Each step moves about half the
 //! buffer, so it sends `⌈log2 n⌉/2` buffers where pairwise sends one.
 
-use super::ring::me;
-use super::tree::levels;
+use super::primitives::{levels, me};
 use crate::ccl::kernels::Buffer;
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Part, Sym, Tile, Tl};
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
@@ -117,7 +118,30 @@ impl Algorithm for Bruck {
                 .collect()
         })
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn every_pe(&self) -> bool {
+        false
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, _c: Collective, bytes: f64) -> CostTerms {
+        // A block to one peer per send, about half of them per step; every
+        // member holds every block, and all share one unrolled program.
+        let p = participants(g);
+        let (sends, bytes_per_send) = (log2_levels(g) * (p / 2.0).ceil(), bytes / p);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: 1,
+            lockstep: p,
+            register_pieces: g.size() as f64 / 4.0,
+            programs: HeldPrograms::Unrolled { programs: 1.0 },
+        }
     }
 }

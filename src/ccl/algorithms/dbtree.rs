@@ -23,12 +23,13 @@
 //! cycle. A piece a participant only receives (a leaf's) is stored at the
 //! end, where waiting for it holds nothing else up.
 
-use super::ring::me;
-use super::tree::levels;
+use super::primitives::{levels, me};
 use crate::ccl::kernels::{Atom, Buffer, combine};
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, log2_levels};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Tile, Tl};
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
@@ -273,8 +274,39 @@ impl Algorithm for DbTree {
             e
         })
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn every_pe(&self) -> bool {
+        false
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        // Each tree's n − 1 links carry its half once each way: about one
+        // send per participant, tree and direction; up one tree (a level
+        // deeper than tree) and, for all-reduce, down, staggered by depth.
+        let all_reduce = c == Collective::AllReduce;
+        let up = log2_levels(g) as usize + 1;
+        let (sends, bytes_per_send) = if all_reduce {
+            (4.0, bytes / 2.0)
+        } else {
+            (2.0, bytes / 2.0)
+        };
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: if all_reduce { 2 * up } else { up },
+            lockstep: 1.0,
+            register_pieces: 1.0,
+            programs: HeldPrograms::Unrolled {
+                programs: g.size() as f64,
+            },
+        }
     }
 }
 

@@ -31,11 +31,13 @@
 //! it moves far more bytes than a ring at large sizes: this is the
 //! small-size algorithm.
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::{RangeIo, block_offset, combine, send_tiles};
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{DType, Tile, Tl};
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 use std::ops::Range;
@@ -361,8 +363,27 @@ impl Algorithm for Dims {
             e
         })
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn every_pe(&self) -> bool {
+        false
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        let (sends, bytes_per_send) = block_sends(g, c, bytes);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: 1,
+            lockstep: participants(g),
+            register_pieces: 1.0,
+            programs: HeldPrograms::Unrolled {
+                programs: g.size() as f64,
+            },
+        }
     }
 }
 

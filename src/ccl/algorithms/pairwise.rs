@@ -9,11 +9,13 @@
 //! Each participant sends `(n−1)/n` of its buffer: bandwidth-optimal,
 //! latency `O(n)` (bruck is the latency-optimal one for small blocks).
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::{Atom, Buffer};
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Sym, Tile, Tl};
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
@@ -121,7 +123,25 @@ impl Algorithm for Pairwise {
                 .collect()
         })
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn every_pe(&self) -> bool {
+        false
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        // Every member holds every block; all share one unrolled program.
+        let (sends, bytes_per_send) = block_sends(g, c, bytes);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: 1,
+            lockstep: participants(g),
+            register_pieces: g.size() as f64 / 4.0,
+            programs: HeldPrograms::Unrolled { programs: 1.0 },
+        }
     }
 }

@@ -2,9 +2,11 @@
 //! must record the panic as that point's error and go on. Compiled only with
 //! the `test-algorithms` feature (on for the project's own tests).
 
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 
 pub struct Panics;
@@ -26,7 +28,30 @@ impl Algorithm for Panics {
     fn wiring(&self, _g: &Group, _q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         Vec::new()
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn every_pe(&self) -> bool {
+        false
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        // Never runs far enough to cost anything; priced as a ring.
+        let (sends, bytes_per_send) = block_sends(g, c, bytes);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: 1,
+            lockstep: participants(g),
+            register_pieces: 1.0,
+            programs: HeldPrograms::Unrolled {
+                programs: g.size() as f64,
+            },
+        }
     }
 }

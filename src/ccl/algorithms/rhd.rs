@@ -28,11 +28,13 @@
 //! the cut it arrived in, after its own range, reloaded whole
 //! ([`Plan::ag_cut`]). Every range is further cut into pipeline pieces.
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::{RangeIo, block_offset, combine, send_tiles};
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs, ReduceOp};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs, ReduceOp};
+use crate::estimate::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Tile, Tl};
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 use std::ops::Range;
@@ -434,8 +436,36 @@ impl Algorithm for Rhd {
             e
         })
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn every_pe(&self) -> bool {
+        false
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        // Step k of each phase sends its half cut into about levels − k
+        // ranges: levels(levels + 1)/2 sends carry (p−1)/p of the buffer.
+        let p = participants(g);
+        let levels = log2_levels(g);
+        let phases = if c == Collective::AllReduce { 2.0 } else { 1.0 };
+        let per_phase = levels * (levels + 1.0) / 2.0;
+        let (sends, bytes_per_send) = (phases * per_phase, bytes * (p - 1.0) / p / per_phase);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: 1,
+            lockstep: p,
+            register_pieces: 1.0,
+            programs: HeldPrograms::Unrolled {
+                programs: g.size() as f64,
+            },
+        }
     }
 }
 

@@ -1,42 +1,24 @@
-//! `ring`: one logical ring over all participants in index order.
+//! `ring`: one logical ring over all participants, in ring order (SIPs
+//! along a cycle of the SIP grid, cubes along a cycle of each cube mesh:
+//! `primitives::ring_order`, so most hops join neighbours).
 //! All-reduce is reduce-scatter + all-gather (bandwidth-optimal: each
 //! participant sends 2(n−1)/n of the buffer); broadcast and reduce are
 //! pipelined chains along the ring.
 
+use super::primitives::{cycle_wiring, me, ring_order};
 use crate::ccl::kernels::{
-    Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter,
-    run_chains,
+    Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 use std::sync::Arc;
 
 pub struct RingAlgo;
-
-/// This participant's index from its program ids.
-pub fn me(tl: &mut Tl, g: &Group) -> usize {
-    let (sip, cube, pe) = (tl.program_id(0), tl.program_id(1), tl.program_id(2));
-    g.participant_at(sip, cube, pe)
-}
-
-/// Participants in ring order: SIPs along a cycle of the SIP grid, within
-/// each SIP its cubes along a cycle of the cube mesh, within a cube its
-/// participating PEs in order, so most ring hops join neighbours.
-/// Participant 0 comes first.
-pub fn ring_order(g: &Group) -> Vec<usize> {
-    let cubes = grid_cycle(g.cubes.0, g.cubes.1);
-    grid_cycle(g.grid.0, g.grid.1)
-        .into_iter()
-        .flat_map(|s| {
-            cubes
-                .iter()
-                .flat_map(move |&c| (0..g.pes as usize).map(move |q| g.participant(s, c) + q))
-        })
-        .collect()
-}
 
 /// `ring_order` and its inverse (participant → ring position), shared by the PEs of a launch.
 fn ring_tables(tl: &mut Tl, g: &Group) -> (Arc<[u32]>, Arc<[u32]>) {
@@ -128,36 +110,6 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     }
 }
 
-/// The queues of cycle c of a participant: its successor on `CYCLE_NEXT[c]`,
-/// its predecessor on `CYCLE_PREV[c]` (`ring` has one cycle, `bidir_ring`
-/// up to two).
-pub const CYCLE_NEXT: [QDir; 2] = [QDir::E, QDir::S];
-pub const CYCLE_PREV: [QDir; 2] = [QDir::W, QDir::N];
-
-/// Each participant's queues to its neighbours on every cycle of `cycles`
-/// (participant orders), both ways.
-pub fn cycle_wiring(g: &Group, q: &QueueConfig, cycles: &[Vec<usize>]) -> Vec<(u32, Vec<Entry>)> {
-    let n = g.size();
-    if n < 2 {
-        return Vec::new();
-    }
-    let mut entries: Vec<Vec<Entry>> = vec![Vec::new(); n];
-    for (c, order) in cycles.iter().enumerate() {
-        for k in 0..n {
-            let next = g.pe(order[(k + 1) % n]);
-            let prev = g.pe(order[(k + n - 1) % n]);
-            let e = &mut entries[order[k]];
-            e.push(q.entry(CYCLE_NEXT[c], next, CYCLE_PREV[c]));
-            e.push(q.entry(CYCLE_PREV[c], prev, CYCLE_NEXT[c]));
-        }
-    }
-    entries
-        .into_iter()
-        .enumerate()
-        .map(|(p, e)| (g.pe(p), e))
-        .collect()
-}
-
 impl Algorithm for RingAlgo {
     fn name(&self) -> &'static str {
         "ring"
@@ -174,7 +126,33 @@ impl Algorithm for RingAlgo {
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
         cycle_wiring(g, q, &[ring_order(g)])
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        // Broadcast and reduce run one chain along the ring, piece by piece,
+        // each member a stage behind its neighbour (staggered); every member
+        // of a ring step steps together. Its steps run in loops: a program
+        // of a few dozen ops per chunk.
+        let chain = matches!(c, Collective::Broadcast | Collective::Reduce);
+        let chain_stages = if chain { g.size().max(2) - 1 } else { 1 };
+        let (sends, bytes_per_send) = block_sends(g, c, bytes);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: chain_stages,
+            lockstep: if chain { 1.0 } else { participants(g) },
+            register_pieces: 1.0,
+            programs: HeldPrograms::Looped {
+                programs: 1.0,
+                ops_per_chunk: 3.0 * 64.0,
+            },
+        }
     }
 }

@@ -19,9 +19,10 @@
 //! wrap: its tree `E` reaches column 0 by the west arcs `(1, y) → (0, y)`,
 //! and its tree `N` is tree `E` mirrored across the diagonal.
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::{Buffer, Chain, ChainKind, run_chains};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
@@ -248,8 +249,24 @@ impl Algorithm for TorusTrees {
                 .collect()
         })
     }
+    fn every_pe(&self) -> bool {
+        false
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        let (sends, bytes_per_send) = block_sends(g, c, bytes);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: 1,
+            lockstep: participants(g),
+            register_pieces: 1.0,
+            programs: HeldPrograms::Unrolled {
+                programs: g.size() as f64,
+            },
+        }
     }
 }
 

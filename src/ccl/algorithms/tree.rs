@@ -3,22 +3,17 @@
 //! 0, broadcast descends from it, all-reduce does both. The partner at level
 //! k is `me XOR 2^k`, reached on logical channel k.
 
-use super::ring::me;
+use super::primitives::{levels, me};
 use crate::ccl::kernels::Buffer;
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
 pub struct Tree;
-
-/// ⌈log2 n⌉ (0 for n ≤ 1): the levels of a binomial tree of `n`
-/// participants, the steps of Bruck's all-to-all, and the height of a
-/// btree's root (dbtree).
-pub(super) fn levels(n: usize) -> usize {
-    (usize::BITS - (n.max(1) - 1).leading_zeros()) as usize
-}
 
 fn reduce_up(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, me: usize) {
     let n = a.group.size();
@@ -115,7 +110,38 @@ impl Algorithm for Tree {
                 .collect()
         })
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        // A binomial tree's p − 1 edges carry the buffer once each way: about
+        // one send per participant and direction, forwarded level by level.
+        // A reduce steps a level at a time; broadcasts are staggered by depth.
+        let n = participants(g);
+        let (sends, bytes_per_send) = if c == Collective::AllReduce {
+            (2.0, bytes)
+        } else {
+            (1.0, bytes)
+        };
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: log2_levels(g) as usize,
+            lockstep: if c == Collective::Reduce {
+                n / n.log2().ceil().max(1.0)
+            } else {
+                1.0
+            },
+            register_pieces: 1.0,
+            programs: HeldPrograms::Unrolled {
+                programs: g.size() as f64,
+            },
+        }
     }
 }

@@ -17,13 +17,15 @@
 mod blocks;
 mod broadcast;
 
-pub(crate) use blocks::lanes_take_the_snake;
+use blocks::lanes_take_the_snake;
 
-use super::ring::me;
+use super::primitives::me;
 use crate::ccl::kernels::grid_cycle;
-use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
+use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::estimate::{CostTerms, HeldPrograms, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
+use crate::spec::SipTopology;
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
@@ -135,7 +137,90 @@ impl Algorithm for HierLanes {
         }
         out
     }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn every_pe(&self) -> bool {
+        false
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        let p = participants(g);
+        let cubes = f64::from(g.cubes_per_sip());
+        let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
+        let rings = HeldPrograms::Looped {
+            programs: f64::from(g.sips),
+            ops_per_chunk: 3.0 * 64.0,
+        };
+        let (sends, bytes_per_send, stages, lockstep, programs) = match c {
+            // Reduce-scatter and all-gather: a send per quarter of a
+            // participant block (S/4p) and ring step; the cube ring moves
+            // a half of every SIP's blocks, the lanes a quarter of each
+            // block of the rings' members ([`lane_block_sends`]); a program per
+            // SIP at most, stepping in loops.
+            Collective::ReduceScatter | Collective::AllGather => {
+                (lane_block_sends(g), bytes / (4.0 * p), 1, p, rings)
+            }
+            // Broadcast: 2c trees (two parts of a share per cube), each over
+            // every participant: about 2c sends of S/2c per participant,
+            // piece by piece down the deepest member's path (the cube ring
+            // twice, a row and a column); a few ops per tree and piece on
+            // every participant.
+            Collective::Broadcast => (
+                2.0 * cubes,
+                bytes / (2.0 * cubes),
+                (2.0 * (cubes - 1.0) + w + h - 2.0).max(1.0) as usize,
+                1.0,
+                HeldPrograms::Looped {
+                    programs: g.size() as f64,
+                    ops_per_chunk: 2.0 * cubes * 3.0,
+                },
+            ),
+            // All-reduce and reduce: the reduce-scatter's sends, then the
+            // all-gather's. Only participant 0 stores what a reduce's rings
+            // gather, and the rest wait on it now and then.
+            Collective::Reduce => (
+                2.0 * lane_block_sends(g),
+                bytes / (4.0 * p),
+                1,
+                p / 2.0,
+                rings,
+            ),
+            Collective::AllReduce | Collective::AllToAll => {
+                (2.0 * lane_block_sends(g), bytes / (4.0 * p), 1, p, rings)
+            }
+        };
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages,
+            lockstep,
+            // Four pieces of a ring step's block.
+            register_pieces: 4.0,
+            programs,
+        }
+    }
+}
+
+/// Sends per participant of the reduce-scatter and all-gather, each of a
+/// quarter of a participant block: the cube ring's c − 1 steps move half of
+/// each of the SIP's wh blocks per direction (4wh(c − 1)); the lanes run
+/// one ring through every SIP on a mesh with an even side (4(wh − 1)), both
+/// halves along the one line of a ring of SIPs, else rows then columns for
+/// one half and columns then rows for the other.
+fn lane_block_sends(g: &Group) -> f64 {
+    let cubes = f64::from(g.cubes_per_sip());
+    let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
+    let one_ring = lanes_take_the_snake(g) || w == 1.0 || h == 1.0;
+    let lanes = if one_ring {
+        4.0 * (w * h - 1.0)
+    } else {
+        2.0 * h * (w - 1.0) + 2.0 * w * (h - 1.0) + 2.0 * (w - 1.0) + 2.0 * (h - 1.0)
+    };
+    4.0 * w * h * (cubes - 1.0) + lanes
 }
