@@ -233,7 +233,7 @@ fn topo_bad_specs_report_file_line_and_field() {
             "latency_ns is -300",
         ),
     ] {
-        let path = manifest_path("tests/data/bad_specs").join(file);
+        let path = manifest_path("tests/data/bad_inputs/spec").join(file);
         let r = kernbench(&["topo", "--system", path.to_str().unwrap()]);
         r.expect_user_error();
         let line = marked_line(&path);
@@ -625,7 +625,7 @@ fn run_rejects_a_size_with_an_unknown_suffix() {
 
 #[test]
 fn run_bad_ccl_file_reports_file_line_and_field() {
-    let path = manifest_path("tests/data/bad_ccl/unknown_field_entry.yaml");
+    let path = manifest_path("tests/data/bad_inputs/ccl/unknown_field_entry.yaml");
     let r = kernbench(&["run", "--ccl", path.to_str().unwrap()]);
     r.expect_user_error();
     let line = marked_line(&path);
