@@ -4,6 +4,7 @@
 //! `topology` (nodes, links, routes, addresses) → `machine` (an engine world
 //! with the hardware spawned) — all on the `kernbench_systems` engine crate.
 pub mod autotune;
+pub mod bench;
 pub mod catalog;
 pub mod ccl;
 pub mod collective_run;
@@ -21,6 +22,7 @@ pub mod report;
 pub mod seeded;
 pub mod spec;
 pub mod sweep;
+pub mod topo_report;
 pub mod topology;
 pub mod tp;
 pub mod trace;

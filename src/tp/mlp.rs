@@ -218,3 +218,51 @@ pub fn run_mlp(
         outputs,
     })
 }
+
+/// The first lines of `kernbench tp-mlp`'s table: the model and system on a
+/// comment line, then the column header. `bias` and `algorithm` as given.
+pub fn table_head(shape: MlpShape, bias: &str, algorithm: &str, sys: &System) -> String {
+    let MlpShape {
+        batch,
+        d_in,
+        d_hidden,
+        d_out,
+    } = shape;
+    format!(
+        "# tp-mlp: X ({batch} x {d_in}) -> fc1 ColumnParallel -> ({batch} x {d_hidden}) -> fc2 RowParallel -> ({batch} x {d_out}); bias {bias}; all-reduce '{algorithm}'; {} cubes x {} PEs per SIP; times of rank 0 in us\n{:>3} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}\n",
+        sys.cubes_per_sip(),
+        sys.pes_per_cube(),
+        "tp",
+        "world",
+        "max|err|",
+        "max|ref|",
+        "total",
+        "compute",
+        "comm",
+        "hidden",
+        "exposed",
+        "launch+wait"
+    )
+}
+
+/// One TP size's line of the table; `tick_us` converts ticks to µs.
+pub fn table_row(r: &MlpReport, tick_us: f64) -> String {
+    let b = r.breakdown;
+    let us = |t: Tick| t as f64 * tick_us;
+    format!(
+        "{:>3} {:>5} {:>10.3e} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3}\n",
+        r.tp,
+        r.world,
+        r.max_abs_err,
+        r.max_abs_ref,
+        us(b.total),
+        us(b.compute),
+        us(b.communication),
+        us(b.hidden),
+        us(b.communication - b.hidden),
+        us(b.launch)
+    )
+}
+
+/// The table's last line: how its columns add up.
+pub const TABLE_NOTE: &str = "# total = compute + exposed + launch+wait; comm = hidden + exposed (each collective's own time); max|err| over every rank's output against the single-device f32 reference, each element checked against its first-order f16 bound (docs/model.md §Tensor parallelism)\n";

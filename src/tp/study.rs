@@ -201,6 +201,55 @@ pub fn run(
     Ok(rows)
 }
 
+/// [`run`] on a rayon pool of its own with `jobs` threads (a sweep's
+/// `--jobs`), so the points in parallel are the ones asked for.
+pub fn run_on(
+    plan: &TpPlan,
+    base: &System,
+    jobs: usize,
+    done: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<TpRow>, String> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .map_err(|e| e.to_string())?;
+    pool.install(|| run(plan, base, done))
+}
+
+/// The table a TP sweep prints: one line per point, times in µs.
+pub fn table(rows: &[TpRow]) -> String {
+    let mut out = format!(
+        "{:>16} {:>6} {:>3} {:>12} {:>12} {:>12} {:>12} {:>8} {:>6}\n",
+        "topology", "hidden", "tp", "time(us)", "compute", "comm", "launch+wait", "speedup", "eff"
+    );
+    for r in rows {
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        out.push_str(&format!(
+            "{:>16} {:>6} {:>3} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>8} {:>6}\n",
+            r.topology,
+            r.hidden,
+            r.tp,
+            r.time_us,
+            r.compute_us,
+            r.comm_us,
+            r.launch_wait_us,
+            opt(r.speedup),
+            opt(r.efficiency)
+        ));
+    }
+    out
+}
+
+/// What the figures' titles say of the system: its SIP and the tokens.
+pub fn label(plan: &TpPlan, base: &System) -> String {
+    format!(
+        "{} cubes x {} PEs per SIP, {} tokens",
+        base.cubes_per_sip(),
+        base.pes_per_cube(),
+        plan.tokens
+    )
+}
+
 /// One series per (topology, hidden) over TP.
 fn by_slice(rows: &[TpRow], y: &dyn Fn(&TpRow) -> Option<f64>) -> Series {
     let mut out: Series = Vec::new();
