@@ -25,7 +25,6 @@ const GEMM_KNOBS: &str = "fewer cubes (sip.cube_mesh) or PEs per cube in the spe
 pub fn run(a: GemmSweepArgs) -> Result<()> {
     let outputs = sweep::FILES.map(|f| a.out.join(f));
     check_distinct_files("--out", &outputs, &a.system)?;
-    kernbench::output::claim_dir("--out", &a.out, "gemm-sweep").map_err(anyhow::Error::msg)?;
     let sys = a.system.load()?;
     let shapes = sweep::default_grid();
     let one_sip = sweep::one_sip(&sys).map_err(anyhow::Error::msg)?;
@@ -33,6 +32,8 @@ pub fn run(a: GemmSweepArgs) -> Result<()> {
         kernbench::estimate::commands::gemm_sweep(&one_sip, &shapes, rayon::current_num_threads());
     cost.check("gemm-sweep", &a.budget.budget(), GEMM_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
+    // Claimed only now: a refused grid leaves no directory behind.
+    kernbench::output::claim_dir("--out", &a.out, "gemm-sweep").map_err(anyhow::Error::msg)?;
     eprintln!(
         "gemm-sweep: {} shapes on one SIP of {} ({} cubes x {} PEs) -> {}",
         shapes.len(),

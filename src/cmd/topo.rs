@@ -32,12 +32,15 @@ pub fn run(a: TopoArgs) -> Result<()> {
     if let Some(dir) = &a.dot {
         let outputs = DOT_FILES.map(|f| dir.join(f));
         check_distinct_files("--dot", &outputs, &a.system)?;
-        kernbench::output::claim_dir("--dot", dir, "topo --dot").map_err(anyhow::Error::msg)?;
     }
     let sys = a.system.load()?;
     kernbench::estimate::Estimate::build(&sys)
         .check(&a.budget.budget(), BUILD_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
+    // Claimed only now: a refused build leaves no directory behind.
+    if let Some(dir) = &a.dot {
+        kernbench::output::claim_dir("--dot", dir, "topo --dot").map_err(anyhow::Error::msg)?;
+    }
     let t0 = Instant::now();
     let mut m = Machine::build(&sys)?;
     let build = t0.elapsed().as_secs_f64();
