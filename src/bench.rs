@@ -248,3 +248,73 @@ fn build() -> Result<String> {
         gib(peak_rss_bytes())
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 4-SIP bench of every phase but the 4096-SIP build.
+    fn small() -> Bench {
+        Bench {
+            sips: 4,
+            rounds: 2,
+            bytes: 64,
+            build: false,
+            traffic: true,
+            kernel: true,
+            collective: true,
+            process_group: true,
+            collective_bytes: 1024,
+            slot_bytes: 16384,
+            slots: 2,
+            budget: Budget::of_this_machine(),
+        }
+    }
+
+    /// The phases run in the order `bench` reports them, and each report's
+    /// simulated figures are those of
+    /// `bench --sips 4 --rounds 2 --bytes 64 --no-build --collective
+    /// --process-group --collective-bytes 1K`.
+    #[test]
+    fn phases_report_the_simulated_figures_of_a_small_ring() {
+        let bench = small();
+        let sys = ring_system(bench.sips).unwrap();
+        let cost = bench.cost(&sys).unwrap();
+        let phases: Vec<&str> = cost.parts.iter().map(|p| p.0.as_str()).collect();
+        assert_eq!(phases, ["traffic", "kernel", "collective", "process group"]);
+        let expected = [
+            "ring    4 SIPs x 2 rounds x 64 B: 8 messages, 40 link traversals (packet-hops), simulated 602 ticks\n",
+            "kernel  4 PEs x 2 rounds x (send 64 B / recv / add), 2 slots x 16384 B: installed at tick 0 (",
+            "allreduce ring 4 SIPs x 1024 B: 1821 ticks simulated (32.9% of bound); one 18-op program shared by every participant; machine + wiring ",
+            "allreduce ring 4 SIPs x 1024 B through the process group (4 workers): 1821 ticks simulated; process group + wiring ",
+        ];
+        for (phase, start) in phases.iter().zip(expected) {
+            let text = bench.phase(phase, &sys).unwrap();
+            assert!(text.starts_with(start), "{phase}: {text}");
+            assert_eq!(text.lines().count(), 2, "{phase}: {text}");
+        }
+        let kernel = bench.phase("kernel", &sys).unwrap();
+        assert!(kernel.contains("kernels done at tick 704\n"), "{kernel}");
+        assert!(kernel.contains(": 8 chunk transfers ("), "{kernel}");
+        assert!(
+            kernel.contains(", 20 messages with credits and launches ("),
+            "{kernel}"
+        );
+    }
+
+    /// An all-reduce buffer the ring cannot take is refused by `cost`,
+    /// naming --collective-bytes, before anything is built.
+    #[test]
+    fn cost_refuses_a_collective_buffer_the_ring_cannot_take() {
+        let bench = Bench {
+            collective_bytes: 1 << 50,
+            ..small()
+        };
+        let sys = ring_system(bench.sips).unwrap();
+        let e = bench.cost(&sys).unwrap_err().to_string();
+        assert!(
+            e.starts_with("--collective-bytes 1125899906842624: "),
+            "{e}"
+        );
+    }
+}

@@ -119,3 +119,57 @@ fn links(m: &Machine, s: &SystemSpec) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `kernbench topo` on the default system, up to its build line (whose
+    /// time and memory vary).
+    #[test]
+    fn report_of_the_default_system_is_topos_text() {
+        let sys = System::embedded_default();
+        let mut m = Machine::build(&sys).unwrap();
+        let text = report(&mut m, &sys, 0.25);
+        let (body, build) = text
+            .rsplit_once("build       0.250 s, peak memory ")
+            .unwrap();
+        assert!(build.ends_with('\n') && !build[..build.len() - 1].contains('\n'));
+        assert_eq!(
+            body,
+            "system      <embedded default>
+sips        4 (ring_1d, grid 4x1)
+per SIP     16 cubes (4x4 mesh), 8 PEs per cube (2 per corner x 4 corners), 3x3 NoC routers per cube
+totals      4 SIPs x 16 cubes x 8 PEs = 512 PEs (64 cubes)
+
+nodes by kind
+  host                       1
+  sip_io                     4
+  router                   576
+  pe                       512
+  m_cpu                     64
+  sram                      64
+  hbm                       64
+  ucie_port                192
+  inter_sip_port           128
+
+directed links by edge kind
+  kind               links  bandwidth GB/s    latency ns  packet bytes  ideal
+  noc                 3592            1024             2          4096  false
+  ucie                 192             128            10          4096  false
+  inter_sip            128             100           300          4096  false
+  pcie                   8              64           500           256  false
+
+ECS entities
+  Sip                        4
+  Cube                      64
+  Pe                       512
+
+diameter    46 hops (PE to PE, e.g. sip0.cube0.pe0 -> sip2.cube15.pe4)
+"
+        );
+        let [sips, cube] = dot_views(&m);
+        assert!(sips.starts_with("graph") || sips.starts_with("digraph"));
+        assert!(cube.contains("sip0.cube0"));
+    }
+}

@@ -310,3 +310,39 @@ pub fn write(dir: &Path, rows: &[TpRow], system: &str) -> Result<Vec<String>, St
     }
     Ok(files)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(tp: u32, time_us: f64, speedup: Option<f64>) -> TpRow {
+        TpRow {
+            topology: "ring_1d".into(),
+            tp,
+            hidden: 1024,
+            tokens: 64,
+            algorithm: "ring".into(),
+            time_us,
+            compute_us: 20.238,
+            comm_us: 26.356,
+            hidden_comm_us: 0.0,
+            exposed_comm_us: 26.356,
+            launch_wait_us: 6.195,
+            speedup,
+            efficiency: speedup.map(|s| s / f64::from(tp)),
+        }
+    }
+
+    /// The lines `sweep --plan tests/data/doc/tiny_tp.yaml` prints, a point
+    /// without a TP = 1 run showing `-` for speedup and efficiency.
+    #[test]
+    fn table_is_the_sweeps_table_to_the_byte() {
+        let rows = [row(2, 52.789, Some(0.7963780333023925)), row(4, 40.0, None)];
+        assert_eq!(
+            table(&rows),
+            "        topology hidden  tp     time(us)      compute         comm  launch+wait  speedup    eff\n\
+             \x20        ring_1d   1024   2         52.8         20.2         26.4          6.2     0.80   0.40\n\
+             \x20        ring_1d   1024   4         40.0         20.2         26.4          6.2        -      -\n"
+        );
+    }
+}
