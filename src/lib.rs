@@ -5,6 +5,7 @@
 //! with the hardware spawned) — on the `kernbench_systems` engine crate;
 //! `spec`, `topology` and `names` live in the `kernbench_spec` crate.
 pub mod autotune;
+pub mod bench;
 pub mod catalog;
 pub mod ccl;
 pub mod collective_run;
@@ -20,6 +21,7 @@ pub mod progress;
 pub mod report;
 pub mod seeded;
 pub mod sweep;
+pub mod topo_report;
 pub mod tp;
 pub mod trace;
 pub mod workload;

@@ -71,6 +71,30 @@ pub struct GemmRow {
     pub sim_over_roofline: f64,
 }
 
+/// The table `kernbench gemm-sweep` prints: one line per GEMM, times in µs.
+pub fn table(rows: &[GemmRow]) -> String {
+    let mut out = format!(
+        "{:>7} {:>6} {:>6} {:>6} {:>12} {:>12} {:>8} {:>9} {:>9} {:>7}\n",
+        "family", "m", "k", "n", "time(us)", "bound(us)", "set by", "TFLOP/s", "peak", "sim/rf"
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{:>7} {:>6} {:>6} {:>6} {:>12.3} {:>12.3} {:>8} {:>9.2} {:>9.2} {:>7.3}\n",
+            r.family,
+            r.m,
+            r.k,
+            r.n,
+            r.time_ns / 1e3,
+            r.roofline_ns / 1e3,
+            r.bound_by,
+            r.achieved_tflops,
+            r.peak_tflops,
+            r.sim_over_roofline
+        ));
+    }
+    out
+}
+
 /// One SIP of `sys` (the GEMM runs inside a device).
 pub fn one_sip(sys: &System) -> Result<System, String> {
     let mut spec = sys.spec.clone();

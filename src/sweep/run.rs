@@ -375,8 +375,10 @@ fn prepare(plan: &Plan, opts: &Options) -> Result<(Lock, Option<(usize, usize)>)
 /// plan, another shard's point, an id or contents that differ from the
 /// plan's point at that index (e.g. copied in by hand) — to
 /// `points/ignored/`, naming each on stderr, so no row comes from them.
-fn set_aside_strays(dir: &Path, mine: &[Point]) -> Result<(), String> {
+/// Returns how many it moved.
+fn set_aside_strays(dir: &Path, mine: &[Point]) -> Result<usize, String> {
     let points = dir.join("points");
+    let mut moved = 0;
     for name in foreign_entries(&points, &[])? {
         let Some(stem) = name.strip_suffix(".json") else {
             continue;
@@ -410,8 +412,9 @@ fn set_aside_strays(dir: &Path, mine: &[Point]) -> Result<(), String> {
             path.display(),
             to.display()
         );
+        moved += 1;
     }
-    Ok(())
+    Ok(moved)
 }
 
 /// Whether a finished, readable point file exists; an unreadable one is
@@ -444,12 +447,14 @@ fn finished(dir: &Path, p: &Point) -> bool {
 pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     let dir = &opts.out;
     let shard = resolve_shard(dir, opts.resume, opts.shard)?;
-    let (_, weights, todo) = weighed_points(plan, opts, shard);
+    let (mut planned, mut weights, mut todo) = weighed_points(plan, opts, shard);
     within_time_budget(&weights, &todo, opts)?;
     let (_lock, shard) = prepare(plan, opts)?;
-    set_aside_strays(dir, &shard_points(plan, shard))?;
-    // A point file set aside above is run again: weigh what is left now.
-    let (planned, weights, todo) = weighed_points(plan, opts, shard);
+    if set_aside_strays(dir, &shard_points(plan, shard))? > 0 {
+        // A file set aside may have stood for one of this run's points.
+        (planned, weights, todo) = weighed_points(plan, opts, shard);
+        within_time_budget(&weights, &todo, opts)?;
+    }
     let skipped = planned - todo.len();
     let verify = plan.file.verify;
     let bar = crate::progress::Progress::new("sweep", "points", &weights);

@@ -218,3 +218,95 @@ pub fn run_mlp(
         outputs,
     })
 }
+
+/// The first lines of `kernbench tp-mlp`'s table: the model and system on a
+/// comment line, then the column header. `bias` and `algorithm` as given.
+pub fn table_head(shape: MlpShape, bias: &str, algorithm: &str, sys: &System) -> String {
+    let MlpShape {
+        batch,
+        d_in,
+        d_hidden,
+        d_out,
+    } = shape;
+    format!(
+        "# tp-mlp: X ({batch} x {d_in}) -> fc1 ColumnParallel -> ({batch} x {d_hidden}) -> fc2 RowParallel -> ({batch} x {d_out}); bias {bias}; all-reduce '{algorithm}'; {} cubes x {} PEs per SIP; times of rank 0 in us\n{:>3} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}\n",
+        sys.cubes_per_sip(),
+        sys.pes_per_cube(),
+        "tp",
+        "world",
+        "max|err|",
+        "max|ref|",
+        "total",
+        "compute",
+        "comm",
+        "hidden",
+        "exposed",
+        "launch+wait"
+    )
+}
+
+/// One TP size's line of the table; `tick_us` converts ticks to µs.
+pub fn table_row(r: &MlpReport, tick_us: f64) -> String {
+    let b = r.breakdown;
+    let us = |t: Tick| t as f64 * tick_us;
+    format!(
+        "{:>3} {:>5} {:>10.3e} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3}\n",
+        r.tp,
+        r.world,
+        r.max_abs_err,
+        r.max_abs_ref,
+        us(b.total),
+        us(b.compute),
+        us(b.communication),
+        us(b.hidden),
+        us(b.communication - b.hidden),
+        us(b.launch)
+    )
+}
+
+/// The table's last line: how its columns add up.
+pub const TABLE_NOTE: &str = "# total = compute + exposed + launch+wait; comm = hidden + exposed (each collective's own time); max|err| over every rank's output against the single-device f32 reference, each element checked against its first-order f16 bound (docs/model.md §Tensor parallelism)\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The head and a row as `tp-mlp --tp 2 --batch 2 --d-in 64 --d-hidden
+    /// 128 --d-out 64` prints them on the default system.
+    #[test]
+    fn table_lines_are_tp_mlps_to_the_byte() {
+        let shape = MlpShape {
+            batch: 2,
+            d_in: 64,
+            d_hidden: 128,
+            d_out: 64,
+        };
+        let head = table_head(shape, "rank0", "ring", &System::embedded_default());
+        assert_eq!(
+            head,
+            "# tp-mlp: X (2 x 64) -> fc1 ColumnParallel -> (2 x 128) -> fc2 RowParallel -> (2 x 64); bias rank0; all-reduce 'ring'; 16 cubes x 8 PEs per SIP; times of rank 0 in us\n \
+             tp world   max|err|   max|ref|      total    compute       comm     hidden    exposed  launch+wait\n"
+        );
+        let report = MlpReport {
+            tp: 2,
+            world: 2,
+            max_abs_err: 1.761e-3,
+            bound_at_max: 1e-2,
+            max_abs_ref: 1.362,
+            within_bound: true,
+            breakdown: Breakdown {
+                total: 15416,
+                compute: 1162,
+                communication: 11204,
+                hidden: 0,
+                launch: 3050,
+            },
+            allreduce_ticks: 11204,
+            outputs: Vec::new(),
+        };
+        assert_eq!(
+            table_row(&report, 1e-3),
+            "  2     2   1.761e-3      1.362     15.416      1.162     11.204      0.000     11.204        3.050\n"
+        );
+    }
+}

@@ -201,6 +201,55 @@ pub fn run(
     Ok(rows)
 }
 
+/// [`run`] on a rayon pool of its own with `jobs` threads (a sweep's
+/// `--jobs`), so the points in parallel are the ones asked for.
+pub fn run_on(
+    plan: &TpPlan,
+    base: &System,
+    jobs: usize,
+    done: &(dyn Fn(usize) + Sync),
+) -> Result<Vec<TpRow>, String> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(jobs)
+        .build()
+        .map_err(|e| e.to_string())?;
+    pool.install(|| run(plan, base, done))
+}
+
+/// The table a TP sweep prints: one line per point, times in µs.
+pub fn table(rows: &[TpRow]) -> String {
+    let mut out = format!(
+        "{:>16} {:>6} {:>3} {:>12} {:>12} {:>12} {:>12} {:>8} {:>6}\n",
+        "topology", "hidden", "tp", "time(us)", "compute", "comm", "launch+wait", "speedup", "eff"
+    );
+    for r in rows {
+        let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
+        out.push_str(&format!(
+            "{:>16} {:>6} {:>3} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>8} {:>6}\n",
+            r.topology,
+            r.hidden,
+            r.tp,
+            r.time_us,
+            r.compute_us,
+            r.comm_us,
+            r.launch_wait_us,
+            opt(r.speedup),
+            opt(r.efficiency)
+        ));
+    }
+    out
+}
+
+/// What the figures' titles say of the system: its SIP and the tokens.
+pub fn label(plan: &TpPlan, base: &System) -> String {
+    format!(
+        "{} cubes x {} PEs per SIP, {} tokens",
+        base.cubes_per_sip(),
+        base.pes_per_cube(),
+        plan.tokens
+    )
+}
+
 /// One series per (topology, hidden) over TP.
 fn by_slice(rows: &[TpRow], y: &dyn Fn(&TpRow) -> Option<f64>) -> Series {
     let mut out: Series = Vec::new();
@@ -260,4 +309,40 @@ pub fn write(dir: &Path, rows: &[TpRow], system: &str) -> Result<Vec<String>, St
         files.push(file.into());
     }
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(tp: u32, time_us: f64, speedup: Option<f64>) -> TpRow {
+        TpRow {
+            topology: "ring_1d".into(),
+            tp,
+            hidden: 1024,
+            tokens: 64,
+            algorithm: "ring".into(),
+            time_us,
+            compute_us: 20.238,
+            comm_us: 26.356,
+            hidden_comm_us: 0.0,
+            exposed_comm_us: 26.356,
+            launch_wait_us: 6.195,
+            speedup,
+            efficiency: speedup.map(|s| s / f64::from(tp)),
+        }
+    }
+
+    /// The lines `sweep --plan tests/data/doc/tiny_tp.yaml` prints, a point
+    /// without a TP = 1 run showing `-` for speedup and efficiency.
+    #[test]
+    fn table_is_the_sweeps_table_to_the_byte() {
+        let rows = [row(2, 52.789, Some(0.7963780333023925)), row(4, 40.0, None)];
+        assert_eq!(
+            table(&rows),
+            "        topology hidden  tp     time(us)      compute         comm  launch+wait  speedup    eff\n\
+             \x20        ring_1d   1024   2         52.8         20.2         26.4          6.2     0.80   0.40\n\
+             \x20        ring_1d   1024   4         40.0         20.2         26.4          6.2        -      -\n"
+        );
+    }
 }

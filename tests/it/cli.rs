@@ -1321,6 +1321,24 @@ fn gemm_sweep_refuses_a_grid_over_the_time_budget() {
     assert!(!out.exists(), "nothing ran, nothing was written");
 }
 
+/// `topo --dot` on a system over the budget is refused before its
+/// directory is made.
+#[test]
+fn topo_dot_over_the_budget_makes_no_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("views");
+    let run = kernbench(&["topo", "--max-memory", "1K", "--dot", out.to_str().unwrap()]);
+    run.expect_user_error();
+    assert!(
+        run.stderr.starts_with(
+            "error: <embedded default>: this run is estimated to need 0.02 GiB of memory"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(!out.exists(), "nothing was built, nothing was written");
+}
+
 /// `run --algorithm all` where every entry is over budget fails (exit 2)
 /// naming each entry with its estimate, instead of an empty comparison.
 #[test]

@@ -1,0 +1,253 @@
+//! `kernbench sweep`: a sweep plan's points in parallel, or a TP plan.
+
+use super::args::{AUTOTUNE_CACHE, BudgetArg, SystemArg, parse_shard, sweep_jobs};
+use super::paths::{check_output_dir, default_out, inputs_of};
+use anyhow::{Result, bail};
+use clap::Args;
+use kernbench::ccl::CclConfig;
+use kernbench::spec::{System, presets};
+use kernbench::sweep::{Options, Plan};
+use kernbench::tp::study::{self, TpPlan};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+/// Shown after `kernbench sweep --help`'s options, one example a line
+/// (clap joins the lines of a doc-comment paragraph).
+pub const EXAMPLES: &str = "Examples:
+  kernbench sweep                                  # the default plan
+  kernbench sweep --plan scaling --jobs 1          # 4 to 4096 SIPs, simulator cost per point
+  kernbench sweep --plan my.yaml --out r/ --resume # continue an interrupted sweep
+  kernbench sweep --shard 2/3 --out r2/            # one third of the points, for merge";
+
+#[derive(Args)]
+pub struct SweepArgs {
+    /// A built-in plan (default, scaling, smoke, bounds, large; tp: the TP scaling
+    /// study of a transformer block) or a plan YAML file.
+    #[arg(long, default_value = "default")]
+    plan: String,
+    /// Base system spec for every point (default: the plan's, else the embedded one).
+    #[arg(long, value_name = "FILE", conflicts_with = "preset")]
+    system: Option<PathBuf>,
+    /// A built-in preset as the base system.
+    #[arg(long, value_name = "NAME")]
+    preset: Option<String>,
+    /// Collective configuration YAML (default: the embedded configs/ccl.yaml).
+    #[arg(long, value_name = "FILE")]
+    ccl: Option<PathBuf>,
+    /// Result directory (default: results/<plan>-<UTC timestamp>).
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+    /// Points simulated in parallel, one world each (default: all cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Continue the sweep in --out (which must exist): points already
+    /// written are skipped; the set's own shard is kept.
+    #[arg(long, requires = "out")]
+    resume: bool,
+    /// Run only shard K of N (points with index mod N = K-1), e.g. 2/3.
+    #[arg(long, value_name = "K/N", value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
+    /// Where points of `algorithm: auto` read and store the autotuner's
+    /// decisions (the directory `kernbench autotune --cache` uses).
+    #[arg(long, value_name = "DIR", default_value = AUTOTUNE_CACHE)]
+    autotune_cache: PathBuf,
+    /// Memory for the whole sweep: each of the --jobs points running at once
+    /// gets its share, and a point estimated above it fails at once.
+    #[command(flatten)]
+    budget: BudgetArg,
+}
+
+pub fn run(a: SweepArgs) -> Result<()> {
+    check_output_dir("--autotune-cache", &a.autotune_cache)?;
+    let system = match (&a.system, &a.preset) {
+        (Some(p), _) => Some(System::from_file(p)?),
+        (None, Some(n)) => Some(presets::preset(n)?),
+        _ => None,
+    };
+    let tp_plan = TpPlan::find(&a.plan)?;
+    if let Some(out) = &a.out {
+        check_sweep_paths(&a, out, tp_plan.is_some())?;
+    }
+    match tp_plan {
+        Some(plan) => tp_sweep(&plan, &a, system),
+        None => collective_sweep(&a, system),
+    }
+}
+
+/// Refuses a sweep whose inputs are files it writes into `out`.
+fn check_sweep_paths(a: &SweepArgs, out: &Path, tp: bool) -> Result<()> {
+    let names: &[&str] = match tp {
+        true => &study::FILES,
+        false => &kernbench::sweep::run::OUTPUT_FILES,
+    };
+    let outputs: Vec<PathBuf> = names.iter().map(|f| out.join(f)).collect();
+    let outs: Vec<(&str, &Path)> = outputs.iter().map(|p| ("--out", p.as_path())).collect();
+    let system = SystemArg {
+        system: a.system.clone(),
+        preset: None,
+    };
+    let inputs = inputs_of(&system, a.ccl.as_deref(), Some(Path::new(&a.plan)));
+    kernbench::output::check_distinct(&outs, &inputs).map_err(anyhow::Error::msg)
+}
+
+/// `sweep` of a collective plan: its points (or a shard of them) in
+/// parallel into --out, resumable, then the report.
+fn collective_sweep(a: &SweepArgs, system: Option<System>) -> Result<()> {
+    let (ccl, ccl_text) = match &a.ccl {
+        Some(p) => (
+            Some(CclConfig::from_file(p)?),
+            kernbench::spec::input::read_config(p, "ccl config")?,
+        ),
+        None => (None, kernbench::ccl::config::DEFAULT_CCL_YAML.to_string()),
+    };
+    let plan = Plan::load_with(&a.plan, system, ccl)?;
+    let jobs = sweep_jobs(a.jobs, plan.points().len())?;
+    let out = match &a.out {
+        Some(out) => out.clone(),
+        None => default_out(&plan.file.name)?,
+    };
+    kernbench::sweep::run::check_out(&out, a.resume).map_err(anyhow::Error::msg)?;
+    let shard = kernbench::sweep::run::resolve_shard(&out, a.resume, a.shard)
+        .map_err(anyhow::Error::msg)?;
+    let opts = Options {
+        out: out.clone(),
+        jobs,
+        resume: a.resume,
+        shard,
+        stop: stop_on_ctrl_c()?,
+        ccl_text,
+        ccl_origin: a
+            .ccl
+            .as_ref()
+            .map_or("<embedded ccl.yaml>".into(), |p| p.display().to_string()),
+        heap_peak: Some(kernbench::sweep::run::HeapPeak {
+            reset: || crate::HEAP.reset_peak_usage(),
+            read_mb: || crate::HEAP.peak_usage_as_mb() as f64,
+        }),
+        autotune_cache: Some(a.autotune_cache.clone()),
+        budget: a.budget.budget(),
+    };
+    if let Err(e) = kernbench::sweep::run::check_budget(&plan, &opts) {
+        if a.out.is_none() {
+            // The empty directory default_out made for this sweep.
+            let _ = std::fs::remove_dir(&out);
+        }
+        return Err(anyhow::Error::msg(e));
+    }
+    let total = plan.points().len();
+    let shard_note = shard.map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
+    eprintln!(
+        "sweep '{}': {total} points{shard_note}, {jobs} job(s), {} -> {}",
+        plan.file.name,
+        if plan.file.description.is_empty() {
+            "no description"
+        } else {
+            &plan.file.description
+        },
+        out.display()
+    );
+    let t0 = Instant::now();
+    let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;
+    report_sweep(&plan, &a.plan, &out, &outcome, t0.elapsed().as_secs_f64())
+}
+
+/// The flag a sweep's workers read: set by the first Ctrl-C (the points in
+/// progress finish); a second one quits at once.
+fn stop_on_ctrl_c() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    ctrlc::set_handler(move || {
+        if flag.swap(true, Ordering::SeqCst) {
+            // Quitting now: the OS releases the lock with the process.
+            std::process::exit(130);
+        }
+        eprintln!("\ninterrupted: finishing the points in progress (Ctrl-C again to quit now)");
+    })?;
+    Ok(stop)
+}
+
+/// A finished sweep's report: the plan's table, the counts, the resume
+/// command if interrupted; exits 130 (interrupted) or 1 (failed points).
+fn report_sweep(
+    plan: &Plan,
+    plan_arg: &str,
+    out: &Path,
+    outcome: &kernbench::sweep::Outcome,
+    secs: f64,
+) -> Result<()> {
+    match plan.file.print {
+        kernbench::sweep::plan::Print::Summary => {
+            print!("{}", kernbench::sweep::results::summary(&outcome.rows))
+        }
+        kernbench::sweep::plan::Print::Points => {
+            let points = kernbench::sweep::results::load_points(out).map_err(anyhow::Error::msg)?;
+            print!("{}", kernbench::sweep::results::points_table(&points))
+        }
+    }
+    let failed = outcome.rows.iter().filter(|r| !r.error.is_empty()).count();
+    println!(
+        "\n{} of {} points done ({} run now in {secs:.1} s, {} from before, {failed} failed); results in {}",
+        outcome.rows.len(),
+        outcome.planned,
+        outcome.ran,
+        outcome.skipped,
+        out.display()
+    );
+    if outcome.interrupted {
+        println!(
+            "interrupted: continue with  kernbench sweep --plan {plan_arg} --out {} --resume",
+            out.display()
+        );
+        std::process::exit(130);
+    }
+    super::exit_if_failed(&outcome.rows);
+    Ok(())
+}
+
+/// Knobs that shrink a TP plan.
+const TP_STUDY_KNOBS: &str = "fewer points (grid.tp, grid.hidden, grid.topology of the plan), fewer tokens, or a smaller base system";
+
+/// `sweep` of a TP plan: every point, a table, results.csv and figures.
+fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> {
+    if a.resume || a.shard.is_some() || a.ccl.is_some() {
+        bail!(
+            "--resume, --shard and --ccl apply to collective plans; the TP plan '{}' runs whole in one go with the embedded ccl.yaml; allowed: --out, --jobs, --system, --preset",
+            plan.name
+        );
+    }
+    let base = system.unwrap_or_else(System::embedded_default);
+    let cost = kernbench::estimate::commands::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
+    cost.check("sweep", &a.budget.budget(), TP_STUDY_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", plan.name))?;
+    let total = plan.points().len();
+    let jobs = sweep_jobs(a.jobs, total)?;
+    let out = match &a.out {
+        Some(out) => out.clone(),
+        None => default_out(&plan.name)?,
+    };
+    kernbench::output::claim_dir("--out", &out, "sweep (TP plan)").map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "sweep '{}' (tp_block): {total} points, {jobs} job(s), {} tokens, all-reduce '{}' -> {}",
+        plan.name,
+        plan.tokens,
+        plan.algorithm,
+        out.display()
+    );
+    let started = Instant::now();
+    let bar = kernbench::progress::Progress::new("sweep", "points", &cost.weights());
+    let progress = |i: usize| bar.tick(cost.parts[i].1.seconds, &cost.parts[i].0);
+    let rows = study::run_on(plan, &base, jobs, &progress).map_err(anyhow::Error::msg)?;
+    bar.finish();
+    print!("{}", study::table(&rows));
+    let label = study::label(plan, &base);
+    let files = study::write(&out, &rows, &label).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
+    eprintln!(
+        "{total} points in {:.1} s; wrote {} in {}",
+        started.elapsed().as_secs_f64(),
+        files.join(", "),
+        out.display()
+    );
+    Ok(())
+}
