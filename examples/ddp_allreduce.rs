@@ -4,8 +4,9 @@
 //!
 //! cargo run --release --example ddp_allreduce [-- SIPS [ELEMS_PER_CUBE [ENTRY]]]
 
+use kernbench::autotune::init_process_group;
 use kernbench::ccl::{CclConfig, ReduceOp};
-use kernbench::dist::{DPPolicy, DistError, init_process_group};
+use kernbench::dist::{DPPolicy, DistError};
 use kernbench::spec::System;
 use kernbench_systems::memory::DataMode;
 use std::sync::Mutex;

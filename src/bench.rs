@@ -4,7 +4,8 @@
 //! and returns the lines it reports (wall time, rates, peak memory).
 
 use crate::ccl::{CclConfig, Collective, Communicator, Job, ReduceOp};
-use crate::estimate::{Budget, Cost, Estimate, commands};
+use crate::command_costs;
+use crate::estimate::{Budget, Cost, Estimate};
 use crate::kernel::wiring::{QueueConfig, ring};
 use crate::machine::Machine;
 use crate::report::{gib, peak_rss_bytes};
@@ -67,11 +68,11 @@ impl Bench {
         if self.traffic {
             cost.add(
                 "traffic",
-                commands::ring_traffic(sys, self.rounds, self.bytes),
+                command_costs::ring_traffic(sys, self.rounds, self.bytes),
             );
         }
         if self.kernel {
-            let e = commands::ring_kernel(sys, self.rounds, self.bytes, self.slot_bytes);
+            let e = command_costs::ring_kernel(sys, self.rounds, self.bytes, self.slot_bytes);
             cost.add("kernel", e);
         }
         let ring = CclConfig::embedded_default()
@@ -89,7 +90,7 @@ impl Bench {
             cost.add("collective", all_reduce);
         }
         if self.process_group {
-            let mut e = commands::process_group(sys, sys.n_sips());
+            let mut e = crate::dist::process_group_estimate(sys, sys.n_sips());
             e.seconds += all_reduce.seconds;
             e.peak_bytes += all_reduce.peak_bytes;
             cost.add("process group", e);

@@ -5,8 +5,7 @@
 use crate::ccl::{CclConfig, algorithms};
 use crate::spec::System;
 use crate::spec::presets::{PRESETS, preset};
-use crate::sweep::plan::PLANS;
-use crate::tp::study::TP_PLAN;
+use crate::sweep::plan::{PLANS, TP_PLAN};
 use std::fmt::Write as _;
 
 /// A system's shape in one line: SIPs, network and grid, cubes and PEs.

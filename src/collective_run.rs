@@ -218,11 +218,11 @@ impl SizeRun {
     /// `auto`'s tuning (every candidate at each size's bucket its cache
     /// lacks) within the budget, before anything is simulated.
     fn tuning_within_budget(&self, sys: &System, tuner: &crate::autotune::Tuner) -> Result<()> {
-        use crate::estimate::commands;
         let cache = (self.autotune_cache.as_path(), self.retune);
         let sizes = self.sizes();
-        let to_tune = commands::buckets_to_tune(sys, tuner, cache, self.collective, &sizes);
-        commands::autotune(sys, tuner.candidates(), self.collective, &to_tune)
+        let to_tune =
+            crate::command_costs::buckets_to_tune(sys, tuner, cache, self.collective, &sizes);
+        crate::command_costs::autotune(sys, tuner.candidates(), self.collective, &to_tune)
             .check(
                 "--algorithm auto's tuning",
                 &self.budget,

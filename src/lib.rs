@@ -9,6 +9,7 @@ pub mod bench;
 pub mod catalog;
 pub mod ccl;
 pub mod collective_run;
+pub mod command_costs;
 pub mod dist;
 pub mod estimate;
 pub mod gemm;

@@ -33,8 +33,7 @@ use std::sync::Mutex;
 
 use super::Timing;
 use crate::ccl::{AlgoConfig, CclConfig, Collective, ReduceOp};
-use crate::dist::{DPPolicy, DistError, GroupId, Rank, WORLD, init_process_group};
-use crate::kernel::wiring::QueueConfig;
+use crate::dist::{DPPolicy, DistError, GroupId, Rank, WORLD};
 use crate::spec::System;
 use kernbench_systems::Tick;
 use kernbench_systems::memory::DataMode;
@@ -177,7 +176,7 @@ pub fn autotune(
     bytes: u64,
 ) -> Result<Outcome, DistError> {
     let caps = capabilities(sys, ccl)?;
-    let mut pg = init_process_group(sys, ccl, "defaults", DataMode::Functional)?;
+    let mut pg = super::init_process_group(sys, ccl, "defaults", DataMode::Functional)?;
     let n = pg.world_size;
     if n != sys.n_sips() {
         return Err(DistError::Config(format!(
@@ -319,7 +318,7 @@ fn install(
     configs: &[AlgoConfig],
     picks: &[usize],
 ) -> Result<GroupId, DistError> {
-    let queues = |sip: u32| QueueConfig::of(&configs[picks[sip as usize]]);
+    let queues = |sip: u32| configs[picks[sip as usize]].queues();
     pg.world_group_with(name, config, &queues)
 }
 

@@ -318,6 +318,36 @@ impl Tuner {
     }
 }
 
+/// A process group's picks under `algorithm: auto` are the tuner's
+/// decisions.
+impl crate::dist::ConfigPicker for Tuner {
+    fn pick(
+        &mut self,
+        group: &Group,
+        collective: Collective,
+        bytes: u64,
+    ) -> Result<&AlgoConfig, CclError> {
+        let decision = self.decide_in(group, collective, bytes)?;
+        Ok(self.config(&decision))
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// `dist::init_process_group` for any ccl entry: under `algorithm: auto` a
+/// [`Tuner`] over `ccl`'s candidates picks each collective's configuration.
+pub fn init_process_group(
+    sys: &System,
+    ccl: &CclConfig,
+    algorithm: &str,
+    mode: DataMode,
+) -> Result<crate::dist::ProcessGroup, crate::dist::DistError> {
+    let budget = crate::estimate::Budget::of_this_machine();
+    let new_tuner = || Box::new(Tuner::new(sys, ccl)) as Box<dyn crate::dist::ConfigPicker>;
+    crate::dist::init_process_group_picking(sys, ccl, algorithm, mode, &budget, Some(&new_tuner))
+}
+
 /// How a cache key names a group: its members and participants per cube
 /// (the whole machine's group of one topology is the same string on every
 /// spec of that shape; the spec's own digest tells specs apart).

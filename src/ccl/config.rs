@@ -8,6 +8,7 @@
 //! An entry inherits every field it omits from `defaults`.
 
 use super::algorithms;
+use crate::kernel::wiring::QueueConfig;
 use crate::spec::{SpecError, line_of, parse_yaml};
 use crate::topology::address::Space;
 use serde::{Deserialize, Serialize};
@@ -16,6 +17,18 @@ use std::path::Path;
 
 /// The embedded default (`configs/ccl.yaml`).
 pub const DEFAULT_CCL_YAML: &str = include_str!("../../configs/ccl.yaml");
+
+/// Mapper names, as ccl.yaml's `mapper:` takes them (`dist::layout`
+/// implements each).
+pub const MAPPERS: &[&str] = &["leader_only", "all_pes"];
+
+/// Validator names, as ccl.yaml's `validator:` takes them (`dist::layout`
+/// implements each).
+pub const VALIDATORS: &[&str] = &[
+    "cube_leaders",
+    "single_shard_per_rank",
+    "multi_pe_sip_local",
+];
 
 /// Pipeline depth of an algorithm's transfers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -356,6 +369,15 @@ pub const MAX_SLOT_SIZE: u64 = 1 << 32;
 pub const MAX_CHUNKS: u64 = 1 << 20;
 
 impl AlgoConfig {
+    /// The receive queues of this configuration.
+    pub fn queues(&self) -> QueueConfig {
+        QueueConfig {
+            buffer: self.buffer_kind,
+            n_slots: self.n_slots,
+            slot_size: self.slot_size,
+        }
+    }
+
     /// Sets a numeric field after checking its range: the one check every
     /// origin of the value (ccl.yaml, a sweep plan axis) goes through.
     /// Err is (problem, allowed).
@@ -511,12 +533,8 @@ impl CclConfig {
                 ));
             }
             for (field, name, known) in [
-                ("mapper", Some(&cfg.mapper), crate::dist::layout::MAPPERS),
-                (
-                    "validator",
-                    cfg.validator.as_ref(),
-                    crate::dist::layout::VALIDATORS,
-                ),
+                ("mapper", Some(&cfg.mapper), MAPPERS),
+                ("validator", cfg.validator.as_ref(), VALIDATORS),
             ] {
                 if let Some(n) = name
                     && !known.contains(&n.as_str())

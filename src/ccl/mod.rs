@@ -13,15 +13,16 @@
 pub mod algorithms;
 pub mod bound;
 pub mod config;
+pub mod cost;
 pub mod kernels;
 pub mod placement;
 
-use crate::estimate::CostTerms;
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::machine::{InstallError, LaunchError, LaunchHandle, Machine, Tables};
 use crate::spec::{SipTopology, System};
 use crate::topology::address::{Location, Space};
+use cost::CostTerms;
 use half::f16;
 use kernbench_systems::ipcq::{Entry, Scope};
 use kernbench_systems::memory::DataMode;
@@ -579,7 +580,7 @@ impl Communicator {
         algorithm.check_group(&group).map_err(|e| {
             CclError::Config(format!("{} ({}): {e}", config.name, algorithm.name()))
         })?;
-        let q = QueueConfig::of(config);
+        let q = config.queues();
         let scope = machine.open_scope(name);
         let mut tables = algorithm.wiring(&group, &q);
         if let Some(queues) = queues {

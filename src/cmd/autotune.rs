@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 use kernbench::autotune::{OnSimulated, Tuner, report};
 use kernbench::ccl::{CclConfig, Collective};
-use kernbench::estimate::commands;
+use kernbench::command_costs;
 use kernbench::spec::System;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,10 +57,10 @@ pub fn run(a: AutotuneArgs) -> Result<()> {
         (ccl.candidates.clone(), report::buckets(&a.sizes))
     } else {
         let cache = (a.cache.as_path(), a.retune);
-        let to_tune = commands::buckets_to_tune(&sys, &tuner, cache, a.collective, &a.sizes);
+        let to_tune = command_costs::buckets_to_tune(&sys, &tuner, cache, a.collective, &a.sizes);
         (tuner.candidates().to_vec(), to_tune)
     };
-    let cost = commands::autotune(&sys, &candidates, a.collective, &to_tune);
+    let cost = command_costs::autotune(&sys, &candidates, a.collective, &to_tune);
     cost.check("autotune", &a.budget.budget(), AUTOTUNE_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
     println!(

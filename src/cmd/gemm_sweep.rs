@@ -29,7 +29,7 @@ pub fn run(a: GemmSweepArgs) -> Result<()> {
     let shapes = sweep::default_grid();
     let one_sip = sweep::one_sip(&sys).map_err(anyhow::Error::msg)?;
     let cost =
-        kernbench::estimate::commands::gemm_sweep(&one_sip, &shapes, rayon::current_num_threads());
+        kernbench::command_costs::gemm_sweep(&one_sip, &shapes, rayon::current_num_threads());
     cost.check("gemm-sweep", &a.budget.budget(), GEMM_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
     // Claimed only now: a refused grid leaves no directory behind.

@@ -218,7 +218,7 @@ fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> 
         );
     }
     let base = system.unwrap_or_else(System::embedded_default);
-    let cost = kernbench::estimate::commands::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
+    let cost = kernbench::command_costs::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
     cost.check("sweep", &a.budget.budget(), TP_STUDY_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", plan.name))?;
     let total = plan.points().len();

@@ -65,7 +65,7 @@ pub fn run(a: TpMlpArgs) -> Result<()> {
         anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}")
     })?;
     check_hidden_split(&a, base.cubes_per_sip())?;
-    let cost = kernbench::estimate::commands::tp_mlp(&base, config, &a.tp, a.dp, shape)
+    let cost = kernbench::command_costs::tp_mlp(&base, config, &a.tp, a.dp, shape)
         .map_err(anyhow::Error::msg)?;
     cost.check("tp-mlp", &a.budget.budget(), TP_MLP_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", base.origin))?;

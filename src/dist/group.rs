@@ -5,9 +5,8 @@
 use super::DistError;
 use super::barrier::EpochBarrier;
 use super::layout;
-use crate::autotune::Tuner;
-use crate::ccl::{AUTO, AlgoConfig, CclConfig, Communicator, Group, Job};
-use crate::estimate::Budget;
+use crate::ccl::{AUTO, AlgoConfig, CclConfig, CclError, Collective, Communicator, Group, Job};
+use crate::estimate::{Budget, Estimate};
 use crate::machine::{Machine, Tables};
 use crate::spec::System;
 use kernbench_systems::Tick;
@@ -25,6 +24,21 @@ pub struct RankGroup {
     /// installed when first picked (the first holds for a fixed entry).
     pub comms: Vec<Communicator>,
     pub(super) barrier: EpochBarrier,
+}
+
+/// What picks the configuration of each collective of a group whose ccl
+/// entry is `algorithm: auto`: the autotuner implements it, and whoever
+/// builds the group passes it in (dist stays below autotune).
+pub trait ConfigPicker: Send {
+    /// The configuration a `collective` of `bytes` on `group` runs.
+    fn pick(
+        &mut self,
+        group: &Group,
+        collective: Collective,
+        bytes: u64,
+    ) -> Result<&AlgoConfig, CclError>;
+    /// The picker as `Any`, so its builder can read it back as its own type.
+    fn as_any(&self) -> &dyn std::any::Any;
 }
 
 /// A group's handle; [`WORLD`] is every rank.
@@ -52,9 +66,9 @@ pub struct ProcessGroup {
     pub config: AlgoConfig,
     /// Under `algorithm: auto`, what picks each collective's configuration
     /// by its size bucket and group (decisions made once per bucket and
-    /// group; give it a cache with [`Tuner::with_cache`] to reuse them
+    /// group; give it a cache with `Tuner::with_cache` to reuse them
     /// across runs).
-    pub tuner: Option<Tuner>,
+    pub tuner: Option<Box<dyn ConfigPicker>>,
     pub world_size: u32,
     /// Whether a rank is a SIP or, in the legacy mode, a PE.
     pub unit: RankUnit,
@@ -106,6 +120,21 @@ pub fn init_process_group(
     init_process_group_within(sys, ccl, algorithm, mode, &Budget::of_this_machine())
 }
 
+/// Memory each process-group worker reserves: its thread's stack.
+const BYTES_PER_WORKER: f64 = super::WORKER_STACK as f64;
+/// Wall time to start, schedule and join one worker.
+const SECONDS_PER_WORKER: f64 = 50e-6;
+
+/// Initialising a process group of `world` ranks on `sys`: the build, and
+/// a worker thread (its stack reserved) per rank (docs/model.md §Cost
+/// estimate).
+pub fn process_group_estimate(sys: &System, world: u32) -> Estimate {
+    let mut e = Estimate::build(sys);
+    e.peak_bytes += f64::from(world) * BYTES_PER_WORKER;
+    e.seconds += f64::from(world) * SECONDS_PER_WORKER;
+    e
+}
+
 /// What shrinks a process group: its system and its ranks.
 const PROCESS_GROUP_KNOBS: &str =
     "fewer SIPs (system.sips.count) or ranks (world_size), fewer cubes (sip.cube_mesh) or PEs";
@@ -120,17 +149,41 @@ pub fn init_process_group_within(
     mode: DataMode,
     budget: &Budget,
 ) -> Result<ProcessGroup, DistError> {
+    init_process_group_picking(sys, ccl, algorithm, mode, budget, None)
+}
+
+/// [`init_process_group_within`] for any entry: under `algorithm: auto`,
+/// `new_picker` builds what picks each collective's configuration (the
+/// autotuner: `autotune::init_process_group` passes it); without one an
+/// `auto` entry is refused.
+pub fn init_process_group_picking(
+    sys: &System,
+    ccl: &CclConfig,
+    algorithm: &str,
+    mode: DataMode,
+    budget: &Budget,
+    new_picker: Option<&dyn Fn() -> Box<dyn ConfigPicker>>,
+) -> Result<ProcessGroup, DistError> {
     let config = ccl
         .entry(algorithm)
         .map_err(|(p, a)| DistError::Config(format!("{p}; allowed: {a}")))?
         .clone();
     let (n, unit) = world_size(sys, &config)?;
-    crate::estimate::commands::process_group(sys, n)
+    process_group_estimate(sys, n)
         .check(budget, PROCESS_GROUP_KNOBS)
         .map_err(|e| DistError::Config(format!("process group on {}: {e}", sys.origin)))?;
     layout::mapper(&config.mapper).map_err(DistError::Config)?;
     let machine = Machine::build_with(sys, mode).map_err(|e| DistError::Config(e.to_string()))?;
-    let tuner = (config.algorithm == AUTO).then(|| Tuner::new(sys, ccl));
+    let tuner = if config.algorithm == AUTO {
+        let new_picker = new_picker.ok_or_else(|| {
+            DistError::Config(format!(
+                "ccl entry '{algorithm}' has algorithm auto, which needs the autotuner to pick each collective's configuration; build the group with kernbench::autotune::init_process_group, or name an entry with a fixed algorithm"
+            ))
+        })?;
+        Some(new_picker())
+    } else {
+        None
+    };
     let mut pg = ProcessGroup {
         machine,
         config,
@@ -237,11 +290,11 @@ impl ProcessGroup {
         let Some(tuner) = &mut self.tuner else {
             return Ok((rg.comms[0].clone(), None));
         };
-        let decision = tuner.decide_in(&rg.members, job.collective, job.bytes())?;
-        if let Some(c) = rg.comms.iter().find(|c| c.config.name == decision.config) {
+        let config = tuner.pick(&rg.members, job.collective, job.bytes())?;
+        if let Some(c) = rg.comms.iter().find(|c| c.config.name == config.name) {
             return Ok((c.clone(), None));
         }
-        let config = tuner.config(&decision).clone();
+        let config = config.clone();
         let name = format!("{}/auto:{}", rg.name, config.name);
         let (comm, tables) =
             Communicator::prepare(&mut self.machine, &config, rg.members, &name, None)?;

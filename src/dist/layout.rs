@@ -6,22 +6,13 @@
 //! add a function and its name.
 
 use super::tensor::Tensor;
+use crate::ccl::config::{MAPPERS, VALIDATORS};
 
 /// Which (cube, pe) of a SIP with `cubes` cubes of `pes` PEs take part.
 pub type Mapper = fn(cubes: u32, pes: u32) -> Vec<(u32, u32)>;
 
 /// Checks a tensor's shards for a SIP of `cubes` cubes of `pes` PEs.
 pub type Validator = fn(t: &Tensor, cubes: u32, pes: u32) -> Result<(), String>;
-
-/// Mapper names, as ccl.yaml's `mapper:` takes them.
-pub const MAPPERS: &[&str] = &["leader_only", "all_pes"];
-
-/// Validator names, as ccl.yaml's `validator:` takes them.
-pub const VALIDATORS: &[&str] = &[
-    "cube_leaders",
-    "single_shard_per_rank",
-    "multi_pe_sip_local",
-];
 
 /// Each cube's leader PE (pe0): the participants of every algorithm of the
 /// collective library (ADR-0032 D2 wires every cube's pe0 of every SIP).

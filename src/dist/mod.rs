@@ -37,8 +37,8 @@ pub mod tensor;
 
 pub use barrier::{Call, EpochBarrier, Joined};
 pub use group::{
-    GroupId, ProcessGroup, RankGroup, RankUnit, TurnOrder, WORLD, init_process_group,
-    init_process_group_within, world_size,
+    ConfigPicker, GroupId, ProcessGroup, RankGroup, RankUnit, TurnOrder, WORLD, init_process_group,
+    init_process_group_picking, init_process_group_within, process_group_estimate, world_size,
 };
 pub use rank::{Rank, Work};
 pub(crate) use spawn::WORKER_STACK;

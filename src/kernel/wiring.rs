@@ -18,15 +18,6 @@ pub struct QueueConfig {
 }
 
 impl QueueConfig {
-    /// The receive queues of a ccl configuration.
-    pub fn of(config: &crate::ccl::AlgoConfig) -> Self {
-        Self {
-            buffer: config.buffer_kind,
-            n_slots: config.n_slots,
-            slot_size: config.slot_size,
-        }
-    }
-
     /// The entry `dir → peer` (known to the peer as `peer_dir`); placed at install.
     pub fn entry(&self, dir: QDir, peer: u32, peer_dir: QDir) -> Entry {
         Entry {

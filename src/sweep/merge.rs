@@ -4,8 +4,9 @@
 //! A point held by several inputs (a full set and its shards, one shard
 //! given twice) is written once, from the first input holding it.
 
+use super::consolidate;
 use super::fingerprint::{self, Fingerprint};
-use super::results::{Row, consolidate};
+use super::results::Row;
 use crate::output::{absolute, copy_file, foreign_entries, some_of, write_file};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

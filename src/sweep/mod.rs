@@ -19,5 +19,16 @@ pub mod results;
 pub mod run;
 
 pub use plan::{Plan, Point};
-pub use results::{Row, consolidate};
+pub use results::Row;
 pub use run::{Options, Outcome, run};
+
+use std::path::Path;
+
+/// Writes results.csv, results.json, simulator.csv and the plots from the
+/// point files; returns the rows.
+pub fn consolidate(dir: &Path) -> Result<Vec<Row>, String> {
+    let points = results::load_points(dir)?;
+    let rows = results::write_tables(dir, &points)?;
+    plots::write_all(dir, &points)?;
+    Ok(rows)
+}

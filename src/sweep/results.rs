@@ -109,23 +109,22 @@ pub fn load_points(dir: &Path) -> Result<Vec<PointFile>, String> {
     Ok(out)
 }
 
-/// Writes results.csv, results.json, simulator.csv and the plots from the
-/// point files; returns the rows.
-pub fn consolidate(dir: &Path) -> Result<Vec<Row>, String> {
-    let points = load_points(dir)?;
+/// Writes results.csv, results.json and simulator.csv from the point
+/// files; returns the rows (the plots, read from the same points, are
+/// `plots::write_all`'s).
+pub fn write_tables(dir: &Path, points: &[PointFile]) -> Result<Vec<Row>, String> {
     let rows: Vec<Row> = points.iter().map(|p| p.row.clone()).collect();
-    write_file(&dir.join("results.csv"), &results_csv(&points)?)?;
+    write_file(&dir.join("results.csv"), &results_csv(points)?)?;
     let json = serde_json::to_vec_pretty(&rows).map_err(|e| e.to_string())?;
     write_file(&dir.join("results.json"), &json)?;
     let mut sim = String::from("index,id,point,wall_ms,peak_mb\n");
-    for p in &points {
+    for p in points {
         sim.push_str(&format!(
             "{},{},\"{}\",{:.3},{:.1}\n",
             p.row.index, p.row.id, p.row.point, p.wall_ms, p.peak_mb
         ));
     }
     write_file(&dir.join("simulator.csv"), sim.as_bytes())?;
-    super::plots::write_all(dir, &points)?;
     Ok(rows)
 }
 

@@ -1,10 +1,11 @@
 //! Running a plan: points in parallel (rayon, one world per point), each
 //! result written atomically as it completes.
 
+use super::consolidate;
 use super::fingerprint::{self, Fingerprint};
 use super::lock::Lock;
 use super::plan::{Plan, Point};
-use super::results::{PointFile, Row, consolidate};
+use super::results::{PointFile, Row};
 use crate::ccl::{AUTO, AlgoConfig, Communicator};
 use crate::output::{foreign_entries, some_of, write_file};
 use kernbench_systems::memory::DataMode;

@@ -9,8 +9,9 @@ use super::{
     BiasPolicy, Breakdown, ColumnParallelLinear, RowParallelLinear, Timeline, cube_cols,
     initialize_model_parallel, replicated,
 };
+use crate::autotune::init_process_group;
 use crate::ccl::CclConfig;
-use crate::dist::{DistError, init_process_group};
+use crate::dist::DistError;
 use crate::spec::System;
 use kernbench_systems::memory::DataMode;
 use std::sync::Mutex;

@@ -7,8 +7,9 @@ use super::{
     BiasPolicy, Breakdown, ColumnParallelLinear, RowParallelLinear, Timeline,
     initialize_model_parallel, replicated, seeded_matrix,
 };
+use crate::autotune::init_process_group;
 use crate::ccl::CclConfig;
-use crate::dist::{DistError, init_process_group};
+use crate::dist::DistError;
 use crate::spec::System;
 use kernbench_systems::Tick;
 use kernbench_systems::memory::DataMode;

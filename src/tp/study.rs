@@ -8,15 +8,12 @@ use super::block::{BlockShape, run_block};
 use crate::ccl::CclConfig;
 use crate::output::write_file;
 use crate::spec::{SipTopology, SpecError, System, parse_yaml};
-use crate::sweep::plan::with_base;
+use crate::sweep::plan::{TP_PLAN, with_base};
 use crate::sweep::plots::{Series, chart};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use serde_yaml::Mapping;
 use std::path::Path;
-
-/// The built-in TP plan.
-pub const TP_PLAN: (&str, &str) = ("tp", include_str!("../../configs/sweeps/tp.yaml"));
 
 /// What a TP plan may vary.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

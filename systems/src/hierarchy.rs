@@ -93,6 +93,12 @@ impl Hardware {
     }
 }
 
+impl crate::trace::PeCoords for Hardware {
+    fn coords(&self, pe: u32) -> (u32, u32, u32) {
+        Hardware::coords(self, pe)
+    }
+}
+
 /// Network nodes of the hardware, from the topology layer.
 pub struct HardwareNodes<'a> {
     pub host: NodeId,

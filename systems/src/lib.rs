@@ -8,6 +8,7 @@
 
 pub mod exec;
 pub mod hierarchy;
+pub mod ids;
 pub mod ipcq;
 pub mod memory;
 pub mod network;

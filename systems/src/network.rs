@@ -13,10 +13,7 @@ use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
 use rustc_hash::FxHashMap;
 
-/// Dense index of a network node (host, router, PE, memory, port...).
-pub type NodeId = u32;
-/// Dense index of a directed link.
-pub type LinkId = u32;
+pub use crate::ids::{Arrival, LinkId, MsgId, NodeId, Purpose};
 
 /// Timing shared by every link of one edge kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -346,34 +343,6 @@ impl Routes {
     }
 }
 
-/// Engine-assigned message id: injection order, the network's tie-break key.
-pub type MsgId = u64;
-
-/// What a message is for; arrivals are sorted into one inbox per purpose.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Purpose {
-    /// Synthetic traffic of a [`crate::traffic::Traffic`] source.
-    Traffic,
-    /// An IPCQ data chunk (tag: queue id).
-    Chunk,
-    /// An IPCQ credit (tag: queue id).
-    Credit,
-    /// A neighbour-table install from the host (tag: install index).
-    Install,
-    /// A kernel launch from the host (tag: global PE index).
-    Launch,
-    /// Data of a load from a remote memory (tag: PE << 16 | register).
-    LoadData,
-    /// Data of a store to a remote memory (tag: store job id).
-    StoreData,
-    /// A slot read from an SRAM/HBM IPCQ buffer to its PE (tag: queue id).
-    SlotData,
-}
-
-impl Purpose {
-    pub const COUNT: usize = 8;
-}
-
 /// A message to inject: it becomes a [`Message`] entity in `inject`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NewMessage {
@@ -388,20 +357,6 @@ pub struct NewMessage {
     /// The route `src → dst` if the sender already looked it up (saves the
     /// cache lookup on hot paths); None lets `inject` find it.
     pub route: Option<RouteId>,
-}
-
-/// A delivered message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arrival {
-    pub id: MsgId,
-    pub purpose: Purpose,
-    pub tag: u64,
-    pub src: NodeId,
-    pub dst: NodeId,
-    pub bytes: u64,
-    pub injected_at: Tick,
-    /// Tick at which the last packet reached `dst`.
-    pub at: Tick,
 }
 
 /// Messages waiting to be spawned into the network; every model module sends

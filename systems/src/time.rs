@@ -6,6 +6,10 @@ use std::collections::VecDeque;
 /// Simulated time in ticks (tick length comes from the system spec).
 pub type Tick = u64;
 
+/// `ready_at` of a register whose value has not landed yet, and the end of
+/// a traced op that has not finished.
+pub const PENDING: Tick = Tick::MAX;
+
 /// The simulation clock. `advance` moves `now` to the earliest due tick and
 /// never visits idle ticks.
 #[derive(Resource, Debug, Default, Clone)]

@@ -5,10 +5,8 @@
 //! PE's ops in start order (what track packing needs) and memory stays at
 //! the ops and messages in flight.
 
-use crate::exec::PENDING;
-use crate::hierarchy::Hardware;
-use crate::network::{Arrival, LinkId, MsgId};
-use crate::time::Tick;
+use crate::ids::{Arrival, LinkId, MsgId};
+use crate::time::{PENDING, Tick};
 use bevy_ecs::prelude::*;
 use std::any::Any;
 use std::collections::VecDeque;
@@ -39,6 +37,12 @@ pub struct PacketSpan {
     pub end: Tick,
     pub msg: MsgId,
     pub bytes: u64,
+}
+
+/// (sip, cube, pe) of a global PE index: what a trace record names a PE by
+/// (the hardware index implements it, so `trace` needs no model module).
+pub trait PeCoords {
+    fn coords(&self, pe: u32) -> (u32, u32, u32);
 }
 
 /// Where trace events go (a trace file writer, or memory in tests).
@@ -110,7 +114,7 @@ impl Trace {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn op(
         &mut self,
-        hw: &Hardware,
+        hw: &impl PeCoords,
         pe: u32,
         op: &'static str,
         start: Tick,

@@ -221,7 +221,8 @@ algorithms:
 /// result is correct; a bucket is tuned once however often it is called.
 #[test]
 fn a_process_group_under_auto_runs_each_buckets_pick() {
-    use kernbench::dist::{DPPolicy, WORLD, init_process_group};
+    use kernbench::autotune::init_process_group;
+    use kernbench::dist::{DPPolicy, WORLD};
     use kernbench_systems::memory::DataMode;
     use std::sync::Mutex;
     let (sys, ccl) = (small(), CclConfig::embedded_default());
@@ -273,7 +274,9 @@ fn a_process_group_under_auto_runs_each_buckets_pick() {
     }
     // Three buckets (1 KiB and 1 MiB of the world, 64 KiB of the pair),
     // each tuned once: as many simulations as a fresh tuner needs for them.
-    assert_eq!(pg.tuner.as_ref().unwrap().simulations, tuner.simulations);
+    let picker = pg.tuner.as_ref().unwrap().as_any();
+    let pg_tuner = picker.downcast_ref::<Tuner>().unwrap();
+    assert_eq!(pg_tuner.simulations, tuner.simulations);
     // One communicator per distinct pick of each group, installed once.
     let installed: usize = [WORLD, pair].iter().map(|&g| pg.group(g).comms.len()).sum();
     assert_eq!(installed, picks.len(), "{picks:?}");

@@ -1200,12 +1200,8 @@ fn autotune_refuses_work_over_the_time_budget_at_once() {
     let sys = presets::preset("ring_4096_lean").unwrap();
     let tuner = kernbench::autotune::Tuner::new(&sys, &CclConfig::embedded_default());
     let sizes = [1024, 4 << 20];
-    let cost = kernbench::estimate::commands::autotune(
-        &sys,
-        tuner.candidates(),
-        Collective::AllReduce,
-        &sizes,
-    );
+    let cost =
+        kernbench::command_costs::autotune(&sys, tuner.candidates(), Collective::AllReduce, &sizes);
     assert!(cost.seconds() > 60.0, "{}", cost.seconds());
     let t0 = std::time::Instant::now();
     let run = kernbench(&[
@@ -1249,7 +1245,7 @@ fn tp_mlp_refuses_worlds_and_shapes_over_the_memory_budget() {
         d_hidden: 1 << 20,
         ..MlpShape::default()
     };
-    let cost = kernbench::estimate::commands::tp_mlp(&base, ring, &[65536], 1, shape).unwrap();
+    let cost = kernbench::command_costs::tp_mlp(&base, ring, &[65536], 1, shape).unwrap();
     let run = kernbench(&[
         "tp-mlp",
         "--tp",
@@ -1411,7 +1407,7 @@ fn autotune_budget_counts_only_buckets_to_tune() {
     let sys = System::embedded_default();
     let ccl = kernbench::ccl::CclConfig::embedded_default();
     let tuner = kernbench::autotune::Tuner::new(&sys, &ccl);
-    let n = kernbench::estimate::commands::autotune(
+    let n = kernbench::command_costs::autotune(
         &sys,
         tuner.candidates(),
         kernbench::ccl::Collective::AllReduce,

@@ -34,6 +34,26 @@ fn within_a_minute<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) ->
         .expect("the distributed program hung")
 }
 
+/// An `algorithm: auto` entry needs what picks each collective's
+/// configuration: dist alone refuses it and names the builder that passes
+/// the autotuner in.
+#[test]
+fn an_auto_entry_is_built_by_the_autotuners_init() {
+    let sys = sips(2, 1, 1);
+    let ccl = CclConfig::embedded_default();
+    let Err(DistError::Config(e)) = init_process_group(&sys, &ccl, "auto", DataMode::TimingOnly)
+    else {
+        panic!("dist has no tuner of its own for an auto entry");
+    };
+    assert_eq!(
+        e,
+        "ccl entry 'auto' has algorithm auto, which needs the autotuner to pick each collective's configuration; build the group with kernbench::autotune::init_process_group, or name an entry with a fixed algorithm"
+    );
+    let pg =
+        kernbench::autotune::init_process_group(&sys, &ccl, "auto", DataMode::TimingOnly).unwrap();
+    assert!(pg.tuner.is_some() && pg.group(WORLD).comms.is_empty());
+}
+
 #[test]
 fn world_size_is_the_sip_count_unless_ccl_overrides_it() {
     let sys = sips(4, 1, 1);
@@ -610,7 +630,7 @@ fn a_process_group_over_its_budget_is_refused_before_the_build() {
     let Err(DistError::Config(e)) = refused else {
         panic!("a 1 MiB budget must refuse the default system's process group");
     };
-    let want = kernbench::estimate::commands::process_group(&sys, 4);
+    let want = kernbench::dist::process_group_estimate(&sys, 4);
     assert!(
         e.starts_with("process group on <embedded default>: this run is estimated to need ")
             && e.contains(&kernbench::estimate::gib(want.peak_bytes))

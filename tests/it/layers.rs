@@ -1,7 +1,9 @@
 //! The workspace's layering, read from its Cargo.toml files and sources: each
 //! crate depends only on the crates below it in [`LAYERS`], and no source file
 //! of a crate names a crate above it (or an external crate its layer never
-//! names). Adding a crate is one line in [`LAYERS`].
+//! names). Adding a crate is one line in [`LAYERS`]. Inside the engine, the
+//! leaf modules of [`ENGINE_LEAVES`] (the clock, the shared ids, the plugin
+//! trait, the trace) name no model module.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -455,4 +457,131 @@ fn a_source_naming_a_higher_crate_is_named_with_its_line() {
         "spec/src/x.rs:4 of kernbench-spec names `kernbench`: kernbench, which is above it"
     ));
     assert!(source_violations(2, "src/x.rs", text).is_empty());
+}
+
+/// The engine's leaf modules, each with the only engine modules it may
+/// name: the clock and the shared ids first, the plugin trait, then the
+/// trace, which the network, IPCQ and exec models record into (so it names
+/// none of them).
+const ENGINE_LEAVES: &[(&str, &[&str])] = &[
+    ("time", &[]),
+    ("ids", &["time"]),
+    ("plugin", &["time"]),
+    ("trace", &["time", "ids", "plugin"]),
+];
+
+/// (line, first segment) of every `crate::…` path in the code of `text`
+/// (comment lines skipped); a group `crate::{a::x, b}` gives `a` and `b`.
+fn crate_paths(text: &str) -> Vec<(usize, String)> {
+    let code: String = text
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("//") {
+                ""
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ident = |s: &str| -> String {
+        s.trim_start()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect()
+    };
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        let line = code[..at].matches('\n').count() + 1;
+        let rest = &code[at + "crate::".len()..];
+        let Some(group) = rest.strip_prefix('{') else {
+            found.push((line, ident(rest)));
+            continue;
+        };
+        let (mut depth, mut start) = (0, 0);
+        for (i, c) in group.char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' if depth == 0 => {
+                    found.push((line, ident(&group[start..i])));
+                    break;
+                }
+                '}' => depth -= 1,
+                ',' if depth == 0 => {
+                    found.push((line, ident(&group[start..i])));
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    found.retain(|(_, name)| !name.is_empty());
+    found
+}
+
+/// Every path of the leaf `module` (file `file`) to an engine item outside
+/// the modules it may name.
+fn leaf_violations(module: &str, file: &str, text: &str) -> Vec<String> {
+    let (_, allowed) = ENGINE_LEAVES
+        .iter()
+        .find(|(m, _)| *m == module)
+        .expect("a leaf of ENGINE_LEAVES");
+    crate_paths(text)
+        .into_iter()
+        .filter(|(_, name)| !allowed.contains(&name.as_str()))
+        .map(|(line, name)| {
+            format!(
+                "{file}:{line} names `crate::{name}`; the engine module {module} may name only [{}] (tests/it/layers.rs ENGINE_LEAVES), so that no model module's import comes back around to it",
+                allowed.join(", ")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn engine_leaf_modules_name_only_the_leaves_before_them() {
+    let root = workspace_root().join("systems/src");
+    let mut violations = Vec::new();
+    for (module, _) in ENGINE_LEAVES {
+        let file = root.join(format!("{module}.rs"));
+        let text = fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        violations.extend(leaf_violations(
+            module,
+            &format!("systems/src/{module}.rs"),
+            &text,
+        ));
+    }
+    assert!(violations.is_empty(), "{}", violations.join("\n"));
+}
+
+#[test]
+fn a_leaf_naming_a_model_module_is_named_with_its_line() {
+    let text = "//! Links to [`crate::exec`] in docs are fine.\nuse crate::time::Tick;\nuse crate::{\n    ids::Arrival,\n    network::{LinkId, MsgId},\n};\nimpl crate::plugin::Plugin for T {}\nconst P: Tick = crate::exec::PENDING;\n";
+    let paths: Vec<(usize, String)> = crate_paths(text);
+    let names: Vec<(usize, &str)> = paths.iter().map(|(l, n)| (*l, n.as_str())).collect();
+    assert_eq!(
+        names,
+        [
+            (2, "time"),
+            (3, "ids"),
+            (3, "network"),
+            (7, "plugin"),
+            (8, "exec")
+        ]
+    );
+    let v = leaf_violations("trace", "systems/src/trace.rs", text);
+    assert_eq!(v.len(), 2, "{v:#?}");
+    assert_eq!(
+        v[0],
+        "systems/src/trace.rs:3 names `crate::network`; the engine module trace may name only [time, ids, plugin] (tests/it/layers.rs ENGINE_LEAVES), so that no model module's import comes back around to it"
+    );
+    assert!(
+        v[1].starts_with("systems/src/trace.rs:8 names `crate::exec`"),
+        "{}",
+        v[1]
+    );
+    assert_eq!(
+        leaf_violations("time", "systems/src/time.rs", text).len(),
+        5
+    );
 }

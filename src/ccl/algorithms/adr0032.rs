@@ -10,9 +10,9 @@
 //! mesh goes straight to phase 3. `chunks` pipelines every phase.
 
 use super::primitives::me;
+use crate::ccl::cost::{CostTerms, HeldPrograms, participants};
 use crate::ccl::kernels::{Buffer, combine};
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, participants};
 use crate::kernel::Tile;
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;

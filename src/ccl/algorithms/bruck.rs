@@ -8,9 +8,9 @@
 //! buffer, so it sends `⌈log2 n⌉/2` buffers where pairwise sends one.
 
 use super::primitives::{levels, me};
+use crate::ccl::cost::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::ccl::kernels::Buffer;
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Part, Sym, Tile, Tl};
 use crate::spec::SipTopology;

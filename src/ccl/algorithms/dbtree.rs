@@ -24,9 +24,9 @@
 //! end, where waiting for it holds nothing else up.
 
 use super::primitives::{levels, me};
+use crate::ccl::cost::{CostTerms, HeldPrograms, log2_levels};
 use crate::ccl::kernels::{Atom, Buffer, combine};
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, log2_levels};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Tile, Tl};
 use crate::spec::SipTopology;

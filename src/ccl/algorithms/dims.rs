@@ -32,9 +32,9 @@
 //! small-size algorithm.
 
 use super::primitives::me;
+use crate::ccl::cost::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::ccl::kernels::{RangeIo, block_offset, combine, send_tiles};
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{DType, Tile, Tl};
 use crate::spec::SipTopology;

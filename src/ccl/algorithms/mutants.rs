@@ -19,9 +19,9 @@
 //!   max and min cannot see (`x ∘ x = x`), sum can.
 
 use super::primitives::{cycle_wiring, me};
+use crate::ccl::cost::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::ccl::kernels::{Atom, Buffer, combine};
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Tl};
 use crate::spec::SipTopology;

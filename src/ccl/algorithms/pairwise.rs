@@ -10,9 +10,9 @@
 //! latency `O(n)` (bruck is the latency-optimal one for small blocks).
 
 use super::primitives::me;
+use crate::ccl::cost::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::ccl::kernels::{Atom, Buffer};
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Sym, Tile, Tl};
 use crate::spec::SipTopology;

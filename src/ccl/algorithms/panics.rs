@@ -2,8 +2,8 @@
 //! must record the panic as that point's error and go on. Compiled only with
 //! the `test-algorithms` feature (on for the project's own tests).
 
+use crate::ccl::cost::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;

@@ -29,9 +29,9 @@
 //! ([`Plan::ag_cut`]). Every range is further cut into pipeline pieces.
 
 use super::primitives::me;
+use crate::ccl::cost::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::ccl::kernels::{RangeIo, block_offset, combine, send_tiles};
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs, ReduceOp};
-use crate::estimate::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Tile, Tl};
 use crate::spec::SipTopology;

@@ -6,11 +6,11 @@
 //! pipelined chains along the ring.
 
 use super::primitives::{cycle_wiring, me, ring_order};
+use crate::ccl::cost::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::ccl::kernels::{
     Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;

@@ -8,9 +8,9 @@
 //! Compiled only with the `test-algorithms` feature.
 
 use super::primitives::me;
+use crate::ccl::cost::{CostTerms, HeldPrograms, participants};
 use crate::ccl::kernels::Buffer;
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;

@@ -20,9 +20,9 @@
 //! and its tree `N` is tree `E` mirrored across the diagonal.
 
 use super::primitives::me;
+use crate::ccl::cost::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::ccl::kernels::{Buffer, Chain, ChainKind, run_chains};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;

@@ -4,9 +4,9 @@
 //! k is `me XOR 2^k`, reached on logical channel k.
 
 use super::primitives::{levels, me};
+use crate::ccl::cost::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::ccl::kernels::Buffer;
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;

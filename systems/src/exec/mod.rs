@@ -26,13 +26,10 @@ pub use step::kernel_step;
 
 use crate::memory::{DataMode, MemoryStore};
 use crate::program::{Op, Place, Program, Reg};
-use crate::time::{Calendar, Tick};
+use crate::time::{Calendar, PENDING, Tick};
 use bevy_ecs::prelude::*;
 use half::f16;
 use std::sync::Arc;
-
-/// `ready_at` of a register whose value has not landed yet.
-pub const PENDING: Tick = Tick::MAX;
 
 /// A register: when its value is usable, its size, and (functional mode) the values.
 #[derive(Debug, Clone, Default, PartialEq)]

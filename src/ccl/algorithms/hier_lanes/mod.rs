@@ -20,9 +20,9 @@ mod broadcast;
 use blocks::lanes_take_the_snake;
 
 use super::primitives::me;
+use crate::ccl::cost::{CostTerms, HeldPrograms, participants};
 use crate::ccl::kernels::grid_cycle;
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
-use crate::estimate::{CostTerms, HeldPrograms, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;

@@ -4,19 +4,16 @@
 //! before they start. Sizes from user numbers are multiplied as f64: an
 //! absurd request gives an absurd estimate, never an overflow.
 
-use super::{
+use crate::ccl::{AlgoConfig, Collective, Communicator, Job, ReduceOp, algorithms};
+use crate::dist::process_group_estimate;
+use crate::estimate::{
     Cost, Estimate, SCHEDULE_RUNS_PER_MESSAGE, SECONDS_PER_MESSAGE, SECONDS_PER_PACKET_HOP,
     SECONDS_PER_SCHEDULE_RUN,
 };
-use crate::ccl::{AlgoConfig, Collective, Communicator, Job, ReduceOp, algorithms};
 use crate::gemm::sweep::Shape;
 use crate::spec::System;
 use crate::tp::mlp::MlpShape;
 
-/// Memory each process-group worker reserves: its thread's stack.
-const BYTES_PER_WORKER: f64 = crate::dist::WORKER_STACK as f64;
-/// Wall time to start, schedule and join one worker.
-const SECONDS_PER_WORKER: f64 = 50e-6;
 /// Wall time per raw message and per packet-hop of bench's ring traffic
 /// (no ops, credits or loads; its default, 3.4e7 messages and 6.7e8 hops,
 /// takes 4.0 to 5.2 s).
@@ -55,15 +52,6 @@ fn timed(mut e: Estimate, messages: f64, packet_hops: f64, lockstep: f64) -> Est
 /// both cubes, the inter-SIP link and its ports.
 fn next_sip_hops(sys: &System) -> f64 {
     f64::from(sys.spec.cube.noc_mesh.w + sys.spec.cube.noc_mesh.h) + 4.0
-}
-
-/// Initialising a process group of `world` ranks on `sys`: the build, and
-/// a worker thread (its stack reserved) per rank.
-pub fn process_group(sys: &System, world: u32) -> Estimate {
-    let mut e = Estimate::build(sys);
-    e.peak_bytes += f64::from(world) * BYTES_PER_WORKER;
-    e.seconds += f64::from(world) * SECONDS_PER_WORKER;
-    e
 }
 
 /// `autotune`: every candidate that runs `collective` on this system, at
@@ -146,7 +134,7 @@ pub fn tp_mlp(
         let sys = base
             .with_sips(world)
             .map_err(|e| format!("--tp {tp} x --dp {dp} = {world} SIPs: {e}"))?;
-        let mut e = process_group(&sys, world);
+        let mut e = process_group_estimate(&sys, world);
         let replicas = f64::from(dp);
         if tp > 1 {
             let group = base.with_sips(tp).map_err(|e| format!("--tp {tp}: {e}"))?;
@@ -197,7 +185,7 @@ pub fn tp_study(plan: &crate::tp::study::TpPlan, base: &System) -> Result<Cost, 
             .and_then(|s| s.with_sips(tp))
             .map_err(|e| format!("{what}: {e}"))?;
         let (h, tokens) = (hidden as f64, plan.tokens as f64);
-        let mut e = process_group(&sys, tp);
+        let mut e = process_group_estimate(&sys, tp);
         e.seconds += 12.0 * h * h * tokens * SECONDS_PER_GEMM_MAC;
         if tp > 1 {
             let job = Job {
@@ -220,7 +208,7 @@ pub fn tp_study(plan: &crate::tp::study::TpPlan, base: &System) -> Result<Cost, 
 pub fn gemm_sweep(one_sip: &System, shapes: &[Shape], parallel: usize) -> Cost {
     let mut cost = Cost::default();
     for s in shapes {
-        let mut e = process_group(one_sip, 1);
+        let mut e = process_group_estimate(one_sip, 1);
         e.peak_bytes *= parallel.clamp(1, shapes.len().max(1)) as f64;
         e.seconds += s.m as f64 * s.k as f64 * s.n as f64 * SECONDS_PER_GEMM_MAC;
         cost.add(format!("{} {}x{}x{}", s.family, s.m, s.k, s.n), e);
