@@ -1,5 +1,5 @@
-//! Heterogeneous autotuning (seed 001), played by the ranks of a process
-//! group on the simulated machine:
+//! Heterogeneous autotuning (SIPs of different kinds), played by the ranks of a
+//! process group on the simulated machine:
 //!
 //! 1. each rank declares the candidates its SIP kind supports
 //!    (`sip_kinds.K.capabilities`);

@@ -80,7 +80,7 @@ pub fn homogeneous(
     Ok(rows)
 }
 
-/// Decisions of a heterogeneous system: seed 001's protocol per bucket.
+/// Decisions of a heterogeneous system: the [`super::hetero`] protocol per bucket.
 pub fn heterogeneous(
     sys: &System,
     ccl: &CclConfig,

@@ -1,8 +1,8 @@
-//! The collective library (ADR-0050 contract, ADR-0032 algorithm and
-//! bandwidth-optimal successors).
+//! The collective library: an algorithm contract, the centre-root hierarchical
+//! all-reduce and its bandwidth-optimal successors.
 //!
 //! Participants are the pe0 of every cube of every SIP (the per-cube
-//! data-parallel layout of ADR-0032 D2): participant `p = sip · cubes + cube`.
+//! data-parallel replica layout): participant `p = sip · cubes + cube`.
 //! Each holds a vector of `elems` f16 in its cube's HBM at offset 0; a
 //! collective works in place there (docs/model.md §Collectives gives the
 //! layout of each collective). An [`Algorithm`] declares what it supports,
@@ -413,7 +413,7 @@ pub struct KernelArgs {
     pub piece_limits: PieceLimits,
 }
 
-/// A collective algorithm (ADR-0050): what it supports, its wiring, its kernel.
+/// A collective algorithm: what it supports, its wiring, its kernel.
 pub trait Algorithm: Sync {
     /// Registry name, used as `algorithm:` in ccl.yaml.
     fn name(&self) -> &'static str;

@@ -107,7 +107,9 @@ fn heterogeneous_rows(
     ccl: &CclConfig,
     tick: &OnSimulated,
 ) -> Result<Vec<report::Row>> {
-    println!("# heterogeneous: seed 001's protocol on the simulated machine (not cached)");
+    println!(
+        "# heterogeneous: the ranks' protocol with fallbacks on the simulated machine (not cached)"
+    );
     let mut rows = Vec::new();
     for b in report::buckets(&a.sizes) {
         let bucket = report::heterogeneous(sys, ccl, a.collective, &[b]);

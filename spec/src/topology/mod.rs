@@ -1,5 +1,5 @@
-//! Topology compile (ADR-0053): system spec → named nodes, directed links of
-//! four edge kinds, coordinate routing (ADR-0051) and address resolution.
+//! Topology compile: system spec → named nodes, directed links of four edge
+//! kinds, coordinate routing and address resolution.
 //!
 //! Nodes are never stored one by one: a node's dense id is arithmetic on its
 //! (sip, cube, slot) coordinates, so a 4096-SIP system costs only its links.

@@ -1,4 +1,4 @@
-//! Deterministic shortest-path routing from coordinates (ADR-0051), cached per
+//! Deterministic shortest-path routing from coordinates, cached per
 //! pair by the engine. Rules (docs/model.md §Routing):
 //! - inside a cube: XY dimension order over the router mesh;
 //! - between cubes of a SIP: XY over the cube mesh through UCIe ports;
