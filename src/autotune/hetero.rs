@@ -32,7 +32,7 @@
 use std::sync::Mutex;
 
 use super::Timing;
-use crate::ccl::{AlgoConfig, CclConfig, Collective, ReduceOp};
+use crate::ccl::{AlgoConfig, CclConfig, Collective, ReduceOp, algorithms};
 use crate::dist::{DPPolicy, DistError, GroupId, Rank, WORLD, init_process_group};
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::System;
@@ -159,7 +159,8 @@ fn fallback(
     }
     let same = |j: usize| {
         has[j]
-            && configs[j].algorithm == configs[i].algorithm
+            && algorithms::canonical(&configs[j].algorithm)
+                == algorithms::canonical(&configs[i].algorithm)
             && configs[j].chunks == configs[i].chunks
     };
     (0..configs.len()).filter(|&j| same(j)).min_by_key(|&j| {

@@ -464,14 +464,14 @@ impl CclConfig {
                     err(
                         format!("{path}.algorithm"),
                         "no algorithm given".into(),
-                        algorithms::names().join(", "),
+                        algorithms::allowed(),
                     )
                 })?;
             if algorithm != AUTO && algorithms::find(&algorithm).is_err() {
                 return Err(err(
                     format!("{path}.algorithm"),
                     format!("unknown algorithm '{algorithm}'"),
-                    format!("{}, or {AUTO}", algorithms::names().join(", ")),
+                    format!("{}, or {AUTO}", algorithms::allowed()),
                 ));
             }
             let missing = |field: &str| {

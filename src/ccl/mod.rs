@@ -453,6 +453,7 @@ pub const ANY_TOPOLOGY: &[SipTopology] = &[
 pub enum CclError {
     #[error("algorithm '{algorithm}' does not support {what}; it supports {supported}")]
     Unsupported {
+        /// The algorithm as the config names it (an alias stays as written).
         algorithm: String,
         what: String,
         supported: String,
@@ -557,7 +558,7 @@ impl Communicator {
         let algorithm = algorithms::find(&config.algorithm)?;
         if group.pes > 1 && !algorithm.every_pe() {
             return Err(CclError::Unsupported {
-                algorithm: algorithm.name().into(),
+                algorithm: config.algorithm.clone(),
                 what: "every PE of a cube as a participant (mapper all_pes)".into(),
                 supported: "cube leaders only (mapper leader_only); ring and tree run on every PE"
                     .into(),
@@ -566,7 +567,7 @@ impl Communicator {
         let topo = group.topology;
         if !algorithm.topologies().contains(&topo) {
             return Err(CclError::Unsupported {
-                algorithm: algorithm.name().into(),
+                algorithm: config.algorithm.clone(),
                 what: format!("SIP topology {}", topo.name()),
                 supported: algorithm
                     .topologies()
@@ -577,7 +578,7 @@ impl Communicator {
             });
         }
         algorithm.check_group(&group).map_err(|e| {
-            CclError::Config(format!("{} ({}): {e}", config.name, algorithm.name()))
+            CclError::Config(format!("{} ({}): {e}", config.name, config.algorithm))
         })?;
         let q = QueueConfig::of(config);
         let scope = machine.open_scope(name);
@@ -687,7 +688,7 @@ impl Communicator {
         let algorithm = algorithms::find(&config.algorithm)?;
         if !algorithm.collectives().contains(&collective) {
             return Err(CclError::Unsupported {
-                algorithm: algorithm.name().into(),
+                algorithm: config.algorithm.clone(),
                 what: format!("the {collective} collective"),
                 supported: algorithm
                     .collectives()

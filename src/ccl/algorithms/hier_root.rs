@@ -1,4 +1,5 @@
-//! `adr0032`: the intercube hierarchical all-reduce of ADR-0032, as specified.
+//! `hier_root` (alias `adr0032`, its first name): the intercube hierarchical
+//! all-reduce through one root cube, as first designed (one lane between SIPs).
 //!
 //! pe0 of every cube takes part; the root cube is the geometric centre of the
 //! cube mesh (col w/2, row h/2). Phase 1 reduces each row bidirectionally
@@ -21,7 +22,7 @@ use crate::topology::{Dir, grid_neighbor};
 use kernbench_systems::ipcq::Entry;
 use kernbench_systems::program::QDir;
 
-pub struct Adr0032;
+pub struct HierRoot;
 
 fn mesh_dir(d: Dir) -> QDir {
     [QDir::N, QDir::E, QDir::S, QDir::W][d as usize]
@@ -204,12 +205,12 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     buf.store(tl, &all);
 }
 
-impl Algorithm for Adr0032 {
+impl Algorithm for HierRoot {
     fn name(&self) -> &'static str {
-        "adr0032"
+        "hier_root"
     }
     fn summary(&self) -> &'static str {
-        "ADR-0032: centre-root row/column reduce over the cube mesh, inter-SIP exchange on the root cube, broadcast back"
+        "centre-root row/column reduce over the cube mesh, inter-SIP exchange on the root cube, broadcast back"
     }
     fn collectives(&self) -> &'static [Collective] {
         &[Collective::AllReduce]
