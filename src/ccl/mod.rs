@@ -176,7 +176,7 @@ impl Group {
 
     /// Every participant's neighbour-table entries, `entries(p)` for
     /// participant p; none for a group of one (it exchanges nothing).
-    pub fn wire_each(&self, entries: impl Fn(usize) -> Vec<Entry>) -> Vec<(u32, Vec<Entry>)> {
+    pub fn wire_each(&self, entries: impl Fn(usize) -> Vec<Entry>) -> Tables {
         let n = self.size();
         (0..n)
             .filter(|_| n > 1)
@@ -430,7 +430,7 @@ pub trait Algorithm: Sync {
     /// and the fix); checked before anything is installed.
     fn check_group(&self, g: &Group) -> Result<(), String>;
     /// Neighbour tables to install (the SFR configuration), per global PE index.
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)>;
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables;
     /// The kernel every participant runs.
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs);
     /// What a run of collective `c` over `bytes` on `g` costs the

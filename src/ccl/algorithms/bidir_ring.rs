@@ -17,7 +17,7 @@ use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use std::sync::Arc;
 
 pub struct BidirRing;
@@ -298,7 +298,7 @@ impl Algorithm for BidirRing {
     fn collectives(&self) -> &'static [Collective] {
         &Collective::RING
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         cycle_wiring(g, q, &cycles(g))
     }
     fn topologies(&self) -> &'static [SipTopology] {

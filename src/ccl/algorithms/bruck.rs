@@ -14,7 +14,7 @@ use crate::estimate::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Part, Sym, Tile, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct Bruck;
@@ -104,7 +104,7 @@ impl Algorithm for Bruck {
     fn collectives(&self) -> &'static [Collective] {
         &[Collective::AllToAll]
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let n = g.size();
         g.wire_each(|p| {
             (0..levels(n))

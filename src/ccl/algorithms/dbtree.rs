@@ -30,7 +30,7 @@ use crate::estimate::{CostTerms, HeldPrograms, log2_levels};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Tile, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct DbTree;
@@ -257,7 +257,7 @@ impl Algorithm for DbTree {
             Collective::Broadcast,
         ]
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let n = g.size();
         g.wire_each(|p| {
             let mut e = Vec::new();

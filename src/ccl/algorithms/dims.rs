@@ -38,7 +38,7 @@ use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{DType, Tile, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 use std::ops::Range;
 
@@ -350,7 +350,7 @@ impl Algorithm for Dims {
         }
         Ok(())
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let ds = dims(g);
         g.wire_each(|p| {
             let mut e = Vec::new();

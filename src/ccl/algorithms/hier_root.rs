@@ -19,7 +19,7 @@ use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
 use crate::topology::{Dir, grid_neighbor};
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct HierRoot;
@@ -217,7 +217,7 @@ impl Algorithm for HierRoot {
     }
     /// N/S/E/W between pe0s of neighbouring cubes (no wrap), and global_*
     /// from every cube's pe0 to the same cube of each neighbouring SIP.
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let (cw, ch) = g.cubes;
         let mut out = Vec::new();
         for sip in 0..g.sips {

@@ -16,7 +16,7 @@ use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Sym, Tile, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct Pairwise;
@@ -112,7 +112,7 @@ impl Algorithm for Pairwise {
         }
         Ok(())
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let n = g.size();
         if !(2..=MAX_PARTICIPANTS).contains(&n) {
             return Vec::new();

@@ -35,7 +35,7 @@ use crate::estimate::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Tile, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::{Entry, Tables};
 use kernbench_systems::program::QDir;
 use std::ops::Range;
 
@@ -419,7 +419,7 @@ impl Algorithm for Rhd {
             Collective::AllGather,
         ]
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let f = Fold::new(g.size());
         g.wire_each(|p| {
             let mut e: Vec<Entry> = f

@@ -14,7 +14,7 @@ use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 use std::sync::Arc;
 
@@ -123,7 +123,7 @@ impl Algorithm for RingAlgo {
     fn collectives(&self) -> &'static [Collective] {
         &Collective::RING
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         cycle_wiring(g, q, &[ring_order(g)])
     }
     fn topologies(&self) -> &'static [SipTopology] {

@@ -26,7 +26,7 @@ use crate::estimate::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct TorusTrees;
@@ -237,7 +237,7 @@ impl Algorithm for TorusTrees {
         }
         Ok(())
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let (w, h) = grid(g);
         let torus = g.topology == SipTopology::Torus2d;
         g.wire_each(|p| {

@@ -26,7 +26,7 @@ use crate::estimate::{CostTerms, HeldPrograms, participants};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct HierLanes;
@@ -90,7 +90,7 @@ impl Algorithm for HierLanes {
             Collective::Reduce,
         ]
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let c = g.cubes_per_sip() as usize;
         let order = grid_cycle(g.cubes.0, g.cubes.1);
         let (w, h) = g.grid;
