@@ -188,7 +188,7 @@ fn embedded_entries_inherit_from_defaults() {
     // The all-to-all entries set their own queues (n−1 or 2⌈log2 n⌉ per
     // participant), rhd (a step's half in up to log2 n + 1 ranges) and
     // dbtree (pieces pipelined over six queues), dims (a queue to every
-    // other member of each line), hier_lanes_deep and bidir_ring_deep
+    // other participant of each line), hier_lanes_deep and bidir_ring_deep
     // (chunks in flight to cover a round trip), torus_trees (pieces in flight over inter-SIP hops); every other entry inherits
     // them.
     let own_queues = [

@@ -29,7 +29,8 @@ fn recv_chan(k: usize) -> QDir {
     QDir::Chan((2 * k + 1) as u8)
 }
 
-/// The step that last wrote slot `i` before step `k` (None: still the loaded block).
+/// The step that last wrote slot `i` before step `k` (None: still the loaded
+/// block).
 fn last_written(i: usize, k: usize) -> Option<usize> {
     (0..k).rev().find(|&b| i & (1 << b) != 0)
 }
@@ -132,7 +133,7 @@ impl Algorithm for Bruck {
     }
     fn cost_terms(&self, g: &Group, _c: Collective, bytes: f64) -> CostTerms {
         // A block to one peer per send, about half of them per step; every
-        // member holds every block, and all share one unrolled program.
+        // participant holds every block, and all share one unrolled program.
         let p = participants(g);
         let (sends, bytes_per_send) = (log2_levels(g) * (p / 2.0).ceil(), bytes / p);
         CostTerms {

@@ -32,9 +32,9 @@ fn global_dir(d: Dir) -> QDir {
     [QDir::GlobalN, QDir::GlobalE, QDir::GlobalS, QDir::GlobalW][d as usize]
 }
 
-/// Reduces a line of `len` members onto position `root` from both sides:
-/// members before the root pass towards `up` (their `to_root` side), members
-/// after it towards `down`.
+/// Reduces a line of `len` participants onto position `root` from both sides:
+/// participants before the root pass towards `up` (their `to_root` side),
+/// participants after it towards `down`.
 fn line_reduce(
     tl: &mut Tl,
     a: &KernelArgs,
@@ -176,7 +176,8 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let mut buf = Buffer::new(a.buffer(tl), a.job.elems, &[a.pieces(a.job.elems, 1)]);
     let all = buf.atoms(&[]);
     buf.load(tl, &all);
-    // Phases 1-2: rows onto the root column, then the root column onto the root row.
+    // Phases 1-2: rows onto the root column, then the root column onto the root
+    // row.
     line_reduce(tl, a, &mut buf, cx, cw, root_col, (Dir::E, Dir::W));
     if cx == root_col {
         line_reduce(tl, a, &mut buf, cy, ch, root_row, (Dir::S, Dir::N));

@@ -83,7 +83,8 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     if n == 1 {
         return;
     }
-    // The position is a parameter, so every participant traces the same program.
+    // The position is a parameter, so every participant traces the same
+    // program.
     let me = tl.param(p as i64);
     let mut buf = Buffer::new(
         a.buffer(tl),
@@ -133,7 +134,7 @@ impl Algorithm for Pairwise {
         kernel
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
-        // Every member holds every block; all share one unrolled program.
+        // Every participant holds every block; all share one unrolled program.
         let (sends, bytes_per_send) = block_sends(g, c, bytes);
         CostTerms {
             sends,
