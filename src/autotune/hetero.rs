@@ -46,7 +46,7 @@ const DIGITS: u32 = 3;
 
 /// What the protocol found and did.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub struct ProtocolOutcome {
     /// The unified configs, in order.
     pub unified: Vec<String>,
     /// `available[rank][config]`.
@@ -66,7 +66,7 @@ pub struct Outcome {
     pub correct: Option<bool>,
 }
 
-impl Outcome {
+impl ProtocolOutcome {
     /// The agreed timings as the tuner's table.
     pub fn table(&self) -> Vec<Timing> {
         table(&self.unified, &self.timings)
@@ -176,7 +176,7 @@ pub fn autotune(
     ccl: &CclConfig,
     collective: Collective,
     bytes: u64,
-) -> Result<Outcome, DistError> {
+) -> Result<ProtocolOutcome, DistError> {
     let caps = capabilities(sys, ccl)?;
     let mut pg = init_process_group(sys, ccl, "defaults", DataMode::Functional)?;
     let n = pg.world_size;
@@ -299,7 +299,7 @@ pub fn autotune(
         .collect();
     let final_group = install(&mut pg, "tuned", &configs[best], &configs, &runs)?;
     let (ticks, correct) = run_final(&mut pg, final_group, collective, bytes)?;
-    Ok(Outcome {
+    Ok(ProtocolOutcome {
         unified: names,
         available,
         measured: measured.into_inner().expect("workers are done"),

@@ -143,7 +143,7 @@ impl Topology {
         (
             sip,
             0,
-            self.attach[self.slot_index(super::Slot::MCpu) as usize],
+            self.attach[self.slot_index(super::CubeSlot::MCpu) as usize],
         )
     }
 

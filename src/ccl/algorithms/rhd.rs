@@ -22,11 +22,11 @@
 //! Cuts. A tile cannot be sliced, so every transfer is cut in advance into
 //! the ranges the receiver will need: the half it sends on at its next step
 //! (itself cut the same way, recursively) and the half it keeps, whole
-//! ([`Plan::cut`]). A combined piece is thus forwarded the moment it is
+//! ([`HalvingPlan::cut`]). A combined piece is thus forwarded the moment it is
 //! ready; the kept half is stored and reloaded in its own cut while the
 //! next transfer is on the wire. All-gather forwards what it received in
 //! the cut it arrived in, after its own range, reloaded whole
-//! ([`Plan::ag_cut`]). Every range is further cut into pipeline pieces.
+//! ([`HalvingPlan::ag_cut`]). Every range is further cut into pipeline pieces.
 
 use super::primitives::me;
 use crate::ccl::kernels::{RangeIo, block_offset, combine, send_tiles};
@@ -99,7 +99,7 @@ impl Fold {
 }
 
 /// The halving schedule of one collective on the core.
-pub struct Plan {
+pub struct HalvingPlan {
     pub fold: Fold,
     /// The bit each reduce-scatter step splits on; all-gather runs it
     /// backwards.
@@ -111,7 +111,7 @@ pub struct Plan {
     flat: bool,
 }
 
-impl Plan {
+impl HalvingPlan {
     pub fn new(collective: Collective, elems: usize, n: usize) -> Self {
         let fold = Fold::new(n);
         let flat = collective != Collective::AllReduce;
@@ -255,10 +255,16 @@ fn combine_forward(
 }
 
 /// The first step's tiles of core participant `v`: its buffer in
-/// [`Plan::first_cut`] (combined with its odd partner's, which arrives in
-/// the same cut, when folded), the half for step 0's partner sent at once.
+/// [`HalvingPlan::first_cut`] (combined with its odd partner's, which arrives
+/// in the same cut, when folded), the half for step 0's partner sent at once.
 /// Returns the kept half, in `cut(v, 1)`.
-fn start_halving(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, folded: bool) -> Vec<Tile> {
+fn start_halving(
+    tl: &mut Tl,
+    io: &RangeIo,
+    plan: &HalvingPlan,
+    v: usize,
+    folded: bool,
+) -> Vec<Tile> {
     let parts = io.pieces(&plan.first_cut(v));
     let sent = io.pieces(&plan.cut(plan.partner(v, 0), 1)).len();
     let mine = io.load(tl, &parts);
@@ -274,7 +280,13 @@ fn start_halving(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, folded: bool)
 
 /// Recursive halving from step 0 (its half already sent) with `mine`, the
 /// kept half in `cut(v, 1)`; returns the reduced leaf's tiles.
-fn halve(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, mut mine: Vec<Tile>) -> Vec<Tile> {
+fn halve(
+    tl: &mut Tl,
+    io: &RangeIo,
+    plan: &HalvingPlan,
+    v: usize,
+    mut mine: Vec<Tile>,
+) -> Vec<Tile> {
     let l = plan.levels();
     for k in 0..l {
         let got = io.recv(tl, chan(plan.sched[k]), &io.pieces(&plan.cut(v, k + 1)));
@@ -298,7 +310,14 @@ fn halve(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, mut mine: Vec<Tile>) 
 
 /// Recursive doubling from `leaf` (this participant's leaf tiles, in memory
 /// already); every received piece is stored, and passed on `stream` too.
-fn double(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, leaf: &[Tile], stream: Option<QDir>) {
+fn double(
+    tl: &mut Tl,
+    io: &RangeIo,
+    plan: &HalvingPlan,
+    v: usize,
+    leaf: &[Tile],
+    stream: Option<QDir>,
+) {
     let l = plan.levels();
     let mut prev: Option<(Vec<Range<usize>>, Vec<Tile>)> = None;
     for k in (0..l).rev() {
@@ -331,7 +350,7 @@ fn keep(tl: &mut Tl, io: &RangeIo, parts: &[Range<usize>], tiles: &[Tile], strea
 }
 
 /// A core participant: fold in, halve and/or double, fold out.
-fn core(tl: &mut Tl, io: &RangeIo, plan: &Plan, p: usize, v: usize) {
+fn core(tl: &mut Tl, io: &RangeIo, plan: &HalvingPlan, p: usize, v: usize) {
     let folded = plan.fold.pair_of(p).is_some();
     let stream = folded.then_some(FOLD);
     let c = io.a.job.collective;
@@ -368,7 +387,7 @@ fn core(tl: &mut Tl, io: &RangeIo, plan: &Plan, p: usize, v: usize) {
 
 /// The odd participant of a folded pair: hand the buffer (or, gathering, its
 /// block) to the even one, take the result back.
-fn folded_out(tl: &mut Tl, io: &RangeIo, plan: &Plan, p: usize) {
+fn folded_out(tl: &mut Tl, io: &RangeIo, plan: &HalvingPlan, p: usize) {
     let v = plan
         .fold
         .core_index(p - 1)
@@ -396,7 +415,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     if n == 1 {
         return;
     }
-    let plan = Plan::new(a.job.collective, a.job.elems, n);
+    let plan = HalvingPlan::new(a.job.collective, a.job.elems, n);
     let io = RangeIo {
         a,
         base: a.buffer(tl),
@@ -506,7 +525,7 @@ mod tests {
             (Collective::AllGather, 5, 131),
             (Collective::ReduceScatter, 16, 3),
         ] {
-            let plan = Plan::new(c, elems, n);
+            let plan = HalvingPlan::new(c, elems, n);
             let covers = |parts: &[Range<usize>], r: Range<usize>| {
                 let mut sorted = parts.to_vec();
                 sorted.sort_by_key(|p| p.start);

@@ -29,7 +29,7 @@ use crate::kernel::Tl;
 use kernbench_systems::program::QDir;
 
 /// This participant's place on the trees' paths.
-struct Place {
+struct PathCoords {
     c: usize,
     /// Cube-ring position of every cube, by cube index.
     ring_pos: Vec<usize>,
@@ -43,7 +43,7 @@ struct Place {
     lane_hop: usize,
 }
 
-impl Place {
+impl PathCoords {
     /// Hops from cube-ring position `from` to `to` going way `d`.
     fn ring_hops(&self, from: usize, to: usize, d: usize) -> usize {
         let c = self.c;
@@ -132,7 +132,7 @@ pub(super) fn kernel(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     for (k, &cube) in at.order.iter().enumerate() {
         ring_pos[cube as usize] = k;
     }
-    let place = Place {
+    let place = PathCoords {
         c,
         ring_pos,
         pos: at.pos,
