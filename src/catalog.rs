@@ -75,9 +75,15 @@ pub fn algorithms(ccl: &CclConfig) -> String {
         };
         let collectives: Vec<&str> = a.collectives().iter().map(|c| c.name()).collect();
         let topologies: Vec<&str> = a.topologies().iter().map(|t| t.name()).collect();
+        // An entry naming its algorithm by an alias says what it is registered as.
+        let registered_as = if a.name() == e.algorithm {
+            String::new()
+        } else {
+            format!("{} (alias {}): ", a.name(), e.algorithm)
+        };
         let _ = writeln!(
             out,
-            "  {:<w$} {:<12} {:<62} {}\n  {:<w$} {}",
+            "  {:<w$} {:<12} {:<62} {}\n  {:<w$} {registered_as}{}",
             e.name,
             e.algorithm,
             collectives.join(", "),

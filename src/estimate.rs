@@ -60,7 +60,7 @@ pub struct Estimate {
 
 /// Sends per participant and bytes per send of one run of an algorithm.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Work {
+pub struct WorkCounts {
     pub sends: f64,
     pub bytes_per_send: f64,
     /// Pipeline depth of each send.
@@ -76,14 +76,14 @@ pub fn work(
     c: Collective,
     bytes: f64,
     depth: impl Fn(f64, usize) -> f64,
-) -> Work {
+) -> WorkCounts {
     pipelined(&algorithm.cost_terms(g, c, bytes), depth)
 }
 
 /// `terms`' sends cut into the pieces `depth` gives them.
-fn pipelined(terms: &CostTerms, depth: impl Fn(f64, usize) -> f64) -> Work {
+fn pipelined(terms: &CostTerms, depth: impl Fn(f64, usize) -> f64) -> WorkCounts {
     let pieces = depth(terms.bytes_per_send, terms.stages);
-    Work {
+    WorkCounts {
         sends: terms.sends.max(1.0) * pieces,
         bytes_per_send: (terms.bytes_per_send / pieces).max(2.0),
         pieces,
@@ -380,7 +380,7 @@ mod tests {
         let w = work(rhd, &g, Collective::AllReduce, 16.0 * 1024.0, |_, _| 1.0);
         assert_eq!(
             w,
-            Work {
+            WorkCounts {
                 sends: 20.0,
                 bytes_per_send: 15.0 * 1024.0 / 10.0,
                 pieces: 1.0
@@ -396,7 +396,7 @@ mod tests {
         let w = work(ring, &g, Collective::AllReduce, 64.0 * 1024.0, |_, _| 2.0);
         assert_eq!(
             w,
-            Work {
+            WorkCounts {
                 sends: 2.0 * 63.0 * 2.0,
                 bytes_per_send: 512.0,
                 pieces: 2.0

@@ -18,8 +18,7 @@ use kernbench_systems::program::Launch;
 use kernbench_systems::trace::{OpRecord, OpRecords, Trace, TraceSink};
 use kernbench_systems::{Engine, RunError, RunSummary, Tick};
 
-/// Neighbour tables of one communicator: each PE's queue entries.
-pub type Tables = Vec<(u32, Vec<Entry>)>;
+pub use kernbench_systems::ipcq::Tables;
 
 pub struct Machine {
     /// The system it was built from.
@@ -179,7 +178,7 @@ impl Machine {
     }
 
     /// [`Machine::install_scope`] on the default scope.
-    pub fn install(&mut self, tables: Vec<(u32, Vec<Entry>)>) -> Result<Tick, InstallError> {
+    pub fn install(&mut self, tables: Tables) -> Result<Tick, InstallError> {
         self.install_scope(0, tables)
     }
 
@@ -188,11 +187,7 @@ impl Machine {
     /// from the host and runs until every one is applied; returns the tick
     /// at which the last install landed. Nothing is sent if any PE is
     /// missing, already holds this scope's table, or any area does not fit.
-    pub fn install_scope(
-        &mut self,
-        scope: Scope,
-        tables: Vec<(u32, Vec<Entry>)>,
-    ) -> Result<Tick, InstallError> {
+    pub fn install_scope(&mut self, scope: Scope, tables: Tables) -> Result<Tick, InstallError> {
         let tables = self.place_scope(scope, tables)?;
         self.land_scope(scope, tables, 0)
     }

@@ -87,12 +87,12 @@ enum Command {
     ///
     /// Example: kernbench gemm-sweep --out gemm/
     GemmSweep(cmd::gemm_sweep::GemmSweepArgs),
-    /// The 2-layer tensor-parallel MLP of ADR-0027 (ColumnParallelLinear →
-    /// RowParallelLinear, seeded weights, f16) for each TP size on a system
-    /// of that many SIPs: the max abs error against a single-device f32
-    /// reference (with its first-order f16 bound) and rank 0's time broken
-    /// down into compute, communication (hidden behind compute, exposed),
-    /// and launch + wait. Units: µs.
+    /// A 2-layer Megatron-style tensor-parallel MLP (ColumnParallelLinear →
+    /// RowParallelLinear, seeded weights, f16) for each TP size on a system of
+    /// that many SIPs: the max abs error against a single-device f32 reference
+    /// (with its first-order f16 bound) and rank 0's time broken down into
+    /// compute, communication (hidden behind compute, exposed), and launch +
+    /// wait. Units: µs.
     ///
     /// Example: kernbench tp-mlp --tp 1,2,4,8 --batch 16
     TpMlp(cmd::tp_mlp::TpMlpArgs),

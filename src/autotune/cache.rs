@@ -63,7 +63,7 @@ pub fn sha256(text: &str) -> String {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-struct Entry {
+struct CacheRecord {
     key: CacheKey,
     decision: Decision,
 }
@@ -100,7 +100,7 @@ impl Cache {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Lookup::Missing,
             Err(e) => return Lookup::Rejected(format!("{}: {e}", path.display())),
         };
-        match serde_json::from_str::<Entry>(&text) {
+        match serde_json::from_str::<CacheRecord>(&text) {
             Ok(entry) if entry.key == *key => Lookup::Hit(entry.decision),
             Ok(_) => Lookup::Rejected(format!(
                 "{} is for another system spec, candidate set, collective, group or size",
@@ -117,7 +117,7 @@ impl Cache {
         let path = self.path(key);
         let io = |e: std::io::Error| format!("writing the autotune cache {}: {e}", path.display());
         fs::create_dir_all(&self.dir).map_err(io)?;
-        let entry = Entry {
+        let entry = CacheRecord {
             key: key.clone(),
             decision: decision.clone(),
         };

@@ -1,5 +1,5 @@
-//! Heterogeneous autotuning (seed 001), played by the ranks of a process
-//! group on the simulated machine:
+//! Heterogeneous autotuning (SIPs of different kinds), played by the ranks of a
+//! process group on the simulated machine:
 //!
 //! 1. each rank declares the candidates its SIP kind supports
 //!    (`sip_kinds.K.capabilities`);
@@ -32,7 +32,7 @@
 use std::sync::Mutex;
 
 use super::Timing;
-use crate::ccl::{AlgoConfig, CclConfig, Collective, ReduceOp};
+use crate::ccl::{AlgoConfig, CclConfig, Collective, ReduceOp, algorithms};
 use crate::dist::{DPPolicy, DistError, GroupId, Rank, WORLD};
 use crate::spec::System;
 use kernbench_systems::Tick;
@@ -45,7 +45,7 @@ const DIGITS: u32 = 3;
 
 /// What the protocol found and did.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Outcome {
+pub struct ProtocolOutcome {
     /// The unified configs, in order.
     pub unified: Vec<String>,
     /// `available[rank][config]`.
@@ -65,7 +65,7 @@ pub struct Outcome {
     pub correct: Option<bool>,
 }
 
-impl Outcome {
+impl ProtocolOutcome {
     /// The agreed timings as the tuner's table.
     pub fn table(&self) -> Vec<Timing> {
         table(&self.unified, &self.timings)
@@ -158,7 +158,8 @@ fn fallback(
     }
     let same = |j: usize| {
         has[j]
-            && configs[j].algorithm == configs[i].algorithm
+            && algorithms::canonical(&configs[j].algorithm)
+                == algorithms::canonical(&configs[i].algorithm)
             && configs[j].chunks == configs[i].chunks
     };
     (0..configs.len()).filter(|&j| same(j)).min_by_key(|&j| {
@@ -174,7 +175,7 @@ pub fn autotune(
     ccl: &CclConfig,
     collective: Collective,
     bytes: u64,
-) -> Result<Outcome, DistError> {
+) -> Result<ProtocolOutcome, DistError> {
     let caps = capabilities(sys, ccl)?;
     let mut pg = super::init_process_group(sys, ccl, "defaults", DataMode::Functional)?;
     let n = pg.world_size;
@@ -297,7 +298,7 @@ pub fn autotune(
         .collect();
     let final_group = install(&mut pg, "tuned", &configs[best], &configs, &runs)?;
     let (ticks, correct) = run_final(&mut pg, final_group, collective, bytes)?;
-    Ok(Outcome {
+    Ok(ProtocolOutcome {
         unified: names,
         available,
         measured: measured.into_inner().expect("workers are done"),

@@ -1,10 +1,10 @@
 //! Collective autotuning: for a collective, a size bucket and a system,
 //! simulate every candidate configuration (ccl.yaml's `autotune:` grid of
 //! algorithm × chunks × buffer kind × n_slots × slot_size) and pick the
-//! fastest; `algorithm: auto` then runs the pick. Decisions are cached on
-//! disk ([`cache`]) keyed by the spec, the candidates, the collective and the
-//! bucket. [`hetero`] is the heterogeneous protocol of seed 001, played by
-//! the ranks on the simulated machine.
+//! fastest; `algorithm: auto` then runs the pick. Decisions are cached on disk
+//! ([`cache`]) keyed by the spec, the candidates, the collective and the
+//! bucket. [`hetero`] is the heterogeneous protocol (a rank may fall back),
+//! played by the ranks on the simulated machine.
 //!
 //! The simulator is deterministic, so one run per candidate is the
 //! measurement: there are no repetitions or warm-ups to configure.
@@ -113,7 +113,7 @@ pub struct Tuner {
 impl Tuner {
     /// A tuner over `ccl`'s candidates that every SIP's kind supports (all
     /// of them on a homogeneous system), without a cache. Every rank runs
-    /// the pick; seed 001's protocol, where a rank may fall back, is
+    /// the pick; the heterogeneous protocol, where a rank may fall back, is
     /// [`hetero`].
     pub fn new(sys: &System, ccl: &CclConfig) -> Self {
         let count = sys.spec.system.sips.count;

@@ -12,7 +12,7 @@ use crate::spec::System;
 
 /// One bucket's decision.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Row {
+pub struct DecisionRow {
     pub collective: String,
     pub bucket_bytes: u64,
     pub config: String,
@@ -40,9 +40,9 @@ fn row(
     timings: &[Timing],
     fallbacks: String,
     cached: bool,
-) -> Row {
+) -> DecisionRow {
     let up = runner_up(timings, chosen);
-    Row {
+    DecisionRow {
         collective: collective.name().into(),
         bucket_bytes: bucket,
         config: chosen.into(),
@@ -61,7 +61,7 @@ pub fn homogeneous(
     sys: &System,
     collective: Collective,
     sizes: &[u64],
-) -> Result<Vec<Row>, crate::ccl::CclError> {
+) -> Result<Vec<DecisionRow>, crate::ccl::CclError> {
     let mut rows = Vec::new();
     for b in buckets(sizes) {
         let before = tuner.simulations;
@@ -80,13 +80,13 @@ pub fn homogeneous(
     Ok(rows)
 }
 
-/// Decisions of a heterogeneous system: seed 001's protocol per bucket.
+/// Decisions of a heterogeneous system: the [`super::hetero`] protocol per bucket.
 pub fn heterogeneous(
     sys: &System,
     ccl: &CclConfig,
     collective: Collective,
     sizes: &[u64],
-) -> Result<Vec<Row>, crate::dist::DistError> {
+) -> Result<Vec<DecisionRow>, crate::dist::DistError> {
     let mut rows = Vec::new();
     for b in buckets(sizes) {
         let o = hetero::autotune(sys, ccl, collective, b)?;
@@ -120,7 +120,7 @@ pub fn buckets(sizes: &[u64]) -> Vec<u64> {
 }
 
 /// The rows as an aligned table.
-pub fn table(rows: &[Row]) -> String {
+pub fn table(rows: &[DecisionRow]) -> String {
     let mut out = format!(
         "{:>12} {:>26} {:>12} {:>26} {:>12} {:>8}  fallbacks\n",
         "bucket(B)", "chosen", "time(us)", "runner-up", "time(us)", "margin"
@@ -151,7 +151,7 @@ pub fn table(rows: &[Row]) -> String {
 }
 
 /// The rows as CSV, one per bucket.
-pub fn write_csv(path: &Path, rows: &[Row]) -> Result<(), String> {
+pub fn write_csv(path: &Path, rows: &[DecisionRow]) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("writing {}: {e}", path.display());
     let mut w = csv::Writer::from_writer(Vec::new());
     for r in rows {

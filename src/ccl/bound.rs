@@ -45,11 +45,11 @@ impl Bound {
     }
 }
 
-/// Bytes that must enter a set of `k` of the `n` members from outside it:
-/// one member (`k` = 1), a cube's members or a SIP's. Members inside the
-/// set can share what enters, so a set is one member of `n / k` for every
-/// collective but all-to-all, whose blocks are distinct per receiver: each
-/// of the `k` receives a block of `S/n` from each of the `n − k` outside.
+/// Bytes that must enter a set of `k` of the `n` participants from outside it:
+/// one participant (`k` = 1), a cube's participants or a SIP's. Participants
+/// inside the set can share what enters, so a set is one participant of `n / k`
+/// for every collective but all-to-all, whose blocks are distinct per receiver:
+/// each of the `k` receives a block of `S/n` from each of the `n − k` outside.
 fn inbound(job: &Job, n: usize, k: usize) -> f64 {
     if k >= n {
         return 0.0;
@@ -99,7 +99,8 @@ fn cube_rate(m: &Machine, sip: u32, cube: u32, kinds: &dyn Fn(u8) -> bool) -> Op
     Some(total)
 }
 
-/// The smallest rate; None if any is unbounded (an ideal link) or none is finite.
+/// The smallest rate; None if any is unbounded (an ideal link) or none is
+/// finite.
 fn min_rate(mut rates: impl Iterator<Item = Option<f64>>) -> Option<f64> {
     rates
         .try_fold(f64::INFINITY, |a, r| r.map(|r| a.min(r)))
@@ -209,7 +210,7 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
 /// on side B, and those bytes cross the inter-SIP links from A to B: their
 /// summed rate bounds the time. None when one side has no participant or a
 /// crossing link is ideal. The cut is of the physical grid, so a subgroup's
-/// members are counted where they sit and the term stays a valid bound.
+/// participants are counted where they sit and the term stays a valid bound.
 fn bisection(m: &Machine, g: &Group, job: &Job) -> Option<Tick> {
     let (t, links) = (&m.topology, m.engine.links());
     let (w, h) = t.grid;

@@ -1,8 +1,8 @@
 //! `configs/ccl.yaml`: defaults plus named algorithm entries.
 //!
 //! ```yaml
-//! defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 65536, chunks: auto }
-//! algorithms:
+//! defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 65536,
+//! chunks: auto } algorithms:
 //!   ring_sram: { algorithm: ring, buffer_kind: sram }
 //! ```
 //! An entry inherits every field it omits from `defaults`.
@@ -133,7 +133,7 @@ impl PieceLimits {
     /// even where two chains cross it in opposite directions (a
     /// bidirectional ring's, two trees'): each chain's offset per hop is a
     /// whole `⌈hop_in_pieces⌉` piece times, and a cycle through both
-    /// members' in-order steps holds the two offsets plus the credits'
+    /// participants' in-order steps holds the two offsets plus the credits'
     /// return in the slots of both queues: 2δ + 2·L·B/x ≤ 2k with
     /// δ = ⌈hop_in_pieces(x)⌉ (docs/model.md §Pipelining). None when no
     /// piece size fits (fewer than 3 slots); 0 for an ideal link.
@@ -156,7 +156,7 @@ impl PieceLimits {
     }
 
     /// How many piece transfers of `piece_bytes` one chain hop lasts (at
-    /// least 1): piece i reaches the member `d` hops down a chain about
+    /// least 1): piece i reaches the participant `d` hops down a chain about
     /// `d ×` this after the head sends it: the link's transfer and latency,
     /// a NoC hop's latency and the piece's NoC crossings at both ends.
     pub fn hop_in_pieces(&self, piece_bytes: u64) -> f64 {
@@ -171,7 +171,7 @@ impl PieceLimits {
 
 impl Chunks {
     /// Pieces to cut a transfer of `elems` f16 into when it crosses `stages`
-    /// store-and-forward stages one after another (a chain of n members:
+    /// store-and-forward stages one after another (a chain of n participants:
     /// n − 1; one ring step: 1). `auto` takes the more of one piece per slot
     /// and, for a chain, [`AUTO_PIECES_PER_STAGE`] per stage; then keeps
     /// pieces at least `limits.min_bytes` and at most [`AUTO_MAX_PIECES`]
@@ -300,7 +300,8 @@ pub struct EntrySpec {
     /// Which PEs of a rank's SIP take part (`leader_only`, `all_pes`).
     pub mapper: Option<String>,
     /// The shard layout a collective's tensor must have (`cube_leaders`,
-    /// `single_shard_per_rank`, `multi_pe_sip_local`; default: the mapper's own).
+    /// `single_shard_per_rank`, `multi_pe_sip_local`; default: the mapper's
+    /// own).
     pub validator: Option<String>,
 }
 
@@ -486,14 +487,14 @@ impl CclConfig {
                     err(
                         format!("{path}.algorithm"),
                         "no algorithm given".into(),
-                        algorithms::names().join(", "),
+                        algorithms::allowed(),
                     )
                 })?;
             if algorithm != AUTO && algorithms::find(&algorithm).is_err() {
                 return Err(err(
                     format!("{path}.algorithm"),
                     format!("unknown algorithm '{algorithm}'"),
-                    format!("{}, or {AUTO}", algorithms::names().join(", ")),
+                    format!("{}, or {AUTO}", algorithms::allowed()),
                 ));
             }
             let missing = |field: &str| {
@@ -503,7 +504,8 @@ impl CclConfig {
                     "set it in defaults".into(),
                 )
             };
-            // Numeric fields are filled below through the range-checking setter.
+            // Numeric fields are filled below through the range-checking
+            // setter.
             let mut cfg = AlgoConfig {
                 name: name.into(),
                 algorithm,

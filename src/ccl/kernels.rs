@@ -156,7 +156,8 @@ impl Buffer {
         }
     }
 
-    /// Receives atom `a` on `from`, combines it in, forwards the result on `to`.
+    /// Receives atom `a` on `from`, combines it in, forwards the result on
+    /// `to`.
     pub fn recv_combine(
         &mut self,
         tl: &mut Tl,
@@ -229,7 +230,7 @@ pub fn grid_cycle(w: u32, h: u32) -> Vec<u32> {
     }
 }
 
-/// A ring of `n` members; this one is at `me` (a per-PE parameter); it
+/// A ring of `n` participants; this one is at `me` (a per-PE parameter); it
 /// sends on `next` and receives on `prev`.
 #[derive(Debug, Clone, Copy)]
 pub struct Ring {
@@ -240,7 +241,7 @@ pub struct Ring {
 }
 
 impl Ring {
-    /// The same members walked the other way round.
+    /// The same participants walked the other way round.
     pub fn reversed(self) -> Ring {
         Ring {
             n: self.n,
@@ -250,7 +251,7 @@ impl Ring {
         }
     }
 
-    /// This member's position on the PE being traced.
+    /// This participant's position on the PE being traced.
     pub fn position(&self) -> usize {
         Index::At(self.me)
             .value(self.n)
@@ -282,13 +283,14 @@ impl RingJob {
         b
     }
 
-    /// The ring block this member holds reduced after [`reduce_scatter`].
+    /// The ring block this participant holds reduced after [`reduce_scatter`].
     pub fn owned(&self) -> Sym {
         self.ring.me + 1usize
     }
 
-    /// The ring block this member reduces at step `s` of [`reduce_scatter`]
-    /// (and receives at step `s` of an [`all_gather`] from `own`): `own − s − 1`.
+    /// The ring block this participant reduces at step `s` of
+    /// [`reduce_scatter`] (and receives at step `s` of an [`all_gather`] from
+    /// `own`): `own − s − 1`.
     fn at_step(&self, own: Sym, s: Sym) -> Sym {
         own - s + (self.ring.n - 1)
     }
@@ -322,11 +324,11 @@ fn loop_steps(rings: &[&RingJob]) -> Option<usize> {
 }
 
 /// Ring reduce-scatter (n − 1 steps) of several rings at once. Within a step
-/// the rings advance atom by atom in turn, and a member forwards an atom as
-/// soon as it is reduced, so rings in both directions stream together and
-/// consecutive atoms pipeline with few slots. Blocks are loaded one step
-/// before they are needed, so HBM streams while the ring runs. Afterwards
-/// member `me` of each job holds block `(me + 1) mod n` reduced.
+/// the rings advance atom by atom in turn, and a participant forwards an atom
+/// as soon as it is reduced, so rings in both directions stream together and
+/// consecutive atoms pipeline with few slots. Blocks are loaded one step before
+/// they are needed, so HBM streams while the ring runs. Afterwards participant
+/// `me` of each job holds block `(me + 1) mod n` reduced.
 ///
 /// When the blocks all come from memory, the steps before the last are one
 /// loop whose carried tiles are the block loaded for the next step.
@@ -407,7 +409,7 @@ pub fn reduce_scatter(tl: &mut Tl, op: ReduceOp, buf: &mut Buffer, jobs: &[RingJ
 /// kernel reads the received tiles from registers afterwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Keep {
-    /// The block this member starts with.
+    /// The block this participant starts with.
     pub own: bool,
     /// Blocks as they arrive.
     pub received: bool,
@@ -416,7 +418,7 @@ pub struct Keep {
     pub reuse: bool,
 }
 
-/// Ring all-gather (n − 1 steps): member `me` of job `i` starts with block
+/// Ring all-gather (n − 1 steps): participant `me` of job `i` starts with block
 /// `own[i]` and ends with all blocks; rings advance atom by atom in turn.
 /// `keep` says which atoms to store as soon as they are final, so stores
 /// overlap the rest of the ring.
@@ -492,10 +494,10 @@ pub fn all_gather(tl: &mut Tl, buf: &mut Buffer, jobs: &[RingJob], own: &[Sym], 
     }
 }
 
-/// One pipelined chain through this member: the part of the buffer under
+/// One pipelined chain through this participant: the part of the buffer under
 /// `prefix`, cut into pieces and sent down the chain as a stream (piece 0
 /// first, or the last piece first when `reversed`), arriving on `from`
-/// (None: this member is the head) and leaving on `to` (None: the tail)
+/// (None: this participant is the head) and leaving on `to` (None: the tail)
 /// and, in a broadcast tree, on every one of `branches` too.
 #[derive(Debug, Clone)]
 pub struct Chain {
@@ -503,10 +505,10 @@ pub struct Chain {
     pub from: Option<QDir>,
     pub to: Option<QDir>,
     pub branches: Vec<QDir>,
-    /// When the stream's first piece reaches this member, in piece times
+    /// When the stream's first piece reaches this participant, in piece times
     /// after the head sends it (its distance from the head).
     pub offset: usize,
-    /// How many pieces of the stream reach this member (its first `take`):
+    /// How many pieces of the stream reach this participant (its first `take`):
     /// all of them, unless two chains carry the same part from opposite
     /// ends and meet.
     pub take: usize,
@@ -514,7 +516,7 @@ pub struct Chain {
     pub forward: usize,
     /// The stream runs from the part's last piece to its first.
     pub reversed: bool,
-    /// Whether a reduce takes this member's own piece in here (loaded and
+    /// Whether a reduce takes this participant's own piece in here (loaded and
     /// combined, or loaded and sent by the head). False only where a root
     /// that heads a chain gets the result back at its end: it stores what
     /// it receives. Broadcasts ignore it (the head loads).
@@ -522,7 +524,7 @@ pub struct Chain {
 }
 
 impl Chain {
-    /// A chain whose every piece, in order, passes through this member and
+    /// A chain whose every piece, in order, passes through this participant and
     /// on down the chain (a tail has nothing to pass on).
     pub fn whole(
         prefix: Vec<Index>,
@@ -544,18 +546,18 @@ impl Chain {
         }
     }
 
-    /// Whether this member handles a piece of the chain at step `t`.
+    /// Whether this participant handles a piece of the chain at step `t`.
     fn active(&self, t: usize) -> bool {
         (self.offset..self.offset + self.take).contains(&t)
     }
 
-    /// Whether the piece this member handles at step `t` goes on.
+    /// Whether the piece this participant handles at step `t` goes on.
     fn forwards(&self, t: usize) -> bool {
         t < self.offset + self.forward
     }
 
     /// The piece of the part at stream position `s` (s counts from 0 at
-    /// this member's offset).
+    /// this participant's offset).
     fn piece(&self, s: Sym, pieces: usize) -> Sym {
         if self.reversed { -s + (pieces - 1) } else { s }
     }
@@ -566,21 +568,21 @@ impl Chain {
 pub enum ChainKind {
     /// The head loads and sends; the others receive, forward and store.
     Broadcast,
-    /// Every member loads its piece; the others receive and combine it in
+    /// Every participant loads its piece; the others receive and combine it in
     /// before forwarding; the tail stores the result.
     Reduce(ReduceOp),
 }
 
 /// Runs `chains` (whose parts are cut into `pieces` each) through this
-/// member, piece by piece, in the order the pieces reach it (stream
+/// participant, piece by piece, in the order the pieces reach it (stream
 /// position s of a chain at its offset + s): a PE waits on one receive at
 /// a time, so a chain whose pieces come later must never hold back one
 /// whose pieces come sooner. Between the steps where a chain starts,
 /// stops forwarding or ends, every step does the same, and those steps run
 /// as loops.
 ///
-/// The pieces a member loads from its buffer (a broadcast head's, every
-/// reduce member's own) are loaded [`LOAD_AHEAD`] steps ahead, so a step
+/// The pieces a participant loads from its buffer (a broadcast head's, every
+/// reduce participant's own) are loaded [`LOAD_AHEAD`] steps ahead, so a step
 /// never waits for the memory's latency: loaded only when needed, a head
 /// sending from HBM is bound by one load latency per piece, not by its
 /// links.
@@ -615,7 +617,7 @@ pub fn run_chains(tl: &mut Tl, buf: &Buffer, kind: ChainKind, chains: &[Chain], 
     debug_assert!(end == start || ahead.iter().flatten().all(Option::is_none));
 }
 
-/// How many steps ahead [`run_chains`] loads a member's own pieces: two
+/// How many steps ahead [`run_chains`] loads a participant's own pieces: two
 /// cover an HBM load's latency plus both chains' loads at the port for
 /// pieces down to a few KiB (docs/model.md §Pipelining).
 pub const LOAD_AHEAD: usize = 2;
@@ -731,7 +733,7 @@ impl ChainRun<'_> {
 }
 
 impl ChainKind {
-    /// Whether a member loads its piece of `c` from its buffer.
+    /// Whether a participant loads its piece of `c` from its buffer.
     fn loads(self, c: &Chain) -> bool {
         match self {
             ChainKind::Broadcast => c.from.is_none(),
@@ -747,8 +749,8 @@ fn chain_part(buf: &Buffer, c: &Chain, piece: Sym) -> Part {
     buf.part(&Atom(digits))
 }
 
-/// One piece (`part`) of one chain at this member, passed on down the
-/// chain when `forwards`; `mine` is the piece loaded from this member's
+/// One piece (`part`) of one chain at this participant, passed on down the
+/// chain when `forwards`; `mine` is the piece loaded from this participant's
 /// buffer, when it loads one.
 fn run_piece(
     tl: &mut Tl,
@@ -873,7 +875,8 @@ mod tests {
         assert_eq!(b.part(&all[7]).digits.len(), 3);
     }
 
-    /// Every cube once; with an even side, consecutive cubes (cyclically) are mesh neighbours.
+    /// Every cube once; with an even side, consecutive cubes (cyclically) are
+    /// mesh neighbours.
     #[test]
     fn cube_ring_is_a_hamiltonian_cycle_when_a_side_is_even() {
         for (w, h) in [

@@ -1,8 +1,8 @@
-//! The collective library (ADR-0050 contract, ADR-0032 algorithm and
-//! bandwidth-optimal successors).
+//! The collective library: an algorithm contract, the centre-root hierarchical
+//! all-reduce and its bandwidth-optimal successors.
 //!
 //! Participants are the pe0 of every cube of every SIP (the per-cube
-//! data-parallel layout of ADR-0032 D2): participant `p = sip · cubes + cube`.
+//! data-parallel replica layout): participant `p = sip · cubes + cube`.
 //! Each holds a vector of `elems` f16 in its cube's HBM at offset 0; a
 //! collective works in place there (docs/model.md §Collectives gives the
 //! layout of each collective). An [`Algorithm`] declares what it supports,
@@ -140,8 +140,8 @@ impl ReduceOp {
 }
 
 /// The participants and their arrangement, as kernels see it: the first
-/// `pes` PEs (1: the cube leader, pe0) of every cube of `sips` SIPs, the
-/// group's members. Member `m` is physical SIP `first_sip + m · sip_stride`
+/// `pes` PEs (1: the cube leader, pe0) of every cube of `sips` SIPs. The
+/// group's SIP `m` is physical SIP `first_sip + m · sip_stride`
 /// (the whole machine: 0 and 1), so a group can be a tensor-parallel block
 /// of neighbours or a data-parallel set of every k-th SIP. Participant
 /// `p = (m · cubes + cube) · pes + pe`.
@@ -177,7 +177,7 @@ impl Group {
 
     /// Every participant's neighbour-table entries, `entries(p)` for
     /// participant p; none for a group of one (it exchanges nothing).
-    pub fn wire_each(&self, entries: impl Fn(usize) -> Vec<Entry>) -> Vec<(u32, Vec<Entry>)> {
+    pub fn wire_each(&self, entries: impl Fn(usize) -> Vec<Entry>) -> Tables {
         let n = self.size();
         (0..n)
             .filter(|_| n > 1)
@@ -185,7 +185,7 @@ impl Group {
             .collect()
     }
 
-    /// The group of the SIPs `sips` (in member order): the whole machine's
+    /// The group of the SIPs `sips` (in the group's order): the whole machine's
     /// group when they are all SIPs in order, else a logical ring over them.
     /// They must be evenly spaced (first, first + s, first + 2s, …), which
     /// covers tensor-parallel blocks and data-parallel strides.
@@ -232,13 +232,13 @@ impl Group {
         self.cubes.0 * self.cubes.1
     }
 
-    /// The physical SIP of member `m`.
+    /// The physical SIP of the group's SIP `m`.
     pub fn sip(&self, m: u32) -> u32 {
         self.first_sip + m * self.sip_stride
     }
 
-    /// The member index of physical SIP `sip` (which must be a member).
-    pub fn member(&self, sip: u32) -> u32 {
+    /// The index in the group of physical SIP `sip` (which must be in it).
+    pub fn sip_index(&self, sip: u32) -> u32 {
         (sip - self.first_sip) / self.sip_stride
     }
 
@@ -253,7 +253,7 @@ impl Group {
         }
     }
 
-    /// The same members with every PE of each cube taking part.
+    /// The same SIPs with every PE of each cube taking part.
     pub fn every_pe(self) -> Self {
         Self {
             pes: self.pes_per_cube,
@@ -280,10 +280,10 @@ impl Group {
 
     /// Participant of physical (sip, cube, pe).
     pub fn participant_at(&self, sip: u32, cube: u32, pe: u32) -> usize {
-        self.participant(self.member(sip), cube) + pe as usize
+        self.participant(self.sip_index(sip), cube) + pe as usize
     }
 
-    /// Participant of (member, cube), its cube's first.
+    /// Participant of (the group's SIP `sip`, cube), its cube's first.
     pub fn participant(&self, sip: u32, cube: u32) -> usize {
         ((sip * self.cubes_per_sip() + cube) * self.pes) as usize
     }
@@ -335,10 +335,10 @@ impl KernelArgs {
     }
 
     /// Piece times until piece 0 of a chain whose pieces hold `elems`
-    /// elements reaches the member `hops` hops from its head: a whole
+    /// elements reaches the participant `hops` hops from its head: a whole
     /// number of piece times per hop, rounded up (see
     /// [`PieceLimits::hop_in_pieces`]). Two chains that cross a link pair
-    /// in opposite directions form a cycle through both members' in-order
+    /// in opposite directions form a cycle through both participants' in-order
     /// steps, which needs their two offsets per hop to cover two hops:
     /// rounded down, one hop in two, they stall every step of the cycle.
     pub fn chain_offset(&self, elems: usize, hops: usize) -> usize {
@@ -414,7 +414,7 @@ pub struct KernelArgs {
     pub piece_limits: PieceLimits,
 }
 
-/// A collective algorithm (ADR-0050): what it supports, its wiring, its kernel.
+/// A collective algorithm: what it supports, its wiring, its kernel.
 pub trait Algorithm: Sync {
     /// Registry name, used as `algorithm:` in ccl.yaml.
     fn name(&self) -> &'static str;
@@ -430,8 +430,9 @@ pub trait Algorithm: Sync {
     /// Refuses a group the wiring cannot serve (a message naming the limit
     /// and the fix); checked before anything is installed.
     fn check_group(&self, g: &Group) -> Result<(), String>;
-    /// Neighbour tables to install (the SFR configuration), per global PE index.
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)>;
+    /// Neighbour tables to install (the SFR configuration), per global PE
+    /// index.
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables;
     /// The kernel every participant runs.
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs);
     /// What a run of collective `c` over `bytes` on `g` costs the
@@ -454,6 +455,7 @@ pub const ANY_TOPOLOGY: &[SipTopology] = &[
 pub enum CclError {
     #[error("algorithm '{algorithm}' does not support {what}; it supports {supported}")]
     Unsupported {
+        /// The algorithm as the config names it (an alias stays as written).
         algorithm: String,
         what: String,
         supported: String,
@@ -499,6 +501,13 @@ pub struct CollResult {
 /// An algorithm's wiring installed on a group of a machine: a view of the
 /// machine with its own queue scope, like an NCCL communicator. The machine
 /// stays the caller's; several communicators share it.
+///
+/// A *participant* is one PE taking part in the communicator's collectives
+/// (a cube's leader pe0, or every PE of the cube under `all_pes`), numbered
+/// `p` in [`Group`] order; each holds its own buffer and runs the kernel. It
+/// is not a rank: a rank of a process group (`crate::dist`) is a SIP that
+/// drives all of its SIP's participants (one PE only in the legacy rank =
+/// flat PE mode).
 #[derive(Clone)]
 pub struct Communicator {
     pub group: Group,
@@ -558,7 +567,7 @@ impl Communicator {
         let algorithm = algorithms::find(&config.algorithm)?;
         if group.pes > 1 && !algorithm.every_pe() {
             return Err(CclError::Unsupported {
-                algorithm: algorithm.name().into(),
+                algorithm: config.algorithm.clone(),
                 what: "every PE of a cube as a participant (mapper all_pes)".into(),
                 supported: "cube leaders only (mapper leader_only); ring and tree run on every PE"
                     .into(),
@@ -567,7 +576,7 @@ impl Communicator {
         let topo = group.topology;
         if !algorithm.topologies().contains(&topo) {
             return Err(CclError::Unsupported {
-                algorithm: algorithm.name().into(),
+                algorithm: config.algorithm.clone(),
                 what: format!("SIP topology {}", topo.name()),
                 supported: algorithm
                     .topologies()
@@ -578,7 +587,7 @@ impl Communicator {
             });
         }
         algorithm.check_group(&group).map_err(|e| {
-            CclError::Config(format!("{} ({}): {e}", config.name, algorithm.name()))
+            CclError::Config(format!("{} ({}): {e}", config.name, config.algorithm))
         })?;
         let q = config.queues();
         let scope = machine.open_scope(name);
@@ -688,7 +697,7 @@ impl Communicator {
         let algorithm = algorithms::find(&config.algorithm)?;
         if !algorithm.collectives().contains(&collective) {
             return Err(CclError::Unsupported {
-                algorithm: algorithm.name().into(),
+                algorithm: config.algorithm.clone(),
                 what: format!("the {collective} collective"),
                 supported: algorithm
                     .collectives()
@@ -826,7 +835,8 @@ impl Communicator {
         }
     }
 
-    /// Participant `p`'s buffer of a run whose buffers start at HBM offset `base`.
+    /// Participant `p`'s buffer of a run whose buffers start at HBM offset
+    /// `base`.
     fn hbm_at(&self, p: usize, job: &Job, base: u64) -> Location {
         let (sip, cube, pe) = self.group.coords(p);
         Location {
@@ -975,7 +985,8 @@ pub mod verify {
             .count() as u64
     }
 
-    /// Whether the buffer has a reference: an all-to-all needs `n` equal blocks.
+    /// Whether the buffer has a reference: an all-to-all needs `n` equal
+    /// blocks.
     fn shape_checks(job: &Job, n: usize, got: &[f16]) -> bool {
         job.collective != Collective::AllToAll
             || (n > 0 && job.elems.is_multiple_of(n) && got.len() == job.elems)

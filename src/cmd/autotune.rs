@@ -106,8 +106,10 @@ fn heterogeneous_rows(
     sys: &System,
     ccl: &CclConfig,
     tick: &OnSimulated,
-) -> Result<Vec<report::Row>> {
-    println!("# heterogeneous: seed 001's protocol on the simulated machine (not cached)");
+) -> Result<Vec<report::DecisionRow>> {
+    println!(
+        "# heterogeneous: the ranks' protocol with fallbacks on the simulated machine (not cached)"
+    );
     let mut rows = Vec::new();
     for b in report::buckets(&a.sizes) {
         let bucket = report::heterogeneous(sys, ccl, a.collective, &[b]);
@@ -123,7 +125,7 @@ fn homogeneous_rows(
     sys: &System,
     tuner: Tuner,
     tick: OnSimulated,
-) -> Result<Vec<report::Row>> {
+) -> Result<Vec<report::DecisionRow>> {
     let mut tuner = tuner.with_cache(&a.cache, a.retune).with_progress(tick);
     let mut rows = Vec::new();
     for b in report::buckets(&a.sizes) {

@@ -1,7 +1,7 @@
-//! The epoch barrier of collective calls (ADR-0024 D7): every call of a
-//! group's members joins the earliest epoch not yet complete; a member joins
-//! an epoch at most once; the epoch completes when every member has joined,
-//! and only if they all made the same call.
+//! The epoch barrier of collective calls, so ranks match calls in order: every
+//! call of a group's members joins the earliest epoch not yet complete; a
+//! member joins an epoch at most once; the epoch completes when every member
+//! has joined, and only if they all made the same call.
 
 use std::collections::BTreeMap;
 use std::fmt;

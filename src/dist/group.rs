@@ -1,5 +1,5 @@
-//! The process group (ADR-0024 D1, D2): one machine, one rank per SIP, the
-//! default communicator over every rank and subgroups over some of them,
+//! The process group, as in torch.distributed: one machine, one rank per SIP,
+//! the default communicator over every rank and subgroups over some of them,
 //! each with its own queue scope and its own epoch barrier.
 
 use super::DistError;
@@ -81,15 +81,16 @@ pub struct ProcessGroup {
 /// What a rank is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RankUnit {
-    /// One rank per SIP (ADR-0024).
+    /// One rank per SIP: a SIP is the unit a host process drives.
     Sip,
-    /// The legacy mode of ADR-0050 D7: one rank per PE, rank = flat PE index.
+    /// The legacy mode, kept for PE-level collectives: one rank per PE,
+    /// rank = flat PE index.
     Pe,
 }
 
-/// Resolves the world size (ADR-0024 D1): the entry's `world_size`, else
-/// the defaults' (an entry inherits it), else one rank per SIP. A world size
-/// equal to the number of PEs selects the legacy rank = flat PE mode.
+/// Resolves the world size (the number of ranks): the entry's `world_size`,
+/// else the defaults' (an entry inherits it), else one rank per SIP. A world
+/// size equal to the number of PEs selects the legacy rank = flat PE mode.
 pub fn world_size(sys: &System, config: &AlgoConfig) -> Result<(u32, RankUnit), DistError> {
     let sips = sys.spec.system.sips.count;
     let pes = u64::from(sips) * u64::from(sys.cubes_per_sip()) * u64::from(sys.pes_per_cube());
@@ -101,7 +102,7 @@ pub fn world_size(sys: &System, config: &AlgoConfig) -> Result<(u32, RankUnit), 
         return Ok((n, RankUnit::Pe));
     }
     Err(DistError::Config(format!(
-        "world_size {n} (ccl entry '{}') fits neither {} (system.sips.count = {sips}, one rank per SIP) nor its {pes} PEs (the rank = flat PE mode of ADR-0050 D7); allowed: 1 to {sips}, or exactly {pes}",
+        "world_size {n} (ccl entry '{}') fits neither {} (system.sips.count = {sips}, one rank per SIP) nor its {pes} PEs (the legacy rank = flat PE mode); allowed: 1 to {sips}, or exactly {pes}",
         config.name, sys.origin
     )))
 }

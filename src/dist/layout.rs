@@ -1,4 +1,4 @@
-//! Mappers and validators (ADR-0024 D5, D8), chosen by name in ccl.yaml.
+//! Mappers and validators, chosen by name in ccl.yaml.
 //!
 //! A *mapper* says which PEs of a rank's SIP take part in its collectives; a
 //! *validator* checks that a tensor handed to a collective has the shard
@@ -15,7 +15,7 @@ pub type Mapper = fn(cubes: u32, pes: u32) -> Vec<(u32, u32)>;
 pub type Validator = fn(t: &Tensor, cubes: u32, pes: u32) -> Result<(), String>;
 
 /// Each cube's leader PE (pe0): the participants of every algorithm of the
-/// collective library (ADR-0032 D2 wires every cube's pe0 of every SIP).
+/// collective library, whose algorithms wire every cube's pe0 of every SIP.
 fn leader_only(cubes: u32, _pes: u32) -> Vec<(u32, u32)> {
     (0..cubes).map(|c| (c, 0)).collect()
 }
@@ -79,7 +79,8 @@ fn expect_layout(t: &Tensor, want: &[(u32, u32)], what: &str) -> Result<(), Stri
     Ok(())
 }
 
-/// One shard per cube, on its leader PE (ADR-0032's layout).
+/// One shard per cube, on its leader PE (the per-cube replica layout the
+/// collective library works in).
 fn cube_leaders(t: &Tensor, cubes: u32, pes: u32) -> Result<(), String> {
     expect_layout(t, &leader_only(cubes, pes), "validator cube_leaders")
 }

@@ -1,5 +1,5 @@
 //! The host runtime: a process group of ranks (rank = SIP) sharing one
-//! simulated machine, read like torch.distributed (ADR-0024).
+//! simulated machine, read like torch.distributed.
 //!
 //! ```
 //! use kernbench::ccl::{CclConfig, ReduceOp};

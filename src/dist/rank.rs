@@ -326,8 +326,8 @@ impl<'p> Rank<'_, 'p> {
         r
     }
 
-    /// A collective over `group` on tensor `t` (ADR-0024 D7): joins the
-    /// group's next epoch and returns once every member has joined and the
+    /// A collective over `group` on tensor `t`, like torch.distributed's: joins
+    /// the group's next epoch and returns once every member has joined and the
     /// collective has run; the result's time is the collective's own.
     pub fn collective(
         &mut self,

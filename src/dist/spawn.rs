@@ -1,4 +1,4 @@
-//! `spawn` (ADR-0024 D12, D13): one worker thread per rank, run one at a
+//! `spawn`: one worker thread per rank, run one at a
 //! time by a cooperative scheduler, so a program gives the same clock and
 //! the same data whatever the OS does.
 //!

@@ -1,8 +1,7 @@
-//! Tensors of a rank and how they lie across its SIP (ADR-0024 D8, D11;
-//! ADR-0026): a [`DPPolicy`] splits a row-major f16 matrix over cubes, then
-//! each cube's part over PEs; every piece is a [`Shard`] with structural
-//! coordinates (sip, cube, pe) and its place in the tensor, stored
-//! contiguously in its cube's memory.
+//! Tensors of a rank and how they lie across its SIP: a [`DPPolicy`] splits a
+//! row-major f16 matrix over cubes, then each cube's part over PEs; every piece
+//! is a [`Shard`] with structural coordinates (sip, cube, pe) and its place in
+//! the tensor, stored contiguously in its cube's memory.
 
 use kernbench_systems::program::Space;
 use serde::{Deserialize, Serialize};
@@ -36,9 +35,9 @@ pub struct DPPolicy {
 }
 
 impl DPPolicy {
-    /// One row block per cube, held by its leader PE: ADR-0032's layout, the
-    /// layout of the `leader_only` mapper (a tensor of shape (cubes, n) gives
-    /// each cube leader a vector of n).
+    /// One row block per cube, held by its leader PE: the per-cube replica
+    /// layout, the layout of the `leader_only` mapper (a tensor of shape
+    /// (cubes, n) gives each cube leader a vector of n).
     pub fn cube_rows(num_cubes: u32) -> Self {
         Self {
             cube: Split::RowWise,

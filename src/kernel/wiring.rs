@@ -5,7 +5,7 @@
 //! allocates every slot area in its buffer memory (`base` is 0 until then).
 
 use crate::topology::address::Space;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::{Entry, Tables};
 use kernbench_systems::program::QDir;
 
 /// Receive-buffer settings of a queue.
@@ -35,7 +35,7 @@ impl QueueConfig {
 /// A bidirectional ring over `pes` (global PE indices): `fwd` leads to the
 /// next PE, `fwd.opposite()` to the previous one. Needs at least 2 PEs; with
 /// 2, both directions lead to the same peer and stay distinct queues.
-pub fn ring(pes: &[u32], fwd: QDir, q: QueueConfig) -> Result<Vec<(u32, Vec<Entry>)>, String> {
+pub fn ring(pes: &[u32], fwd: QDir, q: QueueConfig) -> Result<Tables, String> {
     let n = pes.len();
     if n < 2 {
         return Err(format!("a ring needs at least 2 PEs, got {n}"));

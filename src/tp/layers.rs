@@ -1,5 +1,5 @@
-//! Megatron's parallel layers (ADR-0027 D3, D4) and VocabParallelEmbedding,
-//! forward only, on the GEMM of `crate::gemm`.
+//! Megatron's parallel layers (column and row parallel) and
+//! VocabParallelEmbedding, forward only, on the GEMM of `crate::gemm`.
 //!
 //! Inside a rank the layers go one level further than Megatron: the cubes
 //! of its SIP split the local weight again, so the row-parallel GEMM is
@@ -123,7 +123,7 @@ fn fill(ctx: &mut Rank, t: &Tensor, data: Option<Vec<f32>>) -> Result<(), DistEr
     }
 }
 
-/// Y = X · W (+ b) with W's columns split over the TP ranks (ADR-0027 D3):
+/// Y = X · W (+ b) with W's columns split over the TP ranks, as Megatron's:
 /// X replicated on every rank, Y column-sharded, no communication.
 pub struct ColumnParallelLinear {
     pub in_features: usize,
@@ -204,7 +204,7 @@ impl ColumnParallelLinear {
 }
 
 /// Z = all_reduce(X_r · W_r) (+ b) with W's rows split over the TP ranks
-/// (ADR-0027 D4): X column-sharded as ColumnParallelLinear leaves it, Z
+/// (Megatron's): X column-sharded as ColumnParallelLinear leaves it, Z
 /// replicated on every rank.
 pub struct RowParallelLinear {
     pub in_features: usize,

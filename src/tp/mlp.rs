@@ -1,7 +1,7 @@
-//! The seed's 2-layer TP MLP (ADR-0027 D6): ColumnParallelLinear then
-//! RowParallelLinear on seeded weights, checked against a single-device f32
-//! reference with a first-order f16 error bound, with each rank's time
-//! broken down. `kernbench tp-mlp` prints it.
+//! A 2-layer TP MLP, the smallest model that uses both layers:
+//! ColumnParallelLinear then RowParallelLinear on seeded weights, checked
+//! against a single-device f32 reference with a first-order f16 error bound,
+//! with each rank's time broken down. `kernbench tp-mlp` prints it.
 
 use super::{
     BiasPolicy, Breakdown, ColumnParallelLinear, RowParallelLinear, Timeline,
@@ -63,7 +63,8 @@ impl MlpShape {
 }
 
 impl Default for MlpShape {
-    /// The seed's: B = 1, 512 → 2048 → 512.
+    /// A small default: B = 1, 512 → 2048 → 512 (hidden = 4 × input, as in a
+    /// transformer block).
     fn default() -> Self {
         MlpShape {
             batch: 1,

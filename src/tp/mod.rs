@@ -1,7 +1,7 @@
-//! Megatron-style tensor parallelism (ADR-0027), forward only: TP groups
+//! Megatron-style tensor parallelism, forward only: TP groups
 //! over the ranks (`state`), the parallel layers (`layers`) and their
 //! kernels (`kernels`), the region primitives below, the time breakdown of
-//! a rank (`timeline`), the seed's 2-layer MLP checked against an f32
+//! a rank (`timeline`), a 2-layer MLP checked against an f32
 //! reference (`mlp`) and a transformer block for scaling studies (`block`,
 //! `study`: `kernbench sweep --plan tp`).
 //!

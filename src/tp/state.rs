@@ -1,5 +1,5 @@
-//! `parallel_state` (ADR-0027 D2): tensor-parallel groups over the ranks of
-//! a process group, so TP may be smaller than the world (DP × TP).
+//! `parallel_state`, named after Megatron's: tensor-parallel groups over the
+//! ranks of a process group, so TP may be smaller than the world (DP × TP).
 
 use crate::dist::{DistError, GroupId, ProcessGroup, WORLD};
 

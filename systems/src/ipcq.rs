@@ -22,6 +22,10 @@ use half::f16;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
+/// The neighbour tables of one queue scope (one communicator), as installed:
+/// (global PE index, that PE's entries), one pair per wired PE.
+pub type Tables = Vec<(u32, Vec<Entry>)>;
+
 /// One neighbour-table entry of a PE: where direction `dir` leads and the
 /// receive buffer of this PE's queue for `dir`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

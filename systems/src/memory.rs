@@ -74,10 +74,10 @@ impl MemPorts {
     }
 }
 
-/// Functional-mode memory contents (ADR-0052): tensors of f16 keyed by the
-/// location of their first element. A read may address any sub-range of one
-/// stored tensor; a write patches a tensor that contains it or replaces the
-/// tensors it covers.
+/// Functional-mode memory contents (data is only kept when a run checks
+/// values): tensors of f16 keyed by the location of their first element. A read
+/// may address any sub-range of one stored tensor; a write patches a tensor
+/// that contains it or replaces the tensors it covers.
 #[derive(Resource, Debug, Default)]
 pub struct MemoryStore {
     tensors: BTreeMap<MemLoc, Vec<f16>>,

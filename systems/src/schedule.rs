@@ -4,7 +4,7 @@
 use crate::RunErrors;
 use crate::exec::{self, PeExec, PeState};
 use crate::hierarchy::Hardware;
-use crate::ipcq::{self, DmaCalendar, Entry};
+use crate::ipcq::{self, DmaCalendar, Tables};
 use crate::memory::MemoryPlugin;
 use crate::network::{
     self, Inbox, LinkTable, NetCalendar, NetCounters, Outbox, Purpose, RouteSource, Routes,
@@ -300,7 +300,7 @@ impl Engine {
     /// Sends the neighbour tables of communicator `scope` from the host
     /// (global PE index, entries), leaving at `at` or now if later; they
     /// apply when their messages arrive during a later run.
-    pub fn install(&mut self, scope: ipcq::Scope, tables: Vec<(u32, Vec<Entry>)>, at: Tick) {
+    pub fn install(&mut self, scope: ipcq::Scope, tables: Tables, at: Tick) {
         exec::send_installs(&mut self.world, scope, tables, at);
     }
 

@@ -1,4 +1,4 @@
-//! What a run did, for traces: one record per issued op (ADR-0052), one span
+//! What a run did, for traces: one record per issued op, one span
 //! per packet on a link, one arrival per message, handed to a [`TraceSink`]
 //! as they complete. Nothing is kept for the whole run: a PE's records wait
 //! only until every earlier op of that PE has finished, so a sink sees each

@@ -1,6 +1,6 @@
 //! Collective autotuning: the pick is the fastest candidate, decisions come
 //! back from the cache without simulating, bad caches are rebuilt, and the
-//! heterogeneous protocol of seed 001 agrees on one config, times it as the
+//! heterogeneous protocol agrees on one config, times it as the
 //! MAX over the ranks that have it, and runs fallbacks correctly.
 
 use crate::common;

@@ -565,7 +565,7 @@ fn hier_lanes_on_uneven_groups() {
     assert_eq!(runs, 3 * 15 * 3 * 2);
 }
 
-/// ADR-0032 against the every-lane hierarchical all-reduce on a 16-SIP 4×4
+/// hier_root (entry adr0032) against the every-lane hierarchical all-reduce on a 16-SIP 4×4
 /// torus of 4×4-cube SIPs at 64 MiB per participant (timing only).
 #[test]
 fn every_lane_beats_adr0032_by_8x_and_reaches_70_percent_of_bound() {

@@ -1029,6 +1029,11 @@ fn list_shows_presets_plans_and_what_each_algorithm_supports() {
         entry("adr0032_pipelined"),
         "adr0032_pipelined adr0032 all_reduce ring_1d, torus_2d, mesh_2d_no_wrap"
     );
+    // An entry that names its algorithm by an alias shows the registered name.
+    assert!(
+        out.contains("hier_root (alias adr0032): centre-root row/column reduce"),
+        "{out}"
+    );
     assert!(
         entry("auto")
             .starts_with("auto chosen per size among the ccl config's autotune candidates"),

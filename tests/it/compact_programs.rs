@@ -102,7 +102,7 @@ fn a_ring_program_has_the_same_length_on_16_and_1024_participants_and_is_shared(
 
 #[test]
 fn adr0032_and_hier_lanes_share_programs_by_role() {
-    // ADR-0032 on a ring of 1x1-cube SIPs: every SIP is a root cube, one role.
+    // hier_root (entry adr0032) on a ring of 1x1-cube SIPs: every SIP is a root cube, one role.
     let small = distinct(&programs(
         &lean_ring(16),
         "adr0032",

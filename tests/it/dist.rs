@@ -1,4 +1,4 @@
-//! The host runtime (ADR-0024 T1-T5 in Rust form): ranks, spawn, tensors,
+//! The host runtime, torch.distributed in Rust form: ranks, spawn, tensors,
 //! collectives through the process group, overlap, failures, determinism.
 
 use crate::common;
@@ -446,8 +446,8 @@ fn results_do_not_depend_on_the_order_workers_take_turns() {
     assert_eq!(a, run(TurnOrder::Descending));
 }
 
-/// The all_pes layout (every PE of every cube holds a shard; ADR-0032's
-/// stated gap): ring and tree reduce over every PE, element by element.
+/// The all_pes layout (every PE of every cube holds a shard; the gap
+/// the leader-only layout leaves): ring and tree reduce over every PE, element by element.
 #[test]
 fn every_pe_layout_all_reduces_element_by_element() {
     let sys = sips(2, 2, 1);
@@ -498,7 +498,7 @@ fn every_pe_layout_all_reduces_element_by_element() {
     );
 }
 
-/// The install plans of the two mappers (ADR-0024 T2): which PEs the ring's
+/// The install plans of the two mappers: which PEs the ring's
 /// wiring reaches, and that each gets one queue pair per ring direction.
 #[test]
 fn install_plans_cover_the_leaders_or_every_pe() {
@@ -524,7 +524,7 @@ fn install_plans_cover_the_leaders_or_every_pe() {
     assert!(algorithms::find("nearest").is_err());
 }
 
-/// The legacy rank = flat PE mode (ADR-0050 D7): world_size = the PE count
+/// The legacy rank = flat PE mode: world_size = the PE count
 /// gives one rank per PE, each with a one-shard tensor in its TCM.
 #[test]
 fn world_size_of_every_pe_gives_one_rank_per_pe() {

@@ -37,7 +37,7 @@ fn entry_of<'a>(algorithm: &str, configs: &'a [CclConfig]) -> &'a AlgoConfig {
     configs
         .iter()
         .flat_map(|c| &c.entries)
-        .find(|e| e.algorithm == algorithm)
+        .find(|e| algorithms::canonical(&e.algorithm) == algorithm)
         .unwrap_or_else(|| {
             panic!(
                 "algorithm '{algorithm}' has no entry in configs/ccl.yaml or {TEST_CCL}: add one"
@@ -101,4 +101,44 @@ fn every_registered_algorithm_runs_every_collective_it_claims() {
     let names: BTreeSet<&str> = ran.iter().map(|r| r.0).collect();
     assert!(names.contains("star"), "the test-only star did not run");
     assert_eq!(names.len(), algorithms::registered().count());
+}
+
+/// The collective algorithm first named `adr0032` is registered as
+/// `hier_root`; the old name stays an alias the registry resolves, so a
+/// ccl entry may use either and runs the same algorithm to the same tick.
+#[test]
+fn adr0032_is_an_alias_of_hier_root() {
+    assert_eq!(algorithms::find("hier_root").unwrap().name(), "hier_root");
+    assert_eq!(algorithms::find("adr0032").unwrap().name(), "hier_root");
+    assert_eq!(algorithms::canonical("adr0032"), "hier_root");
+    assert_eq!(algorithms::canonical("ring"), "ring");
+    assert!(algorithms::names().contains(&"hier_root"));
+    assert!(!algorithms::names().contains(&"adr0032"));
+    let ccl = CclConfig::from_yaml(
+        "defaults: { algorithm: ring, buffer_kind: tcm, n_slots: 4, slot_size: 65536, chunks: 1 }\n\
+         algorithms:\n  new_name: { algorithm: hier_root }\n  old_name: { algorithm: adr0032 }\n",
+        "alias.yaml",
+    )
+    .unwrap();
+    let sys = small(SipTopology::Ring1d);
+    let ticks = |entry: &str| {
+        let config = ccl.entry(entry).unwrap();
+        let (mut m, c) = common::communicator(&sys, config, DataMode::Functional).unwrap();
+        let job = Job {
+            collective: Collective::AllReduce,
+            op: ReduceOp::Sum,
+            elems: 131,
+        };
+        let r = c.run(&mut m, job).unwrap();
+        assert_eq!(r.verified, Some(true), "{entry}");
+        r.ticks
+    };
+    assert_eq!(ticks("new_name"), ticks("old_name"));
+    // A typo of the old name is pointed at it, and the allowed list shows both.
+    let err = algorithms::find("adr0023").err().unwrap().to_string();
+    assert!(err.contains("did you mean 'adr0032'?"), "{err}");
+    assert!(
+        err.contains("registered: hier_root (alias adr0032), ring,"),
+        "{err}"
+    );
 }

@@ -1,4 +1,4 @@
-//! SIP kinds: a heterogeneous system (seed 001) gives some SIPs other PE,
+//! SIP kinds: a heterogeneous system gives some SIPs other PE,
 //! memory and link parameters, and a capability set naming the ccl.yaml
 //! configs that kind can run.
 //!

@@ -1,4 +1,4 @@
-//! Address resolution (ADR-0051): a 64-bit global address names a memory
+//! Address resolution: a 64-bit global address names a memory
 //! space, the SIP, cube and PE that own it, and an offset. Field widths are
 //! the fewest bits that hold the system's largest index and memory size.
 //!

@@ -1,5 +1,5 @@
-//! Graphviz views (ADR-0053 view projections): the SIP-level network and one
-//! cube's NoC.
+//! Graphviz views, projections of the compiled topology: the SIP-level network
+//! and one cube's NoC.
 
 use super::{Dir, Node, Topology};
 use std::fmt::Write;

@@ -1,5 +1,5 @@
-//! Topology compile (ADR-0053): system spec → named nodes, directed links of
-//! four edge kinds, coordinate routing (ADR-0051) and address resolution.
+//! Topology compile: system spec → named nodes, directed links of four edge
+//! kinds, coordinate routing and address resolution.
 //!
 //! Nodes are never stored one by one: a node's dense id is arithmetic on its
 //! (sip, cube, slot) coordinates, so a 4096-SIP system costs only its links.
@@ -63,7 +63,7 @@ pub struct Topology {
 
 /// Local slot offsets inside a cube's block of node ids.
 #[derive(Debug, Clone, Copy)]
-enum Slot {
+enum CubeSlot {
     Router(u32),
     Pe(u32),
     MCpu,
@@ -76,17 +76,19 @@ enum Slot {
 /// Floorplan position (fraction of the cube's width/height) of the endpoints
 /// that are not PEs. HBM and SRAM sit in the centre, the M_CPU at the north
 /// edge, ports at the edge midpoints of their side.
-fn floorplan(slot: Slot) -> (f64, f64) {
+fn floorplan(slot: CubeSlot) -> (f64, f64) {
     match slot {
-        Slot::MCpu => (0.5, 0.0),
-        Slot::Sram | Slot::Hbm => (0.5, 0.5),
-        Slot::Ucie(d) | Slot::XSip(d) => match d {
+        CubeSlot::MCpu => (0.5, 0.0),
+        CubeSlot::Sram | CubeSlot::Hbm => (0.5, 0.5),
+        CubeSlot::Ucie(d) | CubeSlot::XSip(d) => match d {
             Dir::N => (0.5, 0.0),
             Dir::E => (1.0, 0.5),
             Dir::S => (0.5, 1.0),
             Dir::W => (0.0, 0.5),
         },
-        Slot::Router(_) | Slot::Pe(_) => unreachable!("routers and PEs are placed by index"),
+        CubeSlot::Router(_) | CubeSlot::Pe(_) => {
+            unreachable!("routers and PEs are placed by index")
+        }
     }
 }
 
@@ -154,41 +156,41 @@ impl Topology {
         1 + self.sips * self.nodes_per_sip
     }
 
-    fn slot(&self, i: u32) -> Slot {
+    fn slot(&self, i: u32) -> CubeSlot {
         let r = self.routers_per_cube();
         let p = self.pes_per_cube;
         match i {
-            i if i < r => Slot::Router(i),
-            i if i < r + p => Slot::Pe(i - r),
-            i if i == r + p => Slot::MCpu,
-            i if i == r + p + 1 => Slot::Sram,
-            i if i == r + p + 2 => Slot::Hbm,
-            i if i < r + p + 7 => Slot::Ucie(Dir::ALL[(i - r - p - 3) as usize]),
-            i => Slot::XSip(Dir::ALL[(i - r - p - 7) as usize]),
+            i if i < r => CubeSlot::Router(i),
+            i if i < r + p => CubeSlot::Pe(i - r),
+            i if i == r + p => CubeSlot::MCpu,
+            i if i == r + p + 1 => CubeSlot::Sram,
+            i if i == r + p + 2 => CubeSlot::Hbm,
+            i if i < r + p + 7 => CubeSlot::Ucie(Dir::ALL[(i - r - p - 3) as usize]),
+            i => CubeSlot::XSip(Dir::ALL[(i - r - p - 7) as usize]),
         }
     }
 
-    fn slot_index(&self, slot: Slot) -> u32 {
+    fn slot_index(&self, slot: CubeSlot) -> u32 {
         let r = self.routers_per_cube();
         let p = self.pes_per_cube;
         match slot {
-            Slot::Router(i) => i,
-            Slot::Pe(i) => r + i,
-            Slot::MCpu => r + p,
-            Slot::Sram => r + p + 1,
-            Slot::Hbm => r + p + 2,
-            Slot::Ucie(d) => r + p + 3 + d.index(),
-            Slot::XSip(d) => r + p + 7 + d.index(),
+            CubeSlot::Router(i) => i,
+            CubeSlot::Pe(i) => r + i,
+            CubeSlot::MCpu => r + p,
+            CubeSlot::Sram => r + p + 1,
+            CubeSlot::Hbm => r + p + 2,
+            CubeSlot::Ucie(d) => r + p + 3 + d.index(),
+            CubeSlot::XSip(d) => r + p + 7 + d.index(),
         }
     }
 
     /// The router (index y·w + x) a slot attaches to: PEs to their corner's
     /// router, other endpoints to the router nearest their floorplan position.
-    fn attach_router(&self, slot: Slot) -> u32 {
+    fn attach_router(&self, slot: CubeSlot) -> u32 {
         let (w, h) = self.noc;
         match slot {
-            Slot::Router(i) => i,
-            Slot::Pe(p) => {
+            CubeSlot::Router(i) => i,
+            CubeSlot::Pe(p) => {
                 let corner = p / self.pe_per_corner;
                 let x = if corner % 2 == 1 { w - 1 } else { 0 };
                 let y = if corner >= 2 { h - 1 } else { 0 };
@@ -206,13 +208,13 @@ impl Topology {
         let (sip, cube, slot) = match n {
             Node::Host => return 0,
             Node::SipIo { sip } => return 1 + sip * self.nodes_per_sip,
-            Node::Router { sip, cube, x, y } => (sip, cube, Slot::Router(y * self.noc.0 + x)),
-            Node::Pe { sip, cube, pe } => (sip, cube, Slot::Pe(pe)),
-            Node::MCpu { sip, cube } => (sip, cube, Slot::MCpu),
-            Node::Sram { sip, cube } => (sip, cube, Slot::Sram),
-            Node::Hbm { sip, cube } => (sip, cube, Slot::Hbm),
-            Node::Ucie { sip, cube, dir } => (sip, cube, Slot::Ucie(dir)),
-            Node::XSip { sip, cube, dir } => (sip, cube, Slot::XSip(dir)),
+            Node::Router { sip, cube, x, y } => (sip, cube, CubeSlot::Router(y * self.noc.0 + x)),
+            Node::Pe { sip, cube, pe } => (sip, cube, CubeSlot::Pe(pe)),
+            Node::MCpu { sip, cube } => (sip, cube, CubeSlot::MCpu),
+            Node::Sram { sip, cube } => (sip, cube, CubeSlot::Sram),
+            Node::Hbm { sip, cube } => (sip, cube, CubeSlot::Hbm),
+            Node::Ucie { sip, cube, dir } => (sip, cube, CubeSlot::Ucie(dir)),
+            Node::XSip { sip, cube, dir } => (sip, cube, CubeSlot::XSip(dir)),
         };
         self.local_id(sip, cube, self.slot_index(slot))
     }
@@ -244,18 +246,18 @@ impl Topology {
             };
         };
         match self.slot(slot) {
-            Slot::Router(i) => Node::Router {
+            CubeSlot::Router(i) => Node::Router {
                 sip,
                 cube,
                 x: i % self.noc.0,
                 y: i / self.noc.0,
             },
-            Slot::Pe(pe) => Node::Pe { sip, cube, pe },
-            Slot::MCpu => Node::MCpu { sip, cube },
-            Slot::Sram => Node::Sram { sip, cube },
-            Slot::Hbm => Node::Hbm { sip, cube },
-            Slot::Ucie(dir) => Node::Ucie { sip, cube, dir },
-            Slot::XSip(dir) => Node::XSip { sip, cube, dir },
+            CubeSlot::Pe(pe) => Node::Pe { sip, cube, pe },
+            CubeSlot::MCpu => Node::MCpu { sip, cube },
+            CubeSlot::Sram => Node::Sram { sip, cube },
+            CubeSlot::Hbm => Node::Hbm { sip, cube },
+            CubeSlot::Ucie(dir) => Node::Ucie { sip, cube, dir },
+            CubeSlot::XSip(dir) => Node::XSip { sip, cube, dir },
         }
     }
 
@@ -359,7 +361,11 @@ impl Topology {
 
     /// The I/O node's router: the M_CPU's router of cube 0.
     fn io_router(&self, sip: u32) -> NodeId {
-        self.local_id(sip, 0, self.attach[self.slot_index(Slot::MCpu) as usize])
+        self.local_id(
+            sip,
+            0,
+            self.attach[self.slot_index(CubeSlot::MCpu) as usize],
+        )
     }
 
     /// All directed links of the system, edge-kind classes from the spec.
@@ -376,42 +382,50 @@ impl Topology {
             b.duplex(0, io, k + PCIE);
             b.duplex(io, self.io_router(s), k + NOC);
             for c in 0..self.cubes_per_sip() {
-                let id = |slot: Slot| self.local_id(s, c, self.slot_index(slot));
+                let id = |slot: CubeSlot| self.local_id(s, c, self.slot_index(slot));
                 for y in 0..nh {
                     for x in 0..nw {
                         let r = y * nw + x;
                         if x + 1 < nw {
-                            b.duplex(id(Slot::Router(r)), id(Slot::Router(r + 1)), k + NOC);
+                            b.duplex(
+                                id(CubeSlot::Router(r)),
+                                id(CubeSlot::Router(r + 1)),
+                                k + NOC,
+                            );
                         }
                         if y + 1 < nh {
-                            b.duplex(id(Slot::Router(r)), id(Slot::Router(r + nw)), k + NOC);
+                            b.duplex(
+                                id(CubeSlot::Router(r)),
+                                id(CubeSlot::Router(r + nw)),
+                                k + NOC,
+                            );
                         }
                     }
                 }
                 for i in self.routers_per_cube()..self.nodes_per_cube {
                     let (node, slot) = (self.local_id(s, c, i), self.slot(i));
                     if self.present(self.node(node)) {
-                        b.duplex(node, id(Slot::Router(self.attach[i as usize])), k + NOC);
+                        b.duplex(node, id(CubeSlot::Router(self.attach[i as usize])), k + NOC);
                     }
                     match slot {
-                        Slot::Ucie(d @ (Dir::E | Dir::S)) => {
+                        CubeSlot::Ucie(d @ (Dir::E | Dir::S)) => {
                             if let Some(peer) = self.cube_neighbor(c, d) {
                                 let p = self.local_id(
                                     s,
                                     peer,
-                                    self.slot_index(Slot::Ucie(d.opposite())),
+                                    self.slot_index(CubeSlot::Ucie(d.opposite())),
                                 );
                                 b.duplex(node, p, k + UCIE);
                             }
                         }
-                        Slot::XSip(d) if self.lane[c as usize] => {
+                        CubeSlot::XSip(d) if self.lane[c as usize] => {
                             // Each port owns its outgoing link; the peer's port of the
                             // opposite direction owns the way back.
                             if let Some(peer) = self.sip_neighbor(s, d) {
                                 let p = self.local_id(
                                     peer,
                                     c,
-                                    self.slot_index(Slot::XSip(d.opposite())),
+                                    self.slot_index(CubeSlot::XSip(d.opposite())),
                                 );
                                 b.link(node, p, k + INTER_SIP);
                             }

@@ -1,4 +1,4 @@
-//! Deterministic shortest-path routing from coordinates (ADR-0051), cached per
+//! Deterministic shortest-path routing from coordinates, cached per
 //! pair by the engine. Rules (docs/model.md §Routing):
 //! - inside a cube: XY dimension order over the router mesh;
 //! - between cubes of a SIP: XY over the cube mesh through UCIe ports;
@@ -143,7 +143,7 @@ impl Topology {
         (
             sip,
             0,
-            self.attach[self.slot_index(super::Slot::MCpu) as usize],
+            self.attach[self.slot_index(super::CubeSlot::MCpu) as usize],
         )
     }
 

@@ -17,7 +17,7 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use std::sync::Arc;
 
 pub struct BidirRing;
@@ -176,13 +176,13 @@ fn rings(tl: &mut Tl, a: &KernelArgs, tables: &[CycleTable], pos: &[usize]) {
 
 /// Broadcast by chains that meet: part c of the buffer (one per cycle)
 /// leaves the root both ways round cycle c at once, east in piece order and
-/// west from its last piece back. Member k takes the first m_k pieces from
+/// west from its last piece back. Participant k takes the first m_k pieces from
 /// the east-going chain and the rest from the west-going one, m_k chosen so
 /// both streams end at k together: with piece i reaching k at
 /// offset(k) + i, m_k = (P + offset(n − k) − offset(k)) / 2, and every
-/// member finishes about S / 2B + n·hop / 2 after the start, where fixed
+/// participant finishes about S / 2B + n·hop / 2 after the start, where fixed
 /// halves, one per way, take S / 2B + (n − 1)·hop (docs/model.md
-/// §Pipelining). A member passes on east only what its east neighbour
+/// §Pipelining). A participant passes on east only what its east neighbour
 /// takes from that side (m_{k+1} ≤ m_k, a prefix of its stream) and west
 /// likewise, so no piece crosses a link twice but the root's: it sends the
 /// (n − 2)·hop-piece-times of pieces in the middle both ways.
@@ -196,7 +196,7 @@ fn broadcast_chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
         .max(1);
     let buf = Buffer::new(a.buffer(tl), elems, &[parts, pieces]);
     let at = |hops| a.chain_offset(elems / (parts * pieces), hops);
-    // Pieces member k takes from the east-going chain (the root has all):
+    // Pieces participant k takes from the east-going chain (the root has all):
     // its two streams end at the same step as it takes them. The offsets
     // round the hop up to whole piece times; on 256 SIPs of a ring the
     // unrounded estimate, which leaves out the NoC path inside each SIP,
@@ -213,7 +213,7 @@ fn broadcast_chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
     for (c, &p) in pos.iter().enumerate() {
         let (next, prev) = (NEXT[c], PREV[c]);
         let root = p == 0;
-        // What this member's neighbours take from its side; the root sends
+        // What this participant's neighbours take from its side; the root sends
         // exactly that, the others take their own share.
         let east_forward = east(p + 1);
         let west_forward = pieces - east((p + n - 1) % n);
@@ -252,12 +252,12 @@ fn broadcast_chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
 
 /// Reduce by pipelined chains, two per cycle, one per part of the buffer,
 /// each all the way round: position 0 (the root) heads both with its own
-/// pieces, every other member combines its own in and forwards, and the
+/// pieces, every other participant combines its own in and forwards, and the
 /// root receives the result from its other neighbour and stores it. So
 /// the root's HBM reads its input while the pipeline fills and writes the
 /// result after, instead of doing both once the chains reach it (on 256
 /// SIPs of a ring at 64 MiB: 76% → 87% of the bound, the HBM port). Each
-/// member takes the pieces of all chains in the order they reach it.
+/// participant takes the pieces of all chains in the order they reach it.
 fn reduce_chains(tl: &mut Tl, a: &KernelArgs, pos: &[usize]) {
     let (n, elems) = (a.group.size(), a.job.elems);
     let parts = 2 * pos.len();
@@ -298,7 +298,7 @@ impl Algorithm for BidirRing {
     fn collectives(&self) -> &'static [Collective] {
         &Collective::RING
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         cycle_wiring(g, q, &cycles(g))
     }
     fn topologies(&self) -> &'static [SipTopology] {

@@ -14,7 +14,7 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Part, Sym, Tile, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct Bruck;
@@ -29,7 +29,8 @@ fn recv_chan(k: usize) -> QDir {
     QDir::Chan((2 * k + 1) as u8)
 }
 
-/// The step that last wrote slot `i` before step `k` (None: still the loaded block).
+/// The step that last wrote slot `i` before step `k` (None: still the loaded
+/// block).
 fn last_written(i: usize, k: usize) -> Option<usize> {
     (0..k).rev().find(|&b| i & (1 << b) != 0)
 }
@@ -104,7 +105,7 @@ impl Algorithm for Bruck {
     fn collectives(&self) -> &'static [Collective] {
         &[Collective::AllToAll]
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let n = g.size();
         g.wire_each(|p| {
             (0..levels(n))
@@ -132,7 +133,7 @@ impl Algorithm for Bruck {
     }
     fn cost_terms(&self, g: &Group, _c: Collective, bytes: f64) -> CostTerms {
         // A block to one peer per send, about half of them per step; every
-        // member holds every block, and all share one unrolled program.
+        // participant holds every block, and all share one unrolled program.
         let p = participants(g);
         let (sends, bytes_per_send) = (log2_levels(g) * (p / 2.0).ceil(), bytes / p);
         CostTerms {

@@ -30,27 +30,27 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Tile, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct DbTree;
 
 /// A participant's place in one tree.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Node {
+pub struct TreeLinks {
     pub parent: Option<usize>,
     pub children: Vec<usize>,
 }
 
 /// NCCL's btree over `n` ranks rooted at 0 (`ncclGetBtree`): rank `r`'s node.
-fn btree(n: usize, r: usize) -> Node {
+fn btree(n: usize, r: usize) -> TreeLinks {
     if r == 0 {
         // The root's one child: the highest power of two below n.
         let children = (n > 1)
             .then(|| 1 << (usize::BITS - 1 - (n - 1).leading_zeros()))
             .into_iter()
             .collect();
-        return Node {
+        return TreeLinks {
             parent: None,
             children,
         };
@@ -70,23 +70,23 @@ fn btree(n: usize, r: usize) -> Node {
             children.push(r + lb);
         }
     }
-    Node { parent, children }
+    TreeLinks { parent, children }
 }
 
 /// Participant `p`'s node in tree `t` (0 or 1) of `n`.
-pub fn node(n: usize, t: usize, p: usize) -> Node {
+pub fn node(n: usize, t: usize, p: usize) -> TreeLinks {
     if t == 0 {
         return btree(n, p);
     }
     if p == 0 {
         let children = (n > 1).then_some(1).into_iter().collect();
-        return Node {
+        return TreeLinks {
             parent: None,
             children,
         };
     }
     let b = btree(n - 1, p - 1);
-    Node {
+    TreeLinks {
         parent: Some(b.parent.map_or(0, |q| q + 1)),
         children: b.children.iter().map(|c| c + 1).collect(),
     }
@@ -166,7 +166,7 @@ fn schedule(a: &KernelArgs, p: usize, pieces: usize, hop: f64) -> Vec<Event> {
 }
 
 /// Piece `i` of tree `t` going up: combine the children's, send to the parent.
-fn up(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, me: &[Node; 2], (t, i): (usize, usize)) {
+fn up(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, me: &[TreeLinks; 2], (t, i): (usize, usize)) {
     let atom = Atom(vec![Index::from(t), Index::from(i)]);
     let mut acc = buf.tile(&atom);
     for k in 0..me[t].children.len() {
@@ -188,7 +188,7 @@ fn down(
     tl: &mut Tl,
     a: &KernelArgs,
     buf: &mut Buffer,
-    me: &[Node; 2],
+    me: &[TreeLinks; 2],
     (t, i): (usize, usize),
     later: &mut Vec<(Atom, Tile)>,
 ) {
@@ -257,7 +257,7 @@ impl Algorithm for DbTree {
             Collective::Broadcast,
         ]
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let n = g.size();
         g.wire_each(|p| {
             let mut e = Vec::new();

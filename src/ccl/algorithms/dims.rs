@@ -3,31 +3,32 @@
 //! digits are its coordinates: the cube's x and y in its SIP's cube mesh
 //! (least significant), then the SIP's x and y in the SIP grid. Along one
 //! dimension the participants that differ only in that digit form a *line*;
-//! every member of a line has a logical channel to every other one, so one
+//! every participant of a line has a logical channel to every other one, so one
 //! level of the algorithm is a single direct transfer of at most the
 //! line's diameter. The whole collective costs about the sum of the lines'
 //! diameters (the latency term of the bound on a torus or mesh, and half
 //! of each ring dimension on a ring) instead of `log2 P` or `P` steps.
 //!
-//! * all-reduce: per dimension (cube x, cube y, SIP x, SIP y), every member
-//!   sends its vector to the others of its line and combines what it gets
-//!   in coordinate order, so every member of a line computes the same bits;
-//! * reduce-scatter: per dimension from the most significant, every member
+//! * all-reduce: per dimension (cube x, cube y, SIP x, SIP y), every
+//!   participant sends its vector to the others of its line and combines what
+//!   it gets in coordinate order, so every participant of a line computes the
+//!   same bits;
+//! * reduce-scatter: per dimension from the most significant, every participant
 //!   sends each peer of its line the part of its run of blocks that peer
 //!   is responsible for, and combines the parts it gets in coordinate
 //!   order (stored, then reloaded in the next level's cut);
-//! * all-gather: per dimension from the least significant, every member
+//! * all-gather: per dimension from the least significant, every participant
 //!   sends the contiguous run of blocks it holds (stored, then reloaded as
 //!   one range) to the others of its line;
-//! * broadcast: from participant 0 along each dimension in turn (SIP y,
-//!   SIP x, cube y, cube x), the members that hold the buffer sending it to
-//!   the rest of their line;
-//! * reduce: the reverse, each line reduced into its coordinate-0 member;
-//! * all-to-all: per dimension, every member sends each peer of its line
+//! * broadcast: from participant 0 along each dimension in turn (SIP y, SIP x,
+//!   cube y, cube x), the participants that hold the buffer sending it to the
+//!   rest of their line;
+//! * reduce: the reverse, each line reduced into its coordinate-0 participant;
+//! * all-to-all: per dimension, every participant sends each peer of its line
 //!   the blocks whose destination has that peer's coordinate there (one
 //!   2-D transfer) and stores the blocks it gets in their place.
 //!
-//! Each member sends whole ranges to up to `r − 1` peers per dimension, so
+//! Each participant sends whole ranges to up to `r − 1` peers per dimension, so
 //! it moves far more bytes than a ring at large sizes: this is the
 //! small-size algorithm.
 
@@ -38,7 +39,7 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{DType, Tile, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 use std::ops::Range;
 
@@ -64,12 +65,13 @@ impl Dim {
         p - self.coord(p) * self.stride + c * self.stride
     }
 
-    /// The channel to the member `e` coordinates further (mod radix), 1 ≤ e < radix.
+    /// The channel to the participant `e` coordinates further (mod radix),
+    /// 1 ≤ e < radix.
     fn chan(&self, e: usize) -> QDir {
         QDir::Chan((self.chan + e - 1) as u8)
     }
 
-    /// The channel from `p` to the member of its line at coordinate `c`.
+    /// The channel from `p` to the participant of its line at coordinate `c`.
     fn to(&self, p: usize, c: usize) -> QDir {
         self.chan((c + self.radix - self.coord(p)) % self.radix)
     }
@@ -86,7 +88,7 @@ pub const LONGEST_LINE: usize = 16;
 /// lines, least significant first. A side longer than [`LONGEST_LINE`] with
 /// a divisor `a` in 2..=√radix becomes two digits: runs of `a` neighbours
 /// (the largest such divisor), then every `a`-th coordinate. On a ring of
-/// 256 SIPs a line of 255 peers (255 queues per member, about
+/// 256 SIPs a line of 255 peers (255 queues per participant, about
 /// 256·16384·S bytes of unicast over 512 link directions for an
 /// all-reduce) becomes lines of 15 and 15: one more level, 30 queues and
 /// about 1/30 of the bytes.
@@ -131,7 +133,7 @@ fn blocks(elems: usize, n: usize, blocks: Range<usize>) -> Range<usize> {
     block_offset(elems, n, blocks.start)..block_offset(elems, n, blocks.end)
 }
 
-/// The run of blocks of the members that share `q`'s digits in every
+/// The run of blocks of the participants that share `q`'s digits in every
 /// dimension but the first `k` of `ds`: what q is responsible for before
 /// reduce-scatter level `k` is done, and what it holds after all-gather's
 /// first `k` levels.
@@ -150,7 +152,7 @@ fn all_reduce(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
         for c in (0..d.radix).filter(|&c| c != m) {
             send_tiles(tl, d.to(p, c), &mine);
         }
-        // Coordinate order, the same on every member of the line.
+        // Coordinate order, the same on every participant of the line.
         let mut acc: Option<Vec<Tile>> = None;
         for c in 0..d.radix {
             let x = if c == m {
@@ -163,7 +165,7 @@ fn all_reduce(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
                 Some(a) => combine_all(tl, io, &a, &x),
             });
         }
-        mine = acc.expect("a line has members");
+        mine = acc.expect("a line has participants");
     }
     io.store(tl, &parts, &mine);
 }
@@ -175,7 +177,7 @@ fn combine_all(tl: &mut Tl, io: &RangeIo, a: &[Tile], b: &[Tile]) -> Vec<Tile> {
         .collect()
 }
 
-/// Reduce-scatter: most significant dimension first, so what a member is
+/// Reduce-scatter: most significant dimension first, so what a participant is
 /// responsible for is always a contiguous run of blocks. At each level it
 /// loads its run cut by the line's coordinate, sends each peer that peer's
 /// part, combines the parts it receives into its own in coordinate order
@@ -204,12 +206,12 @@ fn reduce_scatter(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
                 Some(a) => combine_all(tl, io, &a, &x),
             });
         }
-        io.store(tl, &own, &acc.expect("a line has members"));
+        io.store(tl, &own, &acc.expect("a line has participants"));
     }
 }
 
-/// All-gather: least significant dimension first, so what a member holds is
-/// always a contiguous run of blocks.
+/// All-gather: least significant dimension first, so what a participant holds
+/// is always a contiguous run of blocks.
 fn all_gather(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
     let (elems, n) = (io.a.job.elems, io.a.group.size());
     for (k, d) in ds.iter().enumerate() {
@@ -228,7 +230,7 @@ fn all_gather(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
 }
 
 /// Broadcast from participant 0: most significant dimension first; at each
-/// level the members whose coordinates in the dimensions not yet covered
+/// level the participants whose coordinates in the dimensions not yet covered
 /// are all 0 hold the buffer.
 fn broadcast(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
     let parts = io.whole();
@@ -260,7 +262,7 @@ fn broadcast(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
 }
 
 /// Reduce into participant 0: least significant dimension first; each line
-/// is reduced into its coordinate-0 member, in coordinate order.
+/// is reduced into its coordinate-0 participant, in coordinate order.
 fn reduce(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
     let parts = io.whole();
     let mut mine = io.load(tl, &parts);
@@ -283,13 +285,13 @@ fn reduce(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
     }
 }
 
-/// All-to-all: one level per dimension. Block `j` of a member's buffer is
-/// kept in slot `j`; at the level of dimension `d` the member sends peer `c`
-/// of its line every slot whose digit `d` is `c` (one 2-D transfer: the
-/// slots are `rows` runs of `stride` blocks, `radix · stride` blocks apart)
-/// and stores what `c` sends back in the same slots, which then hold data
-/// from source coordinate `c`. After every digit, slot `j` holds
-/// participant `j`'s block for this member.
+/// All-to-all: one level per dimension. Block `j` of a participant's buffer is
+/// kept in slot `j`; at the level of dimension `d` the participant sends peer
+/// `c` of its line every slot whose digit `d` is `c` (one 2-D transfer: the
+/// slots are `rows` runs of `stride` blocks, `radix · stride` blocks apart) and
+/// stores what `c` sends back in the same slots, which then hold data from
+/// source coordinate `c`. After every digit, slot `j` holds participant `j`'s
+/// block for this participant.
 fn all_to_all(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
     let n = io.a.group.size();
     let b = io.a.job.elems / n;
@@ -345,12 +347,12 @@ impl Algorithm for Dims {
         let c = channels(g);
         if c > MAX_CHANNELS {
             return Err(format!(
-                "{c} logical channels per participant (one per other member of each line), at most {MAX_CHANNELS}; allowed: grids and cube meshes whose sides minus one sum to at most {MAX_CHANNELS}"
+                "{c} logical channels per participant (one per other participant of each line), at most {MAX_CHANNELS}; allowed: grids and cube meshes whose sides minus one sum to at most {MAX_CHANNELS}"
             ));
         }
         Ok(())
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let ds = dims(g);
         g.wire_each(|p| {
             let mut e = Vec::new();

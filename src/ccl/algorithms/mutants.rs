@@ -25,7 +25,7 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 /// The bug a mutant carries.
@@ -103,7 +103,7 @@ impl Algorithm for Mutant {
     fn collectives(&self) -> &'static [Collective] {
         &[Collective::AllReduce]
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         cycle_wiring(g, q, &[(0..g.size()).collect()])
     }
     fn topologies(&self) -> &'static [SipTopology] {

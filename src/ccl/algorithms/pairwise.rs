@@ -16,7 +16,7 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Index, Sym, Tile, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct Pairwise;
@@ -83,7 +83,8 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     if n == 1 {
         return;
     }
-    // The position is a parameter, so every participant traces the same program.
+    // The position is a parameter, so every participant traces the same
+    // program.
     let me = tl.param(p as i64);
     let mut buf = Buffer::new(
         a.buffer(tl),
@@ -112,7 +113,7 @@ impl Algorithm for Pairwise {
         }
         Ok(())
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let n = g.size();
         if !(2..=MAX_PARTICIPANTS).contains(&n) {
             return Vec::new();
@@ -133,7 +134,7 @@ impl Algorithm for Pairwise {
         kernel
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
-        // Every member holds every block; all share one unrolled program.
+        // Every participant holds every block; all share one unrolled program.
         let (sends, bytes_per_send) = block_sends(g, c, bytes);
         CostTerms {
             sends,

@@ -7,7 +7,7 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 
 pub struct Panics;
 
@@ -25,7 +25,7 @@ impl Algorithm for Panics {
     fn collectives(&self) -> &'static [Collective] {
         &Collective::ALL
     }
-    fn wiring(&self, _g: &Group, _q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, _g: &Group, _q: &QueueConfig) -> Tables {
         Vec::new()
     }
     fn topologies(&self) -> &'static [SipTopology] {

@@ -6,7 +6,7 @@ use crate::ccl::Group;
 use crate::ccl::kernels::grid_cycle;
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::{Entry, Tables};
 use kernbench_systems::program::QDir;
 
 /// This participant's index from its program ids.
@@ -39,7 +39,7 @@ pub const CYCLE_PREV: [QDir; 2] = [QDir::W, QDir::N];
 
 /// Each participant's queues to its neighbours on every cycle of `cycles`
 /// (participant orders), both ways.
-pub fn cycle_wiring(g: &Group, q: &QueueConfig, cycles: &[Vec<usize>]) -> Vec<(u32, Vec<Entry>)> {
+pub fn cycle_wiring(g: &Group, q: &QueueConfig, cycles: &[Vec<usize>]) -> Tables {
     let n = g.size();
     if n < 2 {
         return Vec::new();

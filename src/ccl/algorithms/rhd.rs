@@ -2,31 +2,31 @@
 //! all-reduce — latency-optimal for small buffers, and bandwidth-optimal
 //! too (each participant sends `2(n−1)/n` of its buffer).
 //!
-//! Reduce-scatter halves the range a member is responsible for at every
+//! Reduce-scatter halves the range a participant is responsible for at every
 //! step, exchanging the other half with the partner `v XOR 2^b` (logical
 //! channel `b`); all-gather undoes the steps in reverse, doubling the range.
 //! All-reduce is both. A non-power-of-two `n` is folded first: of the first
 //! `2r` participants (`r = n − 2^⌊log2 n⌋`) each odd one hands its buffer
 //! to the even one before it (channel [`FOLD`]) and gets the result back at
-//! the end; the `2^⌊log2 n⌋` others (the *core*, member `v`) run the
+//! the end; the `2^⌊log2 n⌋` others (the *core*, core index `v`) run the
 //! power-of-two algorithm.
 //!
-//! Block order. Reduce-scatter and all-gather must leave participant `p`
-//! with flat block `p` of `split(elems, n)`: core member `v` stands for the
-//! flat blocks of the participants it represents (two for a folded pair),
-//! and the halving splits on the highest bit first, so a member's range
-//! stays a contiguous run of blocks ending at its own. All-reduce may own
-//! any block: it cuts the buffer into `2^⌊log2 n⌋` equal blocks and splits
-//! on bit 0 first, so the large early halves go to the nearest partners.
+//! Block order. Reduce-scatter and all-gather must leave participant `p` with
+//! flat block `p` of `split(elems, n)`: core participant `v` stands for the
+//! flat blocks of the participants it represents (two for a folded pair), and
+//! the halving splits on the highest bit first, so a participant's range stays
+//! a contiguous run of blocks ending at its own. All-reduce may own any block:
+//! it cuts the buffer into `2^⌊log2 n⌋` equal blocks and splits on bit 0 first,
+//! so the large early halves go to the nearest partners.
 //!
 //! Cuts. A tile cannot be sliced, so every transfer is cut in advance into
 //! the ranges the receiver will need: the half it sends on at its next step
 //! (itself cut the same way, recursively) and the half it keeps, whole
-//! ([`Plan::cut`]). A combined piece is thus forwarded the moment it is
+//! ([`HalvingPlan::cut`]). A combined piece is thus forwarded the moment it is
 //! ready; the kept half is stored and reloaded in its own cut while the
 //! next transfer is on the wire. All-gather forwards what it received in
 //! the cut it arrived in, after its own range, reloaded whole
-//! ([`Plan::ag_cut`]). Every range is further cut into pipeline pieces.
+//! ([`HalvingPlan::ag_cut`]). Every range is further cut into pipeline pieces.
 
 use super::primitives::me;
 use crate::ccl::cost::{CostTerms, HeldPrograms, log2_levels, participants};
@@ -35,13 +35,13 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs, ReduceO
 use crate::kernel::wiring::QueueConfig;
 use crate::kernel::{Tile, Tl};
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::{Entry, Tables};
 use kernbench_systems::program::QDir;
 use std::ops::Range;
 
 pub struct Rhd;
 
-/// The channel between the two members of a folded pair: above every bit
+/// The channel between the two participants of a folded pair: above every bit
 /// channel (a group has fewer than 2^32 participants).
 pub const FOLD: QDir = QDir::Chan(32);
 
@@ -73,8 +73,8 @@ impl Fold {
         self.n - self.m
     }
 
-    /// Participant `p`'s core member, or None for the odd one of a pair.
-    pub fn member(&self, p: usize) -> Option<usize> {
+    /// Participant `p`'s index in the core, or None for the odd one of a pair.
+    pub fn core_index(&self, p: usize) -> Option<usize> {
         let r = self.pairs();
         match p {
             p if p < 2 * r && p % 2 == 1 => None,
@@ -83,7 +83,7 @@ impl Fold {
         }
     }
 
-    /// The participant of core member `v`.
+    /// The participant at core index `v`.
     pub fn participant(&self, v: usize) -> usize {
         if v < self.pairs() {
             2 * v
@@ -92,24 +92,26 @@ impl Fold {
         }
     }
 
-    /// The other member of `p`'s folded pair, if it is in one.
+    /// The other participant of `p`'s folded pair, if it is in one.
     pub fn pair_of(&self, p: usize) -> Option<usize> {
         (p < 2 * self.pairs()).then_some(p ^ 1)
     }
 }
 
 /// The halving schedule of one collective on the core.
-pub struct Plan {
+pub struct HalvingPlan {
     pub fold: Fold,
-    /// The bit each reduce-scatter step splits on; all-gather runs it backwards.
+    /// The bit each reduce-scatter step splits on; all-gather runs it
+    /// backwards.
     pub sched: Vec<usize>,
     elems: usize,
-    /// Core block `i` is the flat blocks of member `i` (reduce-scatter,
-    /// all-gather), not an equal `1/m` of the buffer (all-reduce).
+    /// Core block `i` is the flat blocks of core participant `i`
+    /// (reduce-scatter, all-gather), not an equal `1/m` of the buffer
+    /// (all-reduce).
     flat: bool,
 }
 
-impl Plan {
+impl HalvingPlan {
     pub fn new(collective: Collective, elems: usize, n: usize) -> Self {
         let fold = Fold::new(n);
         let flat = collective != Collective::AllReduce;
@@ -130,7 +132,7 @@ impl Plan {
         self.fold.levels
     }
 
-    /// Core member `x`'s partner at step `k`.
+    /// Core participant `x`'s partner at step `k`.
     pub fn partner(&self, x: usize, k: usize) -> usize {
         x ^ (1 << self.sched[k])
     }
@@ -152,7 +154,7 @@ impl Plan {
     }
 
     /// The core block `x` ends with, in its ranges: two flat blocks for
-    /// the even member of a folded pair in reduce-scatter and all-gather.
+    /// the even participant of a folded pair in reduce-scatter and all-gather.
     pub fn leaf(&self, x: usize) -> Vec<Range<usize>> {
         let i = self.first_block(x, self.levels());
         if self.flat && i < self.fold.pairs() {
@@ -217,7 +219,7 @@ impl Plan {
         c
     }
 
-    /// What a folded even member `x` passes to its odd partner while it
+    /// What a folded even participant `x` passes to its odd partner while it
     /// gathers: its leaf (without the odd one's own block in all-gather),
     /// then what it receives at each all-gather step.
     pub fn stream(&self, x: usize, collective: Collective) -> Vec<Range<usize>> {
@@ -252,11 +254,17 @@ fn combine_forward(
     out
 }
 
-/// The first step's tiles of core member `v`: its buffer in
-/// [`Plan::first_cut`] (combined with its odd partner's, which arrives in
-/// the same cut, when folded), the half for step 0's partner sent at once.
+/// The first step's tiles of core participant `v`: its buffer in
+/// [`HalvingPlan::first_cut`] (combined with its odd partner's, which arrives
+/// in the same cut, when folded), the half for step 0's partner sent at once.
 /// Returns the kept half, in `cut(v, 1)`.
-fn start_halving(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, folded: bool) -> Vec<Tile> {
+fn start_halving(
+    tl: &mut Tl,
+    io: &RangeIo,
+    plan: &HalvingPlan,
+    v: usize,
+    folded: bool,
+) -> Vec<Tile> {
     let parts = io.pieces(&plan.first_cut(v));
     let sent = io.pieces(&plan.cut(plan.partner(v, 0), 1)).len();
     let mine = io.load(tl, &parts);
@@ -272,7 +280,13 @@ fn start_halving(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, folded: bool)
 
 /// Recursive halving from step 0 (its half already sent) with `mine`, the
 /// kept half in `cut(v, 1)`; returns the reduced leaf's tiles.
-fn halve(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, mut mine: Vec<Tile>) -> Vec<Tile> {
+fn halve(
+    tl: &mut Tl,
+    io: &RangeIo,
+    plan: &HalvingPlan,
+    v: usize,
+    mut mine: Vec<Tile>,
+) -> Vec<Tile> {
     let l = plan.levels();
     for k in 0..l {
         let got = io.recv(tl, chan(plan.sched[k]), &io.pieces(&plan.cut(v, k + 1)));
@@ -294,9 +308,16 @@ fn halve(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, mut mine: Vec<Tile>) 
     mine
 }
 
-/// Recursive doubling from `leaf` (this member's leaf tiles, in memory
+/// Recursive doubling from `leaf` (this participant's leaf tiles, in memory
 /// already); every received piece is stored, and passed on `stream` too.
-fn double(tl: &mut Tl, io: &RangeIo, plan: &Plan, v: usize, leaf: &[Tile], stream: Option<QDir>) {
+fn double(
+    tl: &mut Tl,
+    io: &RangeIo,
+    plan: &HalvingPlan,
+    v: usize,
+    leaf: &[Tile],
+    stream: Option<QDir>,
+) {
     let l = plan.levels();
     let mut prev: Option<(Vec<Range<usize>>, Vec<Tile>)> = None;
     for k in (0..l).rev() {
@@ -328,8 +349,8 @@ fn keep(tl: &mut Tl, io: &RangeIo, parts: &[Range<usize>], tiles: &[Tile], strea
     }
 }
 
-/// A core member: fold in, halve and/or double, fold out.
-fn core(tl: &mut Tl, io: &RangeIo, plan: &Plan, p: usize, v: usize) {
+/// A core participant: fold in, halve and/or double, fold out.
+fn core(tl: &mut Tl, io: &RangeIo, plan: &HalvingPlan, p: usize, v: usize) {
     let folded = plan.fold.pair_of(p).is_some();
     let stream = folded.then_some(FOLD);
     let c = io.a.job.collective;
@@ -364,12 +385,12 @@ fn core(tl: &mut Tl, io: &RangeIo, plan: &Plan, p: usize, v: usize) {
     double(tl, io, plan, v, &leaf, stream);
 }
 
-/// The odd member of a folded pair: hand the buffer (or, gathering, its
+/// The odd participant of a folded pair: hand the buffer (or, gathering, its
 /// block) to the even one, take the result back.
-fn folded_out(tl: &mut Tl, io: &RangeIo, plan: &Plan, p: usize) {
+fn folded_out(tl: &mut Tl, io: &RangeIo, plan: &HalvingPlan, p: usize) {
     let v = plan
         .fold
-        .member(p - 1)
+        .core_index(p - 1)
         .expect("the even one of a pair is in the core");
     let c = io.a.job.collective;
     let give = if c == Collective::AllGather {
@@ -394,12 +415,12 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     if n == 1 {
         return;
     }
-    let plan = Plan::new(a.job.collective, a.job.elems, n);
+    let plan = HalvingPlan::new(a.job.collective, a.job.elems, n);
     let io = RangeIo {
         a,
         base: a.buffer(tl),
     };
-    match plan.fold.member(p) {
+    match plan.fold.core_index(p) {
         Some(v) => core(tl, &io, &plan, p, v),
         None => folded_out(tl, &io, &plan, p),
     }
@@ -419,7 +440,7 @@ impl Algorithm for Rhd {
             Collective::AllGather,
         ]
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let f = Fold::new(g.size());
         g.wire_each(|p| {
             let mut e: Vec<Entry> = f
@@ -427,7 +448,7 @@ impl Algorithm for Rhd {
                 .map(|x| q.entry(FOLD, g.pe(x), FOLD))
                 .into_iter()
                 .collect();
-            if let Some(v) = f.member(p) {
+            if let Some(v) = f.core_index(p) {
                 e.extend(
                     (0..f.levels)
                         .map(|b| q.entry(chan(b), g.pe(f.participant(v ^ (1 << b))), chan(b))),
@@ -474,16 +495,16 @@ mod tests {
     use super::*;
 
     /// Every participant is in the core or folded onto an even one, and
-    /// core members and participants map one to one.
+    /// core indices and participants map one to one.
     #[test]
     fn the_fold_pairs_the_first_2r_and_keeps_a_power_of_two() {
         for n in 1..40 {
             let f = Fold::new(n);
             assert!(f.m <= n && n < 2 * f.m, "n={n}");
-            let core: Vec<usize> = (0..n).filter_map(|p| f.member(p)).collect();
+            let core: Vec<usize> = (0..n).filter_map(|p| f.core_index(p)).collect();
             assert_eq!(core, (0..f.m).collect::<Vec<_>>(), "n={n}");
             for v in 0..f.m {
-                assert_eq!(f.member(f.participant(v)), Some(v));
+                assert_eq!(f.core_index(f.participant(v)), Some(v));
             }
             assert_eq!(
                 (0..n).filter(|&p| f.pair_of(p).is_some()).count(),
@@ -494,7 +515,7 @@ mod tests {
 
     /// Every cut tiles the range it carries exactly once (the first cut:
     /// the whole buffer), and reduce-scatter and all-gather leave core
-    /// member v with participant v's flat block.
+    /// participant v with participant v's flat block.
     #[test]
     fn cuts_tile_the_ranges_they_carry() {
         for (c, n, elems) in [
@@ -504,7 +525,7 @@ mod tests {
             (Collective::AllGather, 5, 131),
             (Collective::ReduceScatter, 16, 3),
         ] {
-            let plan = Plan::new(c, elems, n);
+            let plan = HalvingPlan::new(c, elems, n);
             let covers = |parts: &[Range<usize>], r: Range<usize>| {
                 let mut sorted = parts.to_vec();
                 sorted.sort_by_key(|p| p.start);

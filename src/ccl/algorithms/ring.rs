@@ -14,13 +14,14 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 use std::sync::Arc;
 
 pub struct RingAlgo;
 
-/// `ring_order` and its inverse (participant → ring position), shared by the PEs of a launch.
+/// `ring_order` and its inverse (participant → ring position), shared by the
+/// PEs of a launch.
 fn ring_tables(tl: &mut Tl, g: &Group) -> (Arc<[u32]>, Arc<[u32]>) {
     let order = tl.table("ring order", || {
         ring_order(g).into_iter().map(|p| p as u32).collect()
@@ -54,9 +55,9 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
             };
             let mut buf = Buffer::new(a.buffer(tl), job.elems, &[n, a.pieces(job.elems / n, 1)]);
             // Ring block k holds the data block of the participant at position
-            // k, so all-gather starts from each member's own block; for
+            // k, so all-gather starts from each participant's own block; for
             // reduce-scatter the blocks shift by one, since it leaves position
-            // k with ring block k+1 and the member must end with its own.
+            // k with ring block k+1 and the participant must end with its own.
             let order = if job.collective == Collective::ReduceScatter {
                 tl.table("ring order shifted", || {
                     (0..n).map(|k| order[(k + n - 1) % n]).collect()
@@ -123,7 +124,7 @@ impl Algorithm for RingAlgo {
     fn collectives(&self) -> &'static [Collective] {
         &Collective::RING
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         cycle_wiring(g, q, &[ring_order(g)])
     }
     fn topologies(&self) -> &'static [SipTopology] {
@@ -137,9 +138,9 @@ impl Algorithm for RingAlgo {
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
         // Broadcast and reduce run one chain along the ring, piece by piece,
-        // each member a stage behind its neighbour (staggered); every member
-        // of a ring step steps together. Its steps run in loops: a program
-        // of a few dozen ops per chunk.
+        // each participant a stage behind its neighbour (staggered); every
+        // participant of a ring step steps together. Its steps run in loops: a
+        // program of a few dozen ops per chunk.
         let chain = matches!(c, Collective::Broadcast | Collective::Reduce);
         let chain_stages = if chain { g.size().max(2) - 1 } else { 1 };
         let (sends, bytes_per_send) = block_sends(g, c, bytes);

@@ -26,7 +26,7 @@ use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct TorusTrees;
@@ -38,7 +38,7 @@ const DIRS: [QDir; 4] = [QDir::E, QDir::N, QDir::W, QDir::S];
 /// One node's place in one tree: the direction its pieces come from (None
 /// at the root), the directions it forwards them to, and its depth.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Place {
+pub struct TreePosition {
     pub from: Option<QDir>,
     pub to: Vec<QDir>,
     pub depth: usize,
@@ -59,13 +59,13 @@ fn turn(x: usize, y: usize, w: usize, h: usize, turns: usize) -> (usize, usize, 
 /// Node `(x, y)` (relative to the root) in tree `t` (0..4: E, N, W, S) of a
 /// `w × h` torus. Tree `t` is tree E on the grid turned `t` quarters right,
 /// where its east is `DIRS[t]` and its north `DIRS[t + 1]`.
-pub fn place(t: usize, x: usize, y: usize, w: usize, h: usize) -> Place {
+pub fn place(t: usize, x: usize, y: usize, w: usize, h: usize) -> TreePosition {
     // Turn the node into tree E's frame: a quarter right per tree.
     let (x, y, w, h) = turn(x, y, w, h, t);
     let (east, north) = (DIRS[t], DIRS[(t + 1) % 4]);
     let (west, south) = (DIRS[(t + 2) % 4], DIRS[(t + 3) % 4]);
     match (x, y) {
-        (0, 0) => Place {
+        (0, 0) => TreePosition {
             from: None,
             to: vec![east],
             depth: 0,
@@ -76,13 +76,13 @@ pub fn place(t: usize, x: usize, y: usize, w: usize, h: usize) -> Place {
                 to.push(east);
             }
             to.push(north);
-            Place {
+            TreePosition {
                 from: Some(west),
                 to,
                 depth: x,
             }
         }
-        (0, y) => Place {
+        (0, y) => TreePosition {
             from: Some(west),
             to: Vec::new(),
             depth: w + y,
@@ -95,7 +95,7 @@ pub fn place(t: usize, x: usize, y: usize, w: usize, h: usize) -> Place {
             if x + 1 == w {
                 to.push(east);
             }
-            Place {
+            TreePosition {
                 from: Some(south),
                 to,
                 depth: x + y,
@@ -110,11 +110,11 @@ pub fn place(t: usize, x: usize, y: usize, w: usize, h: usize) -> Place {
 /// `(1, y) → (0, y)`; tree N is its mirror across the diagonal (north up
 /// column 0, east along every other row, row 0 by the south arcs
 /// `(x, 1) → (x, 0)`).
-pub fn mesh_place(t: usize, x: usize, y: usize, w: usize, h: usize) -> Place {
+pub fn mesh_place(t: usize, x: usize, y: usize, w: usize, h: usize) -> TreePosition {
     let (x, y, w, h) = if t == 0 { (x, y, w, h) } else { (y, x, h, w) };
     let d = |e: QDir| if t == 0 { e } else { mirror(e) };
     let (east, north, west, south) = (d(QDir::E), d(QDir::N), d(QDir::W), d(QDir::S));
-    let place = |from, to: Vec<QDir>, depth| Place { from, to, depth };
+    let place = |from, to: Vec<QDir>, depth| TreePosition { from, to, depth };
     match (x, y) {
         (0, 0) => place(None, vec![east], 0),
         (x, 0) => {
@@ -159,7 +159,7 @@ fn trees(g: &Group) -> usize {
 }
 
 /// Node `(x, y)` in tree `t` of the group's grid.
-fn place_in(g: &Group, t: usize, x: usize, y: usize) -> Place {
+fn place_in(g: &Group, t: usize, x: usize, y: usize) -> TreePosition {
     let (w, h) = grid(g);
     if g.topology == SipTopology::Torus2d {
         place(t, x, y, w, h)
@@ -197,7 +197,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let at = |hops| a.chain_offset(elems / (trees * pieces), hops);
     let chains: Vec<Chain> = (0..trees)
         .map(|t| {
-            let Place { from, to, depth } = place_in(&a.group, t, p % w, p / w);
+            let TreePosition { from, to, depth } = place_in(&a.group, t, p % w, p / w);
             let mut to = to.into_iter();
             let next = to.next();
             Chain {
@@ -237,7 +237,7 @@ impl Algorithm for TorusTrees {
         }
         Ok(())
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let (w, h) = grid(g);
         let torus = g.topology == SipTopology::Torus2d;
         g.wire_each(|p| {

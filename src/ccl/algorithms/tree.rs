@@ -10,7 +10,7 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct Tree;
@@ -101,7 +101,7 @@ impl Algorithm for Tree {
             Collective::Broadcast,
         ]
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let n = g.size();
         g.wire_each(|p| {
             (0..levels(n))

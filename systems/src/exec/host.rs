@@ -4,7 +4,7 @@
 use super::*;
 use crate::hierarchy::{Hardware, PeRate};
 use crate::ipcq::{
-    Entry, NeighborTable, NeighborTables, PeEvent, QueueAccess, Scope, Slot, SlotState,
+    Entry, NeighborTable, NeighborTables, PeEvent, QueueAccess, Scope, Slot, SlotState, Tables,
 };
 use crate::network::{Inbox, NewMessage, Outbox, Purpose};
 use crate::program::{Launch, MemLoc, Reg, Space};
@@ -219,7 +219,7 @@ fn install_table(
 
 /// Queues an install message per PE from the host; the table is applied when
 /// the message arrives, so installs take simulated time.
-pub fn send_installs(world: &mut World, scope: Scope, tables: Vec<(u32, Vec<Entry>)>, at: Tick) {
+pub fn send_installs(world: &mut World, scope: Scope, tables: Tables, at: Tick) {
     let now = world.resource::<Clock>().now.max(at);
     let entry_bytes = world.resource::<ExecParams>().install_entry_bytes;
     let host_node = world.resource::<Hardware>().host_node;

@@ -7,8 +7,8 @@
 //! of an uneven buffer do not give those blocks, so the participant level
 //! comes first and a ring block of a level is a *set* of participant blocks
 //! (all SIPs' blocks of one cube, all rows' blocks of one SIP column, ...):
-//! one ring job per member of the set, whose ring block `k` is a participant
-//! block read from a table. The tables are chosen so that what a member
+//! one ring job per element of the set, whose ring block `k` is a participant
+//! block read from a table. The tables are chosen so that what a participant
 //! owns after each level is the part the next level splits, and after the
 //! last level exactly its own block: no final exchange.
 
@@ -20,11 +20,11 @@ use crate::spec::SipTopology;
 use kernbench_systems::program::QDir;
 use std::sync::Arc;
 
-/// One direction of one level's ring. Member (key, job j) has a window of
+/// One direction of one level's ring. Participant (key, job j) has a window of
 /// `2n` entries in the shared table (ring blocks `me .. me + n` of the
 /// kernels stay inside it): entry `i` is the participant block of ring
-/// block `i`. `ring.me` is the member's position plus its window's start,
-/// a multiple of `n`, so every member shares one program and the position
+/// block `i`. `ring.me` is the participant's position plus its window's start,
+/// a multiple of `n`, so every participant shares one program and the position
 /// mod n is unchanged.
 struct LevelRing {
     ring: Ring,
@@ -32,9 +32,9 @@ struct LevelRing {
 }
 
 /// A level: its ring, the number of keys (values of the coordinates a
-/// member keeps fixed) and of jobs per member, and `digit(key, j, m)`: the
-/// participant block of job `j` of a member with `key` that belongs to the
-/// member at forward ring position `m`.
+/// participant keeps fixed) and of jobs per participant, and `digit(key, j,
+/// m)`: the participant block of job `j` of a participant with `key` that
+/// belongs to the participant at forward ring position `m`.
 struct Level<'a> {
     name: &'a str,
     n: usize,
@@ -46,8 +46,8 @@ struct Level<'a> {
 }
 
 impl<'a> Level<'a> {
-    /// A level of `n` members sending on `dirs.0` and receiving on
-    /// `dirs.1`, with (keys, jobs) members' windows.
+    /// A level of `n` participants sending on `dirs.0` and receiving on
+    /// `dirs.1`, with (keys, jobs) participants' windows.
     fn new(
         name: &'a str,
         n: usize,
@@ -66,11 +66,11 @@ impl<'a> Level<'a> {
         }
     }
 
-    /// The ring `d` ways round (1: reversed) for the member at forward
+    /// The ring `d` ways round (1: reversed) for the participant at forward
     /// position `pos` with `key`. With `shift` 1 (reduce-scatter) ring
-    /// block `k` is the block of the member at `k − 1`, since
-    /// reduce-scatter leaves a member with ring block `me + 1`; with 0
-    /// (all-gather) the member's own, which it starts from.
+    /// block `k` is the block of the participant at `k − 1`, since
+    /// reduce-scatter leaves a participant with ring block `me + 1`; with 0
+    /// (all-gather) the participant's own, which it starts from.
     fn way(&self, tl: &mut Tl, pos: usize, key: usize, d: usize, shift: usize) -> LevelRing {
         let (n, w) = (self.n, 2 * self.n);
         let name = format!("hier_lanes {} way {d} shift {shift}", self.name);
@@ -104,7 +104,7 @@ impl<'a> Level<'a> {
 }
 
 impl LevelRing {
-    /// Job `j` of this member, on the part `suffix` of every block.
+    /// Job `j` of this participant, on the part `suffix` of every block.
     fn job(&self, j: usize, suffix: Vec<Index>) -> RingJob {
         let ring = Ring {
             me: self.ring.me + j * 2 * self.ring.n,
@@ -119,7 +119,7 @@ impl LevelRing {
     }
 }
 
-/// This member's rings, both ways round: the cube ring, then the lanes.
+/// This participant's rings, both ways round: the cube ring, then the lanes.
 /// Half 0 of every block reduces along SIP rows first, then columns; half
 /// 1 along columns first, so rows and columns run at once and every lane
 /// of a cube is busy in both lane phases. The first lane ring of a half
@@ -162,7 +162,7 @@ fn toward(a: u32, b: u32, w: u32) -> QDir {
     }
 }
 
-/// This member's snake ring both ways round (its position and the
+/// This participant's snake ring both ways round (its position and the
 /// directions of its neighbours on the snake).
 fn snake_ring(tl: &mut Tl, g: &Group, at: &Coords, shift: usize) -> Option<[LevelRing; 2]> {
     let order = snake(g)?;
@@ -203,7 +203,7 @@ impl Rings {
             Level::new("rows second", w, e, (h * c, 1), &rows_second),
             Level::new("columns second", h, s, (w * c, 1), &cols_second),
         ];
-        // (position, key) of this member on each level.
+        // (position, key) of this participant on each level.
         let on = [
             (at.pos, 0),
             (at.sx, at.cube),
@@ -280,7 +280,8 @@ fn alternate([a, b]: [Vec<RingJob>; 2]) -> Vec<RingJob> {
         .collect()
 }
 
-/// The participant-first buffer: blocks, cube-ring halves, lane quarters, pieces.
+/// The participant-first buffer: blocks, cube-ring halves, lane quarters,
+/// pieces.
 fn buffer(tl: &mut Tl, a: &KernelArgs) -> Buffer {
     let (n, elems) = (a.group.size(), a.job.elems);
     let pieces = a.pieces(elems / (n * 4), 1);
@@ -300,11 +301,10 @@ pub(super) fn kernel(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     }
 }
 
-/// All-reduce as the reduce-scatter levels, each member's own block stored,
-/// then the all-gather levels (reloading it); reduce the same with only
-/// participant 0 storing what it gathers. Every ring is a neighbour ring,
-/// so on a mesh the lanes take the snake, not rows that close across the
-/// grid.
+/// All-reduce as the reduce-scatter levels, each participant's own block
+/// stored, then the all-gather levels (reloading it); reduce the same with only
+/// participant 0 storing what it gathers. Every ring is a neighbour ring, so on
+/// a mesh the lanes take the snake, not rows that close across the grid.
 pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     if a.group.size() == 1 {
         return;
@@ -315,7 +315,7 @@ pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     all_gather_levels(tl, a, at, &mut buf, stores);
 }
 
-/// The reduce-scatter levels; the member's own block is stored at the end.
+/// The reduce-scatter levels; the participant's own block is stored at the end.
 fn reduce_scatter_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buffer) {
     let g = a.group;
     let rings = Rings::new(tl, &g, at, 1);
@@ -326,7 +326,7 @@ fn reduce_scatter_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buf
     buf.store(tl, &buf.atoms(&[own.into()]));
 }
 
-/// The all-gather levels from the member's own block in place; every block
+/// The all-gather levels from the participant's own block in place; every block
 /// it receives is final, stored at once when `stores` and kept for the
 /// next level.
 fn all_gather_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buffer, stores: bool) {

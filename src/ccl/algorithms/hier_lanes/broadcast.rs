@@ -16,9 +16,9 @@
 //! So the root SIP's cube ring carries the whole buffer (half each way),
 //! each lane only its cube's share, and every other SIP's cube ring all but
 //! one share: a scatter (the shares over the lanes) and an all-gather (the
-//! cube rings of the other SIPs) pipelined piece by piece. A member takes
+//! cube rings of the other SIPs) pipelined piece by piece. A participant takes
 //! the pieces of all its trees in predicted arrival order ([`run_chains`]):
-//! a hop adds one piece time (all of a member's trees advance one piece
+//! a hop adds one piece time (all of a participant's trees advance one piece
 //! per piece time), a lane hop the piece times its latency and transfer
 //! last, shared among the cube's `C` trees' pieces.
 
@@ -28,8 +28,8 @@ use crate::ccl::{Group, KernelArgs};
 use crate::kernel::Tl;
 use kernbench_systems::program::QDir;
 
-/// This member's place on the trees' paths.
-struct Place {
+/// This participant's place on the trees' paths.
+struct PathCoords {
     c: usize,
     /// Cube-ring position of every cube, by cube index.
     ring_pos: Vec<usize>,
@@ -43,7 +43,7 @@ struct Place {
     lane_hop: usize,
 }
 
-impl Place {
+impl PathCoords {
     /// Hops from cube-ring position `from` to `to` going way `d`.
     fn ring_hops(&self, from: usize, to: usize, d: usize) -> usize {
         let c = self.c;
@@ -64,7 +64,7 @@ impl Place {
         }
     }
 
-    /// This member's link of tree (`share`, `d`), whose part is cut into
+    /// This participant's link of tree (`share`, `d`), whose part is cut into
     /// `pieces`.
     fn chain(&self, share: usize, d: usize, pieces: usize) -> Chain {
         let (next, prev) = [(QDir::IntraE, QDir::IntraW), (QDir::IntraW, QDir::IntraE)][d];
@@ -110,7 +110,8 @@ impl Place {
     }
 }
 
-/// The deepest member of any tree: the cube ring twice, a row and a column.
+/// The deepest participant of any tree: the cube ring twice, a row and a
+/// column.
 fn depth(g: &Group) -> usize {
     let c = g.cubes_per_sip() as usize;
     2 * (c - 1) + (g.grid.0 + g.grid.1) as usize - 2
@@ -131,7 +132,7 @@ pub(super) fn kernel(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     for (k, &cube) in at.order.iter().enumerate() {
         ring_pos[cube as usize] = k;
     }
-    let place = Place {
+    let place = PathCoords {
         c,
         ring_pos,
         pos: at.pos,

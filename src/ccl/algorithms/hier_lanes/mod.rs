@@ -8,7 +8,7 @@
 //! so every link direction carries traffic ([`blocks`]).
 //!
 //! All-reduce runs both halves; reduce too, with only participant 0
-//! storing what it gathers (a ring gather to one member costs what the
+//! storing what it gathers (a ring gather to one participant costs what the
 //! all-gather costs); reduce-scatter stops after the reduce-scatter levels
 //! and all-gather starts from the all-gather levels. Broadcast pipelines
 //! the root's shares over the lanes and every SIP's cube ring
@@ -26,7 +26,7 @@ use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
 pub struct HierLanes;
@@ -90,7 +90,7 @@ impl Algorithm for HierLanes {
             Collective::Reduce,
         ]
     }
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let c = g.cubes_per_sip() as usize;
         let order = grid_cycle(g.cubes.0, g.cubes.1);
         let (w, h) = g.grid;
@@ -159,16 +159,16 @@ impl Algorithm for HierLanes {
         };
         let (sends, bytes_per_send, stages, lockstep, programs) = match c {
             // Reduce-scatter and all-gather: a send per quarter of a
-            // participant block (S/4p) and ring step; the cube ring moves
-            // a half of every SIP's blocks, the lanes a quarter of each
-            // block of the rings' members ([`lane_block_sends`]); a program per
-            // SIP at most, stepping in loops.
+            // participant block (S/4p) and ring step; the cube ring moves a
+            // half of every SIP's blocks, the lanes a quarter of each block of
+            // the rings' participants ([`lane_block_sends`]); a program per SIP
+            // at most, stepping in loops.
             Collective::ReduceScatter | Collective::AllGather => {
                 (lane_block_sends(g), bytes / (4.0 * p), 1, p, rings)
             }
             // Broadcast: 2c trees (two parts of a share per cube), each over
             // every participant: about 2c sends of S/2c per participant,
-            // piece by piece down the deepest member's path (the cube ring
+            // piece by piece down the deepest participant's path (the cube ring
             // twice, a row and a column); a few ops per tree and piece on
             // every participant.
             Collective::Broadcast => (

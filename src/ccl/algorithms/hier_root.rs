@@ -1,4 +1,5 @@
-//! `adr0032`: the intercube hierarchical all-reduce of ADR-0032, as specified.
+//! `hier_root` (alias `adr0032`, its first name): the intercube hierarchical
+//! all-reduce through one root cube, as first designed (one lane between SIPs).
 //!
 //! pe0 of every cube takes part; the root cube is the geometric centre of the
 //! cube mesh (col w/2, row h/2). Phase 1 reduces each row bidirectionally
@@ -18,10 +19,10 @@ use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
 use crate::spec::SipTopology;
 use crate::topology::{Dir, grid_neighbor};
-use kernbench_systems::ipcq::Entry;
+use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
-pub struct Adr0032;
+pub struct HierRoot;
 
 fn mesh_dir(d: Dir) -> QDir {
     [QDir::N, QDir::E, QDir::S, QDir::W][d as usize]
@@ -31,9 +32,9 @@ fn global_dir(d: Dir) -> QDir {
     [QDir::GlobalN, QDir::GlobalE, QDir::GlobalS, QDir::GlobalW][d as usize]
 }
 
-/// Reduces a line of `len` members onto position `root` from both sides:
-/// members before the root pass towards `up` (their `to_root` side), members
-/// after it towards `down`.
+/// Reduces a line of `len` participants onto position `root` from both sides:
+/// participants before the root pass towards `up` (their `to_root` side),
+/// participants after it towards `down`.
 fn line_reduce(
     tl: &mut Tl,
     a: &KernelArgs,
@@ -175,7 +176,8 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let mut buf = Buffer::new(a.buffer(tl), a.job.elems, &[a.pieces(a.job.elems, 1)]);
     let all = buf.atoms(&[]);
     buf.load(tl, &all);
-    // Phases 1-2: rows onto the root column, then the root column onto the root row.
+    // Phases 1-2: rows onto the root column, then the root column onto the root
+    // row.
     line_reduce(tl, a, &mut buf, cx, cw, root_col, (Dir::E, Dir::W));
     if cx == root_col {
         line_reduce(tl, a, &mut buf, cy, ch, root_row, (Dir::S, Dir::N));
@@ -204,19 +206,19 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     buf.store(tl, &all);
 }
 
-impl Algorithm for Adr0032 {
+impl Algorithm for HierRoot {
     fn name(&self) -> &'static str {
-        "adr0032"
+        "hier_root"
     }
     fn summary(&self) -> &'static str {
-        "ADR-0032: centre-root row/column reduce over the cube mesh, inter-SIP exchange on the root cube, broadcast back"
+        "centre-root row/column reduce over the cube mesh, inter-SIP exchange on the root cube, broadcast back"
     }
     fn collectives(&self) -> &'static [Collective] {
         &[Collective::AllReduce]
     }
     /// N/S/E/W between pe0s of neighbouring cubes (no wrap), and global_*
     /// from every cube's pe0 to the same cube of each neighbouring SIP.
-    fn wiring(&self, g: &Group, q: &QueueConfig) -> Vec<(u32, Vec<Entry>)> {
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let (cw, ch) = g.cubes;
         let mut out = Vec::new();
         for sip in 0..g.sips {
