@@ -53,6 +53,25 @@ impl HeldPrograms {
     }
 }
 
+impl CostTerms {
+    /// The terms of a direct block exchange traced unrolled, one program
+    /// per participant, all in lockstep: each participant sends its
+    /// blocks once ([`block_sends`]), no chain, one register piece.
+    pub fn unrolled_blocks(g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        let (sends, bytes_per_send) = block_sends(g, c, bytes);
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages: 1,
+            lockstep: participants(g),
+            register_pieces: 1.0,
+            programs: HeldPrograms::Unrolled {
+                programs: g.size() as f64,
+            },
+        }
+    }
+}
+
 /// Participants of `g` (at least 1), as the cost terms count them.
 pub fn participants(g: &Group) -> f64 {
     g.size().max(1) as f64

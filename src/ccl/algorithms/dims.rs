@@ -33,7 +33,7 @@
 //! small-size algorithm.
 
 use super::primitives::me;
-use crate::ccl::cost::{CostTerms, HeldPrograms, block_sends, participants};
+use crate::ccl::cost::CostTerms;
 use crate::ccl::kernels::{RangeIo, block_offset, combine, send_tiles};
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
@@ -375,17 +375,7 @@ impl Algorithm for Dims {
         kernel
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
-        let (sends, bytes_per_send) = block_sends(g, c, bytes);
-        CostTerms {
-            sends,
-            bytes_per_send,
-            stages: 1,
-            lockstep: participants(g),
-            register_pieces: 1.0,
-            programs: HeldPrograms::Unrolled {
-                programs: g.size() as f64,
-            },
-        }
+        CostTerms::unrolled_blocks(g, c, bytes)
     }
 }
 

@@ -19,7 +19,7 @@
 //!   max and min cannot see (`x ∘ x = x`), sum can.
 
 use super::primitives::{cycle_wiring, me};
-use crate::ccl::cost::{CostTerms, HeldPrograms, block_sends, participants};
+use crate::ccl::cost::CostTerms;
 use crate::ccl::kernels::{Atom, Buffer, combine};
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::wiring::QueueConfig;
@@ -120,16 +120,6 @@ impl Algorithm for Mutant {
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
         // As a ring all-reduce in index order.
-        let (sends, bytes_per_send) = block_sends(g, c, bytes);
-        CostTerms {
-            sends,
-            bytes_per_send,
-            stages: 1,
-            lockstep: participants(g),
-            register_pieces: 1.0,
-            programs: HeldPrograms::Unrolled {
-                programs: g.size() as f64,
-            },
-        }
+        CostTerms::unrolled_blocks(g, c, bytes)
     }
 }

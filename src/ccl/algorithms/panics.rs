@@ -2,7 +2,7 @@
 //! must record the panic as that point's error and go on. Compiled only with
 //! the `test-algorithms` feature (on for the project's own tests).
 
-use crate::ccl::cost::{CostTerms, HeldPrograms, block_sends, participants};
+use crate::ccl::cost::CostTerms;
 use crate::ccl::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
 use crate::kernel::wiring::QueueConfig;
@@ -42,16 +42,6 @@ impl Algorithm for Panics {
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
         // Never runs far enough to cost anything; priced as a ring.
-        let (sends, bytes_per_send) = block_sends(g, c, bytes);
-        CostTerms {
-            sends,
-            bytes_per_send,
-            stages: 1,
-            lockstep: participants(g),
-            register_pieces: 1.0,
-            programs: HeldPrograms::Unrolled {
-                programs: g.size() as f64,
-            },
-        }
+        CostTerms::unrolled_blocks(g, c, bytes)
     }
 }

@@ -20,7 +20,7 @@
 //! and its tree `N` is tree `E` mirrored across the diagonal.
 
 use super::primitives::me;
-use crate::ccl::cost::{CostTerms, HeldPrograms, block_sends, participants};
+use crate::ccl::cost::CostTerms;
 use crate::ccl::kernels::{Buffer, Chain, ChainKind, run_chains};
 use crate::ccl::{Algorithm, Collective, Group, KernelArgs};
 use crate::kernel::Tl;
@@ -256,17 +256,7 @@ impl Algorithm for TorusTrees {
         kernel
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
-        let (sends, bytes_per_send) = block_sends(g, c, bytes);
-        CostTerms {
-            sends,
-            bytes_per_send,
-            stages: 1,
-            lockstep: participants(g),
-            register_pieces: 1.0,
-            programs: HeldPrograms::Unrolled {
-                programs: g.size() as f64,
-            },
-        }
+        CostTerms::unrolled_blocks(g, c, bytes)
     }
 }
 
