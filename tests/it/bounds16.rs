@@ -170,6 +170,7 @@ mod large {
     const MIB64: u64 = 64 << 20;
 
     #[test]
+    #[ignore = "exhaustive: cargo test --workspace -- --ignored"]
     fn ring_1d_64m() {
         let cells = [
             cell(
@@ -191,6 +192,7 @@ mod large {
     }
 
     #[test]
+    #[ignore = "exhaustive: cargo test --workspace -- --ignored"]
     fn torus_2d_64m() {
         let cells = [
             cell(
@@ -212,6 +214,7 @@ mod large {
     }
 
     #[test]
+    #[ignore = "exhaustive: cargo test --workspace -- --ignored"]
     fn mesh_2d_no_wrap_64m() {
         let cells = [
             cell(

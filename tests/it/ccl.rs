@@ -379,6 +379,7 @@ fn matrix_torus_3x2() {
     matrix(6, SipTopology::Torus2d, Some((3, 2)));
 }
 #[test]
+#[ignore = "exhaustive: cargo test --workspace -- --ignored"]
 fn matrix_torus_4x4() {
     matrix(16, SipTopology::Torus2d, Some((4, 4)));
 }
@@ -387,6 +388,7 @@ fn matrix_mesh_2x3() {
     matrix(6, SipTopology::Mesh2dNoWrap, Some((2, 3)));
 }
 #[test]
+#[ignore = "exhaustive: cargo test --workspace -- --ignored"]
 fn matrix_mesh_4x4() {
     matrix(16, SipTopology::Mesh2dNoWrap, Some((4, 4)));
 }
