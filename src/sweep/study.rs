@@ -1,8 +1,7 @@
 //! What a study is, for the one runner ([`super::run::run`]) that runs any of
 //! them: its points, how one point runs into a row, its estimate per point,
 //! and how the rows become tables and figures. The collective sweep
-//! ([`super::Plan`]) and the TP study ([`crate::tp::study::TpStudy`]) are
-//! studies.
+//! ([`super::Plan`]) is one; the TP study (`tp::study::TpStudy`) another.
 
 use crate::estimate::Budget;
 use serde::de::DeserializeOwned;
