@@ -431,10 +431,17 @@ fn a_directory_that_is_not_the_commands_own_output_is_refused() {
         "{err}"
     );
     assert!(err.contains("allowed: an empty or new --out"), "{err}");
-    for args in [
-        vec!["gemm-sweep", "--out", m],
-        vec!["sweep", "--plan", "tp", "--out", m],
-    ] {
+    // A TP plan writes a result set too: the same refusal.
+    let (code, _, err) = kernbench(&["sweep", "--plan", "tp", "--out", m]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "--out {m}: the directory holds files that are not a kernbench result set (no fingerprint.json): results.csv"
+        )),
+        "{err}"
+    );
+    {
+        let args = ["gemm-sweep", "--out", m];
         let (code, _, err) = kernbench(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(
