@@ -38,6 +38,10 @@ pub struct Options {
     /// Where points whose algorithm is `auto` read and store the tuner's
     /// decisions (None: each such point tunes its bucket itself).
     pub autotune_cache: Option<PathBuf>,
+    /// `out` was claimed by its command (`output::claim_dir`), which
+    /// checked that it holds only that command's own files and cleared its
+    /// points: the result-set checks of `out` ([`check_out`]) are skipped.
+    pub claimed: bool,
     /// Budget of the whole sweep: each of the `jobs` points running at once
     /// may use its share of the memory and all of the time; a point
     /// estimated above it fails at once.
@@ -58,6 +62,7 @@ impl Options {
             ccl_origin: "<embedded ccl.yaml>".into(),
             heap_peak: None,
             autotune_cache: None,
+            claimed: false,
             budget: Budget::of_this_machine(),
         }
     }
@@ -186,10 +191,14 @@ pub fn check_out(dir: &Path, resume: bool) -> Result<(), String> {
 fn prepare<S: Study>(study: &S, opts: &Options) -> Result<(Lock, Option<(usize, usize)>), String> {
     let dir = &opts.out;
     let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
-    check_out(dir, opts.resume)?;
+    let check = || match opts.claimed {
+        true => Ok(()),
+        false => check_out(dir, opts.resume),
+    };
+    check()?;
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let lock = Lock::take(dir)?;
-    check_out(dir, opts.resume)?;
+    check()?;
     if opts.resume && !dir.join(fingerprint::FILE).exists() {
         eprintln!(
             "note: {} holds no result set yet (a sweep stopped before it began one); starting it",
