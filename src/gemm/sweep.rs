@@ -180,7 +180,8 @@ pub struct GemmRecord {
     pub index: usize,
     pub id: String,
     pub point: String,
-    /// None if the GEMM failed.
+    /// None if the GEMM failed; its CSV line (exact floats).
+    #[serde(with = "crate::sweep::study::csv_line")]
     pub row: Option<GemmRow>,
     /// Empty unless the GEMM failed.
     pub error: String,
@@ -369,4 +370,49 @@ fn write_figures(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {
         &by_family(&|r| r.sim_over_roofline),
     )?;
     Ok(FILES[1..].iter().map(|f| f.to_string()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A point file gives back the row's floats to the bit (as results.csv
+    /// wrote them before rows went through point files): serde_json alone
+    /// reads 1.5692829457364341 as 1.569282945736434.
+    #[test]
+    fn a_record_round_trips_its_floats_exactly() {
+        let row = GemmRow {
+            family: "tall".into(),
+            m: 4096,
+            k: 4096,
+            n: 16,
+            flops: 536870912,
+            pes: 128,
+            time_ns: 12956.0,
+            roofline_ns: 8256.0,
+            bound_by: "memory".into(),
+            achieved_tflops: 41.43801420191417,
+            peak_tflops: 262.144,
+            sim_over_roofline: 1.5692829457364341,
+        };
+        let record = GemmRecord {
+            index: 10,
+            id: "tall-4096x4096x16".into(),
+            point: "tall 4096x4096x16".into(),
+            row: Some(row),
+            error: String::new(),
+        };
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(json.contains("\"row\":\"tall,4096,4096,16,536870912,128,12956.0,8256.0,memory,41.43801420191417,262.144,1.5692829457364341\""), "{json}");
+        let back: GemmRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, record);
+        let failed = GemmRecord {
+            row: None,
+            error: "boom".into(),
+            ..record
+        };
+        let back: GemmRecord =
+            serde_json::from_str(&serde_json::to_string(&failed).unwrap()).unwrap();
+        assert_eq!(back, failed);
+    }
 }

@@ -125,3 +125,43 @@ pub fn consolidate<S: Study>(study: &S, dir: &Path) -> Result<Vec<S::Row>, Strin
     study.write_figures(dir, &files)?;
     Ok(rows)
 }
+
+/// (De)serializes a study's optional row as its CSV line, the text
+/// results.csv holds: exact for every f64, where serde_json reads some
+/// 17-digit floats one unit in the last place off. For `#[serde(with)]`.
+pub mod csv_line {
+    use serde::de::{DeserializeOwned, Error as _};
+    use serde::ser::Error as _;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<T: Serialize, S: Serializer>(
+        row: &Option<T>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let Some(row) = row else {
+            return s.serialize_none();
+        };
+        let mut w = csv::WriterBuilder::new()
+            .has_headers(false)
+            .from_writer(Vec::new());
+        w.serialize(row).map_err(S::Error::custom)?;
+        let bytes = w.into_inner().map_err(S::Error::custom)?;
+        let line = String::from_utf8(bytes).map_err(S::Error::custom)?;
+        s.serialize_some(line.trim_end_matches('\n'))
+    }
+
+    pub fn deserialize<'de, T: DeserializeOwned, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
+        let Some(line) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        let mut r = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(line.as_bytes());
+        match r.deserialize().next() {
+            Some(row) => row.map(Some).map_err(D::Error::custom),
+            None => Err(D::Error::custom("an empty row")),
+        }
+    }
+}

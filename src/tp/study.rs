@@ -174,7 +174,8 @@ pub struct TpRecord {
     pub index: usize,
     pub id: String,
     pub point: String,
-    /// None if the point failed.
+    /// None if the point failed; its CSV line (exact floats).
+    #[serde(with = "crate::sweep::study::csv_line")]
     pub row: Option<TpRow>,
     /// Empty unless the point failed.
     pub error: String,
