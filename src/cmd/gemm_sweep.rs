@@ -34,6 +34,12 @@ pub fn run(a: GemmSweepArgs) -> Result<()> {
         .map_err(|e| anyhow::anyhow!("{}: {e}", sys.origin))?;
     // Claimed only now: a refused grid leaves no directory behind.
     kernbench::output::claim_dir("--out", &a.out, "gemm-sweep").map_err(anyhow::Error::msg)?;
+    // Every run starts afresh: an earlier run's points are this command's own.
+    let points = a.out.join("points");
+    if points.is_dir() {
+        std::fs::remove_dir_all(&points)
+            .map_err(|e| anyhow::anyhow!("--out: cannot clear {}: {e}", points.display()))?;
+    }
     eprintln!(
         "gemm-sweep: {} shapes on one SIP of {} ({} cubes x {} PEs) -> {}",
         shapes.len(),
@@ -43,19 +49,28 @@ pub fn run(a: GemmSweepArgs) -> Result<()> {
         a.out.display()
     );
     let started = std::time::Instant::now();
-    let weights = cost.weights();
-    let progress = kernbench::progress::Progress::new("gemm-sweep", "shapes", &weights);
-    let rows = sweep::run_grid_with(&sys, &shapes, &|i| {
-        progress.tick(weights[i], &cost.parts[i].0)
-    })?;
-    progress.finish();
+    let study = sweep::GemmStudy {
+        system: &sys,
+        seconds: cost.parts.iter().map(|(_, e)| e.seconds).collect(),
+        shapes,
+    };
+    let opts = kernbench::sweep::Options {
+        claimed: true,
+        budget: a.budget.budget(),
+        ..kernbench::sweep::Options::new(a.out.clone(), rayon::current_num_threads())
+    };
+    let outcome =
+        kernbench::sweep::run(&study, &opts).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
+    let rows: Vec<_> = outcome.rows.iter().filter_map(|r| r.row.clone()).collect();
     print!("{}", sweep::table(&rows));
-    let files = sweep::write(&a.out, &rows).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
+    if let Some(r) = outcome.rows.iter().find(|r| r.row.is_none()) {
+        anyhow::bail!("gemm-sweep: {}: {}", r.point, r.error);
+    }
     eprintln!(
         "{} shapes in {:.1} s; wrote {} in {}",
         rows.len(),
         started.elapsed().as_secs_f64(),
-        files.join(", "),
+        sweep::FILES.join(", "),
         a.out.display()
     );
     Ok(())

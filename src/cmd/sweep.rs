@@ -7,7 +7,7 @@ use clap::Args;
 use kernbench::ccl::CclConfig;
 use kernbench::spec::{System, presets};
 use kernbench::sweep::{Options, Plan};
-use kernbench::tp::study::{self, TpPlan};
+use kernbench::tp::study::{self, TpPlan, TpRecord, TpStudy};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -103,32 +103,12 @@ fn collective_sweep(a: &SweepArgs, system: Option<System>) -> Result<()> {
         None => (None, kernbench::ccl::config::DEFAULT_CCL_YAML.to_string()),
     };
     let plan = Plan::load_with(&a.plan, system, ccl)?;
-    let jobs = sweep_jobs(a.jobs, plan.points().len())?;
-    let out = match &a.out {
-        Some(out) => out.clone(),
-        None => default_out(&plan.file.name)?,
-    };
-    kernbench::sweep::run::check_out(&out, a.resume).map_err(anyhow::Error::msg)?;
-    let shard = kernbench::sweep::run::resolve_shard(&out, a.resume, a.shard)
-        .map_err(anyhow::Error::msg)?;
-    let opts = Options {
-        out: out.clone(),
-        jobs,
-        resume: a.resume,
-        shard,
-        stop: stop_on_ctrl_c()?,
-        ccl_text,
-        ccl_origin: a
-            .ccl
-            .as_ref()
-            .map_or("<embedded ccl.yaml>".into(), |p| p.display().to_string()),
-        heap_peak: Some(kernbench::sweep::run::HeapPeak {
-            reset: || crate::HEAP.reset_peak_usage(),
-            read_mb: || crate::HEAP.peak_usage_as_mb() as f64,
-        }),
-        autotune_cache: Some(a.autotune_cache.clone()),
-        budget: a.budget.budget(),
-    };
+    let (out, mut opts) = sweep_options(a, &plan.file.name, plan.points().len())?;
+    opts.ccl_text = ccl_text;
+    if let Some(p) = &a.ccl {
+        opts.ccl_origin = p.display().to_string();
+    }
+    let (jobs, shard) = (opts.jobs, opts.shard);
     if let Err(e) = kernbench::sweep::run::check_budget(&plan, &opts) {
         if a.out.is_none() {
             // The empty directory default_out made for this sweep.
@@ -151,6 +131,33 @@ fn collective_sweep(a: &SweepArgs, system: Option<System>) -> Result<()> {
     let t0 = Instant::now();
     let outcome = kernbench::sweep::run(&plan, &opts).map_err(anyhow::Error::msg)?;
     report_sweep(&plan, &a.plan, &out, &outcome, t0.elapsed().as_secs_f64())
+}
+
+/// The options of a sweep of `points` points named `name` (no --ccl):
+/// --jobs, --out (default: a new results/<name>-<time>), checked for this
+/// run, --resume, the shard, Ctrl-C, the heap counter and the budget.
+fn sweep_options(a: &SweepArgs, name: &str, points: usize) -> Result<(PathBuf, Options)> {
+    let jobs = sweep_jobs(a.jobs, points)?;
+    let out = match &a.out {
+        Some(out) => out.clone(),
+        None => default_out(name)?,
+    };
+    kernbench::sweep::run::check_out(&out, a.resume).map_err(anyhow::Error::msg)?;
+    let shard = kernbench::sweep::run::resolve_shard(&out, a.resume, a.shard)
+        .map_err(anyhow::Error::msg)?;
+    let opts = Options {
+        resume: a.resume,
+        shard,
+        stop: stop_on_ctrl_c()?,
+        heap_peak: Some(kernbench::sweep::run::HeapPeak {
+            reset: || crate::HEAP.reset_peak_usage(),
+            read_mb: || crate::HEAP.peak_usage_as_mb() as f64,
+        }),
+        autotune_cache: Some(a.autotune_cache.clone()),
+        budget: a.budget.budget(),
+        ..Options::new(out.clone(), jobs)
+    };
+    Ok((out, opts))
 }
 
 /// The flag a sweep's workers read: set by the first Ctrl-C (the points in
@@ -195,25 +202,31 @@ fn report_sweep(
         outcome.skipped,
         out.display()
     );
-    if outcome.interrupted {
+    exit_if_interrupted(outcome.interrupted, plan_arg, out);
+    super::exit_if_failed(&outcome.rows);
+    Ok(())
+}
+
+/// After an interrupted sweep: the command that continues it; exits 130.
+fn exit_if_interrupted(interrupted: bool, plan_arg: &str, out: &Path) {
+    if interrupted {
         println!(
             "interrupted: continue with  kernbench sweep --plan {plan_arg} --out {} --resume",
             out.display()
         );
         std::process::exit(130);
     }
-    super::exit_if_failed(&outcome.rows);
-    Ok(())
 }
 
 /// Knobs that shrink a TP plan.
 const TP_STUDY_KNOBS: &str = "fewer points (grid.tp, grid.hidden, grid.topology of the plan), fewer tokens, or a smaller base system";
 
-/// `sweep` of a TP plan: every point, a table, results.csv and figures.
+/// `sweep` of a TP plan: its points (or a shard of them) in parallel into
+/// --out, resumable, then the table.
 fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> {
-    if a.resume || a.shard.is_some() || a.ccl.is_some() {
+    if a.ccl.is_some() {
         bail!(
-            "--resume, --shard and --ccl apply to collective plans; the TP plan '{}' runs whole in one go with the embedded ccl.yaml; allowed: --out, --jobs, --system, --preset",
+            "--ccl applies to collective plans; the TP plan '{}' runs with the embedded ccl.yaml (its `algorithm:` names the entry); allowed: no --ccl",
             plan.name
         );
     }
@@ -221,33 +234,42 @@ fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> 
     let cost = kernbench::command_costs::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
     cost.check("sweep", &a.budget.budget(), TP_STUDY_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", plan.name))?;
+    let seconds = cost.parts.iter().map(|(_, e)| e.seconds).collect();
+    let tp_study = TpStudy::new(plan, &base, seconds).map_err(anyhow::Error::msg)?;
     let total = plan.points().len();
-    let jobs = sweep_jobs(a.jobs, total)?;
-    let out = match &a.out {
-        Some(out) => out.clone(),
-        None => default_out(&plan.name)?,
-    };
-    kernbench::output::claim_dir("--out", &out, "sweep (TP plan)").map_err(anyhow::Error::msg)?;
+    let (out, opts) = sweep_options(a, &plan.name, total)?;
+    let shard_note = opts
+        .shard
+        .map_or(String::new(), |(k, n)| format!(", shard {k}/{n}"));
     eprintln!(
-        "sweep '{}' (tp_block): {total} points, {jobs} job(s), {} tokens, all-reduce '{}' -> {}",
+        "sweep '{}' (tp_block): {total} points{shard_note}, {} job(s), {} tokens, all-reduce '{}' -> {}",
         plan.name,
+        opts.jobs,
         plan.tokens,
         plan.algorithm,
         out.display()
     );
     let started = Instant::now();
-    let bar = kernbench::progress::Progress::new("sweep", "points", &cost.weights());
-    let progress = |i: usize| bar.tick(cost.parts[i].1.seconds, &cost.parts[i].0);
-    let rows = study::run_on(plan, &base, jobs, &progress).map_err(anyhow::Error::msg)?;
-    bar.finish();
+    let outcome = kernbench::sweep::run(&tp_study, &opts).map_err(anyhow::Error::msg)?;
+    let rows: Vec<_> = outcome.rows.iter().filter_map(|r| r.row.clone()).collect();
     print!("{}", study::table(&rows));
-    let label = study::label(plan, &base);
-    let files = study::write(&out, &rows, &label).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
     eprintln!(
-        "{total} points in {:.1} s; wrote {} in {}",
+        "{} of {total} points done ({} run now in {:.1} s, {} from before); wrote {} in {}",
+        outcome.rows.len(),
+        outcome.ran,
         started.elapsed().as_secs_f64(),
-        files.join(", "),
+        outcome.skipped,
+        study::FILES[1..].join(", "),
         out.display()
     );
+    exit_if_interrupted(outcome.interrupted, &a.plan, &out);
+    let failed: Vec<&TpRecord> = outcome.rows.iter().filter(|r| r.row.is_none()).collect();
+    if !failed.is_empty() {
+        eprintln!("\n{} point(s) failed:", failed.len());
+        for r in &failed {
+            eprintln!("  [{}] {}: {}", r.index, r.point, r.error);
+        }
+        std::process::exit(1);
+    }
     Ok(())
 }

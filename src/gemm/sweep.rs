@@ -8,9 +8,9 @@ use crate::dist::{DistError, init_process_group};
 use crate::output::write_file;
 use crate::spec::{SipTopology, System};
 use crate::sweep::plots::{Series, chart};
+use crate::sweep::study::{Inputs, PointEnv, PointFile, Study, StudyPoint, StudyRow};
 use kernbench_systems::memory::DataMode;
-use rayon::prelude::*;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -50,9 +50,9 @@ pub fn default_grid() -> Vec<Shape> {
 }
 
 /// A measured GEMM.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GemmRow {
-    pub family: &'static str,
+    pub family: String,
     pub m: usize,
     pub k: usize,
     pub n: usize,
@@ -64,7 +64,7 @@ pub struct GemmRow {
     pub time_ns: f64,
     pub roofline_ns: f64,
     /// `compute` or `memory`: the roofline's larger term.
-    pub bound_by: &'static str,
+    pub bound_by: String,
     pub achieved_tflops: f64,
     pub peak_tflops: f64,
     /// time_ns / roofline_ns (≥ 1).
@@ -136,7 +136,7 @@ pub fn run_shape(sys: &System, s: Shape) -> Result<GemmRow, DistError> {
     let time_ns = ticks as f64 * sys.spec.system.tick_ns;
     let flops = 2 * r.macs;
     Ok(GemmRow {
-        family: s.family,
+        family: s.family.into(),
         m: s.m,
         k: s.k,
         n: s.n,
@@ -144,36 +144,160 @@ pub fn run_shape(sys: &System, s: Shape) -> Result<GemmRow, DistError> {
         pes: r.pes,
         time_ns,
         roofline_ns: r.bound_ns(),
-        bound_by: r.bound_by(),
+        bound_by: r.bound_by().into(),
         achieved_tflops: flops as f64 / time_ns / 1e3,
         peak_tflops: r.peak_tflops,
         sim_over_roofline: time_ns / r.bound_ns(),
     })
 }
 
-/// Runs every shape on rayon's pool, in grid order.
-pub fn run_grid(sys: &System, shapes: &[Shape]) -> Result<Vec<GemmRow>, DistError> {
-    run_grid_with(sys, shapes, &|_| {})
+/// A GEMM of the grid as a sweep point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GemmPoint {
+    /// Position in the grid.
+    pub index: usize,
+    pub shape: Shape,
 }
 
-/// [`run_grid`], calling `done(i)` as shape `i` finishes (in any order).
-pub fn run_grid_with(
-    sys: &System,
-    shapes: &[Shape],
-    done: &(dyn Fn(usize) + Sync),
-) -> Result<Vec<GemmRow>, DistError> {
-    shapes
-        .par_iter()
-        .enumerate()
-        .map(|(i, &s)| {
-            let row = run_shape(sys, s);
-            done(i);
-            row
-        })
-        .collect()
+impl StudyPoint for GemmPoint {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn id(&self) -> String {
+        let s = self.shape;
+        format!("{}-{}x{}x{}", s.family, s.m, s.k, s.n)
+    }
+    fn label(&self) -> String {
+        let s = self.shape;
+        format!("{} {}x{}x{}", s.family, s.m, s.k, s.n)
+    }
 }
 
-/// The files [`write`] puts in its directory.
+/// What a GEMM point's file holds: its identity and its row, or the error
+/// that stopped it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GemmRecord {
+    pub index: usize,
+    pub id: String,
+    pub point: String,
+    /// None if the GEMM failed; its CSV line (exact floats).
+    #[serde(with = "crate::sweep::study::csv_line")]
+    pub row: Option<GemmRow>,
+    /// Empty unless the GEMM failed.
+    pub error: String,
+}
+
+impl StudyRow for GemmRecord {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// The GEMM grid as a [`Study`]: every shape on one SIP of `system`;
+/// results.csv and three figures from the rows.
+pub struct GemmStudy<'a> {
+    pub system: &'a System,
+    pub shapes: Vec<Shape>,
+    /// The estimated seconds of each shape, in grid order (the command's
+    /// cost, `command_costs::gemm_sweep`).
+    pub seconds: Vec<f64>,
+}
+
+impl GemmStudy<'_> {
+    fn record(&self, p: &GemmPoint, result: Result<GemmRow, String>) -> GemmRecord {
+        let (row, error) = match result {
+            Ok(row) => (Some(row), String::new()),
+            Err(e) => (None, e.replace('\n', " | ")),
+        };
+        GemmRecord {
+            index: p.index,
+            id: p.id(),
+            point: p.label(),
+            row,
+            error,
+        }
+    }
+}
+
+impl Study for GemmStudy<'_> {
+    type Point = GemmPoint;
+    type Row = GemmRecord;
+
+    fn points(&self) -> Vec<GemmPoint> {
+        let points = self.shapes.iter().enumerate();
+        points
+            .map(|(index, &shape)| GemmPoint { index, shape })
+            .collect()
+    }
+
+    fn estimate_seconds(&self, p: &GemmPoint) -> f64 {
+        self.seconds.get(p.index).copied().unwrap_or(0.0)
+    }
+
+    fn axes(&self, p: &GemmPoint) -> Vec<(String, String)> {
+        let s = p.shape;
+        [("family", s.family.to_string()), ("m", s.m.to_string())]
+            .into_iter()
+            .chain([("k", s.k.to_string()), ("n", s.n.to_string())])
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    }
+
+    fn run_point(&self, p: &GemmPoint, _env: &PointEnv) -> GemmRecord {
+        let row = run_shape(self.system, p.shape).map_err(|e| e.to_string());
+        self.record(p, row)
+    }
+
+    fn failed(&self, p: &GemmPoint, error: String) -> GemmRecord {
+        self.record(p, Err(error))
+    }
+
+    fn progress_note(&self, row: &GemmRecord) -> String {
+        row.point.clone()
+    }
+
+    /// The grid and the system; GEMMs use the embedded ccl config only for
+    /// their process group; no input files are saved.
+    fn inputs(&self, _ccl_text: &str, _ccl_origin: &str) -> Inputs {
+        let grid: Vec<String> = self.points().iter().map(|p| p.label()).collect();
+        Inputs {
+            plan_text: grid.join("\n"),
+            plan_origin: "the gemm-sweep grid".into(),
+            system_yaml: self.system.to_yaml(),
+            ccl_text: crate::ccl::config::DEFAULT_CCL_YAML.into(),
+            ccl_origin: "<embedded ccl.yaml>".into(),
+            files: Vec::new(),
+        }
+    }
+
+    fn write_tables(
+        &self,
+        dir: &Path,
+        files: &[PointFile<GemmRecord>],
+    ) -> Result<Vec<GemmRecord>, String> {
+        write_csv(dir, &rows_of(files))?;
+        Ok(files.iter().map(|f| f.row.clone()).collect())
+    }
+
+    fn write_figures(
+        &self,
+        dir: &Path,
+        files: &[PointFile<GemmRecord>],
+    ) -> Result<Vec<String>, String> {
+        write_figures(dir, &rows_of(files))
+    }
+}
+
+/// The rows of the GEMMs that ran, in grid order.
+pub fn rows_of(files: &[PointFile<GemmRecord>]) -> Vec<GemmRow> {
+    files.iter().filter_map(|f| f.row.row.clone()).collect()
+}
+
+/// The files a gemm-sweep writes into its `--out` besides `points/` and
+/// `fingerprint.json`.
 pub const FILES: [&str; 4] = [
     "results.csv",
     "gemm_latency.svg",
@@ -181,15 +305,18 @@ pub const FILES: [&str; 4] = [
     "gemm_sim_over_roofline.svg",
 ];
 
-/// Writes results.csv and the three figures into `dir`; returns the files.
-pub fn write(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+/// Writes results.csv: one line per GEMM that ran, in grid order.
+fn write_csv(dir: &Path, rows: &[GemmRow]) -> Result<(), String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for r in rows {
         w.serialize(r).map_err(|e| e.to_string())?;
     }
     let bytes = w.into_inner().map_err(|e| e.to_string())?;
-    write_file(&dir.join(FILES[0]), &bytes)?;
+    write_file(&dir.join(FILES[0]), &bytes)
+}
+
+/// Draws the three figures from the rows into `dir`; returns the files.
+fn write_figures(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {
     let by_family = |y: &dyn Fn(&GemmRow) -> f64| -> Series {
         ["square", "wide", "tall"]
             .iter()
@@ -204,7 +331,6 @@ pub fn write(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {
             .filter(|s: &(String, Vec<(f64, f64)>)| !s.1.is_empty())
             .collect()
     };
-    let mut files = vec![FILES[0].to_string()];
     let x = "GEMM size, FLOPs (2·m·n·k)";
     chart(
         &dir.join(FILES[1]),
@@ -243,6 +369,50 @@ pub fn write(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {
         false,
         &by_family(&|r| r.sim_over_roofline),
     )?;
-    files.extend(FILES[1..].iter().map(|f| f.to_string()));
-    Ok(files)
+    Ok(FILES[1..].iter().map(|f| f.to_string()).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A point file gives back the row's floats to the bit (as results.csv
+    /// wrote them before rows went through point files): serde_json alone
+    /// reads 1.5692829457364341 as 1.569282945736434.
+    #[test]
+    fn a_record_round_trips_its_floats_exactly() {
+        let row = GemmRow {
+            family: "tall".into(),
+            m: 4096,
+            k: 4096,
+            n: 16,
+            flops: 536870912,
+            pes: 128,
+            time_ns: 12956.0,
+            roofline_ns: 8256.0,
+            bound_by: "memory".into(),
+            achieved_tflops: 41.43801420191417,
+            peak_tflops: 262.144,
+            sim_over_roofline: 1.5692829457364341,
+        };
+        let record = GemmRecord {
+            index: 10,
+            id: "tall-4096x4096x16".into(),
+            point: "tall 4096x4096x16".into(),
+            row: Some(row),
+            error: String::new(),
+        };
+        let json = serde_json::to_string(&record).unwrap();
+        assert!(json.contains("\"row\":\"tall,4096,4096,16,536870912,128,12956.0,8256.0,memory,41.43801420191417,262.144,1.5692829457364341\""), "{json}");
+        let back: GemmRecord = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, record);
+        let failed = GemmRecord {
+            row: None,
+            error: "boom".into(),
+            ..record
+        };
+        let back: GemmRecord =
+            serde_json::from_str(&serde_json::to_string(&failed).unwrap()).unwrap();
+        assert_eq!(back, failed);
+    }
 }

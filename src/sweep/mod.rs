@@ -9,6 +9,7 @@
 //! time and peak memory per point), `plan.yaml`, `system.yaml`, `ccl.yaml`
 //! and the SVG plots.
 
+pub mod collective;
 pub mod figure;
 pub mod fingerprint;
 pub mod lock;
@@ -17,6 +18,7 @@ pub mod plan;
 pub mod plots;
 pub mod results;
 pub mod run;
+pub mod study;
 
 pub use plan::{Plan, Point};
 pub use results::Row;

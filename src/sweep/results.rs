@@ -70,43 +70,21 @@ impl Row {
     }
 }
 
-/// What `points/<id>.json` holds: the row, the point's axis values and the
-/// simulator's own cost.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PointFile {
-    pub row: Row,
-    /// The point's (axis, value) assignments in plan order: results.csv has
-    /// a column per axis (empty in point files written before it existed).
-    #[serde(default)]
-    pub axes: Vec<(String, String)>,
-    pub wall_ms: f64,
-    pub peak_mb: f64,
+/// What a collective point's file holds.
+pub type PointFile = super::study::PointFile<Row>;
+
+impl super::study::StudyRow for Row {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn id(&self) -> &str {
+        &self.id
+    }
 }
 
 /// Every finished point of a result directory, in plan order.
 pub fn load_points(dir: &Path) -> Result<Vec<PointFile>, String> {
-    let points = dir.join("points");
-    let rd = std::fs::read_dir(&points).map_err(|e| format!("{}: {e}", points.display()))?;
-    let mut out = Vec::new();
-    for entry in rd {
-        let path = entry
-            .map_err(|e| format!("{}: {e}", points.display()))?
-            .path();
-        if path.extension().and_then(|e| e.to_str()) != Some("json") {
-            continue;
-        }
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        out.push(serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "{}: unreadable point file ({e}); `kernbench sweep --resume --out {}` with the same plan runs that point again",
-                path.display(),
-                dir.display()
-            )
-        })?);
-    }
-    out.sort_by_key(|p: &PointFile| p.row.index);
-    Ok(out)
+    super::study::load_files(dir)
 }
 
 /// Writes results.csv, results.json and simulator.csv from the point

@@ -1,14 +1,12 @@
-//! Running a plan: points in parallel (rayon, one world per point), each
-//! result written atomically as it completes.
+//! The one runner of every [`Study`]: points in parallel (rayon, one world
+//! per point), each point's file written atomically as it completes;
+//! resume, shards, the fingerprint and lock, the progress bar, the budget
+//! and Ctrl-C.
 
-use super::consolidate;
 use super::fingerprint::{self, Fingerprint};
 use super::lock::Lock;
-use super::plan::{Plan, Point};
-use super::results::{PointFile, Row};
-use crate::ccl::{AUTO, AlgoConfig, Communicator};
+use super::study::{PointEnv, PointFile, Study, StudyPoint, StudyRow, consolidate};
 use crate::output::{foreign_entries, some_of, write_file};
-use kernbench_systems::memory::DataMode;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -16,19 +14,9 @@ use std::time::Instant;
 
 use crate::estimate::Budget;
 
-/// The files a sweep writes into its `--out` besides `points/` and the
-/// plots: no input may be one of them.
-pub const OUTPUT_FILES: [&str; 7] = [
-    fingerprint::FILE,
-    "plan.yaml",
-    "system.yaml",
-    "ccl.yaml",
-    "results.csv",
-    "results.json",
-    "simulator.csv",
-];
+pub use super::collective::{OUTPUT_FILES, run_point};
 
-/// How to run a plan.
+/// How to run a study.
 #[derive(Debug, Clone)]
 pub struct Options {
     pub out: PathBuf,
@@ -50,6 +38,10 @@ pub struct Options {
     /// Where points whose algorithm is `auto` read and store the tuner's
     /// decisions (None: each such point tunes its bucket itself).
     pub autotune_cache: Option<PathBuf>,
+    /// `out` was claimed by its command (`output::claim_dir`), which
+    /// checked that it holds only that command's own files and cleared its
+    /// points: the result-set checks of `out` ([`check_out`]) are skipped.
+    pub claimed: bool,
     /// Budget of the whole sweep: each of the `jobs` points running at once
     /// may use its share of the memory and all of the time; a point
     /// estimated above it fails at once.
@@ -70,6 +62,7 @@ impl Options {
             ccl_origin: "<embedded ccl.yaml>".into(),
             heap_peak: None,
             autotune_cache: None,
+            claimed: false,
             budget: Budget::of_this_machine(),
         }
     }
@@ -84,174 +77,43 @@ pub struct HeapPeak {
 
 /// What a run did.
 #[derive(Debug, Clone)]
-pub struct Outcome {
-    pub rows: Vec<Row>,
+pub struct Outcome<R = super::results::Row> {
+    pub rows: Vec<R>,
     pub ran: usize,
     pub skipped: usize,
     pub planned: usize,
     pub interrupted: bool,
 }
 
-/// Runs one point in its own world; failures become rows with an error.
-/// With a heap counter and one job, `peak_mb` is the point's own peak heap;
-/// with several jobs it is the peak while the point ran.
-pub fn run_point(
-    plan: &Plan,
-    p: &Point,
-    verify: bool,
+/// Runs one point under `heap`'s counter and the clock; a panic becomes
+/// the row `failed` makes of its message, and the sweep goes on.
+pub(crate) fn measured<R>(
     heap: Option<HeapPeak>,
-    budget: &Budget,
-    autotune_cache: Option<&Path>,
-) -> PointFile {
+    axes: Vec<(String, String)>,
+    run: impl FnOnce() -> R,
+    failed: impl FnOnce(String) -> R,
+) -> PointFile<R> {
     if let Some(h) = heap {
         (h.reset)();
     }
     let t0 = Instant::now();
-    let mut row = blank_row(p);
-    let simulate = || -> Result<(), String> {
-        let mut r = plan.resolve(p)?;
-        if r.config.algorithm == AUTO {
-            let pick = tuned(plan, &r, autotune_cache)?;
-            row.autotuned = pick.name.clone();
-            r.config = AlgoConfig {
-                name: AUTO.into(),
-                ..pick
-            };
-        }
-        let s = &r.system.spec;
-        row.topology = s.system.sips.topology.name().into();
-        row.sips = Some(s.system.sips.count);
-        row.tick_ns = Some(s.system.tick_ns);
-        row.packet_bytes = Some(s.links.inter_sip.packet_bytes);
-        row.grid = format!("{}x{}", r.system.sip_grid.0, r.system.sip_grid.1);
-        row.cubes = format!("{}x{}", s.sip.cube_mesh.w, s.sip.cube_mesh.h);
-        row.collective = r.collective.name().into();
-        row.algorithm = r.config.name.clone();
-        row.implementation = r.config.algorithm.clone();
-        row.buffer_kind = r.config.buffer_kind.name().into();
-        (row.n_slots, row.slot_size, row.chunks) = (
-            Some(r.config.n_slots),
-            Some(r.config.slot_size),
-            r.config.chunks.to_string(),
-        );
-        row.op = r.op.name().into();
-        row.bytes = Some(r.bytes);
-        let mode = if verify {
-            DataMode::Functional
-        } else {
-            DataMode::TimingOnly
-        };
-        let job = r.job();
-        Communicator::check_before_build(&r.system, &r.config, &job).map_err(|e| e.to_string())?;
-        crate::estimate::Estimate::collective(&r.system, &r.config, &job, verify, false)
-            .check(budget, "larger packet_bytes or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, fewer --jobs")?;
-        let mut machine =
-            crate::machine::Machine::build_with(&r.system, mode).map_err(|e| e.to_string())?;
-        let comm = Communicator::new(&mut machine, &r.config).map_err(|e| e.to_string())?;
-        row.participants = Some(comm.group.size());
-        let res = comm.run(&mut machine, job).map_err(|e| e.to_string())?;
-        row.ticks = Some(res.ticks);
-        row.time_us = Some(res.time_ns / 1000.0);
-        row.algbw_gbps = Some(res.algbw_gbps);
-        row.busbw_gbps = Some(res.busbw_gbps);
-        row.bound_ticks = Some(res.bound_ticks);
-        row.pct_of_bound = Some(res.pct_of_bound);
-        row.bound_term = res.bound_term;
-        row.verified = match res.verified {
-            Some(true) => "ok",
-            Some(false) => "WRONG",
-            None => "-",
-        }
-        .into();
-        Ok(())
-    };
-    // A panic is a bug, not an outcome: it becomes this point's error and the
-    // sweep goes on.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(simulate))
-        .unwrap_or_else(|payload| Err(format!("panicked: {}", panic_message(&*payload))));
-    if let Err(e) = result {
-        row.error = e.replace('\n', " | ");
-    }
+    // A panic is a bug, not an outcome: it becomes this point's error.
+    let row = std::panic::catch_unwind(std::panic::AssertUnwindSafe(run))
+        .unwrap_or_else(|payload| failed(format!("panicked: {}", panic_message(&*payload))));
     let peak_mb = match heap {
         Some(h) => (h.read_mb)(),
         None => crate::report::peak_rss_bytes().unwrap_or(0) as f64 / (1 << 20) as f64,
     };
     PointFile {
         row,
-        axes: p.assignments.clone(),
+        axes,
         wall_ms: t0.elapsed().as_secs_f64() * 1000.0,
         peak_mb,
     }
 }
 
-/// The configuration the tuner picks for an `auto` point's collective and
-/// bytes on its system (from the cache when it holds the bucket).
-fn tuned(
-    plan: &Plan,
-    r: &super::plan::Resolved,
-    cache: Option<&Path>,
-) -> Result<AlgoConfig, String> {
-    let mut tuner = crate::autotune::Tuner::new(&r.system, &plan.ccl);
-    if let Some(dir) = cache {
-        tuner = tuner.with_cache(dir, false);
-    }
-    let d = tuner
-        .decide(r.collective, r.bytes)
-        .map_err(|e| format!("algorithm auto: {e}"))?;
-    Ok(tuner.config(&d).clone())
-}
-
-/// A point's row before it runs: its identity and the axes a row has a
-/// column for; every result field empty until the run fills it.
-fn blank_row(p: &Point) -> Row {
-    let mut row = Row {
-        index: p.index,
-        id: p.id(),
-        study: p.study.clone(),
-        point: p.label(),
-        topology: String::new(),
-        sips: None,
-        grid: String::new(),
-        cubes: String::new(),
-        packet_bytes: None,
-        tick_ns: None,
-        participants: None,
-        collective: String::new(),
-        algorithm: String::new(),
-        implementation: String::new(),
-        buffer_kind: String::new(),
-        n_slots: None,
-        slot_size: None,
-        chunks: String::new(),
-        op: String::new(),
-        dtype: crate::nccl_table::DTYPE.into(),
-        bytes: None,
-        ticks: None,
-        time_us: None,
-        algbw_gbps: None,
-        busbw_gbps: None,
-        bound_ticks: None,
-        pct_of_bound: None,
-        bound_term: String::new(),
-        autotuned: String::new(),
-        verified: String::new(),
-        error: String::new(),
-    };
-    // The axes a row has a column for keep the point's values if it fails.
-    for (k, v) in &p.assignments {
-        match k.as_str() {
-            "collective" => row.collective = v.clone(),
-            "algorithm" => row.algorithm = v.clone(),
-            "op" => row.op = v.clone(),
-            "bytes" => row.bytes = super::plan::parse_bytes(v).ok(),
-            _ => {}
-        }
-    }
-    row
-}
-
 /// The message of a panic payload (a `&str` or `String`, as `panic!` makes).
-fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
     payload
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -259,9 +121,9 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic without a message".into())
 }
 
-fn point_path(dir: &Path, p: &Point) -> PathBuf {
+fn point_path(dir: &Path, p: &impl StudyPoint) -> PathBuf {
     dir.join("points")
-        .join(format!("{:06}-{}.json", p.index, p.id()))
+        .join(format!("{:06}-{}.json", p.index(), p.id()))
 }
 
 /// The shard a run works on: the asked one; on `--resume`, the result
@@ -326,13 +188,17 @@ pub fn check_out(dir: &Path, resume: bool) -> Result<(), String> {
 /// Prepares `opts.out` for this run: takes the lock, refuses a directory it
 /// must not write into, writes the fingerprint and the inputs; returns the
 /// lock and the shard the run works on.
-fn prepare(plan: &Plan, opts: &Options) -> Result<(Lock, Option<(usize, usize)>), String> {
+fn prepare<S: Study>(study: &S, opts: &Options) -> Result<(Lock, Option<(usize, usize)>), String> {
     let dir = &opts.out;
     let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
-    check_out(dir, opts.resume)?;
+    let check = || match opts.claimed {
+        true => Ok(()),
+        false => check_out(dir, opts.resume),
+    };
+    check()?;
     std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
     let lock = Lock::take(dir)?;
-    check_out(dir, opts.resume)?;
+    check()?;
     if opts.resume && !dir.join(fingerprint::FILE).exists() {
         eprintln!(
             "note: {} holds no result set yet (a sweep stopped before it began one); starting it",
@@ -340,13 +206,13 @@ fn prepare(plan: &Plan, opts: &Options) -> Result<(Lock, Option<(usize, usize)>)
         );
     }
     let shard = resolve_shard(dir, opts.resume, opts.shard)?;
-    let system_yaml = plan.system.to_yaml();
+    let inputs = study.inputs(&opts.ccl_text, &opts.ccl_origin);
     let mine = Fingerprint::new(
-        &plan.text,
-        &plan.origin,
-        &system_yaml,
-        &opts.ccl_text,
-        &opts.ccl_origin,
+        &inputs.plan_text,
+        &inputs.plan_origin,
+        &inputs.system_yaml,
+        &inputs.ccl_text,
+        &inputs.ccl_origin,
         shard,
     );
     if let Some(theirs) = Fingerprint::read(dir)?
@@ -362,12 +228,8 @@ fn prepare(plan: &Plan, opts: &Options) -> Result<(Lock, Option<(usize, usize)>)
     write_file(&dir.join(fingerprint::FILE), &json)?;
     let points_dir = dir.join("points");
     std::fs::create_dir_all(&points_dir).map_err(|e| io(&points_dir, e))?;
-    for (name, bytes) in [
-        ("plan.yaml", plan.text.clone().into_bytes()),
-        ("system.yaml", system_yaml.into_bytes()),
-        ("ccl.yaml", opts.ccl_text.clone().into_bytes()),
-    ] {
-        write_file(&dir.join(name), &bytes)?;
+    for (name, text) in &inputs.files {
+        write_file(&dir.join(name), text.as_bytes())?;
     }
     Ok((lock, shard))
 }
@@ -377,7 +239,7 @@ fn prepare(plan: &Plan, opts: &Options) -> Result<(Lock, Option<(usize, usize)>)
 /// plan's point at that index (e.g. copied in by hand) — to
 /// `points/ignored/`, naming each on stderr, so no row comes from them.
 /// Returns how many it moved.
-fn set_aside_strays(dir: &Path, mine: &[Point]) -> Result<usize, String> {
+fn set_aside_strays<S: Study>(dir: &Path, mine: &[S::Point]) -> Result<usize, String> {
     let points = dir.join("points");
     let mut moved = 0;
     for name in foreign_entries(&points, &[])? {
@@ -388,16 +250,16 @@ fn set_aside_strays(dir: &Path, mine: &[Point]) -> Result<usize, String> {
         let point = stem
             .split_once('-')
             .and_then(|(i, id)| Some((i.parse::<usize>().ok()?, id)))
-            .and_then(|(i, id)| mine.iter().find(|p| p.index == i && p.id() == id));
+            .and_then(|(i, id)| mine.iter().find(|p| p.index() == i && p.id() == id));
         let why = match point {
             None => {
                 "its index and id are of no point of this run (past the plan, another shard's, or another plan's)"
             }
             Some(p) => match std::fs::read_to_string(&path)
                 .ok()
-                .and_then(|t| serde_json::from_str::<PointFile>(&t).ok())
+                .and_then(|t| serde_json::from_str::<PointFile<S::Row>>(&t).ok())
             {
-                Some(f) if f.row.index != p.index || f.row.id != p.id() => {
+                Some(f) if f.row.index() != p.index() || f.row.id() != p.id() => {
                     "its contents are of another point than its name says"
                 }
                 _ => continue, // this run's point, or unreadable: `finished` handles it
@@ -420,12 +282,12 @@ fn set_aside_strays(dir: &Path, mine: &[Point]) -> Result<usize, String> {
 
 /// Whether a finished, readable point file exists; an unreadable one is
 /// moved to `points/corrupt/` with a note, so the point runs again.
-fn finished(dir: &Path, p: &Point) -> bool {
+fn finished<S: Study>(dir: &Path, p: &S::Point) -> bool {
     let path = point_path(dir, p);
     let Ok(text) = std::fs::read_to_string(&path) else {
         return false;
     };
-    match serde_json::from_str::<PointFile>(&text) {
+    match serde_json::from_str::<PointFile<S::Row>>(&text) {
         Ok(_) => true,
         Err(e) => {
             let corrupt = dir.join("points").join("corrupt");
@@ -444,21 +306,43 @@ fn finished(dir: &Path, p: &Point) -> bool {
     }
 }
 
-/// Runs a plan into `opts.out`; returns the consolidated rows.
-pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
+/// Runs a study into `opts.out`: its points (or its shard's) in parallel,
+/// each point's file written as it finishes, then the tables and figures
+/// from every finished point; returns their rows.
+pub fn run<S: Study>(study: &S, opts: &Options) -> Result<Outcome<S::Row>, String> {
     let dir = &opts.out;
     let shard = resolve_shard(dir, opts.resume, opts.shard)?;
-    let (mut planned, mut weights, mut todo) = weighed_points(plan, opts, shard);
+    let (mut planned, mut weights, mut todo) = weighed_points(study, opts, shard);
     within_time_budget(&weights, &todo, opts)?;
-    let (_lock, shard) = prepare(plan, opts)?;
-    if set_aside_strays(dir, &shard_points(plan, shard))? > 0 {
+    let (_lock, shard) = prepare(study, opts)?;
+    if set_aside_strays::<S>(dir, &shard_points(study, shard))? > 0 {
         // A file set aside may have stood for one of this run's points.
-        (planned, weights, todo) = weighed_points(plan, opts, shard);
+        (planned, weights, todo) = weighed_points(study, opts, shard);
         within_time_budget(&weights, &todo, opts)?;
     }
     let skipped = planned - todo.len();
-    let verify = plan.file.verify;
-    let bar = crate::progress::Progress::new("sweep", "points", &weights);
+    let ran = run_points(study, opts, &weights, &todo)?;
+    let interrupted = opts.stop.load(Ordering::SeqCst) && ran < todo.len();
+    let rows = consolidate(study, dir)?;
+    Ok(Outcome {
+        rows,
+        ran,
+        skipped,
+        planned,
+        interrupted,
+    })
+}
+
+/// Runs `todo` on `opts.jobs` workers, each taking the next point until
+/// none is left or `opts.stop` is set; writes each point's file. Returns
+/// how many ran.
+fn run_points<S: Study>(
+    study: &S,
+    opts: &Options,
+    weights: &[f64],
+    todo: &[S::Point],
+) -> Result<usize, String> {
+    let bar = crate::progress::Progress::new("sweep", "points", weights);
     let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let error = std::sync::Mutex::new(None::<String>);
@@ -467,29 +351,27 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
         bytes: opts.budget.bytes / jobs as u64,
         ..opts.budget
     };
+    let env = PointEnv {
+        budget: &budget,
+        autotune_cache: opts.autotune_cache.as_deref(),
+    };
     let worker = || {
         while !opts.stop.load(Ordering::SeqCst) {
             let i = next.fetch_add(1, Ordering::SeqCst);
             let Some(p) = todo.get(i) else { return };
-            let result = run_point(
-                plan,
-                p,
-                verify,
+            let result = measured(
                 opts.heap_peak,
-                &budget,
-                opts.autotune_cache.as_deref(),
+                study.axes(p),
+                || study.run_point(p, &env),
+                |e| study.failed(p, e),
             );
-            let path = point_path(dir, p);
             let json = serde_json::to_vec_pretty(&result).expect("rows serialize");
-            if let Err(e) = write_file(&path, &json) {
+            if let Err(e) = write_file(&point_path(&opts.out, p), &json) {
                 error.lock().expect("no poisoned lock").get_or_insert(e);
                 opts.stop.store(true, Ordering::SeqCst);
             }
             done.fetch_add(1, Ordering::SeqCst);
-            bar.tick(
-                weights[i],
-                &format!("{} {}", result.row.collective, result.row.algorithm),
-            );
+            bar.tick(weights[i], &study.progress_note(&result.row));
         }
     };
     let pool = rayon::ThreadPoolBuilder::new()
@@ -505,58 +387,54 @@ pub fn run(plan: &Plan, opts: &Options) -> Result<Outcome, String> {
     if let Some(e) = error.into_inner().expect("no poisoned lock") {
         return Err(e);
     }
-    let ran = done.into_inner();
-    let interrupted = opts.stop.load(Ordering::SeqCst) && ran < todo.len();
-    let rows = consolidate(dir)?;
-    Ok(Outcome {
-        rows,
-        ran,
-        skipped,
-        planned,
-        interrupted,
-    })
+    Ok(done.into_inner())
 }
 
 /// The points of this shard, and those still to run (all but the finished
 /// ones on --resume), longest first with their weights: taken in that order
 /// by whichever worker is free, so no big one is left running alone at the end.
-fn weighed_points(
-    plan: &Plan,
+fn weighed_points<S: Study>(
+    study: &S,
     opts: &Options,
     shard: Option<(usize, usize)>,
-) -> (usize, Vec<f64>, Vec<Point>) {
-    let mine = shard_points(plan, shard);
+) -> (usize, Vec<f64>, Vec<S::Point>) {
+    let mine = shard_points(study, shard);
     let planned = mine.len();
-    let mut weighed: Vec<(f64, Point)> = mine
+    let mut weighed: Vec<(f64, S::Point)> = mine
         .into_iter()
-        .filter(|p| !(opts.resume && finished(&opts.out, p)))
-        .map(|p| (weight(plan, &p), p))
+        .filter(|p| !(opts.resume && finished::<S>(&opts.out, p)))
+        .map(|p| (study.estimate_seconds(&p), p))
         .collect();
     weighed.sort_by(|a, b| b.0.total_cmp(&a.0));
     let (weights, todo) = weighed.into_iter().unzip();
     (planned, weights, todo)
 }
 
-/// The plan's points that shard K/N runs (all of them without a shard).
-fn shard_points(plan: &Plan, shard: Option<(usize, usize)>) -> Vec<Point> {
-    plan.points()
+/// The study's points that shard K/N runs (all of them without a shard).
+fn shard_points<S: Study>(study: &S, shard: Option<(usize, usize)>) -> Vec<S::Point> {
+    study
+        .points()
         .into_iter()
-        .filter(|p| shard.is_none_or(|(k, n)| p.index % n == k - 1))
+        .filter(|p| shard.is_none_or(|(k, n)| p.index() % n == k - 1))
         .collect()
 }
 
 /// Refuses a sweep whose points together are estimated above the time
 /// budget, before anything is written ([`run`] checks it too).
-pub fn check_budget(plan: &Plan, opts: &Options) -> Result<(), String> {
+pub fn check_budget<S: Study>(study: &S, opts: &Options) -> Result<(), String> {
     let shard = resolve_shard(&opts.out, opts.resume, opts.shard)?;
-    let (_, weights, todo) = weighed_points(plan, opts, shard);
+    let (_, weights, todo) = weighed_points(study, opts, shard);
     within_time_budget(&weights, &todo, opts)
 }
 
 /// The points to run together, on `opts.jobs` workers, within the time
 /// budget (a point over it alone fails at once and costs nothing): refused
 /// before anything is written, with the total and the longest point.
-fn within_time_budget(weights: &[f64], todo: &[Point], opts: &Options) -> Result<(), String> {
+fn within_time_budget(
+    weights: &[f64],
+    todo: &[impl StudyPoint],
+    opts: &Options,
+) -> Result<(), String> {
     let jobs = opts.jobs.max(1) as f64;
     let limit = opts.budget.seconds;
     let runs = || weights.iter().zip(todo).filter(|(w, _)| **w <= limit);
@@ -572,10 +450,4 @@ fn within_time_budget(weights: &[f64], todo: &[Point], opts: &Options) -> Result
         runs().count(),
         point.label(),
     ))
-}
-
-/// A point's expected cost for scheduling and the ETA: its estimated
-/// seconds plus a fixed cost per point (building its world, writing it).
-fn weight(plan: &Plan, p: &Point) -> f64 {
-    plan.estimate(p).map_or(0.0, |e| e.seconds) + 0.005
 }

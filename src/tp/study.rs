@@ -1,6 +1,6 @@
-//! `kernbench sweep --plan tp`: the TP scaling study. A TP plan
-//! (`workload: tp_block`, configs/sweeps/tp.yaml) runs [`run_block`] for
-//! every topology × hidden × TP of its grid, on a system of TP SIPs, and
+//! `kernbench sweep --plan tp`: the TP scaling study, a sweep [`Study`]. A
+//! TP plan (`workload: tp_block`, configs/sweeps/tp.yaml) runs [`run_block`]
+//! for every topology × hidden × TP of its grid, on a system of TP SIPs, and
 //! writes results.csv and three figures: time per block, the communication
 //! share of it, and the scaling efficiency (speedup over TP = 1 / TP).
 
@@ -8,9 +8,10 @@ use super::block::{BlockShape, run_block};
 use crate::ccl::CclConfig;
 use crate::output::write_file;
 use crate::spec::{SipTopology, SpecError, System, parse_yaml};
+use crate::sweep::fingerprint;
 use crate::sweep::plan::{TP_PLAN, with_base};
 use crate::sweep::plots::{Series, chart};
-use rayon::prelude::*;
+use crate::sweep::study::{Inputs, PointEnv, PointFile, Study, StudyPoint, StudyRow};
 use serde::{Deserialize, Serialize};
 use serde_yaml::Mapping;
 use std::path::Path;
@@ -43,7 +44,7 @@ pub struct TpPlan {
 }
 
 /// One point's result; times in µs, of rank 0.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TpRow {
     pub topology: String,
     /// Also the SIP count: the world is one TP group.
@@ -139,78 +140,224 @@ impl TpPlan {
     }
 }
 
-/// Runs every point on rayon's pool; `done` is called after each.
-pub fn run(
-    plan: &TpPlan,
-    base: &System,
-    done: &(dyn Fn(usize) + Sync),
-) -> Result<Vec<TpRow>, String> {
-    let base = plan.base_system(base)?;
-    let ccl = CclConfig::embedded_default();
-    let tick_us = base.spec.system.tick_ns / 1e3;
-    let mut rows = plan
-        .points()
-        .par_iter()
-        .enumerate()
-        .map(|(i, &(topology, hidden, tp))| {
-            let mut spec = base.spec.clone();
-            spec.system.sips.topology = topology;
-            let sys = System::from_spec(spec, &base.origin)
-                .and_then(|s| s.with_sips(tp))
-                .map_err(|e| format!("{} x{tp}: {e}", topology.name()))?;
-            let shape = BlockShape {
-                tokens: plan.tokens,
-                hidden,
-            };
-            let r = run_block(&sys, &ccl, &plan.algorithm, tp, shape)
-                .map_err(|e| format!("{} x{tp}, hidden {hidden}: {e}", topology.name()))?;
-            done(i);
-            let b = r.breakdown;
-            let us = |t: u64| t as f64 * tick_us;
-            Ok(TpRow {
-                topology: topology.name().into(),
-                tp,
-                hidden,
-                tokens: plan.tokens,
-                algorithm: plan.algorithm.clone(),
-                time_us: us(b.total),
-                compute_us: us(b.compute),
-                comm_us: us(b.communication),
-                hidden_comm_us: us(b.hidden),
-                exposed_comm_us: us(b.communication - b.hidden),
-                launch_wait_us: us(b.launch),
-                speedup: None,
-                efficiency: None,
-            })
+/// A point of a TP plan: one topology, hidden size and TP size.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TpPoint {
+    /// Position in [`TpPlan::points`]' order.
+    pub index: usize,
+    pub topology: SipTopology,
+    pub hidden: usize,
+    pub tp: u32,
+}
+
+impl StudyPoint for TpPoint {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn id(&self) -> String {
+        format!("{}-h{}-tp{}", self.topology.name(), self.hidden, self.tp)
+    }
+    fn label(&self) -> String {
+        format!(
+            "{} x{}, hidden {}",
+            self.topology.name(),
+            self.tp,
+            self.hidden
+        )
+    }
+}
+
+/// What a TP point's file holds: its identity and its row, or the error
+/// that stopped it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TpRecord {
+    pub index: usize,
+    pub id: String,
+    pub point: String,
+    /// None if the point failed; its CSV line (exact floats).
+    #[serde(with = "crate::sweep::study::csv_line")]
+    pub row: Option<TpRow>,
+    /// Empty unless the point failed.
+    pub error: String,
+}
+
+impl StudyRow for TpRecord {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// A TP plan as a [`Study`]: every point a transformer block on a system
+/// of TP SIPs; results.csv and three figures from the rows.
+pub struct TpStudy<'a> {
+    pub plan: &'a TpPlan,
+    /// The base system with the plan's `base:` fields set.
+    pub base: System,
+    ccl: CclConfig,
+    /// The estimated seconds of each point, in plan order.
+    seconds: Vec<f64>,
+}
+
+impl<'a> TpStudy<'a> {
+    /// The study of `plan` on `base`; `seconds` are the points' estimates in
+    /// plan order (the command's cost, `command_costs::tp_study`).
+    pub fn new(plan: &'a TpPlan, base: &System, seconds: Vec<f64>) -> Result<Self, String> {
+        Ok(TpStudy {
+            plan,
+            base: plan.base_system(base)?,
+            ccl: CclConfig::embedded_default(),
+            seconds,
         })
-        .collect::<Result<Vec<_>, String>>()?;
-    let one: Vec<(String, usize, f64)> = rows
+    }
+
+    /// A point's row: the block on a system of TP SIPs of its topology.
+    fn block_row(&self, p: &TpPoint) -> Result<TpRow, String> {
+        let (topology, hidden, tp) = (p.topology, p.hidden, p.tp);
+        let mut spec = self.base.spec.clone();
+        spec.system.sips.topology = topology;
+        let sys = System::from_spec(spec, &self.base.origin)
+            .and_then(|s| s.with_sips(tp))
+            .map_err(|e| format!("{} x{tp}: {e}", topology.name()))?;
+        let shape = BlockShape {
+            tokens: self.plan.tokens,
+            hidden,
+        };
+        let r = run_block(&sys, &self.ccl, &self.plan.algorithm, tp, shape)
+            .map_err(|e| format!("{} x{tp}, hidden {hidden}: {e}", topology.name()))?;
+        let b = r.breakdown;
+        let tick_us = self.base.spec.system.tick_ns / 1e3;
+        let us = |t: u64| t as f64 * tick_us;
+        Ok(TpRow {
+            topology: topology.name().into(),
+            tp,
+            hidden,
+            tokens: self.plan.tokens,
+            algorithm: self.plan.algorithm.clone(),
+            time_us: us(b.total),
+            compute_us: us(b.compute),
+            comm_us: us(b.communication),
+            hidden_comm_us: us(b.hidden),
+            exposed_comm_us: us(b.communication - b.hidden),
+            launch_wait_us: us(b.launch),
+            speedup: None,
+            efficiency: None,
+        })
+    }
+
+    fn record(&self, p: &TpPoint, result: Result<TpRow, String>) -> TpRecord {
+        let (row, error) = match result {
+            Ok(row) => (Some(row), String::new()),
+            Err(e) => (None, e.replace('\n', " | ")),
+        };
+        TpRecord {
+            index: p.index,
+            id: p.id(),
+            point: p.label(),
+            row,
+            error,
+        }
+    }
+}
+
+impl Study for TpStudy<'_> {
+    type Point = TpPoint;
+    type Row = TpRecord;
+
+    fn points(&self) -> Vec<TpPoint> {
+        self.plan
+            .points()
+            .into_iter()
+            .enumerate()
+            .map(|(index, (topology, hidden, tp))| TpPoint {
+                index,
+                topology,
+                hidden,
+                tp,
+            })
+            .collect()
+    }
+
+    fn estimate_seconds(&self, p: &TpPoint) -> f64 {
+        self.seconds.get(p.index).copied().unwrap_or(0.0)
+    }
+
+    fn axes(&self, p: &TpPoint) -> Vec<(String, String)> {
+        vec![
+            ("topology".into(), p.topology.name().into()),
+            ("hidden".into(), p.hidden.to_string()),
+            ("tp".into(), p.tp.to_string()),
+        ]
+    }
+
+    fn run_point(&self, p: &TpPoint, _env: &PointEnv) -> TpRecord {
+        self.record(p, self.block_row(p))
+    }
+
+    fn failed(&self, p: &TpPoint, error: String) -> TpRecord {
+        self.record(p, Err(error))
+    }
+
+    fn progress_note(&self, row: &TpRecord) -> String {
+        row.point.clone()
+    }
+
+    /// The plan as parsed, the base system and the embedded ccl config
+    /// (TP plans take no --ccl); no input files are saved.
+    fn inputs(&self, _ccl_text: &str, _ccl_origin: &str) -> Inputs {
+        Inputs {
+            plan_text: serde_yaml::to_string(self.plan).expect("TP plans serialize"),
+            plan_origin: self.plan.name.clone(),
+            system_yaml: self.base.to_yaml(),
+            ccl_text: crate::ccl::config::DEFAULT_CCL_YAML.into(),
+            ccl_origin: "<embedded ccl.yaml>".into(),
+            files: Vec::new(),
+        }
+    }
+
+    fn write_tables(
+        &self,
+        dir: &Path,
+        files: &[PointFile<TpRecord>],
+    ) -> Result<Vec<TpRecord>, String> {
+        let records = with_speedups(files);
+        let rows: Vec<TpRow> = records.iter().filter_map(|r| r.row.clone()).collect();
+        write_csv(dir, &rows)?;
+        Ok(records)
+    }
+
+    fn write_figures(
+        &self,
+        dir: &Path,
+        files: &[PointFile<TpRecord>],
+    ) -> Result<Vec<String>, String> {
+        let rows: Vec<TpRow> = with_speedups(files)
+            .into_iter()
+            .filter_map(|r| r.row)
+            .collect();
+        write_figures(dir, &rows, &label(self.plan, &self.base))
+    }
+}
+
+/// The finished points' records with speedup and efficiency set: over the
+/// TP = 1 point of the same topology and hidden size, if it ran.
+pub fn with_speedups(files: &[PointFile<TpRecord>]) -> Vec<TpRecord> {
+    let mut records: Vec<TpRecord> = files.iter().map(|f| f.row.clone()).collect();
+    let one: Vec<(String, usize, f64)> = records
         .iter()
+        .filter_map(|r| r.row.as_ref())
         .filter(|r| r.tp == 1)
         .map(|r| (r.topology.clone(), r.hidden, r.time_us))
         .collect();
-    for r in &mut rows {
+    for r in records.iter_mut().filter_map(|r| r.row.as_mut()) {
         if let Some(t1) = one.iter().find(|o| o.0 == r.topology && o.1 == r.hidden) {
             r.speedup = Some(t1.2 / r.time_us);
             r.efficiency = Some(t1.2 / r.time_us / f64::from(r.tp));
         }
     }
-    Ok(rows)
-}
-
-/// [`run`] on a rayon pool of its own with `jobs` threads (a sweep's
-/// `--jobs`), so the points in parallel are the ones asked for.
-pub fn run_on(
-    plan: &TpPlan,
-    base: &System,
-    jobs: usize,
-    done: &(dyn Fn(usize) + Sync),
-) -> Result<Vec<TpRow>, String> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs)
-        .build()
-        .map_err(|e| e.to_string())?;
-    pool.install(|| run(plan, base, done))
+    records
 }
 
 /// The table a TP sweep prints: one line per point, times in µs.
@@ -261,45 +408,50 @@ fn by_slice(rows: &[TpRow], y: &dyn Fn(&TpRow) -> Option<f64>) -> Series {
     out
 }
 
-/// The files [`write`] puts in its directory.
-pub const FILES: [&str; 4] = [
+/// The files a TP sweep writes into its `--out` besides `points/`: no
+/// input may be one of them.
+pub const FILES: [&str; 5] = [
+    fingerprint::FILE,
     "results.csv",
     "tp_block_time.svg",
     "tp_comm_share.svg",
     "tp_efficiency.svg",
 ];
 
-/// Writes results.csv and the three figures into `dir`; returns the files.
-pub fn write(dir: &Path, rows: &[TpRow], system: &str) -> Result<Vec<String>, String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+/// Writes results.csv: one line per point that ran, in plan order.
+fn write_csv(dir: &Path, rows: &[TpRow]) -> Result<(), String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     for r in rows {
         w.serialize(r).map_err(|e| e.to_string())?;
     }
     let bytes = w.into_inner().map_err(|e| e.to_string())?;
-    write_file(&dir.join(FILES[0]), &bytes)?;
+    write_file(&dir.join(FILES[1]), &bytes)
+}
+
+/// Draws the three figures from the rows into `dir`; returns the files.
+fn write_figures(dir: &Path, rows: &[TpRow], system: &str) -> Result<Vec<String>, String> {
     let x = "TP size (SIPs)";
     let figures = [
         (
-            FILES[1],
+            FILES[2],
             "time per block, us (log)",
             true,
             by_slice(rows, &|r| Some(r.time_us)),
         ),
         (
-            FILES[2],
+            FILES[3],
             "communication / time per block",
             false,
             by_slice(rows, &|r| Some(r.comm_us / r.time_us)),
         ),
         (
-            FILES[3],
+            FILES[4],
             "speedup / TP",
             false,
             by_slice(rows, &|r| r.efficiency),
         ),
     ];
-    let mut files = vec![FILES[0].to_string()];
+    let mut files = Vec::new();
     for (file, y, log, series) in figures {
         let title = format!("Transformer block, TP scaling ({system})");
         chart(&dir.join(file), &title, x, y, log, &series)?;

@@ -257,11 +257,25 @@ fn c_replicated_over_cubes_gets_each_cubes_partial_product() {
     }
 }
 
-/// The whole gemm-sweep grid (14 shapes): none beats its roofline.
+/// The whole gemm-sweep grid (14 shapes), run by the sweep runner: none
+/// beats its roofline, and the result set holds a point file per shape.
 #[test]
 fn no_gemm_of_the_sweep_grid_beats_its_roofline() {
-    use kernbench::gemm::sweep::{default_grid, run_grid};
-    let rows = run_grid(&System::embedded_default(), &default_grid()).unwrap();
+    use kernbench::gemm::sweep::{GemmRecord, GemmStudy, default_grid, rows_of};
+    use kernbench::sweep::{Options, run, study::load_files};
+    let sys = System::embedded_default();
+    let shapes = default_grid();
+    let study = GemmStudy {
+        system: &sys,
+        seconds: vec![0.0; shapes.len()],
+        shapes,
+    };
+    let out = tempfile::tempdir().unwrap();
+    let outcome = run(&study, &Options::new(out.path().to_path_buf(), 2)).unwrap();
+    assert_eq!((outcome.ran, outcome.planned), (14, 14));
+    let files = load_files::<GemmRecord>(out.path()).unwrap();
+    assert_eq!(files[13].row.id, "tall-4096x4096x1024");
+    let rows = rows_of(&files);
     assert_eq!(rows.len(), 14);
     for r in &rows {
         assert!(

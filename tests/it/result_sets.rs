@@ -431,10 +431,17 @@ fn a_directory_that_is_not_the_commands_own_output_is_refused() {
         "{err}"
     );
     assert!(err.contains("allowed: an empty or new --out"), "{err}");
-    for args in [
-        vec!["gemm-sweep", "--out", m],
-        vec!["sweep", "--plan", "tp", "--out", m],
-    ] {
+    // A TP plan writes a result set too: the same refusal.
+    let (code, _, err) = kernbench(&["sweep", "--plan", "tp", "--out", m]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "--out {m}: the directory holds files that are not a kernbench result set (no fingerprint.json): results.csv"
+        )),
+        "{err}"
+    );
+    {
+        let args = ["gemm-sweep", "--out", m];
         let (code, _, err) = kernbench(&args);
         assert_eq!(code, 2, "{args:?}: {err}");
         assert!(
@@ -523,8 +530,10 @@ fn a_failed_write_is_an_error_naming_the_path_and_nothing_says_wrote() {
         left,
         [
             ".kernbench-output",
+            "fingerprint.json",
             "gemm_latency.svg",
             "gemm_tflops.svg",
+            "points",
             "results.csv"
         ]
     );
@@ -817,4 +826,25 @@ fn a_second_process_on_a_locked_directory_is_refused_naming_the_holder() {
         )),
         "{err}"
     );
+}
+
+/// gemm-sweep writes a result set (a point file per shape, the
+/// fingerprint) into its own directory, and a second run replaces it:
+/// the same results.csv, no stale or extra point file.
+#[test]
+fn gemm_sweep_writes_a_result_set_and_a_rerun_replaces_it() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("gemm");
+    let o = out.to_str().unwrap();
+    let (code, first, err) = kernbench(&["gemm-sweep", "--out", o]);
+    assert_eq!(code, 0, "{err}");
+    let csv = read(&out.join("results.csv"));
+    std::fs::write(out.join("points/000099-stale.json"), "{}").unwrap();
+    let (code, second, err) = kernbench(&["gemm-sweep", "--out", o]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!((second, read(&out.join("results.csv"))), (first, csv));
+    let points = kernbench::output::foreign_entries(&out.join("points"), &[]).unwrap();
+    assert_eq!(points.len(), 14, "{points:?}");
+    assert_eq!(points[0], "000000-square-128x128x128.json");
+    assert!(out.join("fingerprint.json").exists());
 }

@@ -281,7 +281,7 @@ fn block_breakdown_sums_and_its_all_reduces_match_a_lone_run() {
 /// a small plan runs, TP = 1 has efficiency 1, and bad plans name the field.
 #[test]
 fn tp_plans_run_and_bad_ones_name_the_field() {
-    use kernbench::tp::study::{TpPlan, run};
+    use kernbench::tp::study::TpPlan;
     let plan = TpPlan::find("tp").unwrap().unwrap();
     assert_eq!(plan.points().len(), 60);
     let dir = std::env::temp_dir().join(format!("kb-tp-plan-{}", std::process::id()));
@@ -293,7 +293,12 @@ fn tp_plans_run_and_bad_ones_name_the_field() {
     };
     let small = "name: small\nworkload: tp_block\nalgorithm: ring\ntokens: 32\ngrid:\n  topology: [ring_1d]\n  hidden: [512]\n  tp: [1, 2]\n";
     let plan = TpPlan::find(&write("small.yaml", small)).unwrap().unwrap();
-    let rows = run(&plan, &System::embedded_default(), &|_| {}).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let rows: Vec<_> = run_tp(&plan, out.path(), false)
+        .rows
+        .into_iter()
+        .map(|r| r.row.unwrap())
+        .collect();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].efficiency, Some(1.0));
     for r in &rows {
@@ -321,6 +326,82 @@ fn tp_plans_run_and_bad_ones_name_the_field() {
     // Not a TP plan: left to the collective sweep.
     assert!(TpPlan::find("default").unwrap().is_none());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Runs a TP plan on the default system through the sweep runner into
+/// `out` on 2 jobs.
+fn run_tp(
+    plan: &kernbench::tp::study::TpPlan,
+    out: &std::path::Path,
+    resume: bool,
+) -> kernbench::sweep::Outcome<kernbench::tp::study::TpRecord> {
+    use kernbench::sweep::Options;
+    let base = System::embedded_default();
+    let cost = kernbench::command_costs::tp_study(plan, &base).unwrap();
+    let seconds = cost.parts.iter().map(|(_, e)| e.seconds).collect();
+    let study = kernbench::tp::study::TpStudy::new(plan, &base, seconds).unwrap();
+    let opts = Options {
+        resume,
+        ..Options::new(out.to_path_buf(), 2)
+    };
+    kernbench::sweep::run(&study, &opts).unwrap()
+}
+
+/// A TP plan whose TP = 1 point is lost after a run (a partial result set)
+/// and is resumed with `sweep --resume` runs only that point and ends with
+/// the uninterrupted results.csv, speedups included; without --resume the
+/// used directory is refused.
+#[test]
+fn a_tp_plan_resumed_after_a_partial_run_gives_the_same_results() {
+    use kernbench::tp::study::TpPlan;
+    let d = tempfile::tempdir().unwrap();
+    let plan_path = d.path().join("small.yaml");
+    std::fs::write(
+        &plan_path,
+        "name: small\nworkload: tp_block\nalgorithm: ring\ntokens: 32\ngrid:\n  topology: [ring_1d]\n  hidden: [512]\n  tp: [1, 2]\n",
+    )
+    .unwrap();
+    let plan = TpPlan::find(plan_path.to_str().unwrap()).unwrap().unwrap();
+    let (full, part) = (d.path().join("full"), d.path().join("part"));
+    run_tp(&plan, &full, false);
+    run_tp(&plan, &part, false);
+    let tp1 = part.join("points/000000-ring_1d-h512-tp1.json");
+    std::fs::remove_file(&tp1).unwrap();
+    let partial = std::fs::read_to_string(part.join("results.csv")).unwrap();
+    assert_eq!(partial.lines().count(), 3, "{partial}");
+    let run = |resume: bool| {
+        let mut args = vec!["sweep", "--plan", plan_path.to_str().unwrap()];
+        args.extend(["--out", part.to_str().unwrap(), "--jobs", "1"]);
+        if resume {
+            args.push("--resume");
+        }
+        std::process::Command::new(env!("CARGO_BIN_EXE_kernbench"))
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let refused = run(false);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("already holds results: pass --resume"),
+        "{err}"
+    );
+    let resumed = run(true);
+    let err = String::from_utf8_lossy(&resumed.stderr);
+    assert!(resumed.status.success(), "{err}");
+    assert!(
+        err.contains("2 of 2 points done (1 run now in") && err.contains(", 1 from before)"),
+        "{err}"
+    );
+    assert!(tp1.exists());
+    let read = |dir: &std::path::Path| std::fs::read_to_string(dir.join("results.csv")).unwrap();
+    assert_eq!(read(&part), read(&full));
+    assert!(
+        read(&full).contains("ring_1d,2,512,32,ring,"),
+        "{}",
+        read(&full)
+    );
 }
 
 /// A shape whose matrices no address can count is refused by name before
