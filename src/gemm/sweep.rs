@@ -8,7 +8,7 @@ use crate::dist::{DistError, init_process_group};
 use crate::output::write_file;
 use crate::spec::{SipTopology, System};
 use crate::sweep::plots::{Series, chart};
-use crate::sweep::study::{Inputs, PointEnv, PointFile, Study, StudyPoint, StudyRow};
+use crate::sweep::study::{Inputs, PointEnv, PointFile, Record, Study, StudyPoint};
 use kernbench_systems::memory::DataMode;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -173,28 +173,8 @@ impl StudyPoint for GemmPoint {
     }
 }
 
-/// What a GEMM point's file holds: its identity and its row, or the error
-/// that stopped it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct GemmRecord {
-    pub index: usize,
-    pub id: String,
-    pub point: String,
-    /// None if the GEMM failed; its CSV line (exact floats).
-    #[serde(with = "crate::sweep::study::csv_line")]
-    pub row: Option<GemmRow>,
-    /// Empty unless the GEMM failed.
-    pub error: String,
-}
-
-impl StudyRow for GemmRecord {
-    fn index(&self) -> usize {
-        self.index
-    }
-    fn id(&self) -> &str {
-        &self.id
-    }
-}
+/// What a point's file holds: its row, or the error that stopped it.
+pub type GemmRecord = Record<GemmRow>;
 
 /// The GEMM grid as a [`Study`]: every shape on one SIP of `system`;
 /// results.csv and three figures from the rows.
@@ -204,22 +184,6 @@ pub struct GemmStudy<'a> {
     /// The estimated seconds of each shape, in grid order (the command's
     /// cost, `command_costs::gemm_sweep`).
     pub seconds: Vec<f64>,
-}
-
-impl GemmStudy<'_> {
-    fn record(&self, p: &GemmPoint, result: Result<GemmRow, String>) -> GemmRecord {
-        let (row, error) = match result {
-            Ok(row) => (Some(row), String::new()),
-            Err(e) => (None, e.replace('\n', " | ")),
-        };
-        GemmRecord {
-            index: p.index,
-            id: p.id(),
-            point: p.label(),
-            row,
-            error,
-        }
-    }
 }
 
 impl Study for GemmStudy<'_> {
@@ -248,11 +212,11 @@ impl Study for GemmStudy<'_> {
 
     fn run_point(&self, p: &GemmPoint, _env: &PointEnv) -> GemmRecord {
         let row = run_shape(self.system, p.shape).map_err(|e| e.to_string());
-        self.record(p, row)
+        Record::of(p, row)
     }
 
     fn failed(&self, p: &GemmPoint, error: String) -> GemmRecord {
-        self.record(p, Err(error))
+        Record::of(p, Err(error))
     }
 
     fn progress_note(&self, row: &GemmRecord) -> String {

@@ -24,6 +24,47 @@ pub trait StudyRow {
     fn id(&self) -> &str;
 }
 
+/// What a TP or GEMM point's file holds: its identity and its row, or the
+/// error that stopped it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(bound(serialize = "R: Serialize", deserialize = "R: DeserializeOwned"))]
+pub struct Record<R> {
+    pub index: usize,
+    pub id: String,
+    pub point: String,
+    /// None if the point failed; its CSV line (exact floats).
+    #[serde(with = "csv_line")]
+    pub row: Option<R>,
+    /// Empty unless the point failed.
+    pub error: String,
+}
+
+impl<R> Record<R> {
+    /// The record of `p`: its row, or its error on one line.
+    pub fn of(p: &impl StudyPoint, result: Result<R, String>) -> Record<R> {
+        let (row, error) = match result {
+            Ok(row) => (Some(row), String::new()),
+            Err(e) => (None, e.replace('\n', " | ")),
+        };
+        Record {
+            index: p.index(),
+            id: p.id(),
+            point: p.label(),
+            row,
+            error,
+        }
+    }
+}
+
+impl<R> StudyRow for Record<R> {
+    fn index(&self) -> usize {
+        self.index
+    }
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 /// What a study's result set is fingerprinted by (resume refuses another),
 /// and the input files saved beside its results.
 pub struct Inputs {

@@ -11,7 +11,7 @@ use crate::spec::{SipTopology, SpecError, System, parse_yaml};
 use crate::sweep::fingerprint;
 use crate::sweep::plan::{TP_PLAN, with_base};
 use crate::sweep::plots::{Series, chart};
-use crate::sweep::study::{Inputs, PointEnv, PointFile, Study, StudyPoint, StudyRow};
+use crate::sweep::study::{Inputs, PointEnv, PointFile, Record, Study, StudyPoint};
 use serde::{Deserialize, Serialize};
 use serde_yaml::Mapping;
 use std::path::Path;
@@ -167,28 +167,8 @@ impl StudyPoint for TpPoint {
     }
 }
 
-/// What a TP point's file holds: its identity and its row, or the error
-/// that stopped it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct TpRecord {
-    pub index: usize,
-    pub id: String,
-    pub point: String,
-    /// None if the point failed; its CSV line (exact floats).
-    #[serde(with = "crate::sweep::study::csv_line")]
-    pub row: Option<TpRow>,
-    /// Empty unless the point failed.
-    pub error: String,
-}
-
-impl StudyRow for TpRecord {
-    fn index(&self) -> usize {
-        self.index
-    }
-    fn id(&self) -> &str {
-        &self.id
-    }
-}
+/// What a point's file holds: its row, or the error that stopped it.
+pub type TpRecord = Record<TpRow>;
 
 /// A TP plan as a [`Study`]: every point a transformer block on a system
 /// of TP SIPs; results.csv and three figures from the rows.
@@ -246,20 +226,6 @@ impl<'a> TpStudy<'a> {
             efficiency: None,
         })
     }
-
-    fn record(&self, p: &TpPoint, result: Result<TpRow, String>) -> TpRecord {
-        let (row, error) = match result {
-            Ok(row) => (Some(row), String::new()),
-            Err(e) => (None, e.replace('\n', " | ")),
-        };
-        TpRecord {
-            index: p.index,
-            id: p.id(),
-            point: p.label(),
-            row,
-            error,
-        }
-    }
 }
 
 impl Study for TpStudy<'_> {
@@ -293,11 +259,11 @@ impl Study for TpStudy<'_> {
     }
 
     fn run_point(&self, p: &TpPoint, _env: &PointEnv) -> TpRecord {
-        self.record(p, self.block_row(p))
+        Record::of(p, self.block_row(p))
     }
 
     fn failed(&self, p: &TpPoint, error: String) -> TpRecord {
-        self.record(p, Err(error))
+        Record::of(p, Err(error))
     }
 
     fn progress_note(&self, row: &TpRecord) -> String {
