@@ -1,31 +1,21 @@
 //! kernbench: a data-oriented ECS simulator of a multi-chip AI accelerator.
 //!
-//! Layers (docs/ARCHITECTURE.md): `spec` (YAML → validated system) →
-//! `topology` (nodes, links, routes, addresses) → `machine` (an engine world
-//! with the hardware spawned) — on the `kernbench_systems` engine crate;
-//! `spec`, `topology` and `names` live in the `kernbench_spec` crate.
-pub mod autotune;
-pub mod bench;
-pub mod catalog;
-pub mod ccl;
-pub mod collective_run;
-pub mod command_costs;
-pub mod dist;
-pub mod estimate;
-pub mod gemm;
-pub mod kernel;
-pub mod machine;
-pub mod memory_map;
-pub mod nccl_table;
-pub mod output;
-pub mod progress;
-pub mod report;
-pub mod seeded;
-pub mod sweep;
-pub mod topo_report;
-pub mod tp;
-pub mod trace;
-pub mod workload;
-
+//! This crate is the command line and a facade over the workspace's layers
+//! (docs/ARCHITECTURE.md), lowest first: the engine (`kernbench_systems`),
+//! the spec (`kernbench_spec`: names, spec, topology), the runtime
+//! (`kernbench_runtime`: machine, kernels, reports), the collective library
+//! (`kernbench_ccl`), the distributed runtime (`kernbench_dist`) and the
+//! studies (`kernbench_studies`: sweep, autotune, TP, GEMM, bench). Each
+//! module is re-exported under its own name.
+pub use kernbench_ccl as ccl;
+pub use kernbench_ccl::estimate;
+pub use kernbench_dist as dist;
+pub use kernbench_runtime::{
+    kernel, machine, memory_map, output, progress, report, seeded, trace, workload,
+};
 pub use kernbench_spec::{names, spec, topology};
+pub use kernbench_studies::{
+    autotune, bench, catalog, collective_run, command_costs, gemm, nccl_table, sweep, topo_report,
+    tp,
+};
 pub use kernbench_systems as systems;

@@ -47,7 +47,7 @@ fn an_auto_entry_is_built_by_the_autotuners_init() {
     };
     assert_eq!(
         e,
-        "ccl entry 'auto' has algorithm auto, which needs the autotuner to pick each collective's configuration; build the group with kernbench::autotune::init_process_group, or name an entry with a fixed algorithm"
+        "ccl entry 'auto' has algorithm auto, which needs the autotuner to pick each collective's configuration; build the group with the autotune module's init_process_group, or name an entry with a fixed algorithm"
     );
     let pg =
         kernbench::autotune::init_process_group(&sys, &ccl, "auto", DataMode::TimingOnly).unwrap();

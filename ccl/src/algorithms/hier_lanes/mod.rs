@@ -1,0 +1,226 @@
+//! `hier_lanes`: hierarchical collectives that use every cube's inter-SIP
+//! lane. Within a SIP, a reduce-scatter over a ring through the cube mesh
+//! leaves each cube with 1/C of the SIP's sum; each cube then reduces its
+//! share with the same cube of the other SIPs over its own lanes (rings
+//! along rows on global_E/W and columns on global_S/N, or one ring along
+//! the snake of a mesh); the all-gather levels run the same rings back.
+//! Every ring runs in both directions at once (half of the data each way)
+//! so every link direction carries traffic ([`blocks`]).
+//!
+//! All-reduce runs both halves; reduce too, with only participant 0
+//! storing what it gathers (a ring gather to one participant costs what the
+//! all-gather costs); reduce-scatter stops after the reduce-scatter levels
+//! and all-gather starts from the all-gather levels. Broadcast pipelines
+//! the root's shares over the lanes and every SIP's cube ring
+//! ([`broadcast`]).
+
+mod blocks;
+mod broadcast;
+
+use blocks::lanes_take_the_snake;
+
+use super::primitives::me;
+use crate::cost::{CostTerms, HeldPrograms, participants};
+use crate::kernels::grid_cycle;
+use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use kernbench_runtime::kernel::Tl;
+use kernbench_runtime::kernel::wiring::QueueConfig;
+use kernbench_spec::spec::SipTopology;
+use kernbench_systems::ipcq::Tables;
+use kernbench_systems::program::QDir;
+
+pub struct HierLanes;
+
+/// Where a participant sits: its index, its cube and the cube's position
+/// on the cube ring (`order`: the cubes in ring order), its SIP's column
+/// and row in the SIP grid.
+struct Coords {
+    me: usize,
+    cube: usize,
+    pos: usize,
+    sx: usize,
+    sy: usize,
+    order: Vec<u32>,
+}
+
+impl Coords {
+    fn of(tl: &mut Tl, g: &Group) -> Coords {
+        let me = me(tl, g);
+        let c = g.cubes_per_sip() as usize;
+        let (sip, cube) = (me / c, me % c);
+        let order = grid_cycle(g.cubes.0, g.cubes.1);
+        let pos = order
+            .iter()
+            .position(|&x| x as usize == cube)
+            .expect("every cube is on the ring");
+        let w = g.grid.0 as usize;
+        Coords {
+            me,
+            cube,
+            pos,
+            sx: sip % w,
+            sy: sip / w,
+            order,
+        }
+    }
+}
+
+fn kernel(tl: &mut Tl, a: &KernelArgs) {
+    let at = Coords::of(tl, &a.group);
+    match a.job.collective {
+        Collective::ReduceScatter | Collective::AllGather => blocks::kernel(tl, a, &at),
+        Collective::Broadcast => broadcast::kernel(tl, a, &at),
+        _ => blocks::all_reduce(tl, a, &at),
+    }
+}
+
+impl Algorithm for HierLanes {
+    fn name(&self) -> &'static str {
+        "hier_lanes"
+    }
+    fn summary(&self) -> &'static str {
+        "intra-SIP reduce-scatter, per-cube inter-SIP all-reduce on every lane, intra-SIP all-gather (for reduce, only participant 0 stores; reduce-scatter and all-gather run their half); bidirectional rings; broadcast as pipelined trees over the cube rings and lanes"
+    }
+    fn collectives(&self) -> &'static [Collective] {
+        &[
+            Collective::AllReduce,
+            Collective::ReduceScatter,
+            Collective::AllGather,
+            Collective::Broadcast,
+            Collective::Reduce,
+        ]
+    }
+    fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
+        let c = g.cubes_per_sip() as usize;
+        let order = grid_cycle(g.cubes.0, g.cubes.1);
+        let (w, h) = g.grid;
+        let mut out = Vec::new();
+        for sip in 0..g.sips {
+            let (sx, sy) = (sip % w, sip / w);
+            for (pos, &cube) in order.iter().enumerate() {
+                let mut e = Vec::new();
+                let pe = |s: u32, cb: u32| g.pe(g.participant(s, cb));
+                if c > 1 {
+                    e.push(q.entry(QDir::IntraE, pe(sip, order[(pos + 1) % c]), QDir::IntraW));
+                    e.push(q.entry(
+                        QDir::IntraW,
+                        pe(sip, order[(pos + c - 1) % c]),
+                        QDir::IntraE,
+                    ));
+                }
+                if w > 1 {
+                    e.push(q.entry(
+                        QDir::GlobalE,
+                        pe(sy * w + (sx + 1) % w, cube),
+                        QDir::GlobalW,
+                    ));
+                    e.push(q.entry(
+                        QDir::GlobalW,
+                        pe(sy * w + (sx + w - 1) % w, cube),
+                        QDir::GlobalE,
+                    ));
+                }
+                if h > 1 {
+                    e.push(q.entry(
+                        QDir::GlobalS,
+                        pe(((sy + 1) % h) * w + sx, cube),
+                        QDir::GlobalN,
+                    ));
+                    e.push(q.entry(
+                        QDir::GlobalN,
+                        pe(((sy + h - 1) % h) * w + sx, cube),
+                        QDir::GlobalS,
+                    ));
+                }
+                out.push((pe(sip, cube), e));
+            }
+        }
+        out
+    }
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
+    fn every_pe(&self) -> bool {
+        false
+    }
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
+    fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
+        kernel
+    }
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        let p = participants(g);
+        let cubes = f64::from(g.cubes_per_sip());
+        let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
+        let rings = HeldPrograms::Looped {
+            programs: f64::from(g.sips),
+            ops_per_chunk: 3.0 * 64.0,
+        };
+        let (sends, bytes_per_send, stages, lockstep, programs) = match c {
+            // Reduce-scatter and all-gather: a send per quarter of a
+            // participant block (S/4p) and ring step; the cube ring moves a
+            // half of every SIP's blocks, the lanes a quarter of each block of
+            // the rings' participants ([`lane_block_sends`]); a program per SIP
+            // at most, stepping in loops.
+            Collective::ReduceScatter | Collective::AllGather => {
+                (lane_block_sends(g), bytes / (4.0 * p), 1, p, rings)
+            }
+            // Broadcast: 2c trees (two parts of a share per cube), each over
+            // every participant: about 2c sends of S/2c per participant,
+            // piece by piece down the deepest participant's path (the cube ring
+            // twice, a row and a column); a few ops per tree and piece on
+            // every participant.
+            Collective::Broadcast => (
+                2.0 * cubes,
+                bytes / (2.0 * cubes),
+                (2.0 * (cubes - 1.0) + w + h - 2.0).max(1.0) as usize,
+                1.0,
+                HeldPrograms::Looped {
+                    programs: g.size() as f64,
+                    ops_per_chunk: 2.0 * cubes * 3.0,
+                },
+            ),
+            // All-reduce and reduce: the reduce-scatter's sends, then the
+            // all-gather's. Only participant 0 stores what a reduce's rings
+            // gather, and the rest wait on it now and then.
+            Collective::Reduce => (
+                2.0 * lane_block_sends(g),
+                bytes / (4.0 * p),
+                1,
+                p / 2.0,
+                rings,
+            ),
+            Collective::AllReduce | Collective::AllToAll => {
+                (2.0 * lane_block_sends(g), bytes / (4.0 * p), 1, p, rings)
+            }
+        };
+        CostTerms {
+            sends,
+            bytes_per_send,
+            stages,
+            lockstep,
+            // Four pieces of a ring step's block.
+            register_pieces: 4.0,
+            programs,
+        }
+    }
+}
+
+/// Sends per participant of the reduce-scatter and all-gather, each of a
+/// quarter of a participant block: the cube ring's c − 1 steps move half of
+/// each of the SIP's wh blocks per direction (4wh(c − 1)); the lanes run
+/// one ring through every SIP on a mesh with an even side (4(wh − 1)), both
+/// halves along the one line of a ring of SIPs, else rows then columns for
+/// one half and columns then rows for the other.
+fn lane_block_sends(g: &Group) -> f64 {
+    let cubes = f64::from(g.cubes_per_sip());
+    let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
+    let one_ring = lanes_take_the_snake(g) || w == 1.0 || h == 1.0;
+    let lanes = if one_ring {
+        4.0 * (w * h - 1.0)
+    } else {
+        2.0 * h * (w - 1.0) + 2.0 * w * (h - 1.0) + 2.0 * (w - 1.0) + 2.0 * (h - 1.0)
+    };
+    4.0 * w * h * (cubes - 1.0) + lanes
+}

@@ -1,0 +1,406 @@
+//! What a run will cost the simulator, computed from the spec and the job
+//! without building anything, so a run the machine cannot afford is refused
+//! at once with the numbers and the knobs that shrink it.
+//!
+//! The model (constants and their calibration: docs/model.md §Cost estimate):
+//! - build: per directed link, PE and cube (the link table, the hardware
+//!   entities and their components);
+//! - run: ops held in programs (shared and looped: they grow with the
+//!   program's length, not with participants × steps), register files,
+//!   messages (chunks, credits, local loads and stores) and packet-hops;
+//!   values in functional mode; trace events (streamed to the file: they
+//!   cost time and disk, not memory).
+
+use crate::cost::CostTerms;
+use crate::{AlgoConfig, Algorithm, Collective, Group, Job, algorithms};
+use kernbench_spec::spec::System;
+
+/// Bytes per directed link, PE and cube of a built machine, plus a base.
+const BUILD_BASE: f64 = 16e6;
+const BYTES_PER_LINK: f64 = 56.0;
+const BYTES_PER_PE: f64 = 160.0;
+const BYTES_PER_CUBE: f64 = 200.0;
+/// Bytes per traced op (an `Op` in its program).
+const BYTES_PER_OP: f64 = 32.0;
+/// A PE's register: ready tick, size and an (empty when timing-only) value vector.
+const BYTES_PER_REGISTER: f64 = 40.0;
+/// Traced ops per IPCQ send of a step (send, recv, combine, load/store share).
+const OPS_PER_SEND: f64 = 3.5;
+/// Bytes per trace event in the written file (measured on mesh_16,
+/// hier_lanes, 1 MiB: 2.02 GB for 17.8 M events).
+pub const TRACE_FILE_BYTES_PER_EVENT: f64 = 114.0;
+/// Wall time to write one trace event (same run: 25.5 s traced, 3.1 s not).
+const SECONDS_PER_TRACE_EVENT: f64 = 1.3e-6;
+/// Wall time per message (chunk, credit, load, store), per packet-hop and
+/// per schedule run (a visited tick where more than packets move: every
+/// stage's run condition, parameters and `advance`), fitted to 231 points of
+/// the default sweep with their counted messages, hops and runs (docs/model.md
+/// §Cost estimate).
+pub const SECONDS_PER_MESSAGE: f64 = 460e-9;
+pub const SECONDS_PER_PACKET_HOP: f64 = 18e-9;
+pub const SECONDS_PER_SCHEDULE_RUN: f64 = 2.4e-6;
+/// Schedule runs per message when the participants do not act in lockstep
+/// (its send, arrival, receive and credit mostly fall on ticks of their own).
+pub const SCHEDULE_RUNS_PER_MESSAGE: f64 = 2.5;
+
+/// The estimate of one run (or of a build alone).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    pub pes: u64,
+    pub links: u64,
+    pub ops: f64,
+    pub messages: f64,
+    pub packet_hops: f64,
+    /// Visited ticks that run the whole schedule.
+    pub schedule_runs: f64,
+    pub trace_events: f64,
+    pub peak_bytes: f64,
+    pub seconds: f64,
+}
+
+/// Sends per participant and bytes per send of one run of an algorithm.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WorkCounts {
+    pub sends: f64,
+    pub bytes_per_send: f64,
+    /// Pipeline depth of each send.
+    pub pieces: f64,
+}
+
+/// Sends per participant and their size for one run of `algorithm`, as
+/// pipelined: `depth(bytes per send, stages)` is the pipeline depth of such
+/// a send.
+pub fn work(
+    algorithm: &dyn Algorithm,
+    g: &Group,
+    c: Collective,
+    bytes: f64,
+    depth: impl Fn(f64, usize) -> f64,
+) -> WorkCounts {
+    pipelined(&algorithm.cost_terms(g, c, bytes), depth)
+}
+
+/// `terms`' sends cut into the pieces `depth` gives them.
+fn pipelined(terms: &CostTerms, depth: impl Fn(f64, usize) -> f64) -> WorkCounts {
+    let pieces = depth(terms.bytes_per_send, terms.stages);
+    WorkCounts {
+        sends: terms.sends.max(1.0) * pieces,
+        bytes_per_send: (terms.bytes_per_send / pieces).max(2.0),
+        pieces,
+    }
+}
+
+/// Directed links of a system, counted from its node counts without
+/// building the link table: every endpoint has a duplex link to its router,
+/// routers form a mesh, each UCIe port pair one duplex link, each inter-SIP
+/// port one outgoing link, each SIP a duplex PCIe link and an I/O link.
+pub fn links(sys: &System) -> u64 {
+    use kernbench_spec::topology::{NodeKind, Topology};
+    let t = Topology::new(sys);
+    let (nw, nh) = (u64::from(t.noc.0), u64::from(t.noc.1));
+    let mut links = 4 * u64::from(t.sips);
+    for (kind, n) in t.node_counts() {
+        links += match kind {
+            NodeKind::Host | NodeKind::SipIo => 0,
+            NodeKind::Router => n / (nw * nh) * 2 * ((nw - 1) * nh + nw * (nh - 1)),
+            NodeKind::UciePort | NodeKind::XSipPort => 3 * n,
+            _ => 2 * n,
+        };
+    }
+    links
+}
+
+impl Estimate {
+    /// Building the machine alone.
+    pub fn build(sys: &System) -> Estimate {
+        let pes = sys.total_pes();
+        let links = links(sys);
+        let cubes = u64::from(sys.n_sips()) * u64::from(sys.cubes_per_sip());
+        let peak = BUILD_BASE
+            + BYTES_PER_LINK * links as f64
+            + BYTES_PER_PE * pes as f64
+            + BYTES_PER_CUBE * cubes as f64;
+        Estimate {
+            pes,
+            links,
+            ops: 0.0,
+            messages: 0.0,
+            packet_hops: 0.0,
+            schedule_runs: 0.0,
+            trace_events: 0.0,
+            peak_bytes: peak,
+            seconds: links as f64 * 20e-9,
+        }
+    }
+
+    /// One collective of `job` with `config` on `sys`; `verify` carries
+    /// values, `trace` writes every event to a trace file.
+    pub fn collective(
+        sys: &System,
+        config: &AlgoConfig,
+        job: &Job,
+        verify: bool,
+        trace: bool,
+    ) -> Estimate {
+        let mut e = Self::build(sys);
+        // Every caller checks the entry first (Communicator::check_before_build,
+        // the ccl config's validation); an unregistered name never runs.
+        let Ok(algorithm) = algorithms::find(&config.algorithm) else {
+            return e;
+        };
+        let g = Group::for_config(sys, config);
+        let p = g.size() as f64;
+        let limits = crate::PieceLimits::of(sys, config);
+        let terms = algorithm.cost_terms(&g, job.collective, job.bytes() as f64);
+        let work = pipelined(&terms, |size, stages| {
+            config.chunks.pieces((size / 2.0) as usize, stages, limits) as f64
+        });
+        let chunks = work.pieces;
+        let slot = config.slot_size as f64;
+        let chunk_messages = (work.bytes_per_send / slot).ceil().max(1.0);
+        // Each chunk: data + credit; each send also loads and stores a tile.
+        let per_participant = work.sends * (2.0 * chunk_messages + 2.0);
+        e.messages = p * per_participant;
+        e.ops = p * work.sends * OPS_PER_SEND + 4.0 * p;
+        let held_ops = terms.programs.ops(e.ops / p, chunks);
+        let pieces = terms.register_pieces;
+        let registers = p * (4.0 * chunks * pieces + 16.0);
+        let packet = sys
+            .spec
+            .links
+            .noc
+            .packet_bytes
+            .min(sys.spec.links.inter_sip.packet_bytes) as f64;
+        let mut hops = f64::from(sys.spec.cube.noc_mesh.w + sys.spec.cube.noc_mesh.h) + 4.0;
+        if job.collective == Collective::AllToAll {
+            // Blocks go to every participant, a quarter of the grid away on
+            // average, about three links per SIP hop.
+            hops += 3.0 * (f64::from(g.grid.0) + f64::from(g.grid.1)) / 4.0;
+        }
+        let packets_per_chunk = (work.bytes_per_send.min(slot) / packet).ceil().max(1.0);
+        // Chunks cross the network; each send also loads and stores its tile
+        // between HBM and the PE over the NoC.
+        let noc_packet = sys.spec.links.noc.packet_bytes as f64;
+        let tile_packets = (work.bytes_per_send / noc_packet).ceil().max(1.0);
+        let noc_hops = f64::from(sys.spec.cube.noc_mesh.w + sys.spec.cube.noc_mesh.h);
+        e.packet_hops = p
+            * work.sends
+            * (chunk_messages * packets_per_chunk * hops + 2.0 * tile_packets * noc_hops);
+        e.schedule_runs = e.messages * SCHEDULE_RUNS_PER_MESSAGE / terms.lockstep;
+        if trace {
+            e.trace_events = e.ops + e.packet_hops + e.messages;
+        }
+
+        let values = if verify {
+            3.0 * p * job.bytes() as f64
+        } else {
+            0.0
+        };
+        e.peak_bytes += held_ops * BYTES_PER_OP + registers * BYTES_PER_REGISTER + values;
+        e.seconds += e.messages * SECONDS_PER_MESSAGE
+            + e.packet_hops * SECONDS_PER_PACKET_HOP
+            + e.schedule_runs * SECONDS_PER_SCHEDULE_RUN
+            + e.trace_events * SECONDS_PER_TRACE_EVENT;
+        e
+    }
+
+    /// Refuses a run whose peak memory or simulation time exceeds `budget`;
+    /// the message gives the estimate and the knobs that shrink it.
+    pub fn check(&self, budget: &Budget, knobs: &str) -> Result<(), String> {
+        let (what, over, flag) = if self.peak_bytes > budget.bytes as f64 {
+            (
+                format!("{} of memory", gib(self.peak_bytes)),
+                format!("the budget of {}", gib(budget.bytes as f64)),
+                "--max-memory if this machine really has more",
+            )
+        } else if self.seconds > budget.seconds {
+            (
+                format!("{:.0} s to simulate", self.seconds),
+                format!("the time budget of {:.0} s", budget.seconds),
+                "--max-time if the wait is worth it (the time estimate is good to a factor of about 4)",
+            )
+        } else {
+            return Ok(());
+        };
+        Err(format!(
+            "this run is estimated to need {what} ({} PEs, {} links, {:.3e} traced ops, {:.3e} messages, {:.3e} packet-hops{}; {} and about {:.0} s), more than {over}; allowed: a run within the budget: {knobs}, or {flag}",
+            self.pes,
+            self.links,
+            self.ops,
+            self.messages,
+            self.packet_hops,
+            if self.trace_events > 0.0 {
+                format!(", {:.3e} trace events", self.trace_events)
+            } else {
+                String::new()
+            },
+            gib(self.peak_bytes),
+            self.seconds,
+        ))
+    }
+}
+
+/// What a command costs in all: its parts (simulations, phases, shapes)
+/// run one after the other, so their times add up and the peak memory is
+/// the largest part's.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Cost {
+    /// Each part with what it is, e.g. "ring at 4096 B".
+    pub parts: Vec<(String, Estimate)>,
+}
+
+impl Cost {
+    pub fn add(&mut self, what: impl Into<String>, e: Estimate) {
+        self.parts.push((what.into(), e));
+    }
+
+    pub fn seconds(&self) -> f64 {
+        self.parts.iter().map(|p| p.1.seconds).sum()
+    }
+
+    pub fn peak_bytes(&self) -> f64 {
+        self.parts
+            .iter()
+            .map(|p| p.1.peak_bytes)
+            .fold(0.0, f64::max)
+    }
+
+    /// Each part's estimated seconds, for a progress bar's ETA.
+    pub fn weights(&self) -> Vec<f64> {
+        self.parts.iter().map(|p| p.1.seconds).collect()
+    }
+
+    /// Refuses a command whose parts together need more time, or whose
+    /// largest part more memory, than `budget`; the message gives the
+    /// total, the part that drives it and the knobs (`knobs`: the
+    /// command's own arguments that shrink it).
+    pub fn check(&self, command: &str, budget: &Budget, knobs: &str) -> Result<(), String> {
+        let n = self.parts.len();
+        let by = |key: fn(&Estimate) -> f64| {
+            self.parts
+                .iter()
+                .max_by(|a, b| key(&a.1).total_cmp(&key(&b.1)))
+                .map_or(String::new(), |(what, e)| {
+                    format!(
+                        "; the largest: {what}, {:.0} s and {}",
+                        e.seconds,
+                        gib(e.peak_bytes)
+                    )
+                })
+        };
+        let (need, over, drives, flag) = if self.peak_bytes() > budget.bytes as f64 {
+            (
+                format!("{} of memory", gib(self.peak_bytes())),
+                format!("the budget of {}", gib(budget.bytes as f64)),
+                by(|e| e.peak_bytes),
+                "--max-memory if this machine really has more",
+            )
+        } else if self.seconds() > budget.seconds {
+            (
+                format!("{:.0} s to simulate", self.seconds()),
+                format!("the time budget of {:.0} s", budget.seconds),
+                by(|e| e.seconds),
+                "--max-time if the wait is worth it (the time estimate is good to a factor of about 4)",
+            )
+        } else {
+            return Ok(());
+        };
+        Err(format!(
+            "{command} is estimated to need {need} ({n} part(s){drives}), more than {over}; allowed: work within the budget: {knobs}, or {flag}"
+        ))
+    }
+}
+
+/// What a run may cost: peak memory and estimated simulation time.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Budget {
+    pub bytes: u64,
+    pub seconds: f64,
+}
+
+impl Budget {
+    /// The default time budget: one hour of simulation.
+    pub const DEFAULT_SECONDS: f64 = 3600.0;
+
+    /// 80% of this machine's memory and [`Budget::DEFAULT_SECONDS`].
+    pub fn of_this_machine() -> Budget {
+        Budget {
+            bytes: default_budget(),
+            seconds: Self::DEFAULT_SECONDS,
+        }
+    }
+}
+
+/// Bytes as GiB for messages.
+pub fn gib(bytes: f64) -> String {
+    format!("{:.2} GiB", bytes / (1u64 << 30) as f64)
+}
+
+/// The default memory budget: 80% of the machine's memory (MemTotal), or
+/// 8 GiB where /proc/meminfo cannot be read.
+pub fn default_budget() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
+        let line = t.lines().find(|l| l.starts_with("MemTotal:"))?;
+        let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kb * 1024)
+    });
+    total.map_or(8 << 30, |b| b / 5 * 4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kernbench_runtime::machine::Machine;
+    use kernbench_spec::spec::presets;
+
+    #[test]
+    fn link_counts_match_built_machines() {
+        for sys in [
+            System::embedded_default(),
+            presets::preset("mesh_16").unwrap(),
+            presets::preset("torus_6_rect").unwrap(),
+            presets::preset("ring_4096_lean").unwrap(),
+        ] {
+            let m = Machine::build(&sys).unwrap();
+            assert_eq!(links(&sys), m.engine.links().len() as u64, "{}", sys.origin);
+        }
+    }
+
+    /// rhd all-reduce on 16 participants: 2 phases of 4 + 3 + 2 + 1 ranges
+    /// carrying 15/16 of the buffer each.
+    #[test]
+    fn rhd_work_counts_the_ranges_of_its_cuts() {
+        let sys = System::embedded_default();
+        let g = Group {
+            sips: 1,
+            cubes: (4, 4),
+            ..Group::new(&sys)
+        };
+        let rhd = algorithms::find("rhd").unwrap();
+        let w = work(rhd, &g, Collective::AllReduce, 16.0 * 1024.0, |_, _| 1.0);
+        assert_eq!(
+            w,
+            WorkCounts {
+                sends: 20.0,
+                bytes_per_send: 15.0 * 1024.0 / 10.0,
+                pieces: 1.0
+            }
+        );
+    }
+
+    #[test]
+    fn ring_work_is_the_nccl_ring() {
+        let sys = System::embedded_default(); // 4 SIPs x 16 cubes = 64 participants
+        let g = Group::new(&sys);
+        let ring = algorithms::find("ring").unwrap();
+        let w = work(ring, &g, Collective::AllReduce, 64.0 * 1024.0, |_, _| 2.0);
+        assert_eq!(
+            w,
+            WorkCounts {
+                sends: 2.0 * 63.0 * 2.0,
+                bytes_per_send: 512.0,
+                pieces: 2.0
+            }
+        );
+    }
+}

@@ -1,0 +1,333 @@
+//! The process group, as in torch.distributed: one machine, one rank per SIP,
+//! the default communicator over every rank and subgroups over some of them,
+//! each with its own queue scope and its own epoch barrier.
+
+use super::DistError;
+use super::barrier::EpochBarrier;
+use super::layout;
+use kernbench_ccl::estimate::{Budget, Estimate};
+use kernbench_ccl::{AUTO, AlgoConfig, CclConfig, CclError, Collective, Communicator, Group, Job};
+use kernbench_runtime::machine::{Machine, Tables};
+use kernbench_spec::spec::System;
+use kernbench_systems::Tick;
+use kernbench_systems::memory::DataMode;
+
+/// A group of ranks: its participants, communicators and barrier.
+pub struct RankGroup {
+    pub name: String,
+    /// Ranks in member order (rank r runs on SIP r).
+    pub ranks: Vec<u32>,
+    /// The participants its collectives run on.
+    pub members: Group,
+    /// Its installed communicators: the entry's, or under `algorithm: auto`
+    /// one per configuration the tuner has picked for it so far, each
+    /// installed when first picked (the first holds for a fixed entry).
+    pub comms: Vec<Communicator>,
+    pub(super) barrier: EpochBarrier,
+}
+
+/// What picks the configuration of each collective of a group whose ccl
+/// entry is `algorithm: auto`: the autotuner implements it, and whoever
+/// builds the group passes it in (dist stays below autotune).
+pub trait ConfigPicker: Send {
+    /// The configuration a `collective` of `bytes` on `group` runs.
+    fn pick(
+        &mut self,
+        group: &Group,
+        collective: Collective,
+        bytes: u64,
+    ) -> Result<&AlgoConfig, CclError>;
+    /// The picker as `Any`, so its builder can read it back as its own type.
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+/// A group's handle; [`WORLD`] is every rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupId(pub(super) usize);
+
+/// The default group: every rank.
+pub const WORLD: GroupId = GroupId(0);
+
+/// In which order runnable workers take turns. Results never depend on it
+/// (submissions reach the engine sorted by time and rank); tests flip it to
+/// show so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TurnOrder {
+    #[default]
+    Ascending,
+    Descending,
+}
+
+/// A machine shared by `world_size` ranks.
+pub struct ProcessGroup {
+    pub machine: Machine,
+    /// The ccl.yaml entry whose algorithm every collective runs, or whose
+    /// algorithm is `auto`: then [`ProcessGroup::tuner`] picks per call.
+    pub config: AlgoConfig,
+    /// Under `algorithm: auto`, what picks each collective's configuration
+    /// by its size bucket and group (decisions made once per bucket and
+    /// group; give it a cache with `Tuner::with_cache` to reuse them
+    /// across runs).
+    pub tuner: Option<Box<dyn ConfigPicker>>,
+    pub world_size: u32,
+    /// Whether a rank is a SIP or, in the legacy mode, a PE.
+    pub unit: RankUnit,
+    pub(super) groups: Vec<RankGroup>,
+    /// Tick at which the default communicator's wiring had landed.
+    pub init_tick: Tick,
+    pub turn_order: TurnOrder,
+}
+
+/// What a rank is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankUnit {
+    /// One rank per SIP: a SIP is the unit a host process drives.
+    Sip,
+    /// The legacy mode, kept for PE-level collectives: one rank per PE,
+    /// rank = flat PE index.
+    Pe,
+}
+
+/// Resolves the world size (the number of ranks): the entry's `world_size`,
+/// else the defaults' (an entry inherits it), else one rank per SIP. A world
+/// size equal to the number of PEs selects the legacy rank = flat PE mode.
+pub fn world_size(sys: &System, config: &AlgoConfig) -> Result<(u32, RankUnit), DistError> {
+    let sips = sys.spec.system.sips.count;
+    let pes = u64::from(sips) * u64::from(sys.cubes_per_sip()) * u64::from(sys.pes_per_cube());
+    let n = config.world_size.unwrap_or(sips);
+    if n <= sips {
+        return Ok((n, RankUnit::Sip));
+    }
+    if u64::from(n) == pes {
+        return Ok((n, RankUnit::Pe));
+    }
+    Err(DistError::Config(format!(
+        "world_size {n} (ccl entry '{}') fits neither {} (system.sips.count = {sips}, one rank per SIP) nor its {pes} PEs (the legacy rank = flat PE mode); allowed: 1 to {sips}, or exactly {pes}",
+        config.name, sys.origin
+    )))
+}
+
+/// Builds the machine of `sys` and installs the default communicator of
+/// ccl entry `algorithm` over every rank, through the engine: the host sends
+/// each PE its neighbour table over PCIe and the SIP network, so this takes
+/// simulated time and the first collective starts after
+/// [`ProcessGroup::init_tick`].
+pub fn init_process_group(
+    sys: &System,
+    ccl: &CclConfig,
+    algorithm: &str,
+    mode: DataMode,
+) -> Result<ProcessGroup, DistError> {
+    init_process_group_within(sys, ccl, algorithm, mode, &Budget::of_this_machine())
+}
+
+/// Memory each process-group worker reserves: its thread's stack.
+const BYTES_PER_WORKER: f64 = super::WORKER_STACK as f64;
+/// Wall time to start, schedule and join one worker.
+const SECONDS_PER_WORKER: f64 = 50e-6;
+
+/// Initialising a process group of `world` ranks on `sys`: the build, and
+/// a worker thread (its stack reserved) per rank (docs/model.md §Cost
+/// estimate).
+pub fn process_group_estimate(sys: &System, world: u32) -> Estimate {
+    let mut e = Estimate::build(sys);
+    e.peak_bytes += f64::from(world) * BYTES_PER_WORKER;
+    e.seconds += f64::from(world) * SECONDS_PER_WORKER;
+    e
+}
+
+/// What shrinks a process group: its system and its ranks.
+const PROCESS_GROUP_KNOBS: &str =
+    "fewer SIPs (system.sips.count) or ranks (world_size), fewer cubes (sip.cube_mesh) or PEs";
+
+/// [`init_process_group`] refused before anything is built when building
+/// the machine and starting a worker per rank are estimated to need more
+/// memory or time than `budget` (docs/model.md §Cost estimate).
+pub fn init_process_group_within(
+    sys: &System,
+    ccl: &CclConfig,
+    algorithm: &str,
+    mode: DataMode,
+    budget: &Budget,
+) -> Result<ProcessGroup, DistError> {
+    init_process_group_picking(sys, ccl, algorithm, mode, budget, None)
+}
+
+/// [`init_process_group_within`] for any entry: under `algorithm: auto`,
+/// `new_picker` builds what picks each collective's configuration (the
+/// autotuner: `autotune::init_process_group` passes it); without one an
+/// `auto` entry is refused.
+pub fn init_process_group_picking(
+    sys: &System,
+    ccl: &CclConfig,
+    algorithm: &str,
+    mode: DataMode,
+    budget: &Budget,
+    new_picker: Option<&dyn Fn() -> Box<dyn ConfigPicker>>,
+) -> Result<ProcessGroup, DistError> {
+    let config = ccl
+        .entry(algorithm)
+        .map_err(|(p, a)| DistError::Config(format!("{p}; allowed: {a}")))?
+        .clone();
+    let (n, unit) = world_size(sys, &config)?;
+    process_group_estimate(sys, n)
+        .check(budget, PROCESS_GROUP_KNOBS)
+        .map_err(|e| DistError::Config(format!("process group on {}: {e}", sys.origin)))?;
+    layout::mapper(&config.mapper).map_err(DistError::Config)?;
+    let machine = Machine::build_with(sys, mode).map_err(|e| DistError::Config(e.to_string()))?;
+    let tuner = if config.algorithm == AUTO {
+        let new_picker = new_picker.ok_or_else(|| {
+            DistError::Config(format!(
+                "ccl entry '{algorithm}' has algorithm auto, which needs the autotuner to pick each collective's configuration; build the group with the autotune module's init_process_group, or name an entry with a fixed algorithm"
+            ))
+        })?;
+        Some(new_picker())
+    } else {
+        None
+    };
+    let mut pg = ProcessGroup {
+        machine,
+        config,
+        tuner,
+        world_size: n,
+        unit,
+        groups: Vec::new(),
+        init_tick: 0,
+        turn_order: TurnOrder::default(),
+    };
+    let ranks: Vec<u32> = (0..n).collect();
+    let group = match unit {
+        RankUnit::Sip => pg.sip_group("world", &ranks)?,
+        // Every PE of every SIP: the all_pes group over the machine.
+        RankUnit::Pe => Group::new(sys).every_pe(),
+    };
+    pg.add_group("world", ranks, group)?;
+    pg.init_tick = pg.machine.engine.now();
+    Ok(pg)
+}
+
+impl ProcessGroup {
+    /// A subgroup of `ranks` (evenly spaced, e.g. a tensor-parallel block
+    /// [4, 5, 6, 7] or a data-parallel stride [1, 5]): installs its own
+    /// communicator, whose queues never mix with another group's.
+    pub fn new_group(&mut self, ranks: &[u32]) -> Result<GroupId, DistError> {
+        if self.unit == RankUnit::Pe {
+            return Err(DistError::Config(
+                "new_group in the rank = flat PE mode: its ranks are PEs, and groups are made of SIPs; allowed: collectives over the world, or a world_size of at most the SIP count".into(),
+            ));
+        }
+        if let Some(&r) = ranks.iter().find(|&&r| r >= self.world_size) {
+            return Err(DistError::Config(format!(
+                "new_group: rank {r} is not in the world of {} ranks",
+                self.world_size
+            )));
+        }
+        let name = format!("group{}{ranks:?}", self.groups.len());
+        let group = self.sip_group(&name, ranks)?;
+        self.add_group(&name, ranks.to_vec(), group)
+    }
+
+    /// The participants of ranks = SIPs `ranks`, as the mapper says.
+    fn sip_group(&self, name: &str, ranks: &[u32]) -> Result<Group, DistError> {
+        let group = Group::of_sips(&self.machine.system, ranks)
+            .map_err(|e| DistError::Config(format!("group {name}: {e}")))?;
+        Ok(if self.config.mapper == "all_pes" {
+            group.every_pe()
+        } else {
+            group
+        })
+    }
+
+    /// Installs `group`'s communicator (none yet under `auto`: each pick
+    /// installs its own) and opens its barrier.
+    fn add_group(
+        &mut self,
+        name: &str,
+        ranks: Vec<u32>,
+        group: Group,
+    ) -> Result<GroupId, DistError> {
+        let comms = if self.tuner.is_some() {
+            Vec::new()
+        } else {
+            vec![Communicator::with_group(
+                &mut self.machine,
+                &self.config,
+                group,
+                name,
+            )?]
+        };
+        Ok(self.push_group(name, ranks, group, comms))
+    }
+
+    /// Opens the barrier of a group whose communicators are installed.
+    fn push_group(
+        &mut self,
+        name: &str,
+        ranks: Vec<u32>,
+        members: Group,
+        comms: Vec<Communicator>,
+    ) -> GroupId {
+        self.groups.push(RankGroup {
+            name: name.into(),
+            ranks: ranks.clone(),
+            members,
+            comms,
+            barrier: EpochBarrier::new(ranks),
+        });
+        GroupId(self.groups.len() - 1)
+    }
+
+    /// The communicator a collective `job` of group `g` runs on: the
+    /// group's own, or under `auto` the tuner's pick for the job's size
+    /// bucket. A pick not yet installed on this group is prepared here (its
+    /// slot areas placed, no simulated time) and its neighbour tables
+    /// returned: they land when the collective is handed to the engine.
+    pub(super) fn comm_for(
+        &mut self,
+        g: GroupId,
+        job: &Job,
+    ) -> Result<(Communicator, Option<Tables>), DistError> {
+        let rg = &self.groups[g.0];
+        let Some(tuner) = &mut self.tuner else {
+            return Ok((rg.comms[0].clone(), None));
+        };
+        let config = tuner.pick(&rg.members, job.collective, job.bytes())?;
+        if let Some(c) = rg.comms.iter().find(|c| c.config.name == config.name) {
+            return Ok((c.clone(), None));
+        }
+        let config = config.clone();
+        let name = format!("{}/auto:{}", rg.name, config.name);
+        let (comm, tables) =
+            Communicator::prepare(&mut self.machine, &config, rg.members, &name, None)?;
+        self.groups[g.0].comms.push(comm.clone());
+        Ok((comm, Some(tables)))
+    }
+
+    /// A group of every rank whose communicator runs `config` (instead of
+    /// the process group's), each SIP's receive queues shaped by
+    /// `queues(sip)`: how a heterogeneous group runs one algorithm while a
+    /// rank lacking the config keeps its own queue settings.
+    pub fn world_group_with(
+        &mut self,
+        name: &str,
+        config: &AlgoConfig,
+        queues: &dyn Fn(u32) -> kernbench_runtime::kernel::wiring::QueueConfig,
+    ) -> Result<GroupId, DistError> {
+        let ranks: Vec<u32> = (0..self.world_size).collect();
+        let group = self.sip_group(name, &ranks)?;
+        let comm = Communicator::with_queues(&mut self.machine, config, group, name, Some(queues))?;
+        Ok(self.push_group(name, ranks, group, vec![comm]))
+    }
+
+    /// A group's ranks and communicator.
+    pub fn group(&self, g: GroupId) -> &RankGroup {
+        &self.groups[g.0]
+    }
+
+    /// Forgets every half-joined collective (after a failed spawn).
+    pub(super) fn reset_barriers(&mut self) {
+        for g in &mut self.groups {
+            g.barrier.reset();
+        }
+    }
+}

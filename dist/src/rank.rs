@@ -1,0 +1,541 @@
+//! What a worker sees: its rank, its device, tensors on it, kernel launches
+//! and collectives — torch.distributed's surface with rank = SIP.
+
+use super::DistError;
+use super::barrier::Call;
+use super::group::{GroupId, RankUnit, WORLD};
+use super::layout;
+use super::spawn::{Sched, Shared, Submission, WorkState};
+use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
+use half::f16;
+use kernbench_ccl::{Buffers, CollResult, Collective, Job, ReduceOp};
+use kernbench_runtime::kernel::Kernel;
+use kernbench_runtime::machine::LaunchReport;
+use kernbench_runtime::memory_map::{BUFFER_ALIGN, End};
+use kernbench_spec::topology::address::{Location, Space};
+use kernbench_systems::Tick;
+use std::sync::MutexGuard;
+
+/// A kernel launch of this rank: pass it to [`Rank::wait`].
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "wait for a launch to learn when it ran"]
+pub struct Work(u64);
+
+/// One worker's view of the process group.
+pub struct Rank<'s, 'p> {
+    pub(super) rank: u32,
+    pub(super) shared: &'s Shared<'p>,
+}
+
+impl<'p> Rank<'_, 'p> {
+    /// The SIP of this rank's current device (in the rank = flat PE mode,
+    /// the SIP of its PE), with the machine's cubes per SIP and PEs per cube.
+    fn device_sip(&self, g: &Sched) -> (u32, u32, u32) {
+        let t = &g.pg.machine.topology;
+        let (cps, ppc) = (t.cubes_per_sip(), t.pes_per_cube);
+        let device = g.device[self.rank as usize];
+        let sip = match g.pg.unit {
+            RankUnit::Sip => device,
+            RankUnit::Pe => device / ppc / cps,
+        };
+        (sip, cps, ppc)
+    }
+
+    /// Takes the lock; fails if the spawn is being aborted.
+    fn enter(&self) -> Result<MutexGuard<'_, Sched<'p>>, DistError> {
+        let g = self.shared.lock();
+        match &g.abort {
+            Some(why) => Err(DistError::Aborted(why.clone())),
+            None => Ok(g),
+        }
+    }
+
+    /// This worker's rank (`torch.distributed.get_rank`).
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// Ranks in the world (`get_world_size`).
+    pub fn world_size(&self) -> u32 {
+        self.shared.lock().pg.world_size
+    }
+
+    /// Binds this worker to SIP `sip` (`torch.ahbm.set_device`): tensors and
+    /// kernels go there. A worker starts on SIP = its rank.
+    /// In the rank = flat PE mode a device is a PE (global index).
+    pub fn set_device(&mut self, device: u32) -> Result<(), DistError> {
+        let mut g = self.enter()?;
+        let (n, what) = match g.pg.unit {
+            RankUnit::Sip => (g.pg.machine.system.spec.system.sips.count, "SIPs"),
+            RankUnit::Pe => (g.pg.machine.topology.n_pes() as u32, "PEs"),
+        };
+        if device >= n {
+            return Err(DistError::Config(format!(
+                "set_device({device}): the machine has {what} 0..{n}"
+            )));
+        }
+        g.device[self.rank as usize] = device;
+        Ok(())
+    }
+
+    /// The SIP (in the rank = flat PE mode: the PE) this worker's tensors and kernels go to.
+    pub fn current_device(&self) -> u32 {
+        self.shared.lock().device[self.rank as usize]
+    }
+
+    /// Cubes per SIP and PEs per cube of the machine.
+    pub fn sip_shape(&self) -> (u32, u32) {
+        let g = self.shared.lock();
+        let t = &g.pg.machine.topology;
+        (t.cubes_per_sip(), t.pes_per_cube)
+    }
+
+    /// The spec of the machine the ranks share (a copy).
+    pub fn system_spec(&self) -> kernbench_spec::spec::SystemSpec {
+        self.shared.lock().pg.machine.system.spec.clone()
+    }
+
+    /// The largest free TCM range, in bytes, on the least free of PEs
+    /// `(cube, pe)` of the current device (what a kernel may use as scratch).
+    pub fn largest_free_tcm(&self, pes: &[(u32, u32)]) -> Result<u64, DistError> {
+        let g = self.enter()?;
+        let m = &g.pg.machine;
+        let (sip, cps, ppc) = self.device_sip(&g);
+        Ok(pes
+            .iter()
+            .map(|&(c, p)| {
+                let pe = (sip * cps + c) * ppc + p;
+                let inst = m.memory.instance_of(Space::Tcm, pe);
+                m.memory
+                    .free_ranges(Space::Tcm, inst)
+                    .iter()
+                    .map(|r| r.1)
+                    .max()
+                    .unwrap_or(0)
+            })
+            .min()
+            .unwrap_or(0))
+    }
+
+    /// This worker's host clock: when its next submission leaves the host.
+    pub fn now(&self) -> Tick {
+        self.shared.lock().host[self.rank as usize]
+    }
+
+    /// A `shape` f16 tensor on the current device under `policy`, in HBM;
+    /// every shard is allocated from its cube's HBM (bottom up, 64-byte
+    /// aligned). In the rank = flat PE mode: one shard in the PE's own TCM.
+    pub fn empty(&mut self, shape: (usize, usize), policy: DPPolicy) -> Result<Tensor, DistError> {
+        let space = match self.shared.lock().pg.unit {
+            RankUnit::Sip => Space::Hbm,
+            RankUnit::Pe => Space::Tcm,
+        };
+        self.empty_in(space, shape, policy)
+    }
+
+    /// As [`Rank::empty`], in another memory (`Space::Sram`, or `Space::Tcm`
+    /// of each shard's PE).
+    pub fn empty_in(
+        &mut self,
+        space: Space,
+        shape: (usize, usize),
+        policy: DPPolicy,
+    ) -> Result<Tensor, DistError> {
+        self.allocate(space, shape, policy, End::Bottom)
+    }
+
+    /// A tensor for a model's parameters, in HBM, allocated from the top
+    /// of each cube's memory (where IPCQ slot areas also live): parameters
+    /// of any shape — uneven splits, a bias on one rank only — then never
+    /// move the offsets of the tensors [`Rank::empty`] allocates bottom up,
+    /// which a collective needs equal on every cube and rank.
+    pub fn parameter(
+        &mut self,
+        shape: (usize, usize),
+        policy: DPPolicy,
+    ) -> Result<Tensor, DistError> {
+        self.allocate(Space::Hbm, shape, policy, End::Top)
+    }
+
+    fn allocate(
+        &mut self,
+        space: Space,
+        shape: (usize, usize),
+        policy: DPPolicy,
+        end: End,
+    ) -> Result<Tensor, DistError> {
+        let mut g = self.enter()?;
+        let (device, unit) = (g.device[self.rank as usize], g.pg.unit);
+        let (sip, cps, ppc) = self.device_sip(&g);
+        let m = &mut g.pg.machine;
+        let mut shards = place(shape, &policy, sip, cps, ppc).map_err(DistError::Config)?;
+        if unit == RankUnit::Pe {
+            if shards.len() != 1 {
+                return Err(DistError::Config(format!(
+                    "in the rank = flat PE mode a tensor is one shard on its rank's PE, but this DPPolicy makes {}; allowed: DPPolicy::cube_rows(1)",
+                    shards.len()
+                )));
+            }
+            (shards[0].cube, shards[0].pe) = ((device / ppc) % cps, device % ppc);
+        }
+        for k in 0..shards.len() {
+            let s = &shards[k];
+            let pe = (sip * cps + s.cube) * ppc + s.pe;
+            let instance = m.memory.instance_of(space, pe);
+            let what = || {
+                format!(
+                    "a shard of {} B of a {}x{} tensor of rank {}",
+                    s.nbytes, shape.0, shape.1, self.rank
+                )
+            };
+            match m
+                .memory
+                .alloc(space, instance, s.nbytes, BUFFER_ALIGN, end, &what)
+            {
+                Ok(addr) => shards[k].addr = addr,
+                Err(e) => {
+                    // Give back the shards placed so far: all or nothing.
+                    for s in &shards[..k] {
+                        let pe = (sip * cps + s.cube) * ppc + s.pe;
+                        let instance = m.memory.instance_of(space, pe);
+                        m.memory
+                            .free(space, instance, s.addr)
+                            .map_err(DistError::Memory)?;
+                    }
+                    return Err(DistError::Memory(e));
+                }
+            }
+        }
+        Ok(Tensor {
+            rank: self.rank,
+            shape,
+            policy,
+            space,
+            shards,
+        })
+    }
+
+    /// Gives a tensor's memory back.
+    pub fn free(&mut self, t: Tensor) -> Result<(), DistError> {
+        let mut g = self.enter()?;
+        let m = &mut g.pg.machine;
+        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
+        for s in &t.shards {
+            let pe = (s.sip * cps + s.cube) * ppc + s.pe;
+            let instance = m.memory.instance_of(t.space, pe);
+            m.memory
+                .free(t.space, instance, s.addr)
+                .map_err(DistError::Memory)?;
+        }
+        Ok(())
+    }
+
+    fn location(t: &Tensor, s: &super::tensor::Shard) -> Location {
+        Location {
+            space: t.space,
+            sip: s.sip,
+            cube: s.cube,
+            // SRAM and HBM belong to the cube: only a TCM address names its PE.
+            pe: if t.space == Space::Tcm { s.pe } else { 0 },
+            offset: s.addr,
+        }
+    }
+
+    /// Fills a tensor from row-major host data (functional mode; each
+    /// shard gets its part, replicated parts every copy).
+    pub fn write(&mut self, t: &Tensor, data: &[f32]) -> Result<(), DistError> {
+        if data.len() != t.elems() {
+            return Err(DistError::Config(format!(
+                "write of {} values into a {}x{} tensor; allowed: exactly {} values, row-major",
+                data.len(),
+                t.shape.0,
+                t.shape.1,
+                t.elems()
+            )));
+        }
+        let data: Vec<f16> = data.iter().map(|&v| f16::from_f32(v)).collect();
+        let mut g = self.enter()?;
+        for s in &t.shards {
+            let part = gather(&data, t.shape.1, &s.block);
+            g.pg.machine
+                .write(Self::location(t, s), &part)
+                .map_err(DistError::Memory)?;
+        }
+        Ok(())
+    }
+
+    /// Reads a tensor back to the host, row-major (a replicated part comes
+    /// from its first shard in (cube, pe) order).
+    pub fn read(&self, t: &Tensor) -> Result<Vec<f32>, DistError> {
+        let g = self.enter()?;
+        let mut out = vec![f16::ZERO; t.elems()];
+        for s in t.shards.iter().rev() {
+            let part =
+                g.pg.machine
+                    .read(Self::location(t, s), s.block.elems())
+                    .map_err(DistError::Memory)?;
+            scatter(&mut out, t.shape.1, &s.block, &part);
+        }
+        Ok(out.iter().map(|v| v.to_f32()).collect())
+    }
+
+    /// Launches `kernel` on PEs `(cube, pe)` of the current device, from
+    /// this rank's host clock; returns at once. The launch runs when the
+    /// simulation moves (every worker waiting), alongside other ranks' work.
+    pub fn launch<A>(
+        &mut self,
+        kernel: Kernel<A>,
+        args: &A,
+        pes: &[(u32, u32)],
+    ) -> Result<Work, DistError> {
+        let mut g = self.enter()?;
+        let m = &g.pg.machine;
+        let (sip, cps, ppc) = self.device_sip(&g);
+        if let Some(&(c, p)) = pes.iter().find(|&&(c, p)| c >= cps || p >= ppc) {
+            return Err(DistError::Config(format!(
+                "launch on (cube {c}, pe {p}): a SIP has cubes 0..{cps} of PEs 0..{ppc}"
+            )));
+        }
+        let global: Vec<u32> = pes
+            .iter()
+            .map(|&(c, p)| (sip * cps + c) * ppc + p)
+            .collect();
+        let programs = m.trace(kernel, args, &global)?;
+        let work = g.new_work(WorkState::Pending);
+        let r = self.rank as usize;
+        let at = g.host[r];
+        g.seq[r] += 1;
+        let seq = g.seq[r];
+        g.pending.push(Submission {
+            at,
+            rank: self.rank,
+            seq,
+            work,
+            programs,
+            scope: 0,
+            install: None,
+        });
+        Ok(Work(work))
+    }
+
+    /// Waits until a launch of this rank has finished; its start and end tick.
+    pub fn wait(&mut self, w: Work) -> Result<LaunchReport, DistError> {
+        let g = self.enter()?;
+        let (mut g, r) = Sched::wait_for(self.shared, g, self.rank, w.0);
+        g.works.remove(&w.0);
+        r
+    }
+
+    /// A collective over `group` on tensor `t`, like torch.distributed's: joins
+    /// the group's next epoch and returns once every member has joined and the
+    /// collective has run; the result's time is the collective's own.
+    pub fn collective(
+        &mut self,
+        group: GroupId,
+        collective: Collective,
+        t: &Tensor,
+        op: ReduceOp,
+    ) -> Result<CollResult, DistError> {
+        let g = self.enter()?;
+        let (job, buffers) = Self::check_tensor(&g, t)?;
+        let call = Call {
+            what: collective.name(),
+            bytes: job.bytes(),
+            op: if collective.reduces() { op.name() } else { "" },
+            base: buffers.base,
+            pe_stride: buffers.pe_stride,
+        };
+        let job = Job {
+            collective,
+            op,
+            ..job
+        };
+        self.join(g, group, call, job, buffers)
+    }
+
+    /// Joins a collective's epoch; the last member submits it.
+    fn join(
+        &self,
+        mut g: MutexGuard<'_, Sched<'p>>,
+        group: GroupId,
+        call: Call,
+        job: Job,
+        buffers: Buffers,
+    ) -> Result<CollResult, DistError> {
+        let rank = self.rank;
+        let joined = g.join_epoch(group.0, rank, call)?;
+        let s = &mut *g;
+        let rg = &s.pg.groups[group.0];
+        if joined.complete {
+            let first = rg.ranks[0];
+            let at = s.latest_clock(group.0);
+            let (comm, install) = s.pg.comm_for(group, &job)?;
+            // The first member waits in this collective: its count is still its join's.
+            let seq = s.seq[first as usize];
+            let programs = comm.trace_job(&s.pg.machine, job, buffers)?;
+            s.works.insert(joined.work, WorkState::Pending);
+            s.pending.push(Submission {
+                at,
+                rank: first,
+                seq,
+                work: joined.work,
+                programs,
+                scope: comm.scope,
+                install,
+            });
+            s.comms.insert(joined.work, comm);
+        }
+        let (mut g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
+        let report = r?;
+        // One member computes the measures (the bound is not free); all read them.
+        let s = &mut *g;
+        let members = s.pg.groups[group.0].ranks.len();
+        if let Some(comm) = s.comms.remove(&joined.work) {
+            let res = comm.result(&s.pg.machine, job, report.ticks(), None);
+            s.results.insert(joined.work, (res, members));
+        }
+        let (res, left) = s
+            .results
+            .get_mut(&joined.work)
+            .expect("the first member to resume computed the measures");
+        let res = res.clone();
+        *left -= 1;
+        if *left == 0 {
+            s.results.remove(&joined.work);
+        }
+        Ok(res)
+    }
+
+    /// The tensor's layout must pass the configured validator; every shard
+    /// is one participant's buffer, at one HBM offset.
+    fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, Buffers), DistError> {
+        let elems = (t.shards[0].nbytes / 2) as usize;
+        let job = Job {
+            collective: Collective::AllReduce,
+            op: ReduceOp::Sum,
+            elems,
+        };
+        if g.pg.unit == RankUnit::Pe {
+            // One shard per rank, in its PE's TCM (Rank::empty makes that).
+            if t.shards.len() != 1 || t.space != Space::Tcm {
+                return Err(DistError::Layout(format!(
+                    "in the rank = flat PE mode a collective's tensor is one shard in its PE's TCM; rank {}'s has {} shard(s) in {}: create it with Rank::empty and DPPolicy::cube_rows(1)",
+                    t.rank,
+                    t.shards.len(),
+                    t.space.name()
+                )));
+            }
+            let buffers = Buffers {
+                space: Space::Tcm,
+                base: t.shards[0].addr,
+                pe_stride: 0,
+            };
+            return Ok((job, buffers));
+        }
+        let cfg = &g.pg.config;
+        let name = cfg
+            .validator
+            .clone()
+            .unwrap_or_else(|| layout::default_validator(&cfg.mapper).into());
+        let m = &g.pg.machine;
+        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
+        layout::validator(&name).map_err(DistError::Config)?(t, cps, ppc)
+            .map_err(DistError::Layout)?;
+        if t.space != Space::Hbm {
+            return Err(DistError::Layout(format!(
+                "the tensor of rank {} lives in {}; collectives read their buffers from HBM: create it with Rank::empty",
+                t.rank,
+                t.space.name()
+            )));
+        }
+        // Shard of (cube, pe) at base + pe · stride, the same in every cube.
+        let base = t.shards[0].addr;
+        let stride = t
+            .shards
+            .get(1)
+            .filter(|s| s.cube == 0)
+            .map_or(0, |s| s.addr.saturating_sub(base));
+        let at = |pe: u32| base + u64::from(pe) * stride;
+        if let Some(s) = t.shards.iter().find(|s| s.addr != at(s.pe)) {
+            return Err(DistError::Layout(format!(
+                "the shard of rank {}'s tensor on cube {} pe {} sits at HBM offset {}, not {}: collective buffers must sit at the same offsets in every cube (pe0's at {base}, pe q's {stride} B further per q): allocate collective tensors first, in the same order on every rank",
+                t.rank,
+                s.cube,
+                s.pe,
+                s.addr,
+                at(s.pe)
+            )));
+        }
+        Ok((job, Buffers::hbm(base, stride)))
+    }
+
+    /// `all_reduce` over every rank.
+    pub fn all_reduce(&mut self, t: &Tensor, op: ReduceOp) -> Result<CollResult, DistError> {
+        self.collective(WORLD, Collective::AllReduce, t, op)
+    }
+
+    /// `reduce_scatter` over every rank (participant p keeps block p).
+    pub fn reduce_scatter(&mut self, t: &Tensor, op: ReduceOp) -> Result<CollResult, DistError> {
+        self.collective(WORLD, Collective::ReduceScatter, t, op)
+    }
+
+    /// `all_gather` over every rank (participant p contributes block p).
+    pub fn all_gather(&mut self, t: &Tensor) -> Result<CollResult, DistError> {
+        self.collective(WORLD, Collective::AllGather, t, ReduceOp::Sum)
+    }
+
+    /// `all_to_all` over every rank: the buffer is one block per
+    /// participant, and participant p's block j becomes participant j's
+    /// block p (nccl's ncclAllToAll, in place).
+    pub fn all_to_all(&mut self, t: &Tensor) -> Result<CollResult, DistError> {
+        self.collective(WORLD, Collective::AllToAll, t, ReduceOp::Sum)
+    }
+
+    /// `broadcast` from `root` over every rank (the library's algorithms
+    /// root at rank 0's first cube).
+    pub fn broadcast(&mut self, t: &Tensor, root: u32) -> Result<CollResult, DistError> {
+        Self::root_zero(root)?;
+        self.collective(WORLD, Collective::Broadcast, t, ReduceOp::Sum)
+    }
+
+    /// `reduce` to `root` over every rank.
+    pub fn reduce(&mut self, t: &Tensor, op: ReduceOp, root: u32) -> Result<CollResult, DistError> {
+        Self::root_zero(root)?;
+        self.collective(WORLD, Collective::Reduce, t, op)
+    }
+
+    fn root_zero(root: u32) -> Result<(), DistError> {
+        if root != 0 {
+            return Err(DistError::Config(format!(
+                "root {root}: the collective library's broadcast and reduce root at rank 0 (its first cube); allowed: root 0"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Waits until every rank of `group` has reached it: an epoch with no
+    /// data, which costs no simulated time beyond the latest member's clock.
+    pub fn barrier(&mut self, group: GroupId) -> Result<Tick, DistError> {
+        let g = self.enter()?;
+        let call = Call {
+            what: "barrier",
+            bytes: 0,
+            op: "",
+            base: 0,
+            pe_stride: 0,
+        };
+        let rank = self.rank;
+        let mut g = g;
+        let joined = g.join_epoch(group.0, rank, call)?;
+        if !joined.complete {
+            let (_g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
+            return Ok(r?.end);
+        }
+        // The last member releases the others at the latest clock.
+        let at = g.latest_clock(group.0);
+        g.works.remove(&joined.work);
+        g.complete(joined.work, LaunchReport { start: at, end: at });
+        g.host[rank as usize] = at;
+        Ok(at)
+    }
+}

@@ -1,0 +1,692 @@
+//! The kernel language: a kernel is a plain Rust function `fn(&mut Tl, &A)`.
+//! At launch it is traced for each PE into an op program; control flow may
+//! depend on program ids and arguments, never on data. Values are tiles of
+//! f16 held in registers, allocated by liveness.
+//!
+//! Programs are compact and shared. What differs between PEs of the same
+//! role — a ring position, the block a step works on — enters as a
+//! parameter ([`Tl::param`], a [`Sym`]) rather than a constant, and a step
+//! repeated many times is a loop ([`Tl::repeat`]) traced once. PEs whose
+//! traces come out the same share one program and differ only in their
+//! parameter values, so a ring collective's program has the same length on
+//! 16 participants as on 4,096.
+//!
+//! ```
+//! use kernbench_runtime::kernel::{Addr, DType, Tl};
+//! use kernbench_systems::program::QDir;
+//!
+//! /// Each PE adds what its west neighbour sends to its own vector, `rounds` times.
+//! fn shift_add(tl: &mut Tl, &(n, rounds): &(usize, usize)) {
+//!     let x = tl.load(Addr::tcm(0), n);
+//!     let acc = tl.repeat(rounds, &[x], |tl, _round, acc| {
+//!         tl.send(QDir::E, acc[0]);
+//!         let y = tl.recv(QDir::W, &[n], DType::F16);
+//!         vec![tl.add(acc[0], y)]
+//!     });
+//!     tl.store(Addr::tcm(0), acc[0]);
+//! }
+//! ```
+
+mod regalloc;
+mod share;
+mod sym;
+pub mod wiring;
+
+pub use sym::{Index, Sym};
+
+use kernbench_spec::topology::Topology;
+use kernbench_spec::topology::address::{AddressResolver, Space};
+use kernbench_systems::program::{
+    AtomExpr, BinOp, Digit, Launch, MemLoc, MemRect, Op, Place, Program, QDir,
+};
+use regalloc::{LoopRec, Uses};
+use rustc_hash::FxHashMap;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Element types. The simulator models f16 data only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DType {
+    F16,
+}
+
+/// A traced value: a tile of f16 elements (the count is known at trace time
+/// unless it depends on a loop's iteration).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tile {
+    value: u32,
+    pub elems: Option<usize>,
+}
+
+/// An address a kernel loads from or stores to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Addr {
+    /// A global address (see `topology::address`).
+    Global(u64),
+    /// An offset in the executing PE's own TCM, or its cube's SRAM or HBM.
+    Local(Space, u64),
+    /// A memory named by its structural coordinates (a tensor shard's home).
+    At(kernbench_spec::topology::address::Location),
+}
+
+impl Addr {
+    pub fn tcm(offset: u64) -> Addr {
+        Addr::Local(Space::Tcm, offset)
+    }
+    pub fn sram(offset: u64) -> Addr {
+        Addr::Local(Space::Sram, offset)
+    }
+    pub fn hbm(offset: u64) -> Addr {
+        Addr::Local(Space::Hbm, offset)
+    }
+    /// The address `bytes` further on in the same memory.
+    pub fn plus(self, bytes: u64) -> Addr {
+        match self {
+            Addr::Local(space, off) => Addr::Local(space, off + bytes),
+            Addr::Global(g) => Addr::Global(g + bytes),
+            Addr::At(l) => Addr::At(kernbench_spec::topology::address::Location {
+                offset: l.offset + bytes,
+                ..l
+            }),
+        }
+    }
+}
+
+/// A part of a buffer split level by level (the first `len % radix` blocks
+/// of a level one element longer): the buffer's local base address and
+/// length, and one [`Index`] per level, outermost first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    pub base: Addr,
+    pub elems: usize,
+    pub digits: Vec<(Index, usize)>,
+}
+
+/// What the PEs of one launch share while they are traced: named tables.
+#[derive(Default)]
+pub struct TraceCache {
+    tables: RefCell<HashMap<String, Arc<[u32]>>>,
+}
+
+/// The tracer a kernel writes against.
+pub struct Tl<'a> {
+    ids: [u32; 3],
+    used_ids: bool,
+    ops: Vec<Op>,
+    /// Per value: element count when known; values are numbered in definition order.
+    values: Vec<Option<usize>>,
+    /// Per op: the values it reads and the value it defines.
+    uses: Vec<Uses>,
+    params: Vec<i64>,
+    atoms: Vec<AtomExpr>,
+    rects: Vec<MemRect>,
+    atom_ids: FxHashMap<AtomExpr, u32>,
+    tables: Vec<Arc<[u32]>>,
+    loops: Vec<LoopRec>,
+    /// Values pinned to a loop's rotating registers.
+    pinned: Vec<bool>,
+    in_loop: bool,
+    cache: &'a TraceCache,
+    resolver: &'a AddressResolver,
+    topo: &'a Topology,
+    error: Option<String>,
+}
+
+impl<'a> Tl<'a> {
+    fn new(
+        ids: [u32; 3],
+        cache: &'a TraceCache,
+        resolver: &'a AddressResolver,
+        topo: &'a Topology,
+    ) -> Self {
+        Self {
+            ids,
+            used_ids: false,
+            ops: Vec::new(),
+            values: Vec::new(),
+            uses: Vec::new(),
+            params: Vec::new(),
+            atoms: Vec::new(),
+            rects: Vec::new(),
+            atom_ids: FxHashMap::default(),
+            tables: Vec::new(),
+            loops: Vec::new(),
+            pinned: Vec::new(),
+            in_loop: false,
+            cache,
+            resolver,
+            topo,
+            error: None,
+        }
+    }
+
+    /// This PE's coordinates: axis 0 = SIP (the rank), 1 = cube, 2 = PE in its cube.
+    pub fn program_id(&mut self, axis: usize) -> u32 {
+        self.used_ids = true;
+        match self.ids.get(axis) {
+            Some(&id) => id,
+            None => {
+                self.fail(format!(
+                    "program_id({axis}): axis must be 0 (sip), 1 (cube) or 2 (pe)"
+                ));
+                0
+            }
+        }
+    }
+
+    /// A per-PE parameter whose value on this PE is `value`. Addresses built
+    /// from it are evaluated on each PE as the op issues, so PEs that differ
+    /// only in their parameters share one program.
+    pub fn param(&mut self, value: i64) -> Sym {
+        if self.params.len() > u8::MAX as usize {
+            self.fail(format!("more than {} parameters", u8::MAX as usize + 1));
+        }
+        self.params.push(value);
+        Sym::param((self.params.len() - 1) as u8, value)
+    }
+
+    /// A table every PE of this launch shares, built once by the first PE that asks for it.
+    pub fn table(&mut self, name: &str, build: impl FnOnce() -> Vec<u32>) -> Arc<[u32]> {
+        let mut tables = self.cache.tables.borrow_mut();
+        tables
+            .entry(name.to_string())
+            .or_insert_with(|| build().into())
+            .clone()
+    }
+
+    fn fail(&mut self, e: String) {
+        self.error.get_or_insert(e);
+    }
+
+    fn def(&mut self, elems: Option<usize>) -> Tile {
+        self.values.push(elems);
+        self.pinned.push(false);
+        Tile {
+            value: self.values.len() as u32 - 1,
+            elems,
+        }
+    }
+
+    fn push(&mut self, op: Op, reads: &[Tile], out: Option<Tile>) {
+        let mut r = [0; 2];
+        for (i, t) in reads.iter().enumerate() {
+            r[i] = t.value;
+        }
+        self.uses.push(Uses {
+            reads: r,
+            n: reads.len(),
+            out: out.map(|t| t.value),
+        });
+        self.ops.push(op);
+    }
+
+    fn loc(&mut self, a: Addr) -> MemLoc {
+        match a {
+            Addr::Local(space, offset) => MemLoc {
+                space,
+                instance: MemLoc::LOCAL,
+                offset,
+            },
+            Addr::At(l) => match self.resolver.encode(l) {
+                Ok(_) => self.resolver.mem_loc(self.topo, l),
+                Err(e) => {
+                    self.fail(format!("location {l:?}: {e}"));
+                    MemLoc {
+                        space: Space::Tcm,
+                        instance: MemLoc::LOCAL,
+                        offset: 0,
+                    }
+                }
+            },
+            Addr::Global(g) => match self.resolver.decode(g) {
+                Ok(l) => self.resolver.mem_loc(self.topo, l),
+                Err(e) => {
+                    self.fail(format!("address {g:#x}: {e}"));
+                    MemLoc {
+                        space: Space::Tcm,
+                        instance: MemLoc::LOCAL,
+                        offset: 0,
+                    }
+                }
+            },
+        }
+    }
+
+    /// The place of a buffer part, and its length when known on this PE.
+    fn part(&mut self, p: &Part) -> (Place, Option<usize>) {
+        let base = self.loc(p.base);
+        let mut digits = Vec::with_capacity(p.digits.len());
+        for (index, radix) in &p.digits {
+            let (sym, table) = match index {
+                Index::At(s) => (*s, None),
+                Index::Table(t, s) => (*s, Some(t)),
+            };
+            let Some(form) = sym.form() else {
+                self.fail("a buffer index combines two different parameters".into());
+                return (
+                    Place::Fixed {
+                        loc: base,
+                        elems: 0,
+                    },
+                    None,
+                );
+            };
+            let digit = match table {
+                None => Digit::Affine(form),
+                Some(t) => {
+                    let id = match self.tables.iter().position(|x| Arc::ptr_eq(x, t)) {
+                        Some(id) => id,
+                        None => {
+                            self.tables.push(t.clone());
+                            self.tables.len() - 1
+                        }
+                    };
+                    Digit::Table {
+                        table: id as u16,
+                        index: form,
+                    }
+                }
+            };
+            digits.push((digit, u32::try_from(*radix).unwrap_or(u32::MAX)));
+        }
+        let expr = AtomExpr {
+            base,
+            elems: p.elems as u64,
+            digits,
+        };
+        let known = p.digits.iter().all(|(i, r)| i.value(*r).is_some());
+        let elems = known.then(|| expr.eval(&self.params, 0, &self.tables).1 as usize);
+        // The same on every PE and iteration: resolved now, not as ops issue.
+        let constant = expr.digits.iter().all(|(d, _)| match d {
+            Digit::Affine(a) => a.coeff == 0 && a.step == 0,
+            Digit::Table { index, .. } => index.coeff == 0 && index.step == 0,
+        });
+        if constant {
+            let (loc, n) = expr.eval(&[], 0, &self.tables);
+            return (Place::Fixed { loc, elems: n }, elems);
+        }
+        let id = match self.atom_ids.get(&expr) {
+            Some(&id) => id,
+            None => {
+                let id = self.atoms.len() as u32;
+                self.atom_ids.insert(expr.clone(), id);
+                self.atoms.push(expr);
+                id
+            }
+        };
+        (Place::Atom(id), elems)
+    }
+
+    /// `elems` f16 values from memory.
+    pub fn load(&mut self, at: impl Into<Addr>, elems: usize) -> Tile {
+        let loc = self.loc(at.into());
+        let src = Place::Fixed {
+            loc,
+            elems: elems as u64,
+        };
+        let t = self.def(Some(elems));
+        self.push(Op::Load { dst: 0, src }, &[], Some(t));
+        t
+    }
+
+    /// A `rows`×`cols` tile of a row-major matrix whose rows are `pitch`
+    /// elements apart, from memory in one transfer (a 2-D DMA descriptor).
+    /// Rows may overlap: pitch 0 reads one row `rows` times (a broadcast).
+    pub fn load_rect(
+        &mut self,
+        at: impl Into<Addr>,
+        rows: usize,
+        cols: usize,
+        pitch: usize,
+    ) -> Tile {
+        let Some(src) = self.rect(at.into(), rows, cols, pitch, false) else {
+            return self.def(Some(0));
+        };
+        let t = self.def(Some(rows * cols));
+        self.push(Op::Load { dst: 0, src }, &[], Some(t));
+        t
+    }
+
+    /// Writes a `rows`×`cols` tile into a row-major matrix whose rows are
+    /// `pitch` elements apart, in one transfer.
+    pub fn store_rect(
+        &mut self,
+        at: impl Into<Addr>,
+        t: Tile,
+        rows: usize,
+        cols: usize,
+        pitch: usize,
+    ) {
+        if t.elems.is_some_and(|e| e != rows * cols) {
+            self.fail(format!(
+                "store_rect of a tile of {} elements into {rows}x{cols}",
+                t.elems.unwrap_or(0)
+            ));
+        }
+        if let Some(dst) = self.rect(at.into(), rows, cols, pitch, true) {
+            self.push(Op::Store { src: 0, dst }, &[t], None);
+        }
+    }
+
+    /// A 2-D place; a store's rows must not overlap (a load's may).
+    fn rect(
+        &mut self,
+        at: Addr,
+        rows: usize,
+        cols: usize,
+        pitch: usize,
+        store: bool,
+    ) -> Option<Place> {
+        let dim = |d: usize| u32::try_from(d).ok();
+        match (dim(rows), dim(cols), dim(pitch)) {
+            (Some(rows), Some(cols), Some(pitch)) if !store || cols <= pitch || rows <= 1 => {
+                let loc = self.loc(at);
+                self.rects.push(MemRect {
+                    loc,
+                    rows,
+                    cols,
+                    pitch,
+                });
+                Some(Place::Rect(self.rects.len() as u32 - 1))
+            }
+            _ => {
+                self.fail(format!(
+                    "rectangle of {rows}x{cols} elements with rows {pitch} apart: a store's rows must not overlap (cols <= pitch) and each number fit in u32"
+                ));
+                None
+            }
+        }
+    }
+
+    /// A part of a split buffer from memory.
+    pub fn load_part(&mut self, p: &Part) -> Tile {
+        let (src, elems) = self.part(p);
+        let t = self.def(elems);
+        self.push(Op::Load { dst: 0, src }, &[], Some(t));
+        t
+    }
+
+    /// Writes a tile to memory.
+    pub fn store(&mut self, at: impl Into<Addr>, t: Tile) {
+        let loc = self.loc(at.into());
+        let dst = Place::Fixed {
+            loc,
+            elems: t.elems.unwrap_or(0) as u64,
+        };
+        self.push(Op::Store { src: 0, dst }, &[t], None);
+    }
+
+    /// Writes a tile to a part of a split buffer.
+    pub fn store_part(&mut self, p: &Part, t: Tile) {
+        let (dst, _) = self.part(p);
+        self.push(Op::Store { src: 0, dst }, &[t], None);
+    }
+
+    /// Sends a tile through the IPCQ of direction `dir`.
+    pub fn send(&mut self, dir: QDir, t: Tile) {
+        self.push(Op::Send { dir, src: 0 }, &[t], None);
+    }
+
+    /// Receives a tile of `shape` from the IPCQ of direction `dir`.
+    pub fn recv(&mut self, dir: QDir, shape: &[usize], dtype: DType) -> Tile {
+        let DType::F16 = dtype;
+        let elems: usize = shape.iter().product();
+        let size = Place::Fixed {
+            loc: MemLoc {
+                space: Space::Tcm,
+                instance: MemLoc::LOCAL,
+                offset: 0,
+            },
+            elems: elems as u64,
+        };
+        let t = self.def(Some(elems));
+        self.push(Op::Recv { dir, dst: 0, size }, &[], Some(t));
+        t
+    }
+
+    /// Receives a tile the size of part `p` from the IPCQ of direction `dir`.
+    pub fn recv_part(&mut self, dir: QDir, p: &Part) -> Tile {
+        let (size, elems) = self.part(p);
+        let t = self.def(elems);
+        self.push(Op::Recv { dir, dst: 0, size }, &[], Some(t));
+        t
+    }
+
+    fn binary(&mut self, op: BinOp, a: Tile, b: Tile) -> Tile {
+        if let (Some(x), Some(y)) = (a.elems, b.elems)
+            && x != y
+        {
+            self.fail(format!("{}: operands have {x} and {y} elements", op.name()));
+        }
+        let t = self.def(a.elems.or(b.elems));
+        self.push(
+            Op::Binary {
+                op,
+                dst: 0,
+                a: 0,
+                b: 0,
+            },
+            &[a, b],
+            Some(t),
+        );
+        t
+    }
+
+    pub fn add(&mut self, a: Tile, b: Tile) -> Tile {
+        self.binary(BinOp::Add, a, b)
+    }
+    pub fn sub(&mut self, a: Tile, b: Tile) -> Tile {
+        self.binary(BinOp::Sub, a, b)
+    }
+    pub fn mul(&mut self, a: Tile, b: Tile) -> Tile {
+        self.binary(BinOp::Mul, a, b)
+    }
+    pub fn max(&mut self, a: Tile, b: Tile) -> Tile {
+        self.binary(BinOp::Max, a, b)
+    }
+    pub fn min(&mut self, a: Tile, b: Tile) -> Tile {
+        self.binary(BinOp::Min, a, b)
+    }
+
+    /// `a · factor` (factor rounded to f16).
+    pub fn scale(&mut self, a: Tile, factor: f32) -> Tile {
+        let t = self.def(a.elems);
+        self.push(
+            Op::Scale {
+                dst: 0,
+                src: 0,
+                factor,
+            },
+            &[a],
+            Some(t),
+        );
+        t
+    }
+
+    pub fn copy(&mut self, a: Tile) -> Tile {
+        let t = self.def(a.elems);
+        self.push(Op::Copy { dst: 0, src: 0 }, &[a], Some(t));
+        t
+    }
+
+    /// `a[m×k] · b[k×n]`, row-major, accumulated in f32.
+    pub fn gemm(&mut self, a: Tile, b: Tile, m: usize, n: usize, k: usize) -> Tile {
+        let dim = |d: usize| u32::try_from(d).ok();
+        let (Some(m32), Some(n32), Some(k32)) = (dim(m), dim(n), dim(k)) else {
+            self.fail(format!(
+                "gemm {m}x{k} · {k}x{n}: a dimension exceeds {} (u32)",
+                u32::MAX
+            ));
+            return self.def(Some(0));
+        };
+        let fits = |t: Tile, want: Option<usize>| t.elems.is_none() || t.elems == want;
+        if !fits(a, m.checked_mul(k)) || !fits(b, k.checked_mul(n)) {
+            self.fail(format!(
+                "gemm {m}x{k} · {k}x{n}: operands have {} and {} elements",
+                a.elems.unwrap_or(0),
+                b.elems.unwrap_or(0)
+            ));
+        }
+        let t = self.def(Some(m.saturating_mul(n)));
+        self.push(
+            Op::Gemm {
+                dst: 0,
+                a: 0,
+                b: 0,
+                m: m32,
+                n: n32,
+                k: k32,
+            },
+            &[a, b],
+            Some(t),
+        );
+        t
+    }
+
+    /// Runs `body` `count` times: iteration `i` gets `i` and the tiles the
+    /// previous iteration returned (`carried` for the first) and returns the
+    /// tiles for the next; `repeat` returns those of the last iteration.
+    ///
+    /// The body is traced once into a loop op when it can be: `count` ≥ 2,
+    /// not inside another loop, and the carried tiles distinct and not
+    /// themselves carried by an earlier loop. Inside, `i` is symbolic: the
+    /// body may compute buffer indices from it but not branch on it. A
+    /// carried tile may not be read after the loop starts, and a tile made in
+    /// the body leaves it only as a carried result. Otherwise the body is
+    /// traced once per iteration with `i` known, which runs the same ops.
+    pub fn repeat(
+        &mut self,
+        count: usize,
+        carried: &[Tile],
+        mut body: impl FnMut(&mut Tl, Sym, &[Tile]) -> Vec<Tile>,
+    ) -> Vec<Tile> {
+        let mut seen = carried.iter().map(|t| t.value).collect::<Vec<_>>();
+        seen.sort_unstable();
+        seen.dedup();
+        let compact = count >= 2
+            && !self.in_loop
+            && seen.len() == carried.len()
+            && u32::try_from(count).is_ok()
+            && carried.iter().all(|t| !self.pinned[t.value as usize]);
+        if !compact {
+            let mut c = carried.to_vec();
+            for i in 0..count {
+                c = body(self, Sym::from(i), &c);
+            }
+            return c;
+        }
+        let marker = self.ops.len();
+        let loop_op = Op::Loop {
+            count: count as u32,
+            len: 0,
+            rot: 0,
+            rot_len: 0,
+        };
+        self.push(loop_op, &[], None);
+        let phis: Vec<Tile> = carried.iter().map(|_| self.def(None)).collect();
+        self.in_loop = true;
+        let results = body(self, Sym::iteration(), &phis);
+        self.in_loop = false;
+        let end = self.ops.len();
+        let first_body_value = phis.last().map_or(0, |t| t.value + 1);
+        let mut distinct: Vec<u32> = results.iter().map(|t| t.value).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        if results.len() != carried.len()
+            || distinct.len() != results.len()
+            || results.iter().any(|t| t.value < first_body_value)
+        {
+            self.fail(format!(
+                "loop at op {marker}: the body must return {} new, distinct tiles made in the body",
+                carried.len()
+            ));
+            return carried.to_vec();
+        }
+        if end == marker + 1 {
+            self.fail(format!("loop at op {marker}: the body issues no op"));
+        }
+        if let Op::Loop { len, .. } = &mut self.ops[marker] {
+            *len = (end - marker - 1) as u32;
+        }
+        let posts: Vec<Tile> = results.iter().map(|_| self.def(None)).collect();
+        let rec = LoopRec {
+            marker,
+            end,
+            count,
+            inits: carried.iter().map(|t| t.value).collect(),
+            phis: phis.iter().map(|t| t.value).collect(),
+            results: results.iter().map(|t| t.value).collect(),
+            posts: posts.iter().map(|t| t.value).collect(),
+        };
+        for v in rec
+            .inits
+            .iter()
+            .chain(&rec.phis)
+            .chain(&rec.results)
+            .chain(&rec.posts)
+        {
+            self.pinned[*v as usize] = true;
+        }
+        self.loops.push(rec);
+        posts
+    }
+
+    /// The program, this PE's parameter values and whether it read its program id.
+    fn finish(mut self) -> Result<(Program, Vec<i64>, bool), String> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        let regs = regalloc::allocate(&mut self.ops, &self.uses, self.values.len(), &self.loops)?;
+        Ok((
+            Program {
+                ops: self.ops,
+                regs,
+                atoms: self.atoms,
+                rects: self.rects,
+                tables: self.tables,
+            },
+            self.params,
+            self.used_ids,
+        ))
+    }
+}
+
+/// A kernel function.
+pub type Kernel<A> = fn(&mut Tl, &A);
+
+/// Traces `kernel` for each PE (global index, coordinates). PEs whose
+/// programs come out the same share one; a kernel that never reads its
+/// program id is traced once.
+pub fn trace<A>(
+    kernel: Kernel<A>,
+    args: &A,
+    pes: &[(u32, [u32; 3])],
+    resolver: &AddressResolver,
+    topo: &Topology,
+) -> Result<Vec<(u32, Launch)>, String> {
+    let cache = TraceCache::default();
+    let mut programs = share::Programs::default();
+    let mut out = Vec::with_capacity(pes.len());
+    let mut same_everywhere: Option<Launch> = None;
+    for &(pe, ids) in pes {
+        if let Some(l) = &same_everywhere {
+            out.push((pe, l.clone()));
+            continue;
+        }
+        let mut tl = Tl::new(ids, &cache, resolver, topo);
+        kernel(&mut tl, args);
+        let (program, params, used_ids) = tl
+            .finish()
+            .map_err(|e| format!("sip{}.cube{}.pe{}: {e}", ids[0], ids[1], ids[2]))?;
+        let launch = Launch {
+            program: programs.intern(program),
+            params: params.into(),
+        };
+        if !used_ids {
+            same_everywhere = Some(launch.clone());
+        }
+        out.push((pe, launch));
+    }
+    Ok(out)
+}

@@ -1,0 +1,88 @@
+//! The tiled GEMM kernel: each PE computes the output tiles of its shard of
+//! C, streaming operand tiles from memory by 2-D transfers, double-buffered.
+
+use super::tiling::{OutTile, ShardRect, TileShape, Worker, plan};
+use kernbench_dist::Tensor;
+use kernbench_runtime::kernel::{Addr, Tile, Tl};
+
+/// What every PE of a GEMM launch is traced with.
+pub struct GemmArgs {
+    pub a: Tensor,
+    pub b: Tensor,
+    pub c: Tensor,
+    pub tile: TileShape,
+    /// Who computes which block of C ([`super::workers`]).
+    pub workers: Vec<Worker>,
+}
+
+fn load(tl: &mut Tl, r: &ShardRect) -> Tile {
+    tl.load_rect(Addr::At(r.at), r.rows, r.cols, r.pitch)
+}
+
+/// A product waiting to be folded into its output tile.
+struct Product {
+    tile: usize,
+    step: usize,
+    value: Tile,
+}
+
+/// Folds a finished product into its tile's accumulator; the last step
+/// stores the tile. Reading the product makes the PE wait for the MAC array
+/// to finish it, which is what bounds the operand tiles in flight to two.
+fn fold(tl: &mut Tl, tiles: &[OutTile], p: Product, acc: &mut Option<Tile>) {
+    let t = &tiles[p.tile];
+    let (m, n) = (t.c.rows, t.c.cols);
+    let sum = match acc.take() {
+        None if t.steps.len() == 1 => p.value,
+        None => tl.copy(p.value),
+        Some(a) => tl.add(a, p.value),
+    };
+    if p.step + 1 == t.steps.len() {
+        tl.store_rect(Addr::At(t.c.at), sum, m, n, t.c.pitch);
+    } else {
+        *acc = Some(sum);
+    }
+}
+
+/// The GEMM kernel (see the module doc of `gemm`). Op order per step:
+/// multiply step i (waits for its operands), fold step i − 1 (waits for the
+/// MAC array), then start loading step i + 1 — so the MAC array always has
+/// its next operands loading while it works, and no more than two operand
+/// pairs are in TCM.
+pub fn gemm_kernel(tl: &mut Tl, g: &GemmArgs) {
+    let (cube, pe) = (tl.program_id(1), tl.program_id(2));
+    let Some(w) = g.workers.iter().find(|w| w.cube == cube && w.pe == pe) else {
+        return;
+    };
+    let tiles = plan(&g.a, &g.b, &g.c, w, g.tile);
+    let steps: Vec<(usize, usize)> = tiles
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| (0..t.steps.len()).map(move |s| (i, s)))
+        .collect();
+    let operands = |tl: &mut Tl, (i, s): (usize, usize)| {
+        let st = &tiles[i].steps[s];
+        (load(tl, &st.a), load(tl, &st.b))
+    };
+    let mut next = steps.first().map(|&x| operands(tl, x));
+    let (mut waiting, mut acc) = (None, None);
+    for (idx, &(i, s)) in steps.iter().enumerate() {
+        let (a, b) = next.take().expect("loaded one step ahead");
+        let t = &tiles[i];
+        let value = tl.gemm(a, b, t.c.rows, t.c.cols, t.steps[s].k);
+        if let Some(p) = waiting.take() {
+            fold(tl, &tiles, p, &mut acc);
+        }
+        if let Some(&x) = steps.get(idx + 1) {
+            next = Some(operands(tl, x));
+        }
+        waiting = Some(Product {
+            tile: i,
+            step: s,
+            value,
+        });
+    }
+    if let Some(p) = waiting {
+        fold(tl, &tiles, p, &mut acc);
+    }
+}

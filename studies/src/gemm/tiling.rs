@@ -1,0 +1,334 @@
+//! How a GEMM is cut for the PEs: the tile shape the TCM allows, and each
+//! PE's output tiles with the operand rectangles that feed them.
+
+use kernbench_dist::{Block, Split, Tensor};
+use kernbench_spec::spec::SystemSpec;
+use kernbench_spec::topology::address::Location;
+
+/// The largest output tile (m × n) and reduction depth (k) a PE works on at
+/// once, and the rates that decide how the first steps ramp up.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TileShape {
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    /// `pe.macs_per_tick`.
+    pub macs_per_tick: u64,
+    /// A PE's share of its cube's HBM port: bytes per tick when every PE of
+    /// the cube loads at once (`memory.hbm.bandwidth_gbps · tick_ns / PEs`).
+    pub load_bytes_per_tick: f64,
+}
+
+/// f16 elements a square tile side `t` keeps in TCM, over `t²`: two operand
+/// pairs (the pair the MAC array reads and the next one loading: 2 · 2t²)
+/// and three results (the product being computed, the one being
+/// accumulated, the accumulator: 3t²).
+pub const TCM_TILES: u64 = 7;
+
+/// Tile sides are multiples of this many elements.
+pub const TILE_GRAIN: u64 = 32;
+
+impl TileShape {
+    /// The largest square tile whose working set (`TCM_TILES · t²` f16) fits
+    /// `tcm_bytes` (the TCM left free by IPCQ slot areas and tensors),
+    /// rounded down to a multiple of `TILE_GRAIN`.
+    pub fn of(spec: &SystemSpec, tcm_bytes: u64) -> Result<TileShape, String> {
+        let t = ((tcm_bytes / (2 * TCM_TILES)) as f64).sqrt().floor() as u64;
+        let t = t / TILE_GRAIN * TILE_GRAIN;
+        if t == 0 {
+            return Err(format!(
+                "a GEMM needs {} bytes of free TCM per PE for {TILE_GRAIN}x{TILE_GRAIN} tiles, and {tcm_bytes} B are free (memory.tcm.size_bytes is {}); allowed: a larger memory.tcm.size_bytes, or IPCQ slots outside TCM (ccl buffer_kind sram or hbm)",
+                2 * TCM_TILES * TILE_GRAIN * TILE_GRAIN,
+                spec.memory.tcm.size_bytes
+            ));
+        }
+        let t = t as usize;
+        let pes = u64::from(spec.cube.pe_layout.pe_per_corner * spec.cube.pe_layout.corners);
+        let hbm = &spec.memory.hbm;
+        let load_bytes_per_tick = if hbm.ideal {
+            f64::INFINITY
+        } else {
+            hbm.bandwidth_gbps * spec.system.tick_ns / pes as f64
+        };
+        Ok(TileShape {
+            m: t,
+            n: t,
+            k: t,
+            macs_per_tick: spec.pe.macs_per_tick,
+            load_bytes_per_tick,
+        })
+    }
+
+    /// How much deeper each of a tile's first steps can be than the one
+    /// before while its operands still load during that step's multiply:
+    /// MAC ticks per unit of k over load ticks per unit of k (at most 2).
+    fn ramp(&self, m: usize, n: usize) -> f64 {
+        let mac = (m * n) as f64 / self.macs_per_tick as f64;
+        let load = ((m + n) * 2) as f64 / self.load_bytes_per_tick;
+        (mac / load).min(2.0)
+    }
+}
+
+/// A tile's reduction steps, shallow first then deeper by `ratio` each
+/// until `max`, so the MAC array starts after a small load instead of a
+/// full tile's and each step's operands load during the step before; the
+/// steps still break at every cut of `ks`.
+fn ramp_up(ks: &[(usize, usize)], ratio: f64, max: usize) -> Vec<(usize, usize)> {
+    if ratio <= 1.05 {
+        return ks.to_vec();
+    }
+    let mut out = Vec::new();
+    let mut step = TILE_GRAIN as f64;
+    for &(k0, len) in ks {
+        let (mut at, end) = (k0, k0 + len);
+        while at < end && step < max as f64 {
+            let k = (step as usize).clamp(1, end - at);
+            out.push((at, k));
+            at += k;
+            step *= ratio;
+        }
+        if at < end {
+            out.extend(intervals(at, end, &[], max));
+        }
+    }
+    out
+}
+
+/// A rectangle of a tensor shard in memory: one transfer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ShardRect {
+    pub at: Location,
+    pub rows: usize,
+    pub cols: usize,
+    /// Elements from one row's start to the next (the shard's width).
+    pub pitch: usize,
+}
+
+/// One reduction step of an output tile: `a` (m × k) times `b` (k × n).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    pub a: ShardRect,
+    pub b: ShardRect,
+    pub k: usize,
+}
+
+/// An output tile of a PE: where it goes and the steps that sum into it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutTile {
+    pub c: ShardRect,
+    pub steps: Vec<Step>,
+}
+
+/// `[lo, hi)` cut at every boundary in `cuts`, then into near-equal pieces of at most `max`.
+fn intervals(lo: usize, hi: usize, cuts: &[usize], max: usize) -> Vec<(usize, usize)> {
+    let mut points: Vec<usize> = cuts.iter().copied().filter(|&c| lo < c && c < hi).collect();
+    points.extend([lo, hi]);
+    points.sort_unstable();
+    points.dedup();
+    let mut out = Vec::new();
+    for w in points.windows(2) {
+        let len = w[1] - w[0];
+        let parts = len.div_ceil(max.max(1));
+        let (q, r) = (len / parts, len % parts);
+        let mut at = w[0];
+        for i in 0..parts {
+            let n = q + usize::from(i < r);
+            out.push((at, n));
+            at += n;
+        }
+    }
+    out
+}
+
+/// Row and column boundaries of a tensor's shards.
+fn boundaries(t: &Tensor) -> (Vec<usize>, Vec<usize>) {
+    let rows = t
+        .shards
+        .iter()
+        .flat_map(|s| [s.block.rows.0, s.block.rows.0 + s.block.rows.1]);
+    let cols = t
+        .shards
+        .iter()
+        .flat_map(|s| [s.block.cols.0, s.block.cols.0 + s.block.cols.1]);
+    (rows.collect(), cols.collect())
+}
+
+/// A PE of a GEMM: the block of C it computes and the reduction range it
+/// sums over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Worker {
+    pub cube: u32,
+    pub pe: u32,
+    pub block: Block,
+    /// (first, count) of k: all of it, or under split-K the cube's part.
+    pub k: (usize, usize),
+}
+
+/// Who computes C = A · B: one PE per shard of C, except that a cube
+/// holding its block of C as one shard in HBM or SRAM (`num_pes == 1`)
+/// shares it among up to `pes_per_cube` PEs, cut along its longer side. When
+/// C is replicated over cubes (split-K), each cube sums over its own part of
+/// k (A's columns there), so its copy of C is a partial product.
+pub fn workers(a: &Tensor, c: &Tensor, pes_per_cube: u32) -> Vec<Worker> {
+    let split_k = c.policy.cube == Split::Replicate && c.policy.num_cubes > 1;
+    let k_of = |cube: u32| {
+        if !split_k {
+            return (0, a.shape.1);
+        }
+        let on = a.shards.iter().filter(|s| s.cube == cube);
+        let lo = on.clone().map(|s| s.block.cols.0).min().unwrap_or(0);
+        let hi = on
+            .map(|s| s.block.cols.0 + s.block.cols.1)
+            .max()
+            .unwrap_or(0);
+        (lo, hi - lo)
+    };
+    let shared = c.policy.num_pes == 1 && c.space != kernbench_spec::topology::address::Space::Tcm;
+    let mut out = Vec::new();
+    for s in &c.shards {
+        let k = k_of(s.cube);
+        if !shared {
+            out.push(Worker {
+                cube: s.cube,
+                pe: s.pe,
+                block: s.block,
+                k,
+            });
+            continue;
+        }
+        let (split, len) = if s.block.rows.1 >= s.block.cols.1 {
+            (Split::RowWise, s.block.rows.1)
+        } else {
+            (Split::ColumnWise, s.block.cols.1)
+        };
+        let parts = pes_per_cube.min(len as u32).max(1);
+        for (pe, block) in s.block.split(split, parts).into_iter().enumerate() {
+            out.push(Worker {
+                cube: s.cube,
+                pe: pe as u32,
+                block,
+                k,
+            });
+        }
+    }
+    out
+}
+
+/// The rectangle of `t` at (row, col) of `rows` × `cols`, read from a shard
+/// that holds it, preferring one on the worker's own cube (and PE).
+fn rect(t: &Tensor, w: &Worker, (row, col): (usize, usize), rows: usize, cols: usize) -> ShardRect {
+    let holds = |s: &&kernbench_dist::Shard| {
+        let ((r0, rn), (c0, cn)) = (s.block.rows, s.block.cols);
+        r0 <= row && row + rows <= r0 + rn && c0 <= col && col + cols <= c0 + cn
+    };
+    let s = t
+        .shards
+        .iter()
+        .filter(holds)
+        .min_by_key(|s| (s.cube != w.cube, s.pe != w.pe))
+        .expect("cut at every shard boundary, so a shard holds every rectangle");
+    let pitch = s.block.cols.1;
+    let offset = ((row - s.block.rows.0) * pitch + (col - s.block.cols.0)) as u64 * 2;
+    ShardRect {
+        at: Location {
+            space: t.space,
+            sip: s.sip,
+            cube: s.cube,
+            pe: if t.space == kernbench_spec::topology::address::Space::Tcm {
+                s.pe
+            } else {
+                0
+            },
+            offset: s.addr + offset,
+        },
+        rows,
+        cols,
+        pitch,
+    }
+}
+
+/// The output tiles of worker `w`, for C = A · B, in row-major tile order;
+/// each tile's steps run over the worker's k in order. Tiles never straddle
+/// a shard of A, B or C, so every rectangle is one transfer.
+pub fn plan(a: &Tensor, b: &Tensor, c: &Tensor, w: &Worker, t: TileShape) -> Vec<OutTile> {
+    let (a_rows, a_cols) = boundaries(a);
+    let (b_rows, b_cols) = boundaries(b);
+    let k_cuts: Vec<usize> = a_cols.into_iter().chain(b_rows).collect();
+    let (r0, rn) = w.block.rows;
+    let (c0, cn) = w.block.cols;
+    let ks = intervals(w.k.0, w.k.0 + w.k.1, &k_cuts, t.k);
+    let mut tiles = Vec::new();
+    for (row, m) in intervals(r0, r0 + rn, &a_rows, t.m) {
+        for (col, n) in intervals(c0, c0 + cn, &b_cols, t.n) {
+            // Only a PE's first tile waits for its operands; later ones load
+            // during the tile before.
+            let ramped;
+            let ks = if tiles.is_empty() {
+                ramped = ramp_up(&ks, t.ramp(m, n), t.k);
+                &ramped
+            } else {
+                &ks
+            };
+            let steps = ks
+                .iter()
+                .map(|&(k0, k)| Step {
+                    a: rect(a, w, (row, k0), m, k),
+                    b: rect(b, w, (k0, col), k, n),
+                    k,
+                })
+                .collect();
+            tiles.push(OutTile {
+                c: rect(c, w, (row, col), m, n),
+                steps,
+            });
+        }
+    }
+    tiles
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_cut_at_boundaries_then_evenly() {
+        assert_eq!(intervals(0, 10, &[], 4), vec![(0, 4), (4, 3), (7, 3)]);
+        assert_eq!(intervals(2, 10, &[0, 5, 10, 12], 8), vec![(2, 3), (5, 5)]);
+    }
+
+    #[test]
+    fn a_free_4_mib_tcm_gives_544_wide_tiles() {
+        // 4 MiB / (2 B · 7) = 299593 elements: side 547, down to a multiple of 32.
+        let spec = kernbench_spec::spec::System::embedded_default().spec;
+        let t = TileShape::of(&spec, 4 << 20).unwrap();
+        assert_eq!((t.m, t.n, t.k), (544, 544, 544));
+        // 256 GB/s over 8 PEs: 32 B per tick each.
+        assert_eq!(t.load_bytes_per_tick, 32.0);
+        let e = TileShape::of(&spec, 1000).unwrap_err();
+        assert!(
+            e.contains("14336 bytes of free TCM") && e.contains("memory.tcm.size_bytes"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_first_steps_ramp_up_by_the_mac_to_load_ratio() {
+        assert_eq!(
+            ramp_up(&[(0, 512), (512, 512)], 2.0, 512),
+            vec![
+                (0, 32),
+                (32, 64),
+                (96, 128),
+                (224, 256),
+                (480, 32),
+                (512, 512)
+            ]
+        );
+        assert_eq!(ramp_up(&[(0, 512)], 1.0, 512), vec![(0, 512)]);
+        // The ramp carries over a cut: 32 + 64 + 128 = 224, then 200 − 224 < 0.
+        assert_eq!(
+            ramp_up(&[(0, 100), (100, 100)], 2.0, 512),
+            vec![(0, 32), (32, 64), (96, 4), (100, 100)]
+        );
+    }
+}

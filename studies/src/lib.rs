@@ -1,0 +1,14 @@
+//! kernbench studies: what a user runs on the simulator — the collective
+//! sweep and its results, autotuning, tensor-parallel and GEMM studies, the
+//! bench harness, the topology report, and the cost of each command before
+//! it starts.
+pub mod autotune;
+pub mod bench;
+pub mod catalog;
+pub mod collective_run;
+pub mod command_costs;
+pub mod gemm;
+pub mod nccl_table;
+pub mod sweep;
+pub mod topo_report;
+pub mod tp;

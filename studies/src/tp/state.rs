@@ -1,0 +1,70 @@
+//! `parallel_state`, named after Megatron's: tensor-parallel groups over the
+//! ranks of a process group, so TP may be smaller than the world (DP × TP).
+
+use kernbench_dist::{DistError, GroupId, ProcessGroup, WORLD};
+
+/// The tensor-parallel layout of a world: `tp` consecutive ranks form a TP
+/// group (Megatron's convention), and the `world / tp` groups are the
+/// data-parallel replicas.
+#[derive(Debug, Clone)]
+pub struct ModelParallel {
+    tp: u32,
+    world: u32,
+    /// TP group of replica d (ranks d·tp .. (d+1)·tp).
+    groups: Vec<GroupId>,
+}
+
+/// Installs one communicator per TP group (`initialize_model_parallel`):
+/// call it on the process group before `spawn`. With `tp` = the world size
+/// the one TP group is the world.
+pub fn initialize_model_parallel(
+    pg: &mut ProcessGroup,
+    tp: u32,
+) -> Result<ModelParallel, DistError> {
+    let world = pg.world_size;
+    if tp == 0 || !world.is_multiple_of(tp) {
+        let divisors: Vec<String> = (1..=world)
+            .filter(|d| world.is_multiple_of(*d))
+            .map(|d| d.to_string())
+            .collect();
+        return Err(DistError::Config(format!(
+            "tensor_model_parallel_size {tp} does not divide the world of {world} ranks; allowed: {} (or a system with a multiple of {tp} SIPs, system.sips.count)",
+            divisors.join(", ")
+        )));
+    }
+    let groups = if tp == world {
+        vec![WORLD]
+    } else {
+        (0..world / tp)
+            .map(|d| pg.new_group(&(d * tp..(d + 1) * tp).collect::<Vec<_>>()))
+            .collect::<Result<_, _>>()?
+    };
+    Ok(ModelParallel { tp, world, groups })
+}
+
+impl ModelParallel {
+    /// `get_tensor_model_parallel_world_size`.
+    pub fn tp_size(&self) -> u32 {
+        self.tp
+    }
+
+    /// `get_tensor_model_parallel_rank`: the rank's place in its TP group.
+    pub fn tp_rank(&self, rank: u32) -> u32 {
+        rank % self.tp
+    }
+
+    /// The data-parallel replica the rank belongs to.
+    pub fn dp_rank(&self, rank: u32) -> u32 {
+        rank / self.tp
+    }
+
+    /// Data-parallel replicas: world / tp.
+    pub fn dp_size(&self) -> u32 {
+        self.world / self.tp
+    }
+
+    /// The TP group of `rank`, for its collectives.
+    pub fn tp_group(&self, rank: u32) -> GroupId {
+        self.groups[self.dp_rank(rank) as usize]
+    }
+}

@@ -1,0 +1,101 @@
+//! Where a rank's time goes: the intervals its kernels and collectives ran,
+//! and the breakdown of its wall time they give.
+
+use kernbench_ccl::CollResult;
+use kernbench_dist::{DistError, Rank, Work};
+use kernbench_runtime::machine::LaunchReport;
+use kernbench_systems::Tick;
+
+/// A rank's kernels and collectives since [`Timeline::start`].
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    begin: Tick,
+    compute: Vec<(Tick, Tick)>,
+    comm: Vec<(Tick, Tick)>,
+}
+
+/// A rank's wall time split four ways, in ticks:
+/// `total = compute + communication − hidden + launch`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Breakdown {
+    /// From [`Timeline::start`] to the rank's clock now.
+    pub total: Tick,
+    /// Some kernel (GEMM, bias add, lookup) of the rank running.
+    pub compute: Tick,
+    /// Some collective of the rank running, each its own time
+    /// (first PE start to last PE finish).
+    pub communication: Tick,
+    /// Communication that ran while a kernel ran.
+    pub hidden: Tick,
+    /// Neither: launch latency (host to PE, launch overhead) and waiting
+    /// for the other members of a collective.
+    pub launch: Tick,
+}
+
+/// Total length of the union of intervals.
+fn covered(mut v: Vec<(Tick, Tick)>) -> Tick {
+    v.sort_unstable();
+    let (mut sum, mut reach) = (0, 0);
+    for (s, e) in v {
+        let s = s.max(reach);
+        if e > s {
+            sum += e - s;
+            reach = e;
+        }
+    }
+    sum
+}
+
+impl Timeline {
+    /// Starts timing at the rank's host clock.
+    pub fn start(ctx: &Rank) -> Timeline {
+        Timeline {
+            begin: ctx.now(),
+            compute: Vec::new(),
+            comm: Vec::new(),
+        }
+    }
+
+    /// Waits for a kernel launch and records when it ran.
+    pub fn kernel(&mut self, ctx: &mut Rank, w: Work) -> Result<LaunchReport, DistError> {
+        let r = ctx.wait(w)?;
+        self.compute.push((r.start, r.end));
+        Ok(r)
+    }
+
+    /// Records a collective that just returned (it ended at the rank's clock).
+    pub fn collective(&mut self, ctx: &Rank, r: CollResult) -> CollResult {
+        let end = ctx.now();
+        self.comm.push((end - r.ticks, end));
+        r
+    }
+
+    /// The collectives' own times, in order.
+    pub fn collective_ticks(&self) -> Vec<Tick> {
+        self.comm.iter().map(|(s, e)| e - s).collect()
+    }
+
+    /// The breakdown up to the rank's clock now.
+    pub fn breakdown(&self, ctx: &Rank) -> Breakdown {
+        let total = ctx.now() - self.begin;
+        let compute = covered(self.compute.clone());
+        let communication = covered(self.comm.clone());
+        let busy = covered([self.compute.clone(), self.comm.clone()].concat());
+        Breakdown {
+            total,
+            compute,
+            communication,
+            hidden: compute + communication - busy,
+            launch: total - busy,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn covered_merges_overlaps() {
+        assert_eq!(super::covered(vec![(5, 9), (0, 3), (2, 4), (9, 10)]), 9);
+        assert_eq!(super::covered(vec![]), 0);
+    }
+}
