@@ -309,13 +309,14 @@ fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
     net.net.join(ev.entity, segs);
 }
 
-/// A drained event: stale unless of the flow's generation; a current one
+/// A drained event: stale unless of the flow's message and generation; a current one
 /// takes the flow off its links and schedules its arrival.
 fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
     let Ok((msg, flow)) = net.flows.get(ev.entity) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
-    if flow.generation != generation {
+    // Stale: the rate changed since, or the entity now carries a later message.
+    if flow.generation != generation || msg.id != ev.msg {
         return;
     }
     let (segs, _, _) = net.routes.segments(msg.route);
