@@ -278,6 +278,19 @@ impl Engine {
         }
     }
 
+    /// Chooses how messages cross the network (packet unless set). It
+    /// applies to messages injected from then on, so set it before the
+    /// first run: messages already in flight keep their model, and packets
+    /// and flows never contend with each other.
+    pub fn set_network_model(&mut self, model: network::NetworkModel) {
+        self.world.insert_resource(model);
+    }
+
+    /// How messages cross the network.
+    pub fn network_model(&self) -> network::NetworkModel {
+        *self.world.resource::<network::NetworkModel>()
+    }
+
     /// Installs the workload that the next [`Engine::run`] starts.
     pub fn set_traffic(&mut self, t: impl Traffic) {
         self.world.resource_mut::<TrafficState>().source = Some(Box::new(t));

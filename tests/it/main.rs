@@ -14,6 +14,7 @@ mod compact_programs;
 mod dist;
 mod doc_examples;
 mod estimate;
+mod flow;
 mod gemm;
 mod ipcq;
 mod layers;

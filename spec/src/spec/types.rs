@@ -24,6 +24,25 @@ pub struct SystemSpec {
     /// `spec::kinds`); `system.sips.kinds` says which SIPs have which.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sip_kinds: BTreeMap<String, super::kinds::SipKindSpec>,
+    /// How the simulator moves messages (default: packets).
+    #[serde(default, skip_serializing_if = "NetworkSpec::is_default")]
+    pub network: NetworkSpec,
+}
+
+/// The network fidelity of a run: `network: { model: packet | flow }`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkSpec {
+    /// `packet`: exact store-and-forward packets; `flow`: one max-min fair
+    /// flow per message, for large systems (docs/model.md §Flow-level network).
+    #[serde(default)]
+    pub model: kernbench_systems::network::NetworkModel,
+}
+
+impl NetworkSpec {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// Sizes of the small messages the model sends besides data.

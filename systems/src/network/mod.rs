@@ -13,7 +13,10 @@ use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
 use rustc_hash::FxHashMap;
 
+pub mod flow;
+
 pub use crate::ids::{Arrival, LinkId, MsgId, NodeId, Purpose};
+pub use flow::NetworkModel;
 
 /// Timing shared by every link of one edge kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -530,77 +533,110 @@ pub fn schedule_packets(
 }
 
 /// Spawns the outbox's messages: each gets a route (computed and cached on
-/// first use), a message entity (a parked one if any), and one train event
-/// for all its packets at its start tick. Runs at the start of `routing`, so
-/// messages sent by `kernel_step` and `dma` move this tick, and again before
-/// `advance`, so the clock sees what later stages sent.
-pub fn inject(
-    mut outbox: ResMut<Outbox>,
-    mut routes: ResMut<Routes>,
-    links: Res<LinkTable>,
-    mut cal: ResMut<NetCalendar>,
-    mut pool: ResMut<MessagePool>,
-    mut msgs: Query<&mut Message>,
-    mut errors: ResMut<crate::RunErrors>,
-    mut commands: Commands,
-) {
+/// first use), a message entity (a parked one if any) and, in packet mode,
+/// one train event for all its packets at its start tick; in flow mode a
+/// [`flow::Flow`] and its start event, its link statistics and hop counts
+/// added at once. Runs at the start of `routing`, so messages sent by
+/// `kernel_step` and `dma` move this tick, and again before `advance`, so
+/// the clock sees what later stages sent.
+pub fn inject(mut outbox: ResMut<Outbox>, mut net: InjectAccess, mut commands: Commands) {
     if outbox.pending.is_empty() {
         return;
     }
     let mut pending = std::mem::take(&mut outbox.pending);
     for (id, s) in pending.drain(..) {
-        let route = match s.route.map_or_else(|| routes.get(&links, s.src, s.dst), Ok) {
-            Ok(r) => r,
+        let msg = match new_message(id, &s, &mut net.routes, &net.links) {
+            Ok(m) => m,
             Err(e) => {
-                errors.report(e);
+                net.errors.report(e);
                 continue;
             }
         };
-        let packet_bytes = routes.packet_bytes(route).min(s.bytes.max(1));
-        if packet_bytes > u64::from(u32::MAX) && routes.has_segments(route) {
-            errors.report(format!(
-                "a message of {} B from node {} to node {} would travel in packets of {packet_bytes} B; at most {} B fit a packet: use a smaller packet_bytes",
-                s.bytes,
-                s.src,
-                s.dst,
-                u32::MAX
-            ));
-            continue;
+        let (packets, route, at) = (msg.packets, msg.route, s.at);
+        let parked = net.pool.0.pop();
+        if *net.model == NetworkModel::Flow {
+            let flow = flow::Flow::of(&net.links, &net.routes, &msg);
+            flow::account(&mut net.links, &mut net.counters, &net.routes, &msg);
+            let entity = match parked.map(|e| (e, net.msgs.get_mut(e))) {
+                Some((e, Ok((mut m, Some(mut f))))) => {
+                    (*m, *f) = (msg, flow);
+                    e
+                }
+                Some((e, _)) => commands.entity(e).insert((msg, flow)).id(),
+                None => commands.spawn((msg, flow)).id(),
+            };
+            flow::schedule_start(&mut net.flow_cal, id, entity, at);
+        } else {
+            let entity = match parked {
+                Some(e) => {
+                    *net.msgs.get_mut(e).expect("parked message entity exists").0 = msg;
+                    e
+                }
+                None => commands.spawn(msg).id(),
+            };
+            schedule_packets(&mut net.cal, id, packets, route, entity, at);
         }
-        let Ok(packets) = u32::try_from(s.bytes.div_ceil(packet_bytes).max(1)) else {
-            errors.report(format!(
-                "a message of {} B from node {} to node {} would need more than {} packets of {packet_bytes} B; use larger packet_bytes or smaller transfers",
-                s.bytes,
-                s.src,
-                s.dst,
-                u32::MAX
-            ));
-            continue;
-        };
-        let msg = Message {
-            id,
-            src: s.src,
-            dst: s.dst,
-            bytes: s.bytes,
-            route,
-            packet_bytes,
-            packets,
-            delivered: 0,
-            injected_at: s.at,
-            purpose: s.purpose,
-            tag: s.tag,
-        };
-        let (id, packets, route) = (msg.id, msg.packets, msg.route);
-        let entity = match pool.0.pop() {
-            Some(e) => {
-                *msgs.get_mut(e).expect("parked message entity exists") = msg;
-                e
-            }
-            None => commands.spawn(msg).id(),
-        };
-        schedule_packets(&mut cal, id, packets, route, entity, s.at);
     }
     outbox.pending = pending;
+}
+
+/// What injection touches.
+#[derive(bevy_ecs::system::SystemParam)]
+pub struct InjectAccess<'w, 's> {
+    routes: ResMut<'w, Routes>,
+    links: ResMut<'w, LinkTable>,
+    cal: ResMut<'w, NetCalendar>,
+    flow_cal: ResMut<'w, flow::FlowCalendar>,
+    model: Res<'w, NetworkModel>,
+    pool: ResMut<'w, MessagePool>,
+    counters: ResMut<'w, NetCounters>,
+    msgs: Query<'w, 's, (&'static mut Message, Option<&'static mut flow::Flow>)>,
+    errors: ResMut<'w, crate::RunErrors>,
+}
+
+/// The message entity's data of sent message `id`: its route and packets,
+/// or why it cannot travel (no route, packets too large or too many).
+fn new_message(
+    id: MsgId,
+    s: &NewMessage,
+    routes: &mut Routes,
+    links: &LinkTable,
+) -> Result<Message, String> {
+    let route = s
+        .route
+        .map_or_else(|| routes.get(links, s.src, s.dst), Ok)?;
+    let packet_bytes = routes.packet_bytes(route).min(s.bytes.max(1));
+    if packet_bytes > u64::from(u32::MAX) && routes.has_segments(route) {
+        return Err(format!(
+            "a message of {} B from node {} to node {} would travel in packets of {packet_bytes} B; at most {} B fit a packet: use a smaller packet_bytes",
+            s.bytes,
+            s.src,
+            s.dst,
+            u32::MAX
+        ));
+    }
+    let Ok(packets) = u32::try_from(s.bytes.div_ceil(packet_bytes).max(1)) else {
+        return Err(format!(
+            "a message of {} B from node {} to node {} would need more than {} packets of {packet_bytes} B; use larger packet_bytes or smaller transfers",
+            s.bytes,
+            s.src,
+            s.dst,
+            u32::MAX
+        ));
+    };
+    Ok(Message {
+        id,
+        src: s.src,
+        dst: s.dst,
+        bytes: s.bytes,
+        route,
+        packet_bytes,
+        packets,
+        delivered: 0,
+        injected_at: s.at,
+        purpose: s.purpose,
+        tag: s.tag,
+    })
 }
 
 /// The `routing` stage: every packet due now crosses the ideal links ahead of
@@ -751,8 +787,9 @@ fn route_tick(now: Tick, net: &mut RoutingAccess) {
     cal.0.recycle(due);
 }
 
-/// The network module: packet calendar, outbox and inbox, message pool and
-/// counters; injection and routing; its calendar.
+/// The network module: packet and flow calendars, outbox and inbox, message
+/// pool and counters, the [`NetworkModel`] (packet unless set); injection,
+/// packet routing and the flow stage; its calendar.
 pub struct NetworkPlugin;
 
 impl crate::plugin::Plugin for NetworkPlugin {
@@ -762,8 +799,15 @@ impl crate::plugin::Plugin for NetworkPlugin {
         world.init_resource::<Outbox>();
         world.init_resource::<MessagePool>();
         world.init_resource::<NetCounters>();
+        world.init_resource::<NetworkModel>();
+        world.init_resource::<flow::FlowCalendar>();
+        world.init_resource::<flow::FlowLinks>();
         schedule.add_systems(
-            (inject.run_if(outbox_pending), routing.run_if(net_due))
+            (
+                inject.run_if(outbox_pending),
+                routing.run_if(net_due),
+                flow::flow_routing.run_if(flow::flow_due),
+            )
                 .chain()
                 .in_set(crate::Stage::Routing),
         );
@@ -774,7 +818,9 @@ impl crate::plugin::Plugin for NetworkPlugin {
             if !w.resource::<Outbox>().is_empty() || !w.resource::<Inbox>().is_empty() {
                 return Some(now);
             }
-            w.resource::<NetCalendar>().0.next_due()
+            let packets = w.resource::<NetCalendar>().0.next_due();
+            let flows = w.resource::<flow::FlowCalendar>().0.next_due();
+            packets.into_iter().chain(flows).min()
         });
     }
 }

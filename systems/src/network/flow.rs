@@ -1,0 +1,665 @@
+//! The flow-level network: a message is one flow whose bytes drain over its
+//! whole route at once, instead of packets crossing links one by one
+//! (docs/model.md §Flow-level network).
+//!
+//! Rates follow max-min fairness by progressive filling (SimGrid's flow
+//! model): the link whose spare bandwidth per unfixed flow is smallest fixes
+//! its flows at that share, which then leave the other links' spare, until
+//! every flow has a rate. Rates change only when a flow starts or drains,
+//! and only those of flows connected to it through shared links are
+//! recomputed (selective update: a walk from the links whose flow set
+//! changed, over their flows' routes).
+//!
+//! Exactness: a flow never slowed below its route's bottleneck bandwidth
+//! arrives after exactly the packet engine's uncontended time of its message
+//! on its route ([`uncontended_ticks`]); a slowed one drains at its rates and
+//! arrives `overhead` (that time minus bytes / bottleneck) after its drain
+//! ends, never before its uncontended time. Link statistics and hop counters
+//! are per-message sums, added once at injection, identical to packet mode.
+//!
+//! A flow takes three calendar events (start, drained, arrival) plus one
+//! drained event per rate change; a rate change bumps the flow's generation,
+//! so drained events of an older generation are stale and ignored.
+
+use super::{Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, Routes, Segment};
+use crate::ids::MsgId;
+use crate::time::{Calendar, Clock, Tick};
+use bevy_ecs::prelude::*;
+use serde::{Deserialize, Serialize};
+
+/// How messages cross the network; one choice per run (the spec's
+/// `network.model`, default packet).
+#[derive(Resource, Debug, Default, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NetworkModel {
+    /// Store-and-forward packets, one event per packet per link: exact.
+    #[default]
+    Packet,
+    /// One flow per message, max-min fair rates: events per message.
+    Flow,
+}
+
+impl NetworkModel {
+    /// The spec's spelling of each model.
+    pub const NAMES: [&'static str; 2] = ["packet", "flow"];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            NetworkModel::Packet => "packet",
+            NetworkModel::Flow => "flow",
+        }
+    }
+}
+
+/// The flow state of a message entity in flow mode.
+#[derive(Component, Debug, Clone, Copy, PartialEq)]
+pub struct Flow {
+    /// The packet engine's uncontended time of the message on its route.
+    pub alone: Tick,
+    /// `alone` minus bytes / `bottleneck`, ticks: what follows the drain.
+    pub overhead: f64,
+    /// Bandwidth of the route's slowest link, bytes per tick.
+    pub bottleneck: f64,
+    /// Tick at which the bytes started to drain.
+    pub start: Tick,
+    /// Bytes left to drain as of `updated_at`.
+    pub left: f64,
+    /// Current max-min rate, bytes per tick (0 before the first rate pass).
+    pub rate: f64,
+    pub updated_at: Tick,
+    /// Bumped at every rate change: drained events of older ones are stale.
+    pub generation: u32,
+    /// Whether the flow ever drained slower than its bottleneck.
+    pub shared: bool,
+    /// Stamp of the last rate pass that reached this flow.
+    visit: u32,
+}
+
+impl Flow {
+    /// The flow of message `msg`, not started yet.
+    pub(super) fn of(links: &LinkTable, routes: &Routes, msg: &Message) -> Self {
+        let (segs, _, _) = routes.segments(msg.route);
+        Self::new(links, segs, msg.packet_bytes, msg.bytes)
+    }
+
+    /// A flow for `bytes` over `segs` not started yet.
+    fn new(links: &LinkTable, segs: &[Segment], packet_bytes: u64, bytes: u64) -> Self {
+        let alone = uncontended_ticks(links, segs, packet_bytes, bytes);
+        let bottleneck = segs
+            .iter()
+            .map(|s| link_rate(links, s.link))
+            .fold(f64::INFINITY, f64::min);
+        let overhead = if segs.is_empty() {
+            0.0
+        } else {
+            (alone as f64 - bytes as f64 / bottleneck).max(0.0)
+        };
+        Flow {
+            alone,
+            overhead,
+            bottleneck,
+            start: 0,
+            left: bytes as f64,
+            rate: 0.0,
+            updated_at: 0,
+            generation: 0,
+            shared: false,
+            visit: 0,
+        }
+    }
+
+    /// Drains at the current rate up to `now`.
+    fn settle(&mut self, now: Tick) {
+        self.left = (self.left - self.rate * (now - self.updated_at) as f64).max(0.0);
+        self.updated_at = now;
+    }
+
+    /// Arrival tick of a flow whose drain event came (its rate unchanged
+    /// since `updated_at`): `alone` after its start when never slowed, else
+    /// `overhead` after the drain ended, never before `alone`.
+    fn arrival(&self) -> Tick {
+        let alone = self.start + self.alone;
+        if !self.shared {
+            return alone;
+        }
+        let rest = self.left / self.rate + self.overhead;
+        alone.max(self.updated_at + ceil_ticks(rest))
+    }
+}
+
+/// Bytes per tick of link `l`.
+fn link_rate(links: &LinkTable, l: LinkId) -> f64 {
+    let c = links.class(l);
+    c.rate_num as f64 / c.rate_den as f64
+}
+
+/// Whole ticks covering `x` ticks, forgiving float noise far below a tick.
+fn ceil_ticks(x: f64) -> Tick {
+    let tolerance = 1e-9 * x.abs().max(1.0);
+    (x - tolerance).ceil().max(0.0) as Tick
+}
+
+/// The packet engine's time for a message of `bytes`, cut into packets of
+/// `packet_bytes`, to cross `segs` alone, in O(segments): full packets leave
+/// link j at D(k,j) = D(1,j) + (k−1)·max_{i≤j} ser_i(P), the last one at
+/// D(n,j) = max(D(n−1,j), D(n,j−1) + L_{j−1}) + ser_j(last); the message has
+/// arrived L_m after the last packet leaves the last link. Ideal links take
+/// no time, so an all-ideal route takes 0.
+pub fn uncontended_ticks(
+    links: &LinkTable,
+    segs: &[Segment],
+    packet_bytes: u64,
+    bytes: u64,
+) -> Tick {
+    let packets = bytes.div_ceil(packet_bytes).max(1);
+    let last = bytes - packet_bytes * (packets - 1);
+    // Relative to the start: when the first packet reaches link j, when the
+    // last full packet (D(n−1,j)) and the last packet have left it.
+    let (mut first_at, mut last_at) = (0, 0);
+    let mut slowest_full = 0;
+    for seg in segs {
+        let ser_last = links.class(seg.link).ser_ticks(last);
+        let full_left = if packets > 1 {
+            slowest_full = slowest_full.max(seg.ser_full);
+            let first_left = first_at + seg.ser_full;
+            first_at = first_left + seg.latency;
+            first_left + (packets - 2) * slowest_full
+        } else {
+            0
+        };
+        let last_left = full_left.max(last_at) + ser_last;
+        last_at = last_left + seg.latency;
+    }
+    last_at
+}
+
+/// What a flow calendar event asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum FlowStep {
+    /// The message is at its source: its bytes start to drain.
+    Start,
+    /// The bytes have drained if the flow is still of this generation.
+    Drained(u32),
+    /// The message has arrived.
+    Arrive,
+}
+
+/// One event of a flow; same-tick events run in message id order.
+#[derive(Debug, Clone, Copy)]
+pub struct FlowEvent {
+    pub msg: MsgId,
+    pub entity: Entity,
+    pub step: FlowStep,
+}
+
+/// Flow events by tick.
+#[derive(Resource, Default, Debug)]
+pub struct FlowCalendar(pub Calendar<FlowEvent>);
+
+/// Which flows cross each link now, and the scratch of the rate pass.
+#[derive(Resource, Default, Debug)]
+pub struct FlowLinks {
+    /// Per link, the flows draining over it (sized on first use).
+    on_link: Vec<Vec<Entity>>,
+    /// Links whose set of flows changed since the last rate pass.
+    dirty: Vec<LinkId>,
+    /// Per link: the stamp of the last rate pass that reached it, its spare
+    /// bandwidth and its flows without a rate yet, in that pass.
+    visit: Vec<u32>,
+    spare: Vec<f64>,
+    unfixed: Vec<u32>,
+    pass: u32,
+    /// The pass's connected links and flows (with their previous rate).
+    reached_links: Vec<LinkId>,
+    reached_flows: Vec<(Entity, f64)>,
+}
+
+impl FlowLinks {
+    /// Flows draining over link `l` now.
+    pub fn flows_on(&self, l: LinkId) -> &[Entity] {
+        self.on_link.get(l as usize).map_or(&[], Vec::as_slice)
+    }
+
+    fn size_for(&mut self, links: usize) {
+        if self.on_link.len() < links {
+            self.on_link.resize_with(links, Vec::new);
+            self.visit.resize(links, 0);
+            self.spare.resize(links, 0.0);
+            self.unfixed.resize(links, 0);
+        }
+    }
+
+    fn join(&mut self, e: Entity, segs: &[Segment]) {
+        for s in segs {
+            self.on_link[s.link as usize].push(e);
+            self.dirty.push(s.link);
+        }
+    }
+
+    fn leave(&mut self, e: Entity, segs: &[Segment]) {
+        for s in segs {
+            let list = &mut self.on_link[s.link as usize];
+            if let Some(i) = list.iter().position(|&x| x == e) {
+                list.remove(i);
+            }
+            self.dirty.push(s.link);
+        }
+    }
+}
+
+/// Queues the start of message `msg`'s flow at tick `at`.
+pub(super) fn schedule_start(cal: &mut FlowCalendar, msg: MsgId, entity: Entity, at: Tick) {
+    let step = FlowStep::Start;
+    cal.0.push(at, FlowEvent { msg, entity, step });
+}
+
+/// What the flow stage touches.
+#[derive(bevy_ecs::system::SystemParam)]
+pub struct FlowAccess<'w, 's> {
+    cal: ResMut<'w, FlowCalendar>,
+    net: ResMut<'w, FlowLinks>,
+    links: Res<'w, LinkTable>,
+    routes: Res<'w, Routes>,
+    flows: Query<'w, 's, (&'static Message, &'static mut Flow)>,
+    inbox: ResMut<'w, Inbox>,
+    pool: ResMut<'w, MessagePool>,
+    counters: ResMut<'w, NetCounters>,
+    trace: ResMut<'w, crate::trace::Trace>,
+}
+
+/// The flow-mode routing stage: flows due now start, drain or arrive, then
+/// the rates of the flows connected to any change are recomputed.
+pub fn flow_routing(clock: Res<Clock>, mut net: FlowAccess) {
+    let now = clock.now;
+    let links = net.links.len();
+    net.net.size_for(links);
+    while let Some(mut due) = net.cal.0.take_due(now) {
+        due.sort_unstable_by_key(|e| (e.msg, e.step));
+        for ev in &due {
+            match ev.step {
+                FlowStep::Start => begin(now, ev, &mut net),
+                FlowStep::Drained(g) => drained(now, ev, g, &mut net),
+                FlowStep::Arrive => deliver(now, ev.entity, &mut net),
+            }
+        }
+        net.cal.0.recycle(due);
+    }
+    if !net.net.dirty.is_empty() {
+        reassign_rates(now, &mut net);
+    }
+}
+
+/// A flow starts: an all-ideal route arrives now, an empty message after
+/// its latencies; any other joins its links.
+fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
+    let Ok((msg, mut flow)) = net.flows.get_mut(ev.entity) else {
+        unreachable!("flow event for a message entity that no longer exists");
+    };
+    let (segs, _, _) = net.routes.segments(msg.route);
+    flow.start = now;
+    flow.updated_at = now;
+    if segs.is_empty() {
+        return deliver(now, ev.entity, net);
+    }
+    if msg.bytes == 0 {
+        let step = FlowStep::Arrive;
+        let at = now + flow.alone;
+        return net.cal.0.push(at, FlowEvent { step, ..*ev });
+    }
+    net.net.join(ev.entity, segs);
+}
+
+/// A drained event: stale unless of the flow's message and generation; a current one
+/// takes the flow off its links and schedules its arrival.
+fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
+    let Ok((msg, flow)) = net.flows.get(ev.entity) else {
+        unreachable!("flow event for a message entity that no longer exists");
+    };
+    // Stale: the rate changed since, or the entity now carries a later message.
+    if flow.generation != generation || msg.id != ev.msg {
+        return;
+    }
+    let (segs, _, _) = net.routes.segments(msg.route);
+    if net.trace.enabled() {
+        for s in segs {
+            net.trace.packet(crate::trace::PacketSpan {
+                link: s.link,
+                start: flow.start,
+                end: now,
+                msg: msg.id,
+                bytes: msg.bytes,
+            });
+        }
+    }
+    let at = flow.arrival().max(now);
+    net.net.leave(ev.entity, segs);
+    if at == now {
+        return deliver(now, ev.entity, net);
+    }
+    let step = FlowStep::Arrive;
+    net.cal.0.push(at, FlowEvent { step, ..*ev });
+}
+
+/// The message has arrived: to the inbox of its purpose, its entity parked.
+fn deliver(now: Tick, entity: Entity, net: &mut FlowAccess) {
+    let Ok((msg, _)) = net.flows.get(entity) else {
+        unreachable!("flow event for a message entity that no longer exists");
+    };
+    let arrival = msg.arrival(now);
+    net.trace.message(&arrival);
+    net.inbox.lists[msg.purpose as usize].push(arrival);
+    net.pool.0.push(entity);
+    net.counters.delivered += 1;
+}
+
+/// Recomputes the max-min rates of every flow connected to a dirty link and
+/// schedules a new drained event for each flow whose rate changed.
+fn reassign_rates(now: Tick, net: &mut FlowAccess) {
+    reach_connected(now, net);
+    fill_progressively(net);
+    let FlowAccess {
+        cal,
+        net: fl,
+        flows,
+        ..
+    } = net;
+    for &(e, before) in &fl.reached_flows {
+        let Ok((msg, mut flow)) = flows.get_mut(e) else {
+            unreachable!("a reached flow exists");
+        };
+        if flow.rate < flow.bottleneck * (1.0 - 1e-12) {
+            flow.shared = true;
+        }
+        if flow.rate == before {
+            continue;
+        }
+        flow.generation = flow.generation.wrapping_add(1);
+        let at = now + ceil_ticks(flow.left / flow.rate).max(1);
+        let ev = FlowEvent {
+            msg: msg.id,
+            entity: e,
+            step: FlowStep::Drained(flow.generation),
+        };
+        cal.0.push(at, ev);
+    }
+}
+
+/// Collects the links and flows connected to the dirty links (through flows
+/// that share links), drains each reached flow up to `now` and clears its rate.
+fn reach_connected(now: Tick, net: &mut FlowAccess) {
+    let FlowAccess {
+        net: fl,
+        flows,
+        routes,
+        ..
+    } = net;
+    let fl: &mut FlowLinks = fl;
+    fl.pass = fl.pass.wrapping_add(1).max(1);
+    let pass = fl.pass;
+    fl.reached_links.clear();
+    fl.reached_flows.clear();
+    let mut dirty = std::mem::take(&mut fl.dirty);
+    for &l in &dirty {
+        if fl.visit[l as usize] != pass {
+            fl.visit[l as usize] = pass;
+            fl.reached_links.push(l);
+        }
+    }
+    dirty.clear();
+    fl.dirty = dirty;
+    let mut i = 0;
+    while i < fl.reached_links.len() {
+        let l = fl.reached_links[i] as usize;
+        i += 1;
+        for k in 0..fl.on_link[l].len() {
+            let e = fl.on_link[l][k];
+            let Ok((msg, mut flow)) = flows.get_mut(e) else {
+                unreachable!("a flow on a link exists");
+            };
+            if flow.visit == pass {
+                continue;
+            }
+            flow.visit = pass;
+            flow.settle(now);
+            fl.reached_flows.push((e, flow.rate));
+            flow.rate = f64::NAN;
+            for s in routes.segments(msg.route).0 {
+                if fl.visit[s.link as usize] != pass {
+                    fl.visit[s.link as usize] = pass;
+                    fl.reached_links.push(s.link);
+                }
+            }
+        }
+    }
+}
+
+/// Max-min rates of the reached flows: the link with the least spare
+/// bandwidth per flow without a rate fixes its flows at that share, which
+/// leaves the spare of their other links; repeated until all have a rate.
+/// Ties go to the link reached first (deterministic).
+fn fill_progressively(net: &mut FlowAccess) {
+    let FlowAccess {
+        net: fl,
+        flows,
+        routes,
+        links,
+        ..
+    } = net;
+    let fl: &mut FlowLinks = fl;
+    for &l in &fl.reached_links {
+        fl.spare[l as usize] = link_rate(links, l);
+        fl.unfixed[l as usize] = fl.on_link[l as usize].len() as u32;
+    }
+    loop {
+        let mut best: Option<(f64, LinkId)> = None;
+        for &l in &fl.reached_links {
+            let n = fl.unfixed[l as usize];
+            if n == 0 {
+                continue;
+            }
+            let share = fl.spare[l as usize] / f64::from(n);
+            if best.is_none_or(|b| share < b.0) {
+                best = Some((share, l));
+            }
+        }
+        let Some((share, l)) = best else {
+            return;
+        };
+        // Float noise must not stop a flow: a share is never below a
+        // billionth of the link's bandwidth.
+        let share = share.max(link_rate(links, l) * 1e-9);
+        for &e in &fl.on_link[l as usize] {
+            let Ok((msg, mut flow)) = flows.get_mut(e) else {
+                unreachable!("a flow on a link exists");
+            };
+            if !flow.rate.is_nan() {
+                continue;
+            }
+            flow.rate = share;
+            for s in routes.segments(msg.route).0 {
+                fl.spare[s.link as usize] -= share;
+                fl.unfixed[s.link as usize] -= 1;
+            }
+        }
+    }
+}
+
+/// Whether flow events are due now.
+pub(super) fn flow_due(clock: Res<Clock>, cal: Res<FlowCalendar>) -> bool {
+    crate::plugin::due(cal.0.next_due(), clock.now)
+}
+
+/// The route's share of a message's link statistics and hop counts, added
+/// once at injection: per non-ideal link `packets` packets, `bytes` bytes
+/// and (packets − 1)·ser(P) + ser(last) busy ticks, as the packets would.
+pub(super) fn account(
+    links: &mut LinkTable,
+    counters: &mut NetCounters,
+    routes: &Routes,
+    msg: &Message,
+) {
+    let (segs, ideal_after, _) = routes.segments(msg.route);
+    let packets = u64::from(msg.packets);
+    let last = msg.packet_size(msg.packets - 1);
+    let mut ideal = u64::from(ideal_after);
+    for s in segs {
+        let busy = (packets - 1) * s.ser_full + links.class(s.link).ser_ticks(last);
+        let st = &mut links.state[s.link as usize].stats;
+        st.bytes += msg.bytes;
+        st.packets += packets;
+        st.busy += busy;
+        ideal += u64::from(s.ideal_before);
+    }
+    counters.ideal_hops += packets * ideal;
+    counters.hops += packets * (ideal + segs.len() as u64);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Engine;
+    use crate::network::{LinkClass, LinkTableBuilder, NodeId, RouteSource};
+    use crate::traffic::{ScheduledTraffic, Start};
+
+    fn class(bytes_per_tick: u64, per_ticks: u64, latency: Tick, packet_bytes: u64) -> LinkClass {
+        LinkClass {
+            name: "test".into(),
+            latency,
+            rate_num: bytes_per_tick,
+            rate_den: per_ticks,
+            packet_bytes,
+            ideal: false,
+        }
+    }
+
+    /// Nodes on a line; routes walk it.
+    struct Line;
+
+    impl RouteSource for Line {
+        fn route(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String> {
+            if src <= dst {
+                out.extend(src..=dst);
+            } else {
+                out.extend((dst..=src).rev());
+            }
+            Ok(())
+        }
+    }
+
+    /// A line whose link i→i+1 (both ways) has class `classes[i]`.
+    fn line(classes: Vec<LinkClass>) -> (LinkTable, Routes) {
+        let n = classes.len() as u32;
+        let mut b = LinkTableBuilder::new(n + 1, classes);
+        for i in 0..n {
+            b.duplex(i, i + 1, i as u8);
+        }
+        (b.build(), Routes::new(Box::new(Line)))
+    }
+
+    /// Departure of every packet from every link, one reservation at a time.
+    fn packet_by_packet(links: &LinkTable, segs: &[Segment], p: u64, bytes: u64) -> Tick {
+        let n = bytes.div_ceil(p).max(1);
+        let size = |k: u64| if k + 1 < n { p } else { bytes - p * (n - 1) };
+        let mut ready: Vec<Tick> = vec![0; n as usize];
+        for seg in segs {
+            let mut free = 0;
+            for (k, at) in ready.iter_mut().enumerate() {
+                let left = (*at).max(free) + links.class(seg.link).ser_ticks(size(k as u64));
+                free = left;
+                *at = left + seg.latency;
+            }
+        }
+        ready[n as usize - 1]
+    }
+
+    fn uncontended(classes: Vec<LinkClass>, bytes: u64) -> (Tick, Tick) {
+        let hops = classes.len() as u32;
+        let (links, mut routes) = line(classes);
+        let r = routes.get(&links, 0, hops).unwrap();
+        let (segs, _, route_p) = routes.segments(r);
+        let p = route_p.min(bytes.max(1));
+        (
+            uncontended_ticks(&links, segs, p, bytes),
+            packet_by_packet(&links, segs, p, bytes),
+        )
+    }
+
+    #[test]
+    fn uncontended_time_is_the_closed_form_on_identical_links() {
+        // docs/model.md: k·L + (n−1)·T_P + T_last + (k−1)·⌈min(P, s)/B⌉.
+        for (k, s, p, b, l) in [
+            (1u64, 4096u64, 1024u64, 64u64, 5u64),
+            (3, 4096, 1024, 64, 5),
+            (5, 10_000, 1024, 64, 7),
+            (4, 1_000_000, 4096, 100, 300),
+            (2, 100, 64, 3, 0),
+            (6, 12_345, 1 << 40, 100, 250),
+            (3, 0, 1024, 64, 5),
+        ] {
+            let n = s.div_ceil(p).max(1);
+            let last = s - (n - 1) * p;
+            let expect =
+                k * l + (n - 1) * p.div_ceil(b) + last.div_ceil(b) + (k - 1) * s.min(p).div_ceil(b);
+            let classes = vec![class(b, 1, l, p); k as usize];
+            assert_eq!(
+                uncontended(classes, s).0,
+                expect,
+                "k={k} s={s} P={p} B={b} L={l}"
+            );
+        }
+    }
+
+    #[test]
+    fn uncontended_time_follows_every_packet_on_mixed_links() {
+        // Classes of different rate (some fractional), latency and packet
+        // size on one route: the O(hops) recurrence equals reserving every
+        // packet on every link.
+        let (mut x, mut checked) = (7u64, 0);
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for _ in 0..300 {
+            let hops = 1 + next(5) as usize;
+            let classes = (0..hops)
+                .map(|_| class(1 + next(90), 1 + next(3), next(40), 16 + next(300)))
+                .collect();
+            let bytes = next(3000);
+            let (fast, slow) = uncontended(classes, bytes);
+            assert_eq!(fast, slow, "bytes={bytes}");
+            checked += 1;
+        }
+        assert_eq!(checked, 300);
+    }
+
+    #[test]
+    fn ceil_ticks_forgives_float_noise_only() {
+        assert_eq!(ceil_ticks(64.0), 64);
+        assert_eq!(ceil_ticks(64.000_000_000_01), 64);
+        assert_eq!(ceil_ticks(64.001), 65);
+        assert_eq!(ceil_ticks(0.3), 1);
+        assert_eq!(ceil_ticks(0.0), 0);
+    }
+
+    #[test]
+    fn parking_lot_gets_max_min_rates() {
+        // 0→1 at 100 B/tick, 1→2 at 60 B/tick; a long flow 0→2 and a short
+        // one on each link. 1→2 is the bottleneck: 30 each for the long flow
+        // and its short one; the other short one takes 0→1's spare, 70.
+        let (links, _) = line(vec![class(100, 1, 10, 1 << 20), class(60, 1, 10, 1 << 20)]);
+        let mut e = Engine::new(links, Box::new(Line));
+        e.set_network_model(NetworkModel::Flow);
+        let mut t = ScheduledTraffic::new();
+        for (a, b) in [(0, 2), (0, 1), (1, 2)] {
+            t.add(a, b, 6000, Start::At(0));
+        }
+        e.set_traffic(t);
+        e.run_until(|w| w.resource::<Clock>().now > 0).unwrap();
+        let mut q = e.world.query::<(&Message, &Flow)>();
+        let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
+        rates.sort_by_key(|r| r.0);
+        assert_eq!(rates, vec![(0, 30.0), (1, 70.0), (2, 30.0)]);
+    }
+}

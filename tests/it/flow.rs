@@ -1,0 +1,366 @@
+//! The flow-level network (docs/model.md §Flow-level network): uncontended
+//! messages take the packet engine's tick, shared links follow max-min
+//! fairness, link statistics and counters equal packet mode's.
+
+use crate::common;
+use common::{lean, system};
+use kernbench::ccl::{Collective, Job, ReduceOp};
+use kernbench::machine::Machine;
+use kernbench::spec::{SipTopology, System};
+use kernbench::topology::address::Space;
+use kernbench::workload::RingRounds;
+use kernbench_systems::memory::DataMode;
+use kernbench_systems::network::{NetCounters, NetworkModel};
+use kernbench_systems::{
+    Engine, LinkClass, LinkStats, LinkTableBuilder, NodeId, RouteSource, ScheduledTraffic, Start,
+};
+use proptest::prelude::*;
+
+const BOTH: [NetworkModel; 2] = [NetworkModel::Packet, NetworkModel::Flow];
+
+/// Nodes on a line; the route walks the line.
+struct Line;
+
+impl RouteSource for Line {
+    fn route(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String> {
+        if src <= dst {
+            out.extend(src..=dst);
+        } else {
+            out.extend((dst..=src).rev());
+        }
+        Ok(())
+    }
+}
+
+fn class(bytes_per_tick: u64, latency: u64, packet_bytes: u64) -> LinkClass {
+    LinkClass {
+        name: "test".into(),
+        latency,
+        rate_num: bytes_per_tick,
+        rate_den: 1,
+        packet_bytes,
+        ideal: false,
+    }
+}
+
+/// A line whose link i↔i+1 has class `classes[i]`.
+fn line(classes: &[LinkClass], model: NetworkModel) -> Engine {
+    let n = classes.len() as u32;
+    let mut b = LinkTableBuilder::new(n + 1, classes.to_vec());
+    for i in 0..n {
+        b.duplex(i, i + 1, i as u8);
+    }
+    let mut e = Engine::new(b.build(), Box::new(Line));
+    e.set_network_model(model);
+    e
+}
+
+/// What a run left: arrival ticks by message, every link's statistics and
+/// the network counters.
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    arrivals: Vec<u64>,
+    stats: Vec<LinkStats>,
+    counters: NetCounters,
+}
+
+fn run(e: &mut Engine, t: ScheduledTraffic) -> Outcome {
+    e.set_traffic(t);
+    e.run().unwrap();
+    let arrivals = e
+        .traffic::<ScheduledTraffic>()
+        .unwrap()
+        .arrivals()
+        .iter()
+        .map(|a| a.expect("every message arrives"))
+        .collect();
+    let links = e.links();
+    Outcome {
+        arrivals,
+        stats: (0..links.len() as u32).map(|l| links.stats(l)).collect(),
+        counters: *e.world.resource::<NetCounters>(),
+    }
+}
+
+/// The traffic `make` builds, on a line of `classes`, in packet then flow mode.
+fn on_line(classes: &[LinkClass], make: impl Fn(&mut ScheduledTraffic)) -> [Outcome; 2] {
+    BOTH.map(|model| {
+        let mut t = ScheduledTraffic::new();
+        make(&mut t);
+        run(&mut line(classes, model), t)
+    })
+}
+
+/// `sys` with its network model set in the spec.
+fn with_model(sys: &System, model: NetworkModel) -> System {
+    let mut spec = sys.spec.clone();
+    spec.network.model = model;
+    System::from_spec(spec, "test").unwrap()
+}
+
+/// The traffic `make` builds on a machine of `sys`, in packet then flow mode
+/// (chosen through the spec).
+fn on_machine(sys: &System, make: impl Fn(&Machine, &mut ScheduledTraffic)) -> [Outcome; 2] {
+    BOTH.map(|model| {
+        let mut m = Machine::build(&with_model(sys, model)).unwrap();
+        assert_eq!(m.engine.network_model(), model);
+        let mut t = ScheduledTraffic::new();
+        make(&m, &mut t);
+        run(&mut m.engine, t)
+    })
+}
+
+#[test]
+fn one_packet_over_k_hops_takes_the_same_tick_in_both_modes() {
+    for (k, s, b, l) in [
+        (1u64, 1000u64, 7u64, 3u64),
+        (4, 4096, 64, 10),
+        (9, 1, 1, 0),
+        (6, 12_345, 100, 250),
+    ] {
+        let classes = vec![class(b, l, 1 << 40); k as usize];
+        let [packet, flow] = on_line(&classes, |t| {
+            t.add(0, k as u32, s, Start::At(0));
+        });
+        assert_eq!(packet.arrivals, vec![k * (l + s.div_ceil(b))]);
+        assert_eq!(flow, packet, "k={k} s={s} B={b} L={l}");
+    }
+}
+
+#[test]
+fn pipelined_packets_take_the_same_tick_in_both_modes() {
+    for (k, s, p, b, l) in [
+        (1u64, 4096u64, 1024u64, 64u64, 5u64),
+        (3, 4096, 1024, 64, 5),
+        (5, 10_000, 1024, 64, 7),
+        (4, 1_000_000, 4096, 100, 300),
+        (2, 100, 64, 3, 0),
+    ] {
+        let n = s.div_ceil(p);
+        let last = s - (n - 1) * p;
+        let expect =
+            k * l + (k - 1) * s.min(p).div_ceil(b) + (n - 1) * p.div_ceil(b) + last.div_ceil(b);
+        let classes = vec![class(b, l, p); k as usize];
+        let [packet, flow] = on_line(&classes, |t| {
+            t.add(0, k as u32, s, Start::At(3));
+        });
+        assert_eq!(packet.arrivals, vec![3 + expect]);
+        assert_eq!(flow, packet, "k={k} s={s} P={p} B={b} L={l}");
+    }
+}
+
+#[test]
+fn mixed_class_routes_take_the_same_tick_in_both_modes() {
+    // A slow middle link, then a fast one with smaller packets: the route's
+    // packet is the smallest, the slowest link paces the pipeline.
+    let classes = [class(50, 4, 4096), class(7, 30, 8192), class(64, 2, 1024)];
+    for s in [1, 1000, 1024, 5000, 100_000] {
+        let [packet, flow] = on_line(&classes, |t| {
+            t.add(0, 3, s, Start::At(0));
+            t.add(3, 1, s, Start::At(10));
+        });
+        assert_eq!(flow, packet, "s={s}");
+    }
+    // A real machine path: NoC and one UCIe link, one packet and many.
+    let sys = system(|s| s.system.sips.count = 1);
+    for s in [200, 300_000] {
+        let [packet, flow] = on_machine(&sys, |m, t| {
+            t.add(m.pe(0, 0, 0), m.pe(0, 1, 0), s, Start::At(3));
+        });
+        assert_eq!(flow, packet, "s={s}");
+    }
+}
+
+#[test]
+fn all_ideal_routes_and_empty_messages_take_the_same_tick_in_both_modes() {
+    let mut ideal = class(1, 100, 64);
+    ideal.ideal = true;
+    let [packet, flow] = on_line(&vec![ideal; 5], |t| {
+        t.add(0, 5, 1 << 20, Start::At(7));
+        t.add(0, 5, 1 << 20, Start::At(7));
+    });
+    assert_eq!(packet.arrivals, vec![7, 7], "an all-ideal route arrives at once");
+    assert_eq!(flow, packet);
+    // 0 bytes: one empty packet, k latencies.
+    let [packet, flow] = on_line(&vec![class(64, 9, 4096); 4], |t| {
+        t.add(0, 4, 0, Start::At(2));
+    });
+    assert_eq!(packet.arrivals, vec![2 + 4 * 9]);
+    assert_eq!(flow, packet);
+}
+
+#[test]
+fn ring_rounds_take_the_same_ticks_in_both_modes() {
+    let mut spec = lean(8, SipTopology::Ring1d, None).spec;
+    let inter = &mut spec.links.inter_sip;
+    (inter.bandwidth_gbps, inter.latency_ns) = (32.0, 50.0);
+    let sys = System::from_spec(spec, "test").unwrap();
+    let per_round = 50 + 16 * 1024 / 32;
+    for model in BOTH {
+        let mut m = Machine::build(&with_model(&sys, model)).unwrap();
+        let nodes = (0..8).map(|s| m.pe(s, 0, 0)).collect();
+        m.engine.set_traffic(RingRounds::new(nodes, 16 * 1024, 14));
+        let r = m.engine.run().unwrap();
+        assert_eq!(r.end_tick, 14 * per_round, "{model:?}");
+        assert_eq!((r.messages, r.hops), (8 * 14, 8 * 14 * 4 * 5), "{model:?}");
+    }
+}
+
+/// Flow mode on one link of 64 B/tick, L = 20, whole-message packets.
+fn one_link_flows(sizes: &[u64]) -> Vec<u64> {
+    let mut t = ScheduledTraffic::new();
+    for &s in sizes {
+        t.add(0, 1, s, Start::At(0));
+    }
+    run(&mut line(&[class(64, 20, 1 << 20)], NetworkModel::Flow), t).arrivals
+}
+
+#[test]
+fn two_equal_flows_share_a_link_and_finish_together() {
+    // Each drains at B/2: 2·s/B = 128 ticks, then the overhead L = 20.
+    // (Packet mode: 84 then 148.)
+    assert_eq!(one_link_flows(&[4096, 4096]), vec![148, 148]);
+}
+
+#[test]
+fn a_flow_speeds_up_when_its_half_size_neighbour_ends() {
+    // Both at 32 B/tick until the 2 KiB flow drains at 64 (+ L: 84); the
+    // 4 KiB flow has 2 KiB left, drained at 64 B/tick by 96 (+ L: 116).
+    assert_eq!(one_link_flows(&[4096, 2048]), vec![116, 84]);
+}
+
+#[test]
+fn a_parking_lot_finishes_at_its_max_min_ticks() {
+    // 0→1 at 100 B/tick, 1→2 at 60, L = 10; 6000 B each: the long flow and
+    // the short one on 1→2 get 30 B/tick, the short one on 0→1 gets 70.
+    // Short 0→1: drained at 6000/70 = 85.7, + L → 96. Long: drained at 200,
+    // + (its uncontended 180 − 6000/60) → 280. Short 1→2: 200 + L → 210.
+    let classes = [class(100, 10, 1 << 20), class(60, 10, 1 << 20)];
+    let mut t = ScheduledTraffic::new();
+    for (a, b) in [(0, 2), (0, 1), (1, 2)] {
+        t.add(a, b, 6000, Start::At(0));
+    }
+    let flow = run(&mut line(&classes, NetworkModel::Flow), t);
+    assert_eq!(flow.arrivals, vec![280, 96, 210]);
+}
+
+#[test]
+fn an_incast_keeps_link_statistics_of_packet_mode() {
+    // Eight PEs of four cubes send 100 000 B (25 packets) to PE 0 of cube 0.
+    let sys = system(|s| s.system.sips.count = 1);
+    let [packet, flow] = on_machine(&sys, |m, t| {
+        for cube in 0..4 {
+            for pe in 0..2 {
+                if (cube, pe) != (0, 0) {
+                    t.add(m.pe(0, cube, pe), m.pe(0, 0, 0), 100_000, Start::At(0));
+                }
+            }
+        }
+        t.add(m.pe(0, 3, 7), m.pe(0, 0, 0), 100_000, Start::At(0));
+    });
+    assert_eq!(flow.stats, packet.stats);
+    assert_eq!(flow.counters, packet.counters);
+    assert!(flow.stats.iter().any(|s| s.packets == 8 * 25));
+}
+
+#[test]
+fn an_all_to_all_on_a_ring_keeps_link_statistics_of_packet_mode() {
+    let mut spec = lean(6, SipTopology::Ring1d, None).spec;
+    spec.links.inter_sip.packet_bytes = 4096;
+    let sys = System::from_spec(spec, "test").unwrap();
+    let [packet, flow] = on_machine(&sys, |m, t| {
+        for a in 0..6 {
+            for b in (0..6).filter(|&b| b != a) {
+                t.add(m.pe(a, 0, 0), m.pe(b, 0, 0), 65_536 + 100 * u64::from(a), Start::At(0));
+            }
+        }
+    });
+    assert_eq!(flow.stats, packet.stats);
+    assert_eq!(flow.counters, packet.counters);
+    // Contended: flows share lanes, so they finish later than alone.
+    let end = |o: &Outcome| o.arrivals.iter().copied().max().unwrap();
+    assert!(end(&flow) > 65_536 / 100 + 300, "{}", end(&flow));
+}
+
+#[test]
+fn flow_runs_are_bit_identical() {
+    let make = |t: &mut ScheduledTraffic| {
+        for i in 0..20u32 {
+            let (src, dst) = (i % 7, (i * 5 + 3) % 9);
+            t.add(src, dst, 1000 + 37 * u64::from(i), Start::At(u64::from(i % 3)));
+        }
+    };
+    let classes = vec![class(16, 3, 256); 8];
+    let outcome = || {
+        let mut t = ScheduledTraffic::new();
+        make(&mut t);
+        run(&mut line(&classes, NetworkModel::Flow), t)
+    };
+    let (a, b) = (outcome(), outcome());
+    assert_eq!(a, b);
+    // Message 6 goes from node 6 to itself: it arrives when it starts.
+    assert_eq!(a.arrivals[6], 0);
+    assert!(a.arrivals.iter().filter(|&&t| t > 0).count() == 19);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Random incasts onto node 0 of a 4-link line: no flow arrives before
+    /// its message's uncontended time (the tick it takes alone in packet mode).
+    #[test]
+    fn no_flow_beats_its_uncontended_time(
+        msgs in prop::collection::vec((1u32..5, 0u64..20_000, 0u64..40), 1..7),
+        packet_bytes in 256u64..8192,
+    ) {
+        let classes = [
+            class(64, 5, packet_bytes),
+            class(16, 30, packet_bytes),
+            class(100, 2, packet_bytes),
+            class(32, 11, packet_bytes),
+        ];
+        let mut t = ScheduledTraffic::new();
+        for &(src, bytes, at) in &msgs {
+            t.add(src, 0, bytes, Start::At(at));
+        }
+        let flow = run(&mut line(&classes, NetworkModel::Flow), t);
+        for (&(src, bytes, at), &arrived) in msgs.iter().zip(&flow.arrivals) {
+            let mut alone = ScheduledTraffic::new();
+            alone.add(src, 0, bytes, Start::At(at));
+            let alone = run(&mut line(&classes, NetworkModel::Packet), alone).arrivals[0];
+            prop_assert!(arrived >= alone, "{bytes} B from {src} at {at}: {arrived} < {alone}");
+        }
+    }
+}
+
+/// A ring all-reduce of `bytes` per rank over 4 SIPs of 2 cubes each (real
+/// NoC and UCIe links): ticks and every link's bytes.
+fn all_reduce(model: NetworkModel, bytes: u64) -> (u64, Vec<u64>) {
+    let sys = with_model(
+        &system(|s| {
+            s.system.sips.count = 4;
+            (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (2, 1);
+        }),
+        model,
+    );
+    let mut config = common::algo_config("ring", Space::Tcm, 4);
+    config.slot_size = 1 << 16;
+    let (mut m, c) = common::communicator(&sys, &config, DataMode::TimingOnly).unwrap();
+    let job = Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems: (bytes / 2) as usize,
+    };
+    let ticks = c.run(&mut m, job).unwrap().ticks;
+    let links = m.engine.links();
+    (ticks, (0..links.len() as u32).map(|l| links.stats(l).bytes).collect())
+}
+
+#[test]
+fn a_ring_all_reduce_in_flow_mode_is_within_5_percent_of_packet_mode() {
+    let (packet_ticks, packet_bytes) = all_reduce(NetworkModel::Packet, 1 << 20);
+    let (flow_ticks, flow_bytes) = all_reduce(NetworkModel::Flow, 1 << 20);
+    assert_eq!(flow_bytes, packet_bytes);
+    let gap = flow_ticks.abs_diff(packet_ticks) as f64 / packet_ticks as f64;
+    assert!(gap <= 0.05, "flow {flow_ticks} vs packet {packet_ticks}: {gap:.3}");
+}
