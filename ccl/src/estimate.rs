@@ -9,11 +9,14 @@
 //!   program's length, not with participants × steps), register files,
 //!   messages (chunks, credits, local loads and stores) and packet-hops;
 //!   values in functional mode; trace events (streamed to the file: they
-//!   cost time and disk, not memory).
+//!   cost time and disk, not memory). In packet mode the network costs its
+//!   packet-hops; in flow mode each message's flow touches every link of its
+//!   route when it starts and when it ends (its rate updates).
 
 use crate::cost::CostTerms;
 use crate::{AlgoConfig, Algorithm, Collective, Group, Job, algorithms};
 use kernbench_spec::spec::System;
+use kernbench_systems::network::NetworkModel;
 
 /// Bytes per directed link, PE and cube of a built machine, plus a base.
 const BUILD_BASE: f64 = 16e6;
@@ -42,6 +45,10 @@ pub const SECONDS_PER_SCHEDULE_RUN: f64 = 2.4e-6;
 /// Schedule runs per message when the participants do not act in lockstep
 /// (its send, arrival, receive and credit mostly fall on ticks of their own).
 pub const SCHEDULE_RUNS_PER_MESSAGE: f64 = 2.5;
+/// Flow mode: wall time per link a flow touches at its start or end (the
+/// max-min update over the flows sharing it), measured beside the packet
+/// constants (docs/model.md §Cost estimate).
+pub const SECONDS_PER_FLOW_LINK: f64 = 40e-9;
 
 /// The estimate of one run (or of a build alone).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,6 +63,12 @@ pub struct Estimate {
     pub trace_events: f64,
     pub peak_bytes: f64,
     pub seconds: f64,
+    /// The network model the estimate is for.
+    pub model: NetworkModel,
+    /// Links touched by flow starts and ends (flow mode's network work).
+    pub flow_links: f64,
+    /// In packet mode, what the same run would take in flow mode.
+    pub flow_seconds: Option<f64>,
 }
 
 /// Sends per participant and bytes per send of one run of an algorithm.
@@ -130,6 +143,9 @@ impl Estimate {
             trace_events: 0.0,
             peak_bytes: peak,
             seconds: links as f64 * 20e-9,
+            model: sys.spec.network.model,
+            flow_links: 0.0,
+            flow_seconds: None,
         }
     }
 
@@ -186,9 +202,14 @@ impl Estimate {
         e.packet_hops = p
             * work.sends
             * (chunk_messages * packets_per_chunk * hops + 2.0 * tile_packets * noc_hops);
+        e.flow_links = 2.0 * p * work.sends * (2.0 * chunk_messages * hops + 2.0 * noc_hops);
         e.schedule_runs = e.messages * SCHEDULE_RUNS_PER_MESSAGE / terms.lockstep;
         if trace {
-            e.trace_events = e.ops + e.packet_hops + e.messages;
+            let network_events = match e.model {
+                NetworkModel::Packet => e.packet_hops,
+                NetworkModel::Flow => e.messages,
+            };
+            e.trace_events = e.ops + network_events + e.messages;
         }
 
         let values = if verify {
@@ -197,10 +218,18 @@ impl Estimate {
             0.0
         };
         e.peak_bytes += held_ops * BYTES_PER_OP + registers * BYTES_PER_REGISTER + values;
-        e.seconds += e.messages * SECONDS_PER_MESSAGE
-            + e.packet_hops * SECONDS_PER_PACKET_HOP
+        let common = e.seconds
+            + e.messages * SECONDS_PER_MESSAGE
             + e.schedule_runs * SECONDS_PER_SCHEDULE_RUN
             + e.trace_events * SECONDS_PER_TRACE_EVENT;
+        let flow = common + e.flow_links * SECONDS_PER_FLOW_LINK;
+        match e.model {
+            NetworkModel::Packet => {
+                e.seconds = common + e.packet_hops * SECONDS_PER_PACKET_HOP;
+                e.flow_seconds = Some(flow);
+            }
+            NetworkModel::Flow => e.seconds = flow,
+        }
         e
     }
 
@@ -211,24 +240,33 @@ impl Estimate {
             (
                 format!("{} of memory", gib(self.peak_bytes)),
                 format!("the budget of {}", gib(budget.bytes as f64)),
-                "--max-memory if this machine really has more",
+                "--max-memory if this machine really has more".into(),
             )
         } else if self.seconds > budget.seconds {
             (
                 format!("{:.0} s to simulate", self.seconds),
                 format!("the time budget of {:.0} s", budget.seconds),
-                "--max-time if the wait is worth it (the time estimate is good to a factor of about 4)",
+                match self.flow_seconds {
+                    Some(flow) => format!(
+                        "the flow-level network (--network flow, or network.model: flow in the spec), estimated at {flow:.0} s, or --max-time if the exact packet run is worth the wait (the time estimate is good to a factor of about 4)"
+                    ),
+                    None => "--max-time if the wait is worth it (the time estimate is good to a factor of about 4)".into(),
+                },
             )
         } else {
             return Ok(());
         };
         Err(format!(
-            "this run is estimated to need {what} ({} PEs, {} links, {:.3e} traced ops, {:.3e} messages, {:.3e} packet-hops{}; {} and about {:.0} s), more than {over}; allowed: a run within the budget: {knobs}, or {flag}",
+            "this run is estimated to need {what} ({} PEs, {} links, {:.3e} traced ops, {:.3e} messages, {}{}; {} and about {:.0} s), more than {over}; allowed: a run within the budget: {knobs}, or {flag}",
             self.pes,
             self.links,
             self.ops,
             self.messages,
-            self.packet_hops,
+            match self.model {
+                NetworkModel::Packet => format!("{:.3e} packet-hops", self.packet_hops),
+                NetworkModel::Flow =>
+                    format!("{:.3e} flow link updates (flow mode)", self.flow_links),
+            },
             if self.trace_events > 0.0 {
                 format!(", {:.3e} trace events", self.trace_events)
             } else {
@@ -308,6 +346,55 @@ impl Cost {
         Err(format!(
             "{command} is estimated to need {need} ({n} part(s){drives}), more than {over}; allowed: work within the budget: {knobs}, or {flag}"
         ))
+    }
+}
+
+/// Which network model a run uses: the spec's, one named on the command
+/// line, or `auto`: the exact packet model where its estimate fits the
+/// budget, the flow model otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum NetworkChoice {
+    /// The system spec's `network.model`.
+    #[default]
+    Spec,
+    Fixed(NetworkModel),
+    Auto(Budget),
+}
+
+impl NetworkChoice {
+    /// The command-line spellings, with what each means.
+    pub const NAMES: [&'static str; 3] = ["packet", "flow", "auto"];
+
+    /// Parses `packet`, `flow` or `auto` (`auto` decides within `budget`).
+    pub fn parse(name: &str, budget: Budget) -> Result<NetworkChoice, String> {
+        match name {
+            "packet" => Ok(NetworkChoice::Fixed(NetworkModel::Packet)),
+            "flow" => Ok(NetworkChoice::Fixed(NetworkModel::Flow)),
+            "auto" => Ok(NetworkChoice::Auto(budget)),
+            other => Err(format!(
+                "'{other}' is not a network model; allowed: {}",
+                Self::NAMES.join(", ")
+            )),
+        }
+    }
+
+    /// Sets `sys`'s network model for a run of `config` and `job` (the
+    /// largest job when one machine runs several).
+    pub fn apply(&self, sys: &mut System, config: &AlgoConfig, job: &Job, verify: bool) {
+        let model = match *self {
+            NetworkChoice::Spec => return,
+            NetworkChoice::Fixed(model) => model,
+            NetworkChoice::Auto(budget) => {
+                sys.spec.network.model = NetworkModel::Packet;
+                let packet = Estimate::collective(sys, config, job, verify, false);
+                if packet.check(&budget, "").is_ok() {
+                    NetworkModel::Packet
+                } else {
+                    NetworkModel::Flow
+                }
+            }
+        };
+        sys.spec.network.model = model;
     }
 }
 

@@ -3,7 +3,7 @@
 use anyhow::{Result, bail};
 use clap::Args;
 use kernbench::ccl::{CclConfig, Job};
-use kernbench::estimate::Budget;
+use kernbench::estimate::{Budget, NetworkChoice};
 use kernbench::spec::{System, presets};
 use std::path::{Path, PathBuf};
 
@@ -54,6 +54,30 @@ impl BudgetArg {
         Budget {
             bytes: self.max_memory.unwrap_or(default.bytes),
             seconds: self.max_time.unwrap_or(default.seconds),
+        }
+    }
+}
+
+/// How messages cross the network in the command's runs.
+#[derive(Args)]
+pub struct NetworkArg {
+    /// packet: exact store-and-forward packets; flow: one max-min fair flow
+    /// per message, events per message instead of per packet-hop (for
+    /// thousands of SIPs; docs/model.md §Flow-level network); auto: packet
+    /// where a run's estimate fits the budget, flow otherwise. Default: the
+    /// system spec's network.model (packet unless it says flow).
+    #[arg(long, value_name = "MODEL", value_parser = ["packet", "flow", "auto"])]
+    pub network: Option<String>,
+}
+
+impl NetworkArg {
+    /// The choice, `auto` deciding within `budget`.
+    pub fn choice(&self, budget: Budget) -> Result<NetworkChoice> {
+        match self.network.as_deref() {
+            None => Ok(NetworkChoice::Spec),
+            Some(name) => {
+                NetworkChoice::parse(name, budget).map_err(|e| anyhow::anyhow!("--network: {e}"))
+            }
         }
     }
 }

@@ -1,9 +1,10 @@
 //! `kernbench bench`: measure the simulator (phases in `kernbench::bench`).
 
-use super::args::{BudgetArg, at_least, parse_elem_bytes};
+use super::args::{BudgetArg, NetworkArg, at_least, parse_elem_bytes};
 use anyhow::{Result, bail};
 use clap::Args;
 use kernbench::bench::{Bench, ring_system};
+use kernbench::estimate::NetworkChoice;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -49,6 +50,10 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 2, allow_negative_numbers = true,
           value_parser = clap::value_parser!(u32).range(1..))]
     slots: u32,
+    /// The network model of every phase (packet or flow; auto has no
+    /// single run to decide on here).
+    #[command(flatten)]
+    network: NetworkArg,
     #[command(flatten)]
     budget: BudgetArg,
 }
@@ -63,7 +68,14 @@ pub fn run(a: BenchArgs) -> Result<()> {
             a.bytes
         );
     }
-    let sys = ring_system(a.sips)?;
+    let mut sys = ring_system(a.sips)?;
+    match a.network.choice(a.budget.budget())? {
+        NetworkChoice::Spec => {}
+        NetworkChoice::Fixed(model) => sys.spec.network.model = model,
+        NetworkChoice::Auto(_) => bail!(
+            "--network auto: bench measures one network model per run; allowed: --network packet or --network flow"
+        ),
+    }
     let tcm = sys.spec.memory.tcm.size_bytes;
     let area = u128::from(a.slot_bytes) * u128::from(a.slots);
     if !a.no_kernel && area > u128::from(tcm) {
@@ -103,10 +115,24 @@ pub fn run(a: BenchArgs) -> Result<()> {
     }
     let weights = cost.weights();
     let progress = kernbench::progress::Progress::new("bench", "phases", &weights);
+    let mut per_transfer = std::collections::BTreeMap::new();
     for (k, (phase, _)) in cost.parts.iter().enumerate() {
-        print!("{}", bench.phase(phase, &sys)?);
+        let report = bench.phase(phase, &sys)?;
+        print!("{}", report.text);
+        if let Some(s) = report.seconds_per_transfer {
+            per_transfer.insert(phase.as_str(), s);
+        }
         progress.tick(weights[k], phase);
     }
     progress.finish();
+    if let (Some(&traffic), Some(&kernel)) =
+        (per_transfer.get("traffic"), per_transfer.get("kernel"))
+        && a.bytes <= a.slot_bytes
+    {
+        print!(
+            "{}",
+            kernbench::bench::kernel_against_traffic(traffic, kernel)
+        );
+    }
     Ok(())
 }

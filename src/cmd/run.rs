@@ -1,7 +1,7 @@
 //! `kernbench run`: one collective over a range of sizes, nccl-tests style.
 
 use super::args::{
-    AUTOTUNE_CACHE, BudgetArg, SystemArg, at_least, load_ccl, parse_check, parse_size,
+    AUTOTUNE_CACHE, BudgetArg, NetworkArg, SystemArg, at_least, load_ccl, parse_check, parse_size,
 };
 use super::paths::{check_output_dir, check_output_file, inputs_of};
 use anyhow::{Result, bail};
@@ -72,6 +72,8 @@ pub struct RunArgs {
     #[arg(long)]
     retune: bool,
     #[command(flatten)]
+    network: NetworkArg,
+    #[command(flatten)]
     budget: BudgetArg,
 }
 
@@ -93,6 +95,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         budget: a.budget.budget(),
         autotune_cache: a.autotune_cache.clone(),
         retune: a.retune,
+        network: a.network.choice(a.budget.budget())?,
     };
     let records = size_run.run(&sys, &ccl, &mut std::io::stdout().lock())?;
     for (flag, path, json) in [("--csv", &a.csv, false), ("--json", &a.json, true)] {

@@ -1,10 +1,11 @@
 //! `kernbench sweep`: a sweep plan's points in parallel, or a TP plan.
 
-use super::args::{AUTOTUNE_CACHE, BudgetArg, SystemArg, parse_shard, sweep_jobs};
+use super::args::{AUTOTUNE_CACHE, BudgetArg, NetworkArg, SystemArg, parse_shard, sweep_jobs};
 use super::paths::{check_output_dir, default_out, inputs_of};
 use anyhow::{Result, bail};
 use clap::Args;
 use kernbench::ccl::CclConfig;
+use kernbench::estimate::NetworkChoice;
 use kernbench::spec::{System, presets};
 use kernbench::sweep::{Options, Plan};
 use kernbench::tp::study::{self, TpPlan, TpRecord, TpStudy};
@@ -53,6 +54,10 @@ pub struct SweepArgs {
     /// decisions (the directory `kernbench autotune --cache` uses).
     #[arg(long, value_name = "DIR", default_value = AUTOTUNE_CACHE)]
     autotune_cache: PathBuf,
+    /// Every point's network model (auto: per point); a plan that sets
+    /// network.model itself is refused.
+    #[command(flatten)]
+    network: NetworkArg,
     /// Memory for the whole sweep: each of the --jobs points running at once
     /// gets its share, and a point estimated above it fails at once.
     #[command(flatten)]
@@ -102,7 +107,9 @@ fn collective_sweep(a: &SweepArgs, system: Option<System>) -> Result<()> {
         ),
         None => (None, kernbench::ccl::config::DEFAULT_CCL_YAML.to_string()),
     };
-    let plan = Plan::load_with(&a.plan, system, ccl)?;
+    let mut plan = Plan::load_with(&a.plan, system, ccl)?;
+    plan.set_network(a.network.choice(a.budget.budget())?)
+        .map_err(anyhow::Error::msg)?;
     let (out, mut opts) = sweep_options(a, &plan.file.name, plan.points().len())?;
     opts.ccl_text = ccl_text;
     if let Some(p) = &a.ccl {
@@ -230,7 +237,15 @@ fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> 
             plan.name
         );
     }
-    let base = system.unwrap_or_else(System::embedded_default);
+    let mut base = system.unwrap_or_else(System::embedded_default);
+    match a.network.choice(a.budget.budget())? {
+        NetworkChoice::Spec => {}
+        NetworkChoice::Fixed(model) => base.spec.network.model = model,
+        NetworkChoice::Auto(_) => bail!(
+            "--network auto: the TP plan '{}' runs whole programs, not one collective an estimate can place; allowed: --network packet or --network flow",
+            plan.name
+        ),
+    }
     let cost = kernbench::command_costs::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
     cost.check("sweep", &a.budget.budget(), TP_STUDY_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", plan.name))?;

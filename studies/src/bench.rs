@@ -99,13 +99,17 @@ impl Bench {
     }
 
     /// Runs the phase named by a part of [`Bench::cost`]; returns its report.
-    pub fn phase(&self, phase: &str, sys: &System) -> Result<String> {
+    pub fn phase(&self, phase: &str, sys: &System) -> Result<PhaseReport> {
+        let text = |text| PhaseReport {
+            text,
+            seconds_per_transfer: None,
+        };
         match phase {
-            "build" => build(),
+            "build" => build().map(text),
             "traffic" => self.traffic(sys),
             "kernel" => self.kernel(sys),
-            "collective" => self.collective(sys),
-            _ => self.process_group(sys),
+            "collective" => self.collective(sys).map(text),
+            _ => self.process_group(sys).map(text),
         }
     }
 
@@ -162,7 +166,7 @@ impl Bench {
     }
 
     /// Ring traffic: each SIP sends to its right neighbour, round after round.
-    fn traffic(&self, sys: &System) -> Result<String> {
+    fn traffic(&self, sys: &System) -> Result<PhaseReport> {
         let mut m = Machine::build_with(sys, DataMode::TimingOnly)?;
         let nodes = (0..self.sips)
             .map(|s| {
@@ -180,7 +184,7 @@ impl Bench {
         let r = m.engine.run().map_err(anyhow::Error::msg)?;
         let secs = t0.elapsed().as_secs_f64();
         assert_eq!(r.messages, messages, "every message is delivered");
-        Ok(format!(
+        let text = format!(
             "ring    {} SIPs x {} rounds x {} B: {} messages, {} link traversals (packet-hops), simulated {} ticks\n        {secs:.3} s wall: {:.2} M messages/s, {:.2} M link traversals/s, {} schedule runs\n",
             self.sips,
             self.rounds,
@@ -191,12 +195,16 @@ impl Bench {
             r.messages as f64 / secs / 1e6,
             r.hops as f64 / secs / 1e6,
             r.steps
-        ))
+        );
+        Ok(PhaseReport {
+            text,
+            seconds_per_transfer: Some(secs / r.messages.max(1) as f64),
+        })
     }
 
     /// The same ring as a kernel: send east / recv west / add, through IPCQ
     /// queues with credits.
-    fn kernel(&self, sys: &System) -> Result<String> {
+    fn kernel(&self, sys: &System) -> Result<PhaseReport> {
         let mut m = Machine::build_with(sys, DataMode::TimingOnly)?;
         let pes: Vec<u32> = (0..self.sips).collect();
         let q = QueueConfig {
@@ -222,7 +230,7 @@ impl Bench {
         // The caller checked that the count fits.
         let chunks = u64::from(self.sips) * self.rounds * self.bytes.div_ceil(self.slot_bytes);
         let messages = r.messages - messages_before;
-        Ok(format!(
+        let text = format!(
             "kernel  {} PEs x {} rounds x (send {} B / recv / add), {} slots x {} B: installed at tick {installed_at} ({install_secs:.3} s), kernels done at tick {}\n        {secs:.3} s wall: {chunks} chunk transfers ({:.2} M/s), {messages} messages with credits and launches ({:.2} M/s)\n",
             self.sips,
             self.rounds,
@@ -232,8 +240,31 @@ impl Bench {
             r.kernel_end,
             chunks as f64 / secs / 1e6,
             messages as f64 / secs / 1e6
-        ))
+        );
+        Ok(PhaseReport {
+            text,
+            seconds_per_transfer: Some(secs / chunks.max(1) as f64),
+        })
     }
+}
+
+/// What a phase printed, and for the ring phases the wall time per
+/// transfer (a traffic message, a kernel chunk) for their side-by-side line.
+pub struct PhaseReport {
+    pub text: String,
+    pub seconds_per_transfer: Option<f64>,
+}
+
+/// The kernel ring's cost per chunk against ring traffic's per message of
+/// the same size and route: what the IPCQ path (send, slot, recv, credit)
+/// adds to moving the bytes.
+pub fn kernel_against_traffic(traffic: f64, kernel: f64) -> String {
+    format!(
+        "kernel vs traffic: {:.0} ns per chunk (send, slot, recv, credit) against {:.0} ns per raw message of the same bytes and route: {:.2}x\n",
+        kernel * 1e9,
+        traffic * 1e9,
+        kernel / traffic
+    )
 }
 
 /// Building the 4096-SIP system.
@@ -290,11 +321,11 @@ mod tests {
             "allreduce ring 4 SIPs x 1024 B through the process group (4 workers): 1821 ticks simulated; process group + wiring ",
         ];
         for (phase, start) in phases.iter().zip(expected) {
-            let text = bench.phase(phase, &sys).unwrap();
+            let text = bench.phase(phase, &sys).unwrap().text;
             assert!(text.starts_with(start), "{phase}: {text}");
             assert_eq!(text.lines().count(), 2, "{phase}: {text}");
         }
-        let kernel = bench.phase("kernel", &sys).unwrap();
+        let kernel = bench.phase("kernel", &sys).unwrap().text;
         assert!(kernel.contains("kernels done at tick 704\n"), "{kernel}");
         assert!(kernel.contains(": 8 chunk transfers ("), "{kernel}");
         assert!(

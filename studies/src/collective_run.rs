@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use anyhow::{Result, anyhow, bail};
 
 use crate::nccl_table::{self, Record};
-use kernbench_ccl::estimate::{Budget, Estimate, TRACE_FILE_BYTES_PER_EVENT};
+use kernbench_ccl::estimate::{Budget, Estimate, NetworkChoice, TRACE_FILE_BYTES_PER_EVENT};
 use kernbench_ccl::{AUTO, AlgoConfig, CclConfig, Collective, Communicator, Group, Job, Placement};
 use kernbench_ccl::{ReduceOp, algorithms};
 use kernbench_runtime::machine::Machine;
@@ -47,6 +47,9 @@ pub struct SizeRun {
     /// Under `auto`: where decisions are cached, and whether to ignore them.
     pub autotune_cache: PathBuf,
     pub retune: bool,
+    /// The network model: the spec's, a fixed one, or `auto` per entry
+    /// (decided on the largest size, which sets the machine's cost).
+    pub network: NetworkChoice,
 }
 
 impl SizeRun {
@@ -276,13 +279,15 @@ impl SizeRun {
                 .verify
                 .then(|| comm.wrong_elements(machine, &job, comm.result_base(&job, placement)));
             last = Some((before, r.ticks));
-            pair.push(Record::new(
+            let mut record = Record::new(
                 &r,
                 &comm.config.name,
                 &comm.config.algorithm,
                 placement,
                 wrong,
-            ));
+            );
+            record.network_model = machine.engine.network_model().name().into();
+            pair.push(record);
         }
         if tty {
             eprint!("\r\x1b[K");
@@ -303,6 +308,10 @@ impl SizeRun {
             Communicator::check_before_build(sys, config, &self.job(bytes))
                 .map_err(|e| anyhow!("{flag} {bytes}: {e}"))?;
         }
+        let mut sys = sys.clone();
+        self.network
+            .apply(&mut sys, config, &self.job(max_bytes), self.verify);
+        let sys = &sys;
         let est = Estimate::collective(
             sys,
             config,

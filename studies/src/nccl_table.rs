@@ -39,6 +39,8 @@ pub struct Record {
     /// Under entry `auto`: the candidate configuration the autotuner picked
     /// for this size (empty otherwise).
     pub autotuned: Option<String>,
+    /// `packet` or `flow`: the network model that produced the record.
+    pub network_model: String,
 }
 
 impl Record {
@@ -69,6 +71,7 @@ impl Record {
             bound_term: r.bound_term.clone(),
             wrong,
             autotuned: None,
+            network_model: String::new(),
         }
     }
 }

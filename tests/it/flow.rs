@@ -179,7 +179,11 @@ fn all_ideal_routes_and_empty_messages_take_the_same_tick_in_both_modes() {
         t.add(0, 5, 1 << 20, Start::At(7));
         t.add(0, 5, 1 << 20, Start::At(7));
     });
-    assert_eq!(packet.arrivals, vec![7, 7], "an all-ideal route arrives at once");
+    assert_eq!(
+        packet.arrivals,
+        vec![7, 7],
+        "an all-ideal route arrives at once"
+    );
     assert_eq!(flow, packet);
     // 0 bytes: one empty packet, k latencies.
     let [packet, flow] = on_line(&vec![class(64, 9, 4096); 4], |t| {
@@ -271,7 +275,12 @@ fn an_all_to_all_on_a_ring_keeps_link_statistics_of_packet_mode() {
     let [packet, flow] = on_machine(&sys, |m, t| {
         for a in 0..6 {
             for b in (0..6).filter(|&b| b != a) {
-                t.add(m.pe(a, 0, 0), m.pe(b, 0, 0), 65_536 + 100 * u64::from(a), Start::At(0));
+                t.add(
+                    m.pe(a, 0, 0),
+                    m.pe(b, 0, 0),
+                    65_536 + 100 * u64::from(a),
+                    Start::At(0),
+                );
             }
         }
     });
@@ -287,7 +296,12 @@ fn flow_runs_are_bit_identical() {
     let make = |t: &mut ScheduledTraffic| {
         for i in 0..20u32 {
             let (src, dst) = (i % 7, (i * 5 + 3) % 9);
-            t.add(src, dst, 1000 + 37 * u64::from(i), Start::At(u64::from(i % 3)));
+            t.add(
+                src,
+                dst,
+                1000 + 37 * u64::from(i),
+                Start::At(u64::from(i % 3)),
+            );
         }
     };
     let classes = vec![class(16, 3, 256); 8];
@@ -353,7 +367,12 @@ fn all_reduce(model: NetworkModel, bytes: u64) -> (u64, Vec<u64>) {
     };
     let ticks = c.run(&mut m, job).unwrap().ticks;
     let links = m.engine.links();
-    (ticks, (0..links.len() as u32).map(|l| links.stats(l).bytes).collect())
+    (
+        ticks,
+        (0..links.len() as u32)
+            .map(|l| links.stats(l).bytes)
+            .collect(),
+    )
 }
 
 #[test]
@@ -362,5 +381,8 @@ fn a_ring_all_reduce_in_flow_mode_is_within_5_percent_of_packet_mode() {
     let (flow_ticks, flow_bytes) = all_reduce(NetworkModel::Flow, 1 << 20);
     assert_eq!(flow_bytes, packet_bytes);
     let gap = flow_ticks.abs_diff(packet_ticks) as f64 / packet_ticks as f64;
-    assert!(gap <= 0.05, "flow {flow_ticks} vs packet {packet_ticks}: {gap:.3}");
+    assert!(
+        gap <= 0.05,
+        "flow {flow_ticks} vs packet {packet_ticks}: {gap:.3}"
+    );
 }

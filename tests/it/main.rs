@@ -21,6 +21,7 @@ mod layers;
 mod mutants;
 mod mutated_inputs;
 mod network;
+mod network_model;
 mod registry;
 mod result_sets;
 mod sip_kinds;

@@ -7,7 +7,7 @@ use super::plan::{Plan, Point};
 use super::results::{PointFile, Row};
 use super::run::{HeapPeak, measured, panic_message};
 use super::study::{Inputs, PointEnv, Study, StudyPoint};
-use kernbench_ccl::estimate::Budget;
+use kernbench_ccl::estimate::{Budget, NetworkChoice};
 use kernbench_ccl::{AUTO, AlgoConfig, Communicator};
 use kernbench_systems::memory::DataMode;
 use std::path::Path;
@@ -67,7 +67,13 @@ impl Study for Plan {
     }
 
     fn inputs(&self, ccl_text: &str, ccl_origin: &str) -> Inputs {
-        let system_yaml = self.system.to_yaml();
+        let mut system_yaml = self.system.to_yaml();
+        if let NetworkChoice::Auto(_) = self.network {
+            // Recorded (and fingerprinted) with the spec it applies to.
+            system_yaml.push_str(
+                "# network.model: auto (--network auto): packet where a point's estimate fits the budget, flow otherwise\n",
+            );
+        }
         Inputs {
             plan_text: self.text.clone(),
             plan_origin: self.origin.clone(),
@@ -135,6 +141,7 @@ fn collective_row(
         row.sips = Some(s.system.sips.count);
         row.tick_ns = Some(s.system.tick_ns);
         row.packet_bytes = Some(s.links.inter_sip.packet_bytes);
+        row.network_model = s.network.model.name().into();
         row.grid = format!("{}x{}", r.system.sip_grid.0, r.system.sip_grid.1);
         row.cubes = format!("{}x{}", s.sip.cube_mesh.w, s.sip.cube_mesh.h);
         row.collective = r.collective.name().into();
@@ -226,6 +233,7 @@ fn blank_row(p: &Point) -> Row {
         cubes: String::new(),
         packet_bytes: None,
         tick_ns: None,
+        network_model: String::new(),
         participants: None,
         collective: String::new(),
         algorithm: String::new(),

@@ -6,6 +6,7 @@
 //! axes under `zip` advance together; a study's points are grid × zip.
 //! Points whose algorithm does not implement their collective are skipped.
 
+use kernbench_ccl::estimate::NetworkChoice;
 use kernbench_ccl::{AUTO, AlgoConfig, CclConfig, Collective, ReduceOp, algorithms};
 use kernbench_spec::spec::{SpecError, System, parse_yaml, presets};
 use serde::{Deserialize, Serialize};
@@ -91,6 +92,9 @@ pub struct Plan {
     pub text: String,
     pub system: System,
     pub ccl: CclConfig,
+    /// The network model of every point (`--network`); `Spec` keeps each
+    /// point's own (its system's, or a `system.network.model` axis).
+    pub network: NetworkChoice,
 }
 
 /// One point: where it sits in the plan and what it sets.
@@ -357,6 +361,7 @@ impl Plan {
             text: text.into(),
             system,
             ccl: ccl.unwrap_or_else(CclConfig::embedded_default),
+            network: NetworkChoice::Spec,
         };
         plan.check()?;
         Ok(plan)
@@ -516,9 +521,17 @@ impl Plan {
             }
             k => {
                 let mut root = serde_yaml::to_value(&self.system.spec).expect("spec serializes");
-                let Some(_) = k.split('.').try_fold(&root, |cur, p| cur.get(p)) else {
+                // A section left out of the serialised spec at its default
+                // (e.g. `network`) is still a field: the spec, which refuses
+                // unknown fields, takes it.
+                let written = k.split('.').try_fold(&root, |cur, p| cur.get(p)).is_some();
+                let mut probe = root.clone();
+                let optional = !written
+                    && set_path(&mut probe, k, v.clone()).is_ok()
+                    && serde_yaml::from_value::<kernbench_spec::spec::SystemSpec>(probe).is_ok();
+                if !written && !optional {
                     return Err((format!("'{k}' is not an axis or a system-spec field"), "collective, algorithm, bytes, op, ccl.<field>, or a spec path like system.sips.count".into()));
-                };
+                }
                 set_path(&mut root, k, v.clone()).map_err(|e| (e, "a spec field".into()))?;
                 serde_yaml::from_value::<kernbench_spec::spec::SystemSpec>(root)
                     .map(|_| ())
@@ -530,6 +543,43 @@ impl Plan {
                     })
             }
         }
+    }
+
+    /// Runs every point with `choice`'s network model (`--network`): a
+    /// fixed model becomes the base system's, so `system.yaml` and the
+    /// fingerprint say it; `auto` decides per point. A plan that sets the
+    /// model itself (in `base` or as an axis) is refused: one of the two
+    /// would be silently ignored.
+    pub fn set_network(&mut self, choice: NetworkChoice) -> Result<(), String> {
+        if choice == NetworkChoice::Spec {
+            return Ok(());
+        }
+        let sets_model = |m: &Mapping| {
+            m.keys()
+                .any(|k| matches!(scalar(k).as_str(), "network" | "network.model"))
+        };
+        let axis = self
+            .file
+            .studies
+            .iter()
+            .find(|s| sets_model(&s.grid) || sets_model(&s.zip));
+        if let Some(study) = axis {
+            return Err(format!(
+                "--network: study '{}' of plan '{}' has a network.model axis; allowed: --network or the axis, not both",
+                study.name, self.file.name
+            ));
+        }
+        if sets_model(&self.file.base) {
+            return Err(format!(
+                "--network: plan '{}' sets network.model in its base; allowed: --network or the plan's base, not both",
+                self.file.name
+            ));
+        }
+        match choice {
+            NetworkChoice::Fixed(model) => self.system.spec.network.model = model,
+            NetworkChoice::Auto(_) | NetworkChoice::Spec => self.network = choice,
+        }
+        Ok(())
     }
 
     /// The plan's system with its `base:` overrides; an error names the
@@ -677,6 +727,9 @@ impl Plan {
         };
         job.check(config.chunks.fixed().unwrap_or(1))
             .map_err(|(problem, allowed)| format!("ccl.chunks: {problem}; allowed: {allowed}"))?;
+        let mut system = system;
+        self.network
+            .apply(&mut system, &config, &job, self.file.verify);
         Ok(Resolved {
             system,
             config,

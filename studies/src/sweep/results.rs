@@ -26,6 +26,10 @@ pub struct Row {
     /// written before it existed).
     #[serde(default)]
     pub tick_ns: Option<f64>,
+    /// `packet` or `flow`: the network model that produced the row (empty
+    /// in result sets written before it existed, which were all packet).
+    #[serde(default)]
+    pub network_model: String,
     pub participants: Option<usize>,
     pub collective: String,
     pub algorithm: String,

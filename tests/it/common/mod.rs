@@ -92,3 +92,18 @@ pub fn algo_config(
         validator: None,
     }
 }
+
+/// Runs the `kernbench` binary from the workspace root: (exit code,
+/// stdout, stderr).
+pub fn kernbench_cli(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kernbench"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("the kernbench binary runs");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}

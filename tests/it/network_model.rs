@@ -1,0 +1,208 @@
+//! Choosing the network model from the command line: `--network` on `run`,
+//! `sweep` and `bench`, a plan axis, `auto`, the estimate's advice, and the
+//! `network_model` column of every result.
+
+use crate::common::kernbench_cli;
+use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
+use kernbench::estimate::{Budget, Estimate, NetworkChoice};
+use kernbench::spec::{System, presets};
+use kernbench::systems::network::NetworkModel;
+
+/// The `name` column of a CSV file's rows.
+fn column(path: &std::path::Path, name: &str) -> Vec<String> {
+    let mut r = csv::Reader::from_path(path).unwrap();
+    let at = r.headers().unwrap().iter().position(|h| h == name);
+    let at = at.unwrap_or_else(|| panic!("no column {name} in {}", path.display()));
+    r.records()
+        .map(|row| row.unwrap()[at].to_string())
+        .collect()
+}
+
+#[test]
+fn run_records_the_network_model_of_every_row() {
+    let dir = tempfile::tempdir().unwrap();
+    for (flag, want) in [
+        (None, "packet"),
+        (Some("flow"), "flow"),
+        (Some("packet"), "packet"),
+    ] {
+        let csv = dir.path().join(format!("{want}-{}.csv", flag.is_some()));
+        let mut args = vec![
+            "run",
+            "-b",
+            "4K",
+            "-e",
+            "8K",
+            "--csv",
+            csv.to_str().unwrap(),
+        ];
+        if let Some(model) = flag {
+            args.extend(["--network", model]);
+        }
+        let (code, _, err) = kernbench_cli(&args);
+        assert_eq!(code, Some(0), "{err}");
+        // Two sizes, two placements each.
+        assert_eq!(column(&csv, "network_model"), [want; 4], "{flag:?}");
+    }
+}
+
+#[test]
+fn a_run_refused_in_packet_mode_says_what_flow_mode_would_take() {
+    let (code, _, err) = kernbench_cli(&[
+        "run",
+        "--preset",
+        "torus_4096",
+        "--algorithm",
+        "hier_lanes",
+        "-b",
+        "64M",
+        "-e",
+        "64M",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("s to simulate"), "{err}");
+    assert!(
+        err.contains("the flow-level network (--network flow, or network.model: flow in the spec), estimated at "),
+        "{err}"
+    );
+}
+
+/// The estimate of a 64 MiB ring all-reduce on the default system in `model`.
+fn estimate(model: NetworkModel) -> Estimate {
+    let mut sys = System::embedded_default();
+    sys.spec.network.model = model;
+    let ccl = CclConfig::embedded_default();
+    let job = Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems: 32 << 20,
+    };
+    Estimate::collective(&sys, ccl.entry("ring").unwrap(), &job, false, false)
+}
+
+#[test]
+fn the_flow_estimate_is_cheaper_and_a_packet_estimate_carries_it() {
+    let (packet, flow) = (estimate(NetworkModel::Packet), estimate(NetworkModel::Flow));
+    assert_eq!(packet.model, NetworkModel::Packet);
+    assert_eq!(packet.flow_seconds, Some(flow.seconds));
+    assert_eq!(flow.flow_seconds, None);
+    assert!(flow.seconds < packet.seconds, "{flow:?} vs {packet:?}");
+    // The work that is not the network is the same in both.
+    assert_eq!((flow.messages, flow.ops), (packet.messages, packet.ops));
+}
+
+#[test]
+fn auto_picks_packet_within_the_budget_and_flow_beyond_it() {
+    let (packet, flow) = (estimate(NetworkModel::Packet), estimate(NetworkModel::Flow));
+    let ccl = CclConfig::embedded_default();
+    let config = ccl.entry("ring").unwrap();
+    let job = Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems: 32 << 20,
+    };
+    let pick = |seconds: f64| {
+        let mut sys = System::embedded_default();
+        sys.spec.network.model = NetworkModel::Flow;
+        let budget = Budget {
+            bytes: u64::MAX,
+            seconds,
+        };
+        NetworkChoice::Auto(budget).apply(&mut sys, config, &job, false);
+        sys.spec.network.model
+    };
+    assert_eq!(pick(packet.seconds * 1.01), NetworkModel::Packet);
+    assert_eq!(
+        pick((packet.seconds + flow.seconds) / 2.0),
+        NetworkModel::Flow
+    );
+    // A fixed choice is what it says; the spec's stays.
+    let mut sys = presets::preset("mesh_16").unwrap();
+    NetworkChoice::Fixed(NetworkModel::Flow).apply(&mut sys, config, &job, false);
+    assert_eq!(sys.spec.network.model, NetworkModel::Flow);
+    NetworkChoice::Spec.apply(&mut sys, config, &job, false);
+    assert_eq!(sys.spec.network.model, NetworkModel::Flow);
+}
+
+#[test]
+fn a_plan_axis_runs_both_models_and_each_row_names_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let (code, _, err) = kernbench_cli(&[
+        "sweep",
+        "--plan",
+        "tests/data/network_axis_plan.yaml",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let csv = out.join("results.csv");
+    assert_eq!(column(&csv, "network_model"), ["packet", "flow"]);
+    let ticks: Vec<f64> = column(&csv, "ticks")
+        .iter()
+        .map(|t| t.parse().unwrap())
+        .collect();
+    let error = (ticks[1] - ticks[0]).abs() / ticks[0];
+    assert!(
+        error <= 0.05,
+        "flow {} vs packet {} ticks",
+        ticks[1],
+        ticks[0]
+    );
+}
+
+#[test]
+fn sweep_network_flag_sets_every_point_and_the_recorded_system() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.yaml");
+    std::fs::write(
+        &plan,
+        "name: two\nbase:\n  system.sips.count: 4\nstudies:\n  - name: s\n    grid:\n      algorithm: [ring, tree]\n      bytes: [4K]\n",
+    )
+    .unwrap();
+    let out = dir.path().join("r");
+    let (code, _, err) = kernbench_cli(&[
+        "sweep",
+        "--plan",
+        plan.to_str().unwrap(),
+        "--network",
+        "flow",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        column(&out.join("results.csv"), "network_model"),
+        ["flow", "flow"]
+    );
+    let system = std::fs::read_to_string(out.join("system.yaml")).unwrap();
+    assert!(system.contains("model: flow"), "{system}");
+}
+
+#[test]
+fn bench_prints_the_kernel_ring_beside_the_ring_traffic_with_their_ratio() {
+    for model in ["packet", "flow"] {
+        let (code, out, err) = kernbench_cli(&[
+            "bench",
+            "--no-build",
+            "--sips",
+            "4",
+            "--rounds",
+            "2",
+            "--bytes",
+            "64",
+            "--network",
+            model,
+        ]);
+        assert_eq!(code, Some(0), "{err}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with("kernel vs traffic: "))
+            .unwrap_or_else(|| panic!("no comparison line in:\n{out}"));
+        assert!(
+            line.contains(" ns per chunk (send, slot, recv, credit) against "),
+            "{line}"
+        );
+        assert!(line.ends_with('x'), "{line}");
+    }
+}
