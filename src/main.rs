@@ -96,6 +96,16 @@ enum Command {
     ///
     /// Example: kernbench tp-mlp --tp 1,2,4,8 --batch 16
     TpMlp(cmd::tp_mlp::TpMlpArgs),
+    /// Check the flow-level network against the exact packet engine: every
+    /// collective × algorithm on small ring, torus and mesh systems plus
+    /// adversarial traffic (incast, cross traffic, mixed sizes, starved
+    /// credits, SIP kinds), each run in both models. Prints the error
+    /// statistics, per-link byte agreement and ranking agreement (Kendall
+    /// τ); writes results.csv, kendall.csv, summary.txt and a figure. Exits
+    /// 1 when the flow model misses its bounds.
+    ///
+    /// Example: kernbench validate --out validate/
+    Validate(cmd::validate::ValidateArgs),
 }
 
 fn main() {
@@ -110,6 +120,7 @@ fn main() {
         Command::List(a) => cmd::list::run(a),
         Command::GemmSweep(a) => cmd::gemm_sweep::run(a),
         Command::TpMlp(a) => cmd::tp_mlp::run(a),
+        Command::Validate(a) => cmd::validate::run(a),
     };
     if let Err(e) = result {
         eprintln!("error: {e:#}");

@@ -12,3 +12,4 @@ pub mod nccl_table;
 pub mod sweep;
 pub mod topo_report;
 pub mod tp;
+pub mod validate;

@@ -29,3 +29,4 @@ mod spec_errors;
 mod sweep;
 mod topology;
 mod tp;
+mod validate;

@@ -1,0 +1,88 @@
+//! `kernbench validate`: the flow-level network against the packet engine.
+
+use super::args::{BudgetArg, sweep_jobs};
+use super::paths::check_output_dir;
+use anyhow::{Result, bail};
+use clap::Args;
+use kernbench::validate::cases::Matrix;
+use kernbench::validate::{ValidateStudy, rows_of_records, summary};
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct ValidateArgs {
+    /// The full matrix: 4, 16 and 64 SIPs, 1x1, 2x2 and 4x4 cubes, 1 KiB to
+    /// 64 MiB (hours on 2 cores); default: the quick matrix (4 SIPs, 1x1 and
+    /// 2x1 cubes, 4 KiB and 256 KiB, about a minute), which CI runs.
+    #[arg(long)]
+    full: bool,
+    /// Directory for results.csv, kendall.csv, summary.txt and the figure
+    /// (created if missing; an existing one must be empty or an earlier
+    /// validate's).
+    #[arg(long, value_name = "DIR", default_value = "validate")]
+    out: PathBuf,
+    /// Cases simulated in parallel (default: all cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    #[command(flatten)]
+    budget: BudgetArg,
+}
+
+/// The largest |error| of any case, and of the median, that validation accepts.
+const MAX_ERROR: f64 = 0.05;
+const MAX_MEDIAN_ERROR: f64 = 0.01;
+
+pub fn run(a: ValidateArgs) -> Result<()> {
+    check_output_dir("--out", &a.out)?;
+    let matrix = if a.full { Matrix::Full } else { Matrix::Quick };
+    let study = ValidateStudy::new(matrix);
+    let jobs = sweep_jobs(a.jobs, study.cases.len())?;
+    let seconds: f64 = study.cases.iter().map(|c| study.case_seconds(c)).sum();
+    let budget = a.budget.budget();
+    if seconds / jobs as f64 > budget.seconds {
+        bail!(
+            "the {} validation matrix is estimated at {:.0} s on {jobs} job(s), more than the time budget of {:.0} s; allowed: the quick matrix (no --full), more --jobs, or --max-time",
+            matrix.name(),
+            seconds / jobs as f64,
+            budget.seconds
+        );
+    }
+    kernbench::output::claim_dir("--out", &a.out, "validate").map_err(anyhow::Error::msg)?;
+    let points = a.out.join("points");
+    if points.is_dir() {
+        std::fs::remove_dir_all(&points)
+            .map_err(|e| anyhow::anyhow!("--out: cannot clear {}: {e}", points.display()))?;
+    }
+    eprintln!(
+        "validate: the {} matrix, {} cases in both network models, {jobs} job(s) -> {}",
+        matrix.name(),
+        study.cases.len(),
+        a.out.display()
+    );
+    let opts = kernbench::sweep::Options {
+        claimed: true,
+        budget,
+        ..kernbench::sweep::Options::new(a.out.clone(), jobs)
+    };
+    let outcome =
+        kernbench::sweep::run(&study, &opts).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
+    let rows = rows_of_records(&outcome.rows);
+    let s = summary::summarize(&rows);
+    print!("{}", s.text());
+    eprintln!("wrote {} in {}", summary::FILES.join(", "), a.out.display());
+    if let Some(r) = outcome.rows.iter().find(|r| r.row.is_none()) {
+        bail!("validate: case {} failed: {}", r.point, r.error);
+    }
+    let verdict = s.max_abs_error <= MAX_ERROR
+        && s.median_abs_error <= MAX_MEDIAN_ERROR
+        && s.link_bytes_identical == s.cases
+        && s.decisive_disagreements == 0;
+    if !verdict {
+        eprintln!(
+            "validation failed: the flow model must keep every case within {:.0}% and the median within {:.0}% of the packet model, carry identical bytes on every link, and rank decisively different algorithms the same",
+            MAX_ERROR * 100.0,
+            MAX_MEDIAN_ERROR * 100.0
+        );
+        std::process::exit(1);
+    }
+    Ok(())
+}

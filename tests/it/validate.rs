@@ -1,0 +1,100 @@
+//! `kernbench validate`: the quick matrix in both network models, what every
+//! case must keep (identical link bytes, no run faster than its bound), and
+//! the summary and files the command writes.
+
+use kernbench::validate::cases::{Matrix, Workload};
+use kernbench::validate::summary::{kendall_groups, summarize};
+use kernbench::validate::{ValidateStudy, run_case};
+
+#[test]
+fn the_quick_matrix_covers_every_collective_topology_and_adversarial_family() {
+    let study = ValidateStudy::new(Matrix::Quick);
+    let families: std::collections::BTreeSet<&str> = study.cases.iter().map(|c| c.family).collect();
+    assert_eq!(
+        families.into_iter().collect::<Vec<_>>(),
+        [
+            "credit_starved",
+            "cross_traffic",
+            "incast",
+            "matrix",
+            "mixed_sizes",
+            "sip_kinds"
+        ]
+    );
+    let collectives: std::collections::BTreeSet<String> = study
+        .cases
+        .iter()
+        .filter_map(|c| match &c.workload {
+            Workload::Collective { collective, .. } => Some(collective.name().to_string()),
+            Workload::Traffic(_) => None,
+        })
+        .collect();
+    assert_eq!(collectives.len(), 6, "{collectives:?}");
+    // Indices are the matrix order, with no gaps.
+    assert!(study.cases.iter().enumerate().all(|(i, c)| c.index == i));
+}
+
+#[test]
+fn every_adversarial_case_carries_the_same_bytes_in_both_models_and_beats_no_bound() {
+    let study = ValidateStudy::new(Matrix::Quick);
+    let rows: Vec<_> = study
+        .cases
+        .iter()
+        .filter(|c| c.family != "matrix")
+        .map(|c| run_case(c, &study.ccl).unwrap_or_else(|e| panic!("{}: {e}", c.label())))
+        .collect();
+    assert_eq!(rows.len(), 10);
+    for r in &rows {
+        assert!(r.link_bytes_identical, "{r:?}");
+        assert!(
+            r.packet_pct_of_bound <= 100.0 && r.flow_pct_of_bound <= 100.0,
+            "{r:?}"
+        );
+        assert!(r.packet_ticks > 0 && r.flow_ticks > 0, "{r:?}");
+    }
+    // Cross traffic: routes that cross share few links; flow mode is within
+    // 1% of the packet engine.
+    let cross = rows.iter().find(|r| r.family == "cross_traffic").unwrap();
+    assert!(cross.rel_error.abs() <= 0.01, "{cross:?}");
+    let s = summarize(&rows);
+    assert_eq!(s.cases, 10);
+    assert_eq!(s.link_bytes_identical, 10);
+    // No collective matrix rows: no ranking groups.
+    assert!(kendall_groups(&rows).is_empty());
+}
+
+#[test]
+fn validate_writes_its_tables_summary_and_figure() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("v");
+    let (code, stdout, err) =
+        crate::common::kernbench_cli(&["validate", "--out", out.to_str().unwrap()]);
+    // Exit 0 when the flow model keeps its bounds, 1 when it misses them:
+    // never a refusal or a crash.
+    assert!(matches!(code, Some(0 | 1)), "{err}");
+    assert!(stdout.starts_with("validated "), "{stdout}");
+    assert!(
+        stdout.contains(" each in the packet and the flow model\n"),
+        "{stdout}"
+    );
+    for f in [
+        "results.csv",
+        "kendall.csv",
+        "summary.txt",
+        "error_vs_size.svg",
+    ] {
+        assert!(out.join(f).is_file(), "{f}: {err}");
+    }
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert_eq!(summary, stdout);
+    let study = ValidateStudy::new(Matrix::Quick);
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), study.cases.len() + 1);
+    assert!(
+        stdout.contains(&format!(
+            "per-link bytes identical: {0} of {0}\n",
+            study.cases.len()
+        )),
+        "{stdout}"
+    );
+}
