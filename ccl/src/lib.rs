@@ -415,7 +415,9 @@ pub struct KernelArgs {
     pub piece_limits: PieceLimits,
 }
 
-/// A collective algorithm: what it supports, its wiring, its kernel.
+/// A collective algorithm: what it supports, its wiring, its kernel. The
+/// answers most algorithms share (any topology, cube leaders only, any
+/// group) are defaults; an algorithm that differs overrides them.
 pub trait Algorithm: Sync {
     /// Registry name, used as `algorithm:` in ccl.yaml.
     fn name(&self) -> &'static str;
@@ -423,14 +425,23 @@ pub trait Algorithm: Sync {
     fn summary(&self) -> &'static str;
     /// The collectives its kernel runs.
     fn collectives(&self) -> &'static [Collective];
-    /// The SIP topologies it runs on.
-    fn topologies(&self) -> &'static [SipTopology];
+    /// The SIP topologies it runs on; by default every one
+    /// ([`ANY_TOPOLOGY`]).
+    fn topologies(&self) -> &'static [SipTopology] {
+        ANY_TOPOLOGY
+    }
     /// Whether it runs with every PE of a cube as a participant (the
-    /// `all_pes` mapper), not only cube leaders (`leader_only`).
-    fn every_pe(&self) -> bool;
+    /// `all_pes` mapper), not only cube leaders (`leader_only`); by default
+    /// cube leaders only.
+    fn every_pe(&self) -> bool {
+        false
+    }
     /// Refuses a group the wiring cannot serve (a message naming the limit
-    /// and the fix); checked before anything is installed.
-    fn check_group(&self, g: &Group) -> Result<(), String>;
+    /// and the fix); checked before anything is installed. By default every
+    /// group is served.
+    fn check_group(&self, _g: &Group) -> Result<(), String> {
+        Ok(())
+    }
     /// Neighbour tables to install (the SFR configuration), per global PE
     /// index.
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables;

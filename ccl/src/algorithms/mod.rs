@@ -1,6 +1,6 @@
 //! The algorithm registry. To add an algorithm: write one file here that
 //! implements [`Algorithm`](super::Algorithm) (the compiler asks for every
-//! answer), declare it and list it in [`ALL`], and add an entry to
+//! answer without a default), declare it and list it in [`ALL`], and add an entry to
 //! `configs/ccl.yaml`; the registry test then runs it (docs/guide.md walks
 //! through it). Helpers several algorithms share live in `primitives`.
 
