@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The embedded default (`configs/ccl.yaml`).
-pub const DEFAULT_CCL_YAML: &str = include_str!("../../configs/ccl.yaml");
+pub const DEFAULT_CCL_YAML: &str = include_str!("../../../configs/ccl.yaml");
 
 /// Mapper names, as ccl.yaml's `mapper:` takes them (`dist::layout`
 /// implements each).
