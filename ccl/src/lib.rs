@@ -21,6 +21,7 @@ pub mod error;
 pub mod estimate;
 pub mod group;
 pub mod kernels;
+mod load;
 pub mod placement;
 pub mod verify;
 

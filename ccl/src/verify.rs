@@ -3,7 +3,7 @@
 //! computed without the algorithm (the first wrong element, or how many).
 
 use crate::collective::{Collective, Job};
-use crate::kernels::{self, split};
+use crate::kernels::split;
 use half::f16;
 use std::fmt;
 
@@ -136,7 +136,7 @@ fn expected(job: &Job, n: usize, p: usize, blocks: &[(usize, usize)], i: usize) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ReduceOp;
+    use crate::{ReduceOp, kernels};
 
     /// Counting one participant twice and dropping another changes the
     /// all-reduce of a 64-element buffer, for every pair of participants.
