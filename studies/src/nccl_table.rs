@@ -182,11 +182,7 @@ pub fn write(path: &Path, records: &[Record], json: bool) -> Result<(), String> 
     let bytes = if json {
         serde_json::to_vec_pretty(records).map_err(|e| e.to_string())?
     } else {
-        let mut w = csv::Writer::from_writer(Vec::new());
-        for r in records {
-            w.serialize(r).map_err(|e| e.to_string())?;
-        }
-        w.into_inner().map_err(|e| e.to_string())?
+        crate::sweep::study::csv_rows(records)?
     };
     kernbench_runtime::output::write_file(path, &bytes)
 }

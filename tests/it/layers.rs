@@ -596,3 +596,31 @@ fn a_leaf_naming_a_model_module_is_named_with_its_line() {
         5
     );
 }
+
+/// The collective library's `config` module names no other module of its
+/// crate (`crate::…`, or `super::super::…` out of it): `algorithms` uses
+/// config's types, so a config file naming the registry would make the two
+/// depend on each other (the registry's checks of a ccl.yaml are in
+/// `ccl/src/load.rs`, above both).
+#[test]
+fn ccl_config_names_no_other_module_of_its_crate() {
+    let dir = workspace_root().join("ccl/src/config");
+    let mut files = Vec::new();
+    rust_files(&dir, &[], &mut files);
+    assert!(files.len() >= 5, "ccl/src/config holds {files:?}");
+    let mut violations = Vec::new();
+    for file in &files {
+        let text = fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        for (line, name) in crate_paths(&text) {
+            violations.push(format!("{}:{line} names `crate::{name}`", file.display()));
+        }
+        if text.contains("super::super") {
+            violations.push(format!("{} names `super::super`", file.display()));
+        }
+    }
+    assert!(
+        violations.is_empty(),
+        "{}; config sits below algorithms, which uses its types",
+        violations.join("\n")
+    );
+}

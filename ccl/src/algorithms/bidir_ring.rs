@@ -13,7 +13,7 @@ use crate::cost::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernels::{
     Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tl;
 use kernbench_runtime::kernel::wiring::QueueConfig;
 use kernbench_spec::spec::SipTopology;
@@ -300,12 +300,6 @@ impl Algorithm for BidirRing {
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         cycle_wiring(g, q, &cycles(g))
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

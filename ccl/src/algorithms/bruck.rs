@@ -10,10 +10,9 @@
 use super::primitives::{levels, me};
 use crate::cost::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernels::Buffer;
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::wiring::QueueConfig;
 use kernbench_runtime::kernel::{Index, Part, Sym, Tile, Tl};
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
@@ -118,15 +117,6 @@ impl Algorithm for Bruck {
                 })
                 .collect()
         })
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn every_pe(&self) -> bool {
-        false
-    }
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

@@ -26,10 +26,9 @@
 use super::primitives::{levels, me};
 use crate::cost::{CostTerms, HeldPrograms, log2_levels};
 use crate::kernels::{Atom, Buffer, combine};
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::wiring::QueueConfig;
 use kernbench_runtime::kernel::{Index, Tile, Tl};
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
@@ -273,15 +272,6 @@ impl Algorithm for DbTree {
             }
             e
         })
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn every_pe(&self) -> bool {
-        false
-    }
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

@@ -35,10 +35,9 @@
 use super::primitives::me;
 use crate::cost::CostTerms;
 use crate::kernels::{RangeIo, block_offset, combine, send_tiles};
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::wiring::QueueConfig;
 use kernbench_runtime::kernel::{DType, Tile, Tl};
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 use std::ops::Range;
@@ -364,12 +363,6 @@ impl Algorithm for Dims {
             }
             e
         })
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn every_pe(&self) -> bool {
-        false
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

@@ -13,7 +13,7 @@
 use super::primitives::me;
 use crate::cost::{CostTerms, HeldPrograms, participants};
 use crate::kernels::{Buffer, combine};
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tile;
 use kernbench_runtime::kernel::Tl;
 use kernbench_runtime::kernel::wiring::QueueConfig;
@@ -245,15 +245,6 @@ impl Algorithm for HierRoot {
             }
         }
         out
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn every_pe(&self) -> bool {
-        false
-    }
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

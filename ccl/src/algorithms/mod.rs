@@ -1,8 +1,13 @@
 //! The algorithm registry. To add an algorithm: write one file here that
 //! implements [`Algorithm`](super::Algorithm) (the compiler asks for every
-//! answer), declare it and list it in [`ALL`], and add an entry to
+//! answer without a default), declare it and list it in [`ALL`], and add an entry to
 //! `configs/ccl.yaml`; the registry test then runs it (docs/guide.md walks
 //! through it). Helpers several algorithms share live in `primitives`.
+//!
+//! The registry depends on `config` (it names [`AUTO`](crate::config::AUTO);
+//! kernels take its `Chunks` and `PieceLimits`), never the other way: the
+//! checks of a ccl.yaml entry that need the registry (a known algorithm, a
+//! mapper it runs under) are in `crate::load`, above both.
 
 mod bidir_ring;
 mod bruck;

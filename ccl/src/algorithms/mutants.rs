@@ -21,10 +21,9 @@
 use super::primitives::{cycle_wiring, me};
 use crate::cost::CostTerms;
 use crate::kernels::{Atom, Buffer, combine};
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::wiring::QueueConfig;
 use kernbench_runtime::kernel::{Index, Tl};
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
@@ -105,15 +104,6 @@ impl Algorithm for Mutant {
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         cycle_wiring(g, q, &[(0..g.size()).collect()])
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn every_pe(&self) -> bool {
-        false
-    }
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         self.1

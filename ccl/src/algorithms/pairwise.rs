@@ -12,10 +12,9 @@
 use super::primitives::me;
 use crate::cost::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernels::{Atom, Buffer};
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::wiring::QueueConfig;
 use kernbench_runtime::kernel::{Index, Sym, Tile, Tl};
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
@@ -123,12 +122,6 @@ impl Algorithm for Pairwise {
                 .map(|d| q.entry(chan(d), g.pe((p + d) % n), chan(n - d)))
                 .collect()
         })
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn every_pe(&self) -> bool {
-        false
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

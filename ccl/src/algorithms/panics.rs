@@ -3,10 +3,9 @@
 //! the `test-algorithms` feature (on for the project's own tests).
 
 use crate::cost::CostTerms;
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tl;
 use kernbench_runtime::kernel::wiring::QueueConfig;
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 
 pub struct Panics;
@@ -27,15 +26,6 @@ impl Algorithm for Panics {
     }
     fn wiring(&self, _g: &Group, _q: &QueueConfig) -> Tables {
         Vec::new()
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn every_pe(&self) -> bool {
-        false
-    }
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

@@ -31,10 +31,9 @@
 use super::primitives::me;
 use crate::cost::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernels::{RangeIo, block_offset, combine, send_tiles};
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs, ReduceOp};
+use crate::{Algorithm, Collective, Group, KernelArgs, ReduceOp};
 use kernbench_runtime::kernel::wiring::QueueConfig;
 use kernbench_runtime::kernel::{Tile, Tl};
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::{Entry, Tables};
 use kernbench_systems::program::QDir;
 use std::ops::Range;
@@ -456,15 +455,6 @@ impl Algorithm for Rhd {
             }
             e
         })
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn every_pe(&self) -> bool {
-        false
-    }
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

@@ -10,10 +10,9 @@ use crate::cost::{CostTerms, HeldPrograms, block_sends, participants};
 use crate::kernels::{
     Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tl;
 use kernbench_runtime::kernel::wiring::QueueConfig;
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 use std::sync::Arc;
@@ -126,12 +125,6 @@ impl Algorithm for RingAlgo {
     }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         cycle_wiring(g, q, &[ring_order(g)])
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

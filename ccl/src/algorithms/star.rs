@@ -10,10 +10,9 @@
 use super::primitives::me;
 use crate::cost::{CostTerms, HeldPrograms, participants};
 use crate::kernels::Buffer;
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tl;
 use kernbench_runtime::kernel::wiring::QueueConfig;
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
@@ -96,12 +95,6 @@ impl Algorithm for Star {
             Collective::Reduce,
             Collective::Broadcast,
         ]
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn every_pe(&self) -> bool {
-        false
     }
     fn check_group(&self, g: &Group) -> Result<(), String> {
         let n = g.size();

@@ -249,9 +249,6 @@ impl Algorithm for TorusTrees {
                 .collect()
         })
     }
-    fn every_pe(&self) -> bool {
-        false
-    }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }

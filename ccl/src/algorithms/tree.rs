@@ -6,10 +6,9 @@
 use super::primitives::{levels, me};
 use crate::cost::{CostTerms, HeldPrograms, log2_levels, participants};
 use crate::kernels::Buffer;
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tl;
 use kernbench_runtime::kernel::wiring::QueueConfig;
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
@@ -109,12 +108,6 @@ impl Algorithm for Tree {
                 .map(|k| q.entry(QDir::Chan(k as u8), g.pe(p ^ (1 << k)), QDir::Chan(k as u8)))
                 .collect()
         })
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel

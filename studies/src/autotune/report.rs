@@ -152,11 +152,7 @@ pub fn table(rows: &[DecisionRow]) -> String {
 
 /// The rows as CSV, one per bucket.
 pub fn write_csv(path: &Path, rows: &[DecisionRow]) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| format!("writing {}: {e}", path.display());
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for r in rows {
-        w.serialize(r).map_err(|e| err(&e))?;
-    }
-    let bytes = w.into_inner().map_err(|e| err(&e))?;
+    let bytes = crate::sweep::study::csv_rows(rows)
+        .map_err(|e| format!("writing {}: {e}", path.display()))?;
     kernbench_runtime::output::write_file(path, &bytes)
 }

@@ -4,7 +4,7 @@
 
 use super::{Layout, matmul, roofline};
 use crate::sweep::plots::{Series, chart};
-use crate::sweep::study::{Inputs, PointEnv, PointFile, Record, Study, StudyPoint};
+use crate::sweep::study::{Inputs, PointEnv, PointFile, Record, Study, StudyPoint, csv_rows};
 use kernbench_ccl::CclConfig;
 use kernbench_dist::{DistError, init_process_group};
 use kernbench_runtime::output::write_file;
@@ -242,7 +242,8 @@ impl Study for GemmStudy<'_> {
         dir: &Path,
         files: &[PointFile<GemmRecord>],
     ) -> Result<Vec<GemmRecord>, String> {
-        write_csv(dir, &rows_of(files))?;
+        // results.csv: one line per GEMM that ran, in grid order.
+        write_file(&dir.join(FILES[0]), &csv_rows(&rows_of(files))?)?;
         Ok(files.iter().map(|f| f.row.clone()).collect())
     }
 
@@ -268,16 +269,6 @@ pub const FILES: [&str; 4] = [
     "gemm_tflops.svg",
     "gemm_sim_over_roofline.svg",
 ];
-
-/// Writes results.csv: one line per GEMM that ran, in grid order.
-fn write_csv(dir: &Path, rows: &[GemmRow]) -> Result<(), String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for r in rows {
-        w.serialize(r).map_err(|e| e.to_string())?;
-    }
-    let bytes = w.into_inner().map_err(|e| e.to_string())?;
-    write_file(&dir.join(FILES[0]), &bytes)
-}
 
 /// Draws the three figures from the rows into `dir`; returns the files.
 fn write_figures(dir: &Path, rows: &[GemmRow]) -> Result<Vec<String>, String> {

@@ -120,11 +120,8 @@ fn results_csv(points: &[PointFile]) -> Result<Vec<u8>, String> {
         return Ok(Vec::new());
     }
     // The rows' own columns come from serde; the axis columns are appended.
-    let mut fixed = csv::Writer::from_writer(Vec::new());
-    for p in points {
-        fixed.serialize(&p.row).map_err(err)?;
-    }
-    let fixed = fixed.into_inner().map_err(|e| e.to_string())?;
+    let rows: Vec<_> = points.iter().map(|p| &p.row).collect();
+    let fixed = super::study::csv_rows(&rows)?;
     let mut reader = csv::Reader::from_reader(fixed.as_slice());
     let mut header = reader.headers().map_err(err)?.clone();
     let mut axes: Vec<&str> = Vec::new();

@@ -167,6 +167,16 @@ pub fn consolidate<S: Study>(study: &S, dir: &Path) -> Result<Vec<S::Row>, Strin
     Ok(rows)
 }
 
+/// `rows` as CSV, a header line first: what every results.csv and `--csv`
+/// table holds.
+pub fn csv_rows<T: Serialize>(rows: &[T]) -> Result<Vec<u8>, String> {
+    let mut w = csv::Writer::from_writer(Vec::new());
+    for r in rows {
+        w.serialize(r).map_err(|e| e.to_string())?;
+    }
+    w.into_inner().map_err(|e| e.to_string())
+}
+
 /// (De)serializes a study's optional row as its CSV line, the text
 /// results.csv holds: exact for every f64, where serde_json reads some
 /// 17-digit floats one unit in the last place off. For `#[serde(with)]`.

@@ -52,22 +52,39 @@ pub fn columns(m: &[f32], cols: usize, lo: usize, n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// `part` = whole / parts, which must be whole and cover every cube.
-fn local(
+/// This rank's share of a dimension split over the TP ranks, then over the
+/// cubes of its SIP.
+struct Shard {
+    /// Cubes per SIP.
+    cubes: u32,
+    /// The share: `len` indices from `first`.
+    len: usize,
+    first: usize,
+}
+
+/// Layer `layer`'s dimension `what` of `whole` split over the TP ranks: this
+/// rank's share, which must be whole and cover every cube.
+fn shard(
+    ctx: &Rank,
+    mp: &ModelParallel,
     layer: &str,
     what: &str,
     whole: usize,
-    parts: u32,
-    cubes: u32,
-) -> Result<usize, DistError> {
-    let parts = parts as usize;
+) -> Result<Shard, DistError> {
+    let cubes = cubes(ctx);
+    let parts = mp.tp_size() as usize;
     if !whole.is_multiple_of(parts) || !(whole / parts).is_multiple_of(cubes as usize) {
         return Err(DistError::Config(format!(
             "{layer}: {what} = {whole} over {parts} TP ranks and then the {cubes} cubes of each SIP; allowed: {what} a multiple of {} (TP size × cubes per SIP, sip.cube_mesh), so every cube holds an equal part",
             parts * cubes as usize
         )));
     }
-    Ok(whole / parts)
+    let len = whole / parts;
+    Ok(Shard {
+        cubes,
+        len,
+        first: mp.tp_rank(ctx.rank()) as usize * len,
+    })
 }
 
 /// Checks that `x` is laid out as `want`.
@@ -143,15 +160,17 @@ impl ColumnParallelLinear {
         bias: bool,
         init: Option<u64>,
     ) -> Result<Self, DistError> {
-        let c = cubes(ctx);
-        let n = local(
+        let Shard {
+            cubes: c,
+            len: n,
+            first: lo,
+        } = shard(
+            ctx,
+            mp,
             "ColumnParallelLinear",
             "out_features",
             out_features,
-            mp.tp_size(),
-            c,
         )?;
-        let lo = mp.tp_rank(ctx.rank()) as usize * n;
         let weight = ctx.parameter((in_features, n), cube_cols(c))?;
         let w = init.map(|s| {
             columns(
@@ -224,15 +243,11 @@ impl RowParallelLinear {
         bias: Option<BiasPolicy>,
         init: Option<u64>,
     ) -> Result<Self, DistError> {
-        let c = cubes(ctx);
-        let n = local(
-            "RowParallelLinear",
-            "in_features",
-            in_features,
-            mp.tp_size(),
-            c,
-        )?;
-        let lo = mp.tp_rank(ctx.rank()) as usize * n;
+        let Shard {
+            cubes: c,
+            len: n,
+            first: lo,
+        } = shard(ctx, mp, "RowParallelLinear", "in_features", in_features)?;
         let weight = ctx.parameter((n, out_features), DPPolicy::cube_rows(c))?;
         let w = init.map(|s| {
             seeded_matrix(s, in_features, out_features)[lo * out_features..(lo + n) * out_features]
@@ -302,9 +317,11 @@ impl VocabParallelEmbedding {
         (vocab, dim): (usize, usize),
         init: Option<u64>,
     ) -> Result<Self, DistError> {
-        let c = cubes(ctx);
-        let n = local("VocabParallelEmbedding", "vocab", vocab, mp.tp_size(), c)?;
-        let first = mp.tp_rank(ctx.rank()) as usize * n;
+        let Shard {
+            cubes: c,
+            len: n,
+            first,
+        } = shard(ctx, mp, "VocabParallelEmbedding", "vocab", vocab)?;
         let weight = ctx.parameter((n, dim), DPPolicy::cube_rows(c))?;
         fill(
             ctx,

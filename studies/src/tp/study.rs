@@ -8,7 +8,7 @@ use super::block::{BlockShape, run_block};
 use crate::sweep::fingerprint;
 use crate::sweep::plan::{TP_PLAN, with_base};
 use crate::sweep::plots::{Series, chart};
-use crate::sweep::study::{Inputs, PointEnv, PointFile, Record, Study, StudyPoint};
+use crate::sweep::study::{Inputs, PointEnv, PointFile, Record, Study, StudyPoint, csv_rows};
 use kernbench_ccl::CclConfig;
 use kernbench_runtime::output::write_file;
 use kernbench_spec::spec::{SipTopology, SpecError, System, parse_yaml};
@@ -290,7 +290,8 @@ impl Study for TpStudy<'_> {
     ) -> Result<Vec<TpRecord>, String> {
         let records = with_speedups(files);
         let rows: Vec<TpRow> = records.iter().filter_map(|r| r.row.clone()).collect();
-        write_csv(dir, &rows)?;
+        // results.csv: one line per point that ran, in plan order.
+        write_file(&dir.join(FILES[1]), &csv_rows(&rows)?)?;
         Ok(records)
     }
 
@@ -383,16 +384,6 @@ pub const FILES: [&str; 5] = [
     "tp_comm_share.svg",
     "tp_efficiency.svg",
 ];
-
-/// Writes results.csv: one line per point that ran, in plan order.
-fn write_csv(dir: &Path, rows: &[TpRow]) -> Result<(), String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for r in rows {
-        w.serialize(r).map_err(|e| e.to_string())?;
-    }
-    let bytes = w.into_inner().map_err(|e| e.to_string())?;
-    write_file(&dir.join(FILES[1]), &bytes)
-}
 
 /// Draws the three figures from the rows into `dir`; returns the files.
 fn write_figures(dir: &Path, rows: &[TpRow], system: &str) -> Result<Vec<String>, String> {

@@ -22,10 +22,9 @@ use blocks::lanes_take_the_snake;
 use super::primitives::me;
 use crate::cost::{CostTerms, HeldPrograms, participants};
 use crate::kernels::grid_cycle;
-use crate::{ANY_TOPOLOGY, Algorithm, Collective, Group, KernelArgs};
+use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tl;
 use kernbench_runtime::kernel::wiring::QueueConfig;
-use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 
@@ -136,15 +135,6 @@ impl Algorithm for HierLanes {
             }
         }
         out
-    }
-    fn topologies(&self) -> &'static [SipTopology] {
-        ANY_TOPOLOGY
-    }
-    fn every_pe(&self) -> bool {
-        false
-    }
-    fn check_group(&self, _g: &Group) -> Result<(), String> {
-        Ok(())
     }
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
