@@ -249,10 +249,12 @@ fn every_plot_has_a_visible_series_per_combination_of_the_varied_axes() {
             "busbw_all_reduce.svg",
             "bound_all_reduce.svg",
             "scaling_all_reduce.svg",
+            "scaling_bound_all_reduce.svg",
             "latency_broadcast.svg",
             "busbw_broadcast.svg",
             "bound_broadcast.svg",
             "scaling_broadcast.svg",
+            "scaling_bound_broadcast.svg",
         ]
     );
     // algorithm x ccl.n_slots: 2 x 2 series in every figure.

@@ -249,22 +249,44 @@ fn collective_figures(c: &str, points: &[&PointFile]) -> Vec<Figure> {
         });
     }
     if counts.len() > 1 {
-        out.push(scaling(
-            c,
-            points,
-            &series,
-            &axes,
-            &topologies,
-            &labels,
-            &system,
-        ));
+        for m in &SCALING_METRICS {
+            out.push(scaling(
+                c,
+                m,
+                points,
+                &series,
+                &axes,
+                &topologies,
+                &labels,
+                &system,
+            ));
+        }
     }
     out
 }
 
-/// Busbw vs SIP count at the largest size, one panel per topology.
+/// What the scaling figures plot against the SIP count.
+const SCALING_METRICS: [Metric; 2] = [
+    Metric {
+        file: "scaling",
+        title: "busbw",
+        y_desc: "busbw (GB/s)",
+        y: |r| r.busbw_gbps,
+    },
+    Metric {
+        file: "scaling_bound",
+        title: "% of the alpha-beta bound",
+        y_desc: "% of bound",
+        y: |r| r.pct_of_bound,
+    },
+];
+
+/// A metric (busbw, % of bound) vs SIP count at the largest size, one
+/// panel per topology.
+#[allow(clippy::too_many_arguments)]
 fn scaling(
     c: &str,
+    m: &Metric,
     points: &[&PointFile],
     series: &BTreeMap<String, usize>,
     axes: &[String],
@@ -293,19 +315,20 @@ fn scaling(
                     series,
                     axes,
                     |r| r.sips.map(f64::from),
-                    |r| r.busbw_gbps,
+                    m.y,
                 ),
             }
         })
         .collect();
     Figure {
-        file: format!("scaling_{c}.svg"),
+        file: format!("{}_{c}.svg", m.file),
         title: format!(
-            "Scaling: {c} busbw at {} per participant ({system})",
+            "Scaling: {c} {} at {} per participant ({system})",
+            m.title,
             human(largest as f64)
         ),
         x_desc: "SIPs".into(),
-        y_desc: "busbw (GB/s)".into(),
+        y_desc: m.y_desc.into(),
         x_kind: XKind::Count,
         series: labels.to_vec(),
         panels,
