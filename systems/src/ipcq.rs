@@ -13,6 +13,7 @@
 //! full or in-flight slots). Invariant per queue, at every tick:
 //! `credits + slots InFlight + slots Full + credits_in_flight = n_slots`.
 
+use crate::exec::{PeEvent, PeEvents};
 use crate::memory::MemPorts;
 use crate::network::{Inbox, LinkTable, NewMessage, NodeId, Outbox, Purpose, RouteId, Routes};
 use crate::program::{QDir, Reg, Space};
@@ -184,20 +185,6 @@ pub struct Queue {
     pub routes: [Option<RouteId>; 3],
 }
 
-/// A PE-side effect of queue progress, applied by `kernel_step`.
-#[derive(Debug, Clone)]
-pub enum PeEvent {
-    /// Register `reg` holds its value from tick `at`.
-    Resolve {
-        pe: u32,
-        reg: Reg,
-        at: Tick,
-        data: Option<Vec<f16>>,
-    },
-    /// An asynchronous op (send, store) finished at `at`.
-    Complete { pe: u32, at: Tick },
-}
-
 /// All queues, by (receiver PE, scope, direction).
 #[derive(Resource, Debug, Default)]
 pub struct Queues {
@@ -205,7 +192,6 @@ pub struct Queues {
     index: FxHashMap<(u32, Scope, QDir), QueueId>,
     /// Slots freed this tick whose credits leave at the given tick.
     pub credit_due: Vec<(QueueId, Tick)>,
-    pub pe_events: Vec<PeEvent>,
     /// Queues just installed: waiting sends may proceed.
     pub kick: Vec<QueueId>,
 }
@@ -224,6 +210,7 @@ pub struct QueueParams {
 pub struct QueueCtx<'a, 'w, 's> {
     pub now: Tick,
     pub queues: &'a mut Queues,
+    pub pe_events: &'a mut Vec<PeEvent>,
     pub slots: &'a mut Query<'w, 's, &'static mut Slot>,
     pub ports: &'a mut MemPorts,
     pub outbox: &'a mut Outbox,
@@ -341,9 +328,7 @@ pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
                 .pop_front()
                 .expect("front job");
             ctx.trace.finish(job.trace, read);
-            ctx.queues
-                .pe_events
-                .push(PeEvent::Complete { pe, at: read });
+            ctx.pe_events.push(PeEvent::Complete { pe, at: read });
         }
     }
 }
@@ -416,7 +401,7 @@ fn finish_recv(ctx: &mut QueueCtx, q: QueueId) -> bool {
     if done {
         let job = qu.recvs.pop_front().expect("front job");
         ctx.trace.finish(job.trace, job.ready);
-        ctx.queues.pe_events.push(PeEvent::Resolve {
+        ctx.pe_events.push(PeEvent::Resolve {
             pe: job.pe,
             reg: job.reg,
             at: job.ready,
@@ -442,6 +427,7 @@ pub fn slot_filled(ctx: &mut QueueCtx, q: QueueId, slot: u32) -> Result<(), Stri
 pub struct QueueAccess<'w, 's> {
     pub clock: Res<'w, Clock>,
     pub queues: ResMut<'w, Queues>,
+    pub pe_events: ResMut<'w, PeEvents>,
     pub slots: Query<'w, 's, &'static mut Slot>,
     pub ports: ResMut<'w, MemPorts>,
     pub outbox: ResMut<'w, Outbox>,
@@ -458,6 +444,7 @@ impl<'w, 's> QueueAccess<'w, 's> {
             QueueCtx {
                 now: self.clock.now,
                 queues: &mut self.queues,
+                pe_events: &mut self.pe_events.0,
                 slots: &mut self.slots,
                 ports: &mut self.ports,
                 outbox: &mut self.outbox,
@@ -588,7 +575,7 @@ impl crate::plugin::Plugin for IpcqPlugin {
         );
         crate::plugin::register_calendar(world, |w, now| {
             let q = w.resource::<Queues>();
-            if !q.pe_events.is_empty() || !q.credit_due.is_empty() || !q.kick.is_empty() {
+            if !q.credit_due.is_empty() || !q.kick.is_empty() {
                 return Some(now);
             }
             w.resource::<DmaCalendar>().0.next_due()

@@ -4,7 +4,7 @@
 use super::*;
 use crate::hierarchy::{Hardware, PeRate};
 use crate::ipcq::{
-    Entry, NeighborTable, NeighborTables, PeEvent, QueueAccess, Scope, Slot, SlotState, Tables,
+    Entry, NeighborTable, NeighborTables, QueueAccess, Scope, Slot, SlotState, Tables,
 };
 use crate::network::{Inbox, NewMessage, Outbox, Purpose};
 use crate::program::{Launch, MemLoc, Reg, Space};
@@ -82,7 +82,7 @@ pub fn deliver_control(
     for a in &loads {
         let job = ka.host.loads.remove(a.tag as usize);
         qa.trace.finish(job.trace, now);
-        qa.queues.pe_events.push(PeEvent::Resolve {
+        qa.pe_events.0.push(PeEvent::Resolve {
             pe: job.pe,
             reg: job.reg,
             at: now,
@@ -98,7 +98,7 @@ pub fn deliver_control(
             .ports
             .access(job.dst.space, job.dst.instance, now, job.bytes);
         qa.trace.finish(job.trace, done);
-        qa.queues.pe_events.push(PeEvent::Complete {
+        qa.pe_events.0.push(PeEvent::Complete {
             pe: job.pe,
             at: done,
         });

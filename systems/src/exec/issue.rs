@@ -1,9 +1,7 @@
 //! Issuing one op: its operands, its unit or port, its cost and its effect.
 
 use super::*;
-use crate::ipcq::{
-    NeighborTable, PeEvent, QueueAccess, QueueId, RecvJob, SendJob, pump_recv, pump_send,
-};
+use crate::ipcq::{NeighborTable, QueueAccess, QueueId, RecvJob, SendJob, pump_recv, pump_send};
 use crate::memory::{ELEM_BYTES, MemoryStore};
 use crate::network::{NewMessage, Purpose};
 use crate::program::{BinOp, Op, Place, Reg, Space};
@@ -326,7 +324,7 @@ fn send(
     let (mut ctx, _) = qa.ctx();
     if bytes == 0 {
         ctx.trace.finish(handle, now);
-        ctx.queues.pe_events.push(PeEvent::Complete { pe, at: now });
+        ctx.pe_events.push(PeEvent::Complete { pe, at: now });
     } else {
         ctx.queues.list[q as usize].sends.push_back(SendJob {
             pe,

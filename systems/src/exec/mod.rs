@@ -284,6 +284,26 @@ impl Default for ExecParams {
     }
 }
 
+/// A PE-side effect of queue or remote-memory progress, applied by `kernel_step`.
+#[derive(Debug, Clone)]
+pub enum PeEvent {
+    /// Register `reg` holds its value from tick `at`.
+    Resolve {
+        pe: u32,
+        reg: Reg,
+        at: Tick,
+        data: Option<Vec<f16>>,
+    },
+    /// An asynchronous op (send, store) finished at `at`.
+    Complete { pe: u32, at: Tick },
+}
+
+/// Results on their way to PEs: pushed by the queues (`ipcq`) and by remote
+/// load/store deliveries, applied by `kernel_step` in the order they came.
+/// Exec's own inbox, a resource because the pushers do not hold the PE.
+#[derive(Resource, Debug, Default)]
+pub struct PeEvents(pub Vec<PeEvent>);
+
 /// PE wake-ups by tick.
 #[derive(Resource, Debug, Default)]
 pub struct KernelCalendar(pub Calendar<u32>);
@@ -310,19 +330,25 @@ impl crate::plugin::Plugin for ExecPlugin {
         world.init_resource::<HostQueue>();
         world.init_resource::<OpsIssued>();
         world.init_resource::<Launches>();
+        world.init_resource::<PeEvents>();
         schedule.add_systems(
             kernel_step
                 .run_if(kernel_work)
                 .in_set(crate::Stage::KernelStep),
         );
-        crate::plugin::register_calendar(world, |w, _| w.resource::<KernelCalendar>().0.next_due());
+        crate::plugin::register_calendar(world, |w, now| {
+            if !w.resource::<PeEvents>().0.is_empty() {
+                return Some(now);
+            }
+            w.resource::<KernelCalendar>().0.next_due()
+        });
     }
 }
 
 fn kernel_work(
     clock: Res<crate::time::Clock>,
     cal: Res<KernelCalendar>,
-    q: Res<crate::ipcq::Queues>,
+    events: Res<PeEvents>,
 ) -> bool {
-    !q.pe_events.is_empty() || crate::plugin::due(cal.0.next_due(), clock.now)
+    !events.0.is_empty() || crate::plugin::due(cal.0.next_due(), clock.now)
 }

@@ -3,7 +3,7 @@
 use super::issue::{IssueCtx, issue};
 use super::*;
 use crate::hierarchy::PeRate;
-use crate::ipcq::{NeighborTable, NeighborTables, PeEvent, QueueAccess};
+use crate::ipcq::{NeighborTable, NeighborTables, QueueAccess};
 use crate::memory::DataMode;
 use bevy_ecs::prelude::*;
 
@@ -21,7 +21,7 @@ pub fn kernel_step(
     // allocation between ticks.
     let mut events = Vec::new();
     loop {
-        std::mem::swap(&mut events, &mut qa.queues.pe_events);
+        std::mem::swap(&mut events, &mut qa.pe_events.0);
         for ev in events.drain(..) {
             let (pe, reg, at) = match ev {
                 PeEvent::Resolve { pe, reg, at, .. } => (pe, Some(reg), at),
@@ -76,8 +76,8 @@ pub fn kernel_step(
             }
         }
     }
-    if qa.queues.pe_events.is_empty() {
-        qa.queues.pe_events = events;
+    if qa.pe_events.0.is_empty() {
+        qa.pe_events.0 = events;
     }
     ka.kcal.0.recycle(woken);
 }
