@@ -9,7 +9,7 @@ use kernbench::machine::{InstallError, Machine};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::{Location, Space};
 use kernbench_systems::RunError;
-use kernbench_systems::ipcq::{Queues, Slot};
+use kernbench_systems::ipcq::Queues;
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::QDir;
 
@@ -101,22 +101,20 @@ fn p2p_with_one_slot_waits_a_credit_round_trip_per_chunk() {
 }
 
 /// Per queue: credits + slots in flight + full slots + credits in flight =
-/// n_slots, with the slot states read from the slot entities; returns the
+/// n_slots, with the slot states read from the queue's slots; returns the
 /// slots in flight and full over all queues.
 fn check_credits(m: &mut Machine) -> u32 {
     let world = &m.engine.world;
     let queues = world.resource::<Queues>();
     let mut busy = 0;
     for (q, qu) in queues.list.iter().enumerate() {
-        let (in_flight, full) = qu.slot_counts(|e| world.get::<Slot>(e));
+        let (in_flight, full) = qu.slot_counts();
         assert_eq!(
             qu.credits + in_flight + full + qu.credits_in_flight,
             qu.n_slots,
             "queue {q}"
         );
-        for &e in &qu.slots {
-            assert_eq!(world.get::<Slot>(e).unwrap().queue, q as u32, "queue {q}");
-        }
+        assert_eq!(qu.slots.len(), qu.n_slots as usize, "queue {q}");
         busy += in_flight + full;
     }
     busy

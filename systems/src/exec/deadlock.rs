@@ -51,7 +51,7 @@ pub fn deadlock_report(world: &mut World) -> Option<String> {
         };
         out.push_str(&format!("  {}: blocked at {at}\n", name(*pe)));
         for qu in &queues.list {
-            let (in_flight, full) = qu.slot_counts(|e| world.get::<crate::ipcq::Slot>(e));
+            let (in_flight, full) = qu.slot_counts();
             let state = format!(
                 "sender credits {}/{}, {in_flight} chunk(s) in flight, {full} full slot(s), {} credit(s) in flight",
                 qu.credits, qu.n_slots, qu.credits_in_flight

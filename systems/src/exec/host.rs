@@ -42,7 +42,7 @@ pub struct StoreJob {
 }
 
 /// Delivery of host messages and remote memory data: installs neighbour
-/// tables (creating each receive queue and its slot entities), starts
+/// tables (creating each receive queue with its slots), starts
 /// launched programs after the launch overhead, lands remote loads, and
 /// completes remote stores through the target memory's port.
 pub fn deliver_control(
@@ -65,7 +65,7 @@ pub fn deliver_control(
             qa.errors.report(format!("sip{s}.cube{c}.pe{p}: the neighbour table of communicator scope {scope} was installed twice; install each communicator once per PE"));
             continue;
         }
-        let table = install_table(pe, scope, entries, qa, commands);
+        let table = install_table(pe, scope, entries, qa);
         match pes.get_mut(entity) {
             Ok((_, Some(mut tables), _)) => tables.0.push((scope, table)),
             _ => fresh.entry(pe).or_default().0.push((scope, table)),
@@ -156,14 +156,13 @@ fn start_launches(
     inbox.restore(Purpose::Launch, launches);
 }
 
-/// Creates the receive queues of one PE's table for `scope` (with their
-/// slot entities) and resolves the queues it sends into.
+/// Creates the receive queues of one PE's table for `scope` (their slots
+/// free) and resolves the queues it sends into.
 fn install_table(
     pe: u32,
     scope: Scope,
     entries: Vec<Entry>,
     qa: &mut QueueAccess,
-    commands: &mut Commands,
 ) -> NeighborTable {
     let mut send_q = Vec::with_capacity(entries.len());
     let mut recv_q = Vec::with_capacity(entries.len());
@@ -185,18 +184,10 @@ fn install_table(
                 )
             }
         };
-        let slots = (0..e.n_slots)
-            .map(|index| {
-                commands
-                    .spawn(Slot {
-                        queue: q,
-                        index,
-                        state: SlotState::Free,
-                        bytes: 0,
-                    })
-                    .id()
-            })
-            .collect();
+        let free = Slot {
+            state: SlotState::Free,
+            bytes: 0,
+        };
         let qu = &mut qa.queues.list[q as usize];
         qu.installed = true;
         qu.sender_pe = Some(e.peer);
@@ -206,7 +197,7 @@ fn install_table(
         qu.base = e.base;
         qu.n_slots = e.n_slots;
         qu.slot_size = e.slot_size;
-        qu.slots = slots;
+        qu.slots = vec![free; e.n_slots as usize];
         qu.credits = e.n_slots;
         qa.queues.kick.push(q);
     }
