@@ -1,5 +1,5 @@
 //! A built machine: the compiled topology plus an engine world holding the
-//! SIP/cube/PE entities, the link table, memory ports and the route cache.
+//! PE entities, the link table, memory ports and the route cache.
 
 use crate::kernel::{Kernel, trace};
 use crate::memory_map::MemoryMap;
