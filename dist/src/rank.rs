@@ -14,6 +14,7 @@ use kernbench_runtime::machine::LaunchReport;
 use kernbench_runtime::memory_map::{BUFFER_ALIGN, End};
 use kernbench_spec::topology::address::{Location, Space};
 use kernbench_systems::Tick;
+use kernbench_systems::ipcq::Scope;
 use std::sync::MutexGuard;
 
 /// A kernel launch of this rank: pass it to [`Rank::wait`].
@@ -312,7 +313,7 @@ impl<'p> Rank<'_, 'p> {
             seq,
             work,
             programs,
-            scope: 0,
+            scope: Scope::DEFAULT,
             install: None,
         });
         Ok(Work(work))

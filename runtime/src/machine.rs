@@ -169,17 +169,17 @@ impl Machine {
     /// Opens a communicator scope named `name`: its queues are its own.
     pub fn open_scope(&mut self, name: &str) -> Scope {
         self.scopes.push(name.into());
-        (self.scopes.len() - 1) as Scope
+        Scope((self.scopes.len() - 1) as u32)
     }
 
     /// The name of a communicator scope.
     pub fn scope_name(&self, scope: Scope) -> &str {
-        self.scopes.get(scope as usize).map_or("?", |s| s)
+        self.scopes.get(scope.0 as usize).map_or("?", |s| s)
     }
 
     /// [`Machine::install_scope`] on the default scope.
     pub fn install(&mut self, tables: Tables) -> Result<Tick, InstallError> {
-        self.install_scope(0, tables)
+        self.install_scope(Scope::DEFAULT, tables)
     }
 
     /// Places every queue's slot area in its buffer memory (top down, see
@@ -288,7 +288,7 @@ impl Machine {
         args: &A,
         pes: &[u32],
     ) -> Result<RunSummary, LaunchError> {
-        let h = self.submit(kernel, args, pes, 0, 0)?;
+        let h = self.submit(kernel, args, pes, Scope::DEFAULT, 0)?;
         let mut run = self.synchronize()?;
         let r = self.wait(h)?;
         (run.kernel_start, run.kernel_end) = (r.start, r.end);

@@ -60,7 +60,20 @@ pub struct Entry {
 /// communicators (a data-parallel and a tensor-parallel group) without their
 /// traffic ever mixing; a kernel launched under a scope sends and receives on
 /// that scope's queues only.
-pub type Scope = u32;
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Scope(pub u32);
+
+impl Scope {
+    /// The scope of wiring installed without a communicator.
+    pub const DEFAULT: Scope = Scope(0);
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
 
 /// A PE's neighbour tables, one per communicator scope it belongs to.
 #[derive(Component, Debug, Clone, Default, PartialEq, Eq)]
@@ -112,8 +125,23 @@ impl Queue {
     }
 }
 
-/// Index of a queue in [`Queues`].
-pub type QueueId = u32;
+/// Index of a queue in [`Queues::list`]; the tag of its chunk, credit and
+/// slot-read messages.
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QueueId(pub u32);
+
+impl QueueId {
+    /// Its position in [`Queues::list`].
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The queue a chunk, credit or slot-read message is for.
+    fn of(a: &crate::network::Arrival) -> QueueId {
+        QueueId(a.tag as u32)
+    }
+}
 
 /// State of one receive slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -249,7 +277,7 @@ impl QueueCtx<'_> {
         at: Tick,
         purpose: Purpose,
     ) {
-        let cached = &mut self.queues.list[q as usize].routes[leg as usize];
+        let cached = &mut self.queues.list[q.index()].routes[leg as usize];
         if cached.is_none() {
             *cached = self.routes.get(self.links, src, dst).ok();
         }
@@ -260,7 +288,7 @@ impl QueueCtx<'_> {
             bytes,
             at,
             purpose,
-            tag: q as u64,
+            tag: u64::from(q.0),
             route,
         });
     }
@@ -272,7 +300,7 @@ impl Queues {
         if let Some(&q) = self.index.get(&(receiver, scope, dir)) {
             return q;
         }
-        let q = self.list.len() as QueueId;
+        let q = QueueId(self.list.len() as u32);
         self.list.push(Queue {
             receiver,
             scope,
@@ -306,7 +334,7 @@ impl Queues {
 /// Issues chunks of the queue's front sends while credits last.
 pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
     loop {
-        let qu = &mut ctx.queues.list[q as usize];
+        let qu = &mut ctx.queues.list[q.index()];
         if qu.credits == 0 {
             return;
         }
@@ -332,7 +360,7 @@ pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
         let read = ctx.ports.access(Space::Tcm, pe, ctx.now, bytes);
         ctx.send(q, Leg::Chunk, src, dst, bytes, read, Purpose::Chunk);
         if done {
-            let job = ctx.queues.list[q as usize]
+            let job = ctx.queues.list[q.index()]
                 .sends
                 .pop_front()
                 .expect("front job");
@@ -357,7 +385,7 @@ pub fn pump_recv(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
 /// Reads full slots into the front recv until it has its bytes or none is full.
 fn consume(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
     loop {
-        let qu = &mut ctx.queues.list[q as usize];
+        let qu = &mut ctx.queues.list[q.index()];
         let Some(job) = qu.recvs.front_mut() else {
             return Ok(());
         };
@@ -401,7 +429,7 @@ fn consume(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
 
 /// Resolves the front recv once all its bytes are read and landed; true if it did.
 fn finish_recv(ctx: &mut QueueCtx, q: QueueId) -> bool {
-    let qu = &mut ctx.queues.list[q as usize];
+    let qu = &mut ctx.queues.list[q.index()];
     let done = qu
         .recvs
         .front()
@@ -421,7 +449,7 @@ fn finish_recv(ctx: &mut QueueCtx, q: QueueId) -> bool {
 
 /// Marks a written slot Full and lets a waiting recv consume it.
 pub fn slot_filled(ctx: &mut QueueCtx, q: QueueId, slot: u32) -> Result<(), String> {
-    ctx.queues.list[q as usize].slots[slot as usize].state = SlotState::Full;
+    ctx.queues.list[q.index()].slots[slot as usize].state = SlotState::Full;
     pump_recv(ctx, q)
 }
 
@@ -468,8 +496,8 @@ pub fn deliver_chunks(inbox: &mut Inbox, dma: &mut DmaCalendar, qa: &mut QueueAc
     }
     let (mut ctx, errors) = qa.ctx();
     for a in &arrived {
-        let q = a.tag as QueueId;
-        let qu = &mut ctx.queues.list[q as usize];
+        let q = QueueId::of(a);
+        let qu = &mut ctx.queues.list[q.index()];
         let slot = (qu.filled % qu.n_slots as u64) as u32;
         qu.filled += 1;
         let written = ctx
@@ -491,8 +519,8 @@ pub fn deliver_slot_data(inbox: &mut Inbox, qa: &mut QueueAccess) {
     let arrived = inbox.take(Purpose::SlotData);
     let (mut ctx, errors) = qa.ctx();
     for a in &arrived {
-        let q = a.tag as QueueId;
-        let job = ctx.queues.list[q as usize]
+        let q = QueueId::of(a);
+        let job = ctx.queues.list[q.index()]
             .recvs
             .front_mut()
             .expect("a recv awaits its data");
@@ -531,7 +559,7 @@ pub fn credit_return(mut inbox: ResMut<Inbox>, params: Res<QueueParams>, mut qa:
     }
     let mut due = std::mem::take(&mut ctx.queues.credit_due);
     for (q, at) in due.drain(..) {
-        let qu = &ctx.queues.list[q as usize];
+        let qu = &ctx.queues.list[q.index()];
         let sender = qu.sender_pe.expect("a consumed slot had a sender");
         let (src, dst) = (
             ctx.pe_nodes[qu.receiver as usize],
@@ -550,8 +578,8 @@ pub fn credit_return(mut inbox: ResMut<Inbox>, params: Res<QueueParams>, mut qa:
     ctx.queues.credit_due = due; // empty: its allocation serves the next tick
     let arrived = inbox.take(Purpose::Credit);
     for a in &arrived {
-        let q = a.tag as QueueId;
-        let qu = &mut ctx.queues.list[q as usize];
+        let q = QueueId::of(a);
+        let qu = &mut ctx.queues.list[q.index()];
         qu.credits += 1;
         qu.credits_in_flight -= 1;
         pump_send(&mut ctx, q);

@@ -1,5 +1,15 @@
 //! Memories: contended ports with the timing of a link (bandwidth, latency),
 //! and, in functional mode, the f16 values they hold.
+//!
+//! Layout: no entity; everything is a resource. [`MemPorts`] is a dense
+//! table (per space, one `free_at` and one `busy` per instance) because a
+//! port is reached by number from wherever an access happens: a chunk's
+//! TCM read, slot write and slot read (three per chunk, in `ipcq`, by the
+//! queue's buffer instance), loads and stores (in `exec`, by a `MemLoc`).
+//! On the PE or cube entity each access would be a `Query` lookup by
+//! entity, the lookup that IPCQ slots paid per chunk step and that cost
+//! 16 % of the 4096-PE kernel ring's CPU time (see `ipcq`). [`MemoryStore`]
+//! is keyed by location, not by instance.
 
 use crate::network::LinkClass;
 use crate::program::{MemLoc, Space};

@@ -9,7 +9,7 @@ use kernbench::machine::{InstallError, Machine};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::{Location, Space};
 use kernbench_systems::RunError;
-use kernbench_systems::ipcq::Queues;
+use kernbench_systems::ipcq::{Queues, Scope};
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::QDir;
 
@@ -166,7 +166,7 @@ mod props {
             }
             let coords = |g: u32| (g, [g, 0, 0]);
             let programs = kernbench::kernel::trace(exchange, &elems, &[coords(0), coords(1)], &m.addresses, &m.topology).unwrap();
-            let _ = m.engine.launch(0, programs, 0);
+            let _ = m.engine.launch(Scope::DEFAULT, programs, 0);
             while !m.engine.step() {
                 check_credits(&mut m);
             }
@@ -389,7 +389,7 @@ fn a_communicator_installed_twice_on_a_pe_is_refused_naming_both() {
     let dp = m.open_scope("dp0");
     m.install_scope(dp, tables).unwrap();
     let queues = m.engine.world.resource::<Queues>();
-    let scopes: Vec<u32> = queues.list.iter().map(|q| q.scope).collect();
+    let scopes: Vec<Scope> = queues.list.iter().map(|q| q.scope).collect();
     assert_eq!(scopes.iter().filter(|&&s| s == tp).count(), 4);
     assert_eq!(scopes.iter().filter(|&&s| s == dp).count(), 4);
 }

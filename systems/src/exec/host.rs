@@ -188,7 +188,7 @@ fn install_table(
             state: SlotState::Free,
             bytes: 0,
         };
-        let qu = &mut qa.queues.list[q as usize];
+        let qu = &mut qa.queues.list[q.index()];
         qu.installed = true;
         qu.sender_pe = Some(e.peer);
         qu.buffer = e.buffer;

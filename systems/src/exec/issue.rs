@@ -315,7 +315,7 @@ fn send(
     })?;
     let r = &ex.regs[src as usize];
     let bytes = r.elems * ELEM_BYTES;
-    let flow = flow_id(q, &mut qa.queues.list[q as usize].send_ops);
+    let flow = flow_id(q, &mut qa.queues.list[q.index()].send_ops);
     let handle = qa.trace.op(hw, pe, "send", now, PENDING, bytes, flow, || {
         format!("dir={} peer={}", dir.name(), e.peer)
     });
@@ -326,7 +326,7 @@ fn send(
         ctx.trace.finish(handle, now);
         ctx.pe_events.push(PeEvent::Complete { pe, at: now });
     } else {
-        ctx.queues.list[q as usize].sends.push_back(SendJob {
+        ctx.queues.list[q.index()].sends.push_back(SendJob {
             pe,
             bytes,
             sent: 0,
@@ -364,14 +364,14 @@ fn recv(
         )
     })?;
     let bytes = elems * ELEM_BYTES;
-    let flow = flow_id(q, &mut qa.queues.list[q as usize].recv_ops);
+    let flow = flow_id(q, &mut qa.queues.list[q.index()].recv_ops);
     let handle = qa.trace.op(hw, pe, "recv", now, PENDING, bytes, flow, || {
         format!("dir={}", dir.name())
     });
     set(ex, dst, PENDING, elems, None);
     ex.pending_regs += 1;
     let (mut ctx, _) = qa.ctx();
-    ctx.queues.list[q as usize].recvs.push_back(RecvJob {
+    ctx.queues.list[q.index()].recvs.push_back(RecvJob {
         pe,
         reg: dst,
         bytes,
@@ -389,7 +389,7 @@ fn recv(
 fn flow_id(q: QueueId, ops: &mut u32) -> Option<u64> {
     let k = *ops;
     *ops = ops.wrapping_add(1);
-    Some(u64::from(q) << 32 | u64::from(k))
+    Some(u64::from(q.0) << 32 | u64::from(k))
 }
 
 /// Occupies the vector unit for `elems` elements; returns the completion tick.

@@ -11,7 +11,9 @@ use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
 /// A launch's handle: its slot in [`Launches::records`].
-pub type LaunchId = u32;
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LaunchId(pub u32);
 
 /// Progress of one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,17 +54,17 @@ pub struct Launches {
 impl Launches {
     /// Opens the record of a launch over `pes` PEs.
     pub fn open(&mut self, pes: u32) -> LaunchId {
-        self.records.insert(LaunchRecord {
+        LaunchId(self.records.insert(LaunchRecord {
             pes,
             done: 0,
             start: Tick::MAX,
             end: 0,
-        }) as LaunchId
+        }) as u32)
     }
 
     /// Notes that one PE of launch `id` ran from `start` to `end`.
     pub fn pe_done(&mut self, id: LaunchId, start: Tick, end: Tick) {
-        if let Some(r) = self.records.get_mut(id as usize) {
+        if let Some(r) = self.records.get_mut(id.0 as usize) {
             r.done += 1;
             r.start = r.start.min(start);
             r.end = r.end.max(end);
@@ -71,7 +73,7 @@ impl Launches {
 
     /// The record of launch `id`, if it is still held.
     pub fn get(&self, id: LaunchId) -> Option<&LaunchRecord> {
-        self.records.get(id as usize)
+        self.records.get(id.0 as usize)
     }
 
     /// Whether launch `id` has finished (a record already taken has).
@@ -81,7 +83,7 @@ impl Launches {
 
     /// Removes a record (the host has read it); its id may be reused.
     pub fn take(&mut self, id: LaunchId) -> Option<LaunchRecord> {
-        self.records.try_remove(id as usize)
+        self.records.try_remove(id.0 as usize)
     }
 
     /// The next launch waiting for PE `pe`, if any.
