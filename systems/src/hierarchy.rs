@@ -12,6 +12,7 @@
 //! `memory`), so a SIP or cube entity would carry nothing; the topology
 //! layer holds the counts.
 
+use crate::ids::PeIdx;
 use crate::network::NodeId;
 use crate::program::{MemLoc, Space};
 use bevy_ecs::prelude::*;
@@ -63,18 +64,34 @@ pub struct Hardware {
 
 impl Hardware {
     /// Global index of a PE.
-    pub fn pe_index(&self, sip: u32, cube: u32, pe: u32) -> u32 {
-        (sip * self.cubes_per_sip + cube) * self.pes_per_cube + pe
+    pub fn pe_index(&self, sip: u32, cube: u32, pe: u32) -> PeIdx {
+        PeIdx((sip * self.cubes_per_sip + cube) * self.pes_per_cube + pe)
     }
 
     /// (sip, cube, pe) of a global PE index.
-    pub fn coords(&self, g: u32) -> (u32, u32, u32) {
+    pub fn coords(&self, pe: PeIdx) -> (u32, u32, u32) {
+        let g = pe.0;
         let cube = g / self.pes_per_cube;
         (
             cube / self.cubes_per_sip,
             cube % self.cubes_per_sip,
             g % self.pes_per_cube,
         )
+    }
+
+    /// The entity of a PE.
+    pub fn pe_entity(&self, pe: PeIdx) -> Entity {
+        self.pes[pe.index()]
+    }
+
+    /// The network node of a PE.
+    pub fn pe_node(&self, pe: PeIdx) -> NodeId {
+        self.pe_nodes[pe.index()]
+    }
+
+    /// The cube (global index, the number of its SRAM and HBM) a PE sits in.
+    pub fn cube_of(&self, pe: PeIdx) -> u32 {
+        pe.0 / self.pes_per_cube
     }
 
     /// The network node that serves a memory location.
@@ -89,7 +106,7 @@ impl Hardware {
 }
 
 impl crate::trace::PeCoords for Hardware {
-    fn coords(&self, pe: u32) -> (u32, u32, u32) {
+    fn coords(&self, pe: PeIdx) -> (u32, u32, u32) {
         Hardware::coords(self, pe)
     }
 }

@@ -25,6 +25,7 @@
 //! (median of 3, side by side), so queues are not entities either.
 
 use crate::exec::{PeEvent, PeEvents};
+use crate::ids::PeIdx;
 use crate::memory::MemPorts;
 use crate::network::{Inbox, LinkTable, NewMessage, NodeId, Outbox, Purpose, RouteId, Routes};
 use crate::program::{QDir, Reg, Space};
@@ -36,7 +37,7 @@ use std::collections::VecDeque;
 
 /// The neighbour tables of one queue scope (one communicator), as installed:
 /// (global PE index, that PE's entries), one pair per wired PE.
-pub type Tables = Vec<(u32, Vec<Entry>)>;
+pub type Tables = Vec<(PeIdx, Vec<Entry>)>;
 
 /// One neighbour-table entry of a PE: where direction `dir` leads and the
 /// receive buffer of this PE's queue for `dir`.
@@ -46,7 +47,7 @@ pub struct Entry {
     /// The direction under which the peer knows this PE (normally `dir.opposite()`).
     pub peer_dir: QDir,
     /// Global index of the peer PE.
-    pub peer: u32,
+    pub peer: PeIdx,
     /// Memory holding this PE's receive slots for `dir`.
     pub buffer: Space,
     /// Offset of slot 0 in the buffer memory.
@@ -164,7 +165,7 @@ pub struct Slot {
 /// A send in progress on a queue.
 #[derive(Debug, Clone)]
 pub struct SendJob {
-    pub pe: u32,
+    pub pe: PeIdx,
     pub bytes: u64,
     pub sent: u64,
     pub data: Option<Vec<f16>>,
@@ -174,7 +175,7 @@ pub struct SendJob {
 /// A recv in progress on a queue.
 #[derive(Debug, Clone)]
 pub struct RecvJob {
-    pub pe: u32,
+    pub pe: PeIdx,
     pub reg: Reg,
     pub bytes: u64,
     pub got: u64,
@@ -188,13 +189,13 @@ pub struct RecvJob {
 /// One queue: the receive side's buffer and the sender's credits.
 #[derive(Debug, Clone)]
 pub struct Queue {
-    pub receiver: u32,
+    pub receiver: PeIdx,
     pub scope: Scope,
     pub dir: QDir,
     /// Set when the receiver's table is installed.
     pub installed: bool,
     /// The PE that sends into this queue (the receiver's entry's peer).
-    pub sender_pe: Option<u32>,
+    pub sender_pe: Option<PeIdx>,
     pub buffer: Space,
     pub buffer_instance: u32,
     pub buffer_node: NodeId,
@@ -227,7 +228,7 @@ pub struct Queue {
 #[derive(Resource, Debug, Default)]
 pub struct Queues {
     pub list: Vec<Queue>,
-    index: FxHashMap<(u32, Scope, QDir), QueueId>,
+    index: FxHashMap<(PeIdx, Scope, QDir), QueueId>,
     /// Slots freed this tick whose credits leave at the given tick.
     pub credit_due: Vec<(QueueId, Tick)>,
     /// Queues just installed: waiting sends may proceed.
@@ -296,7 +297,7 @@ impl QueueCtx<'_> {
 
 impl Queues {
     /// The queue (receiver, scope, dir), created empty (not installed) on first use.
-    pub fn queue(&mut self, receiver: u32, scope: Scope, dir: QDir) -> QueueId {
+    pub fn queue(&mut self, receiver: PeIdx, scope: Scope, dir: QDir) -> QueueId {
         if let Some(&q) = self.index.get(&(receiver, scope, dir)) {
             return q;
         }
@@ -356,8 +357,8 @@ pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
         }
         job.sent += bytes;
         let (pe, done) = (job.pe, job.sent == job.bytes);
-        let (src, dst) = (ctx.pe_nodes[pe as usize], qu.buffer_node);
-        let read = ctx.ports.access(Space::Tcm, pe, ctx.now, bytes);
+        let (src, dst) = (ctx.pe_nodes[pe.index()], qu.buffer_node);
+        let read = ctx.ports.access(Space::Tcm, pe.0, ctx.now, bytes);
         ctx.send(q, Leg::Chunk, src, dst, bytes, read, Purpose::Chunk);
         if done {
             let job = ctx.queues.list[q.index()]
@@ -421,7 +422,7 @@ fn consume(ctx: &mut QueueCtx, q: QueueId) -> Result<(), String> {
             job.ready = job.ready.max(read);
         } else {
             job.landing += 1;
-            let (src, dst) = (qu.buffer_node, ctx.pe_nodes[job.pe as usize]);
+            let (src, dst) = (qu.buffer_node, ctx.pe_nodes[job.pe.index()]);
             ctx.send(q, Leg::SlotData, src, dst, bytes, read, Purpose::SlotData);
         }
     }
@@ -562,8 +563,8 @@ pub fn credit_return(mut inbox: ResMut<Inbox>, params: Res<QueueParams>, mut qa:
         let qu = &ctx.queues.list[q.index()];
         let sender = qu.sender_pe.expect("a consumed slot had a sender");
         let (src, dst) = (
-            ctx.pe_nodes[qu.receiver as usize],
-            ctx.pe_nodes[sender as usize],
+            ctx.pe_nodes[qu.receiver.index()],
+            ctx.pe_nodes[sender.index()],
         );
         ctx.send(
             q,

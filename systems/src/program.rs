@@ -137,13 +137,13 @@ impl MemLoc {
     pub const LOCAL: u32 = u32::MAX;
 
     /// The concrete location for PE `pe` (global index) with `pes_per_cube` PEs per cube.
-    pub fn resolve(self, pe: u32, pes_per_cube: u32) -> MemLoc {
+    pub fn resolve(self, pe: crate::ids::PeIdx, pes_per_cube: u32) -> MemLoc {
         if self.instance != Self::LOCAL {
             return self;
         }
         let instance = match self.space {
-            Space::Tcm => pe,
-            Space::Sram | Space::Hbm => pe / pes_per_cube,
+            Space::Tcm => pe.0,
+            Space::Sram | Space::Hbm => pe.0 / pes_per_cube,
         };
         MemLoc { instance, ..self }
     }

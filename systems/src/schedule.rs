@@ -311,7 +311,7 @@ impl Engine {
     pub fn launch(
         &mut self,
         scope: ipcq::Scope,
-        programs: Vec<(u32, Launch)>,
+        programs: Vec<(crate::ids::PeIdx, Launch)>,
         at: Tick,
     ) -> exec::LaunchId {
         exec::send_launches(&mut self.world, scope, programs, at)

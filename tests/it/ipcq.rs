@@ -8,10 +8,10 @@ use kernbench::kernel::{Addr, DType, Tl};
 use kernbench::machine::{InstallError, Machine};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::{Location, Space};
-use kernbench_systems::RunError;
 use kernbench_systems::ipcq::{Queues, Scope};
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::QDir;
+use kernbench_systems::{PeIdx, RunError};
 
 const B: u64 = 64; // inter-SIP bytes per tick
 const L: u64 = 100; // inter-SIP latency in ticks
@@ -32,7 +32,7 @@ fn cfg(n_slots: u32, slot_size: u64) -> QueueConfig {
 fn installed(sys: &System, q: QueueConfig, mode: DataMode) -> Machine {
     let mut m = Machine::build_with(sys, mode).unwrap();
     m.record_ops();
-    let tables = ring(&[0, 1], QDir::E, q).unwrap();
+    let tables = ring(&[PeIdx(0), PeIdx(1)], QDir::E, q).unwrap();
     m.install(tables).unwrap();
     m
 }
@@ -59,7 +59,8 @@ fn send_recv_ticks(m: &Machine) -> (u64, u64) {
 fn run_p2p(bytes: u64, q: QueueConfig) -> u64 {
     let sys = pair();
     let mut m = installed(&sys, q, DataMode::TimingOnly);
-    m.launch(p2p, &((bytes / 2) as usize), &[0, 1]).unwrap();
+    m.launch(p2p, &((bytes / 2) as usize), &[PeIdx(0), PeIdx(1)])
+        .unwrap();
     let (s, r) = send_recv_ticks(&m);
     r - s
 }
@@ -164,7 +165,7 @@ mod props {
                     m.write(tcm(pe, off), &values(pe, elems)).unwrap();
                 }
             }
-            let coords = |g: u32| (g, [g, 0, 0]);
+            let coords = |g: u32| (PeIdx(g), [g, 0, 0]);
             let programs = kernbench::kernel::trace(exchange, &elems, &[coords(0), coords(1)], &m.addresses, &m.topology).unwrap();
             let _ = m.engine.launch(Scope::DEFAULT, programs, 0);
             while !m.engine.step() {
@@ -190,7 +191,7 @@ fn two_rank_bidirectional_ring_delivers_both_directions() {
         m.write(tcm(pe, 0), &values(pe, elems)).unwrap();
         m.write(tcm(pe, 1 << 16), &values(pe + 10, elems)).unwrap();
     }
-    m.launch(exchange, &elems, &[0, 1]).unwrap();
+    m.launch(exchange, &elems, &[PeIdx(0), PeIdx(1)]).unwrap();
     for me in 0..2u32 {
         let peer = 1 - me;
         // West neighbour sent its "east" vector (offset 0), east neighbour its "west" one.
@@ -211,7 +212,7 @@ fn two_rank_bidirectional_ring_delivers_both_directions() {
 fn installing_twice_names_the_pe() {
     let sys = pair();
     let mut m = Machine::build(&sys).unwrap();
-    let mut tables = ring(&[0, 1], QDir::E, cfg(2, 256)).unwrap();
+    let mut tables = ring(&[PeIdx(0), PeIdx(1)], QDir::E, cfg(2, 256)).unwrap();
     tables.push(tables[1].clone());
     let err = m.install(tables).unwrap_err();
     assert!(
@@ -242,7 +243,12 @@ fn ipcq_state(m: &Machine) -> Vec<String> {
 #[test]
 fn install_order_does_not_change_the_final_state() {
     let sys = lean(6, SipTopology::Ring1d, None);
-    let tables = ring(&(0..6).collect::<Vec<_>>(), QDir::GlobalE, cfg(3, 1024)).unwrap();
+    let tables = ring(
+        &(0..6).map(PeIdx).collect::<Vec<_>>(),
+        QDir::GlobalE,
+        cfg(3, 1024),
+    )
+    .unwrap();
     let mut a = Machine::build(&sys).unwrap();
     a.install(tables.clone()).unwrap();
     let mut shuffled = tables.clone();
@@ -272,8 +278,8 @@ fn install_takes_time_that_grows_with_the_route() {
     assert!(t_far > t_near, "far {t_far} vs near {t_near}");
     let m = Machine::build(&sys).unwrap();
     let (near, far) = (
-        m.topology.hops(0, m.pe(0, 0, 0)).unwrap(),
-        m.topology.hops(0, m.pe(0, 15, 7)).unwrap(),
+        m.topology.hops(0, m.pe_node(0, 0, 0)).unwrap(),
+        m.topology.hops(0, m.pe_node(0, 15, 7)).unwrap(),
     );
     assert!(far > near);
 }
@@ -288,7 +294,9 @@ fn lonely_recv(tl: &mut Tl, _: &()) {
 fn a_recv_without_a_send_is_reported_as_a_deadlock() {
     let sys = pair();
     let mut m = installed(&sys, cfg(2, 256), DataMode::TimingOnly);
-    let err = m.launch(lonely_recv, &(), &[0, 1]).unwrap_err();
+    let err = m
+        .launch(lonely_recv, &(), &[PeIdx(0), PeIdx(1)])
+        .unwrap_err();
     let report = err.to_string();
     println!("{report}");
     assert!(report.contains("deadlock"), "{report}");
@@ -315,7 +323,7 @@ fn add_neighbour(tl: &mut Tl, elems: &usize) {
 fn functional_sums_are_bit_exact_and_timing_matches_timing_only() {
     let elems = 777;
     let sys = lean(4, SipTopology::Ring1d, None);
-    let pes: Vec<u32> = (0..4).collect();
+    let pes: Vec<PeIdx> = (0..4).map(PeIdx).collect();
     let run = |mode: DataMode| {
         let mut m = Machine::build_with(&sys, mode).unwrap();
         m.install(ring(&pes, QDir::E, cfg(2, 256)).unwrap())
@@ -349,7 +357,8 @@ fn oplog_has_one_consistent_record_per_op() {
     for pe in 0..2 {
         m.write(tcm(pe, 0), &values(pe, elems)).unwrap();
     }
-    m.launch(add_neighbour, &elems, &[0, 1]).unwrap();
+    m.launch(add_neighbour, &elems, &[PeIdx(0), PeIdx(1)])
+        .unwrap();
     let log = m.op_records();
     assert_eq!(log.len(), 2 * 5, "load, send, recv, add, store on each PE");
     for r in &log {
@@ -378,7 +387,7 @@ fn a_communicator_installed_twice_on_a_pe_is_refused_naming_both() {
     let sys = pair();
     let mut m = Machine::build(&sys).unwrap();
     let tp = m.open_scope("tp0");
-    let tables = ring(&[0, 1], QDir::E, cfg(2, 256)).unwrap();
+    let tables = ring(&[PeIdx(0), PeIdx(1)], QDir::E, cfg(2, 256)).unwrap();
     m.install_scope(tp, tables.clone()).unwrap();
     let e = m.install_scope(tp, tables.clone()).unwrap_err();
     assert_eq!(

@@ -8,7 +8,7 @@ use bevy_ecs::prelude::*;
 /// Why each unfinished PE cannot go on; None when every launched PE is done.
 pub fn deadlock_report(world: &mut World) -> Option<String> {
     let now = world.resource::<Clock>().now;
-    let mut stuck: Vec<(u32, PeExec)> = Vec::new();
+    let mut stuck: Vec<(PeIdx, PeExec)> = Vec::new();
     let mut q = world.query::<(&crate::hierarchy::Pe, &PeExec)>();
     let hw = world.resource::<Hardware>();
     for (p, ex) in q.iter(world) {
@@ -21,7 +21,7 @@ pub fn deadlock_report(world: &mut World) -> Option<String> {
     }
     stuck.sort_by_key(|s| s.0);
     let queues = world.resource::<crate::ipcq::Queues>();
-    let name = |pe: u32| {
+    let name = |pe: PeIdx| {
         let (s, c, p) = hw.coords(pe);
         format!("sip{s}.cube{c}.pe{p}")
     };

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::hierarchy::{Hardware, PeRate};
+use crate::ids::PeIdx;
 use crate::ipcq::{
     Entry, NeighborTable, NeighborTables, QueueAccess, Scope, Slot, SlotState, Tables,
 };
@@ -18,8 +19,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 /// in flight.
 #[derive(Resource, Debug, Default)]
 pub struct HostQueue {
-    pub installs: slab::Slab<(u32, Scope, Vec<Entry>)>,
-    pub launches: slab::Slab<(u32, Launch, Scope, LaunchId)>,
+    pub installs: slab::Slab<(PeIdx, Scope, Vec<Entry>)>,
+    pub launches: slab::Slab<(PeIdx, Launch, Scope, LaunchId)>,
     pub stores: slab::Slab<StoreJob>,
     pub loads: slab::Slab<LoadJob>,
 }
@@ -27,7 +28,7 @@ pub struct HostQueue {
 /// A load's data travelling from a remote memory.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadJob {
-    pub pe: u32,
+    pub pe: PeIdx,
     pub reg: Reg,
     pub trace: Option<u32>,
 }
@@ -35,7 +36,7 @@ pub struct LoadJob {
 /// A store travelling to a remote memory.
 #[derive(Debug, Clone, Copy)]
 pub struct StoreJob {
-    pub pe: u32,
+    pub pe: PeIdx,
     pub dst: MemLoc,
     pub bytes: u64,
     pub trace: Option<u32>,
@@ -55,10 +56,10 @@ pub fn deliver_control(
     let now = qa.clock.now;
     let installs = inbox.take(Purpose::Install);
     // Tables of PEs wired for the first time in this call (inserted at the end).
-    let mut fresh: FxHashMap<u32, NeighborTables> = FxHashMap::default();
+    let mut fresh: FxHashMap<PeIdx, NeighborTables> = FxHashMap::default();
     for a in &installs {
         let (pe, scope, entries) = ka.host.installs.remove(a.tag as usize);
-        let entity = qa.hw.pes[pe as usize];
+        let entity = qa.hw.pe_entity(pe);
         let held = |t: Option<&NeighborTables>| t.is_some_and(|t| t.get(scope).is_some());
         if held(pes.get(entity).ok().and_then(|(_, t, _)| t)) || held(fresh.get(&pe)) {
             let (s, c, p) = qa.hw.coords(pe);
@@ -72,7 +73,7 @@ pub fn deliver_control(
         }
     }
     for (pe, tables) in fresh {
-        commands.entity(qa.hw.pes[pe as usize]).insert(tables);
+        commands.entity(qa.hw.pe_entity(pe)).insert(tables);
     }
     inbox.restore(Purpose::Install, installs);
 
@@ -121,10 +122,10 @@ fn start_launches(
     commands: &mut Commands,
 ) {
     let launches = inbox.take(Purpose::Launch);
-    let mut started_now: FxHashSet<u32> = FxHashSet::default();
+    let mut started_now: FxHashSet<PeIdx> = FxHashSet::default();
     for a in &launches {
         let (pe, launch, scope, id) = ka.host.launches.remove(a.tag as usize);
-        let entity = hw.pes[pe as usize];
+        let entity = hw.pe_entity(pe);
         // Every PE entity has a rate; a PE runs a kernel once launched.
         let (state, overhead) = pes.get(entity).map_or((None, 0), |(ex, _, r)| {
             (ex.map(|ex| ex.state), r.launch_overhead)
@@ -159,7 +160,7 @@ fn start_launches(
 /// Creates the receive queues of one PE's table for `scope` (their slots
 /// free) and resolves the queues it sends into.
 fn install_table(
-    pe: u32,
+    pe: PeIdx,
     scope: Scope,
     entries: Vec<Entry>,
     qa: &mut QueueAccess,
@@ -171,9 +172,9 @@ fn install_table(
         let q = qa.queues.queue(pe, scope, e.dir);
         recv_q.push(q);
         let (buffer_instance, buffer_node) = match e.buffer {
-            Space::Tcm => (pe, qa.hw.pe_nodes[pe as usize]),
+            Space::Tcm => (pe.0, qa.hw.pe_node(pe)),
             space => {
-                let cube = pe / qa.hw.pes_per_cube;
+                let cube = qa.hw.cube_of(pe);
                 (
                     cube,
                     qa.hw.mem_node(MemLoc {
@@ -215,7 +216,7 @@ pub fn send_installs(world: &mut World, scope: Scope, tables: Tables, at: Tick) 
     let entry_bytes = world.resource::<ExecParams>().install_entry_bytes;
     let host_node = world.resource::<Hardware>().host_node;
     for (pe, entries) in tables {
-        let dst = world.resource::<Hardware>().pe_nodes[pe as usize];
+        let dst = world.resource::<Hardware>().pe_node(pe);
         let bytes = entries.len().max(1) as u64 * entry_bytes;
         let tag = world
             .resource_mut::<HostQueue>()
@@ -238,7 +239,7 @@ pub fn send_installs(world: &mut World, scope: Scope, tables: Tables, at: Tick) 
 pub fn send_launches(
     world: &mut World,
     scope: Scope,
-    programs: Vec<(u32, Launch)>,
+    programs: Vec<(PeIdx, Launch)>,
     at: Tick,
 ) -> LaunchId {
     let now = world.resource::<Clock>().now.max(at);
@@ -246,7 +247,7 @@ pub fn send_launches(
     let bytes = world.resource::<ExecParams>().launch_bytes;
     let host_node = world.resource::<Hardware>().host_node;
     for (pe, program) in programs {
-        let dst = world.resource::<Hardware>().pe_nodes[pe as usize];
+        let dst = world.resource::<Hardware>().pe_node(pe);
         let tag = world
             .resource_mut::<HostQueue>()
             .launches

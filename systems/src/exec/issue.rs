@@ -47,7 +47,7 @@ pub(super) struct IssueCtx<'a> {
 
 #[inline]
 pub(super) fn issue(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     table: Option<&NeighborTable>,
@@ -68,7 +68,7 @@ pub(super) fn issue(
 
 /// A vector or MAC-array op: it waits for its unit (FIFO) and writes its register when done.
 fn compute(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     ka: &mut IssueCtx,
@@ -178,7 +178,7 @@ fn compute(
 
 /// A load: from the PE's own TCM through its port, else from a remote memory as a message (the register is pending until the data lands).
 fn load(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     ka: &mut IssueCtx,
@@ -203,7 +203,7 @@ fn load(
         None
     };
     let done = qa.ports.access(src.space, src.instance, now, bytes);
-    let local = src.space == Space::Tcm && src.instance == pe;
+    let local = src.space == Space::Tcm && src.instance == pe.0;
     if local {
         qa.trace.op(hw, pe, "load", now, done, bytes, None, || {
             format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
@@ -222,7 +222,7 @@ fn load(
         }) as u64;
         qa.outbox.send(NewMessage {
             src: hw.mem_node(src),
-            dst: hw.pe_nodes[pe as usize],
+            dst: hw.pe_node(pe),
             bytes,
             at: done,
             purpose: Purpose::LoadData,
@@ -235,7 +235,7 @@ fn load(
 
 /// A store: to the PE's own TCM through its port, else to a remote memory as a message (outstanding until it completes there).
 fn store(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     ka: &mut IssueCtx,
@@ -261,7 +261,7 @@ fn store(
     if let Some(d) = &r.data {
         ka.store.write_rect(dst, d, rows, pitch)?;
     }
-    if dst.space == Space::Tcm && dst.instance == pe {
+    if dst.space == Space::Tcm && dst.instance == pe.0 {
         let done = qa.ports.access(dst.space, dst.instance, now, bytes);
         qa.trace.op(hw, pe, "store", now, done, bytes, None, || {
             format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset)
@@ -279,7 +279,7 @@ fn store(
         }) as u64;
         ex.outstanding += 1;
         qa.outbox.send(NewMessage {
-            src: hw.pe_nodes[pe as usize],
+            src: hw.pe_node(pe),
             dst: hw.mem_node(dst),
             bytes,
             at: now,
@@ -293,7 +293,7 @@ fn store(
 
 /// A send: queued on the peer's IPCQ queue of this direction; chunks leave as credits allow.
 fn send(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     table: Option<&NeighborTable>,
@@ -340,7 +340,7 @@ fn send(
 
 /// A recv: queued on this PE's queue of this direction; the register is pending until every chunk has landed.
 fn recv(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     table: Option<&NeighborTable>,

@@ -3,6 +3,7 @@
 //! PE that is still running queues later launches in submission order (a
 //! stream: one kernel at a time per PE).
 
+use crate::ids::PeIdx;
 use crate::ipcq::Scope;
 use crate::program::Launch;
 use crate::time::Tick;
@@ -48,7 +49,7 @@ pub struct QueuedLaunch {
 #[derive(Resource, Debug, Default)]
 pub struct Launches {
     pub records: slab::Slab<LaunchRecord>,
-    pub waiting: FxHashMap<u32, VecDeque<QueuedLaunch>>,
+    pub waiting: FxHashMap<PeIdx, VecDeque<QueuedLaunch>>,
 }
 
 impl Launches {
@@ -87,7 +88,7 @@ impl Launches {
     }
 
     /// The next launch waiting for PE `pe`, if any.
-    pub fn next_for(&mut self, pe: u32) -> Option<QueuedLaunch> {
+    pub fn next_for(&mut self, pe: PeIdx) -> Option<QueuedLaunch> {
         let q = self.waiting.get_mut(&pe)?;
         let next = q.pop_front();
         if q.is_empty() {

@@ -24,6 +24,7 @@ pub use host::{HostQueue, LoadJob, StoreJob, deliver_control, send_installs, sen
 pub use launches::{LaunchId, LaunchRecord, Launches, QueuedLaunch};
 pub use step::kernel_step;
 
+use crate::ids::PeIdx;
 use crate::memory::{DataMode, MemoryStore};
 use crate::program::{Op, Place, Program, Reg};
 use crate::time::{Calendar, PENDING, Tick};
@@ -289,13 +290,13 @@ impl Default for ExecParams {
 pub enum PeEvent {
     /// Register `reg` holds its value from tick `at`.
     Resolve {
-        pe: u32,
+        pe: PeIdx,
         reg: Reg,
         at: Tick,
         data: Option<Vec<f16>>,
     },
     /// An asynchronous op (send, store) finished at `at`.
-    Complete { pe: u32, at: Tick },
+    Complete { pe: PeIdx, at: Tick },
 }
 
 /// Results on their way to PEs: pushed by the queues (`ipcq`) and by remote
@@ -306,7 +307,7 @@ pub struct PeEvents(pub Vec<PeEvent>);
 
 /// PE wake-ups by tick.
 #[derive(Resource, Debug, Default)]
-pub struct KernelCalendar(pub Calendar<u32>);
+pub struct KernelCalendar(pub Calendar<PeIdx>);
 
 /// Everything `kernel_step` needs besides the PEs.
 #[derive(bevy_ecs::system::SystemParam)]

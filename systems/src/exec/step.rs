@@ -16,7 +16,7 @@ pub fn kernel_step(
     mut qa: QueueAccess,
 ) {
     let now = qa.clock.now;
-    let mut woken: Vec<u32> = ka.kcal.0.take_due(now).unwrap_or_default();
+    let mut woken: Vec<PeIdx> = ka.kcal.0.take_due(now).unwrap_or_default();
     // Events are drained from a swapped-out list, so neither list loses its
     // allocation between ticks.
     let mut events = Vec::new();
@@ -27,7 +27,7 @@ pub fn kernel_step(
                 PeEvent::Resolve { pe, reg, at, .. } => (pe, Some(reg), at),
                 PeEvent::Complete { pe, at } => (pe, None, at),
             };
-            let Ok((mut ex, _, _)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+            let Ok((mut ex, _, _)) = pes.get_mut(qa.hw.pe_entity(pe)) else {
                 continue;
             };
             match ev {
@@ -66,7 +66,7 @@ pub fn kernel_step(
         woken.sort_unstable();
         woken.dedup();
         for pe in woken.drain(..) {
-            let Ok((mut ex, tables, rate)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+            let Ok((mut ex, tables, rate)) = pes.get_mut(qa.hw.pe_entity(pe)) else {
                 continue;
             };
             let table = tables.and_then(|t| t.get(ex.scope));
@@ -84,7 +84,7 @@ pub fn kernel_step(
 
 /// Issues ops of one PE until it blocks or finishes.
 fn step(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     table: Option<&NeighborTable>,
     rate: PeRate,
