@@ -12,6 +12,16 @@
 //! each op costs and does), `host` (install and launch messages from the host,
 //! remote load/store payloads), `deadlock` (the report of a run that cannot
 //! finish). Trace records go to `crate::trace`.
+//!
+//! Layout: a running PE's state, [`PeExec`] (program, registers, units), is
+//! a component on its PE entity beside its `PeRate` and `NeighborTables`,
+//! and `kernel_step` reaches the PEs it wakes through one query. Resources
+//! hold what is not one PE's or arrives by number: [`PeEvents`] (results
+//! the queues and remote memories push for PEs, applied in arrival order),
+//! [`KernelCalendar`] (wake-ups by tick), [`HostQueue`] (payloads of
+//! messages in flight, keyed by message tag), [`Launches`] (the host's
+//! launch records, by [`LaunchId`], and launches waiting for a busy PE),
+//! [`OpsIssued`] and [`ExecParams`].
 
 mod deadlock;
 mod host;
