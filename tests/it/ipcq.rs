@@ -1,6 +1,7 @@
 //! IPCQ, credits, install and launch on compiled machines (docs/model.md §IPCQ).
 
 use crate::common;
+use bevy_ecs::entity::Entity;
 use common::lean;
 use half::f16;
 use kernbench::kernel::wiring::{QueueConfig, ring};
@@ -206,6 +207,30 @@ fn two_rank_bidirectional_ring_delivers_both_directions() {
             "PE {me} from E"
         );
     }
+}
+
+/// Entities in a machine's world after installing a two-PE ring with `q`.
+fn entities_after_install(q: QueueConfig) -> (usize, Vec<usize>) {
+    let mut m = installed(&pair(), q, DataMode::TimingOnly);
+    let world = &mut m.engine.world;
+    let entities = world.query::<Entity>().iter(world).count();
+    let slots = world
+        .resource::<Queues>()
+        .list
+        .iter()
+        .map(|q| q.slots.len())
+        .collect();
+    (entities, slots)
+}
+
+#[test]
+fn slots_are_queue_state_not_entities() {
+    // A queue's slots live in the queue: 64 slots spawn no more entities than 2.
+    let (few, few_slots) = entities_after_install(cfg(2, 256));
+    let (many, many_slots) = entities_after_install(cfg(64, 256));
+    assert_eq!(few_slots, [2; 4]); // two PEs, a queue east and west each
+    assert_eq!(many_slots, [64; 4]);
+    assert_eq!(many, few);
 }
 
 #[test]
