@@ -140,7 +140,7 @@ fn delivery(
     mut ka: exec::KernelAccess,
     mut qa: ipcq::QueueAccess,
     mut pes: Query<(
-        Option<&PeExec>,
+        Option<&mut PeExec>,
         Option<&mut ipcq::NeighborTables>,
         &crate::hierarchy::PeRate,
     )>,

@@ -2,6 +2,7 @@
 
 use crate::common;
 use bevy_ecs::entity::Entity;
+use bevy_ecs::world::World;
 use common::lean;
 use half::f16;
 use kernbench::kernel::wiring::{QueueConfig, ring};
@@ -9,6 +10,8 @@ use kernbench::kernel::{Addr, DType, Tl};
 use kernbench::machine::{InstallError, Machine};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::{Location, Space};
+use kernbench_systems::exec::PeExec;
+use kernbench_systems::hierarchy::Hardware;
 use kernbench_systems::ipcq::{Queues, Scope};
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::QDir;
@@ -231,6 +234,22 @@ fn slots_are_queue_state_not_entities() {
     assert_eq!(few_slots, [2; 4]); // two PEs, a queue east and west each
     assert_eq!(many_slots, [64; 4]);
     assert_eq!(many, few);
+}
+
+#[test]
+fn a_launch_to_a_busy_pe_queues_on_that_pe() {
+    let mut m = installed(&pair(), cfg(2, 256), DataMode::TimingOnly);
+    let pes = [PeIdx(0), PeIdx(1)];
+    let first = m.submit(p2p, &128, &pes, Scope::DEFAULT, 0).unwrap();
+    let second = m.submit(p2p, &128, &pes, Scope::DEFAULT, 0).unwrap();
+    let receiver = m.engine.world.resource::<Hardware>().pe_entity(PeIdx(1));
+    let queued = |w: &World| w.get::<PeExec>(receiver).map_or(0, |ex| ex.queued.len());
+    // Both launches reach the receiver while it runs the first: the second
+    // waits on its own execution state.
+    assert!(m.engine.run_until(|w| queued(w) == 1).unwrap());
+    let (a, b) = (m.wait(first).unwrap(), m.wait(second).unwrap());
+    assert_eq!(queued(&m.engine.world), 0);
+    assert!(b.end > a.end, "{a:?} then {b:?}");
 }
 
 #[test]

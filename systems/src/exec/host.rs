@@ -11,7 +11,7 @@ use crate::network::{Inbox, NewMessage, Outbox, Purpose};
 use crate::program::{Launch, MemLoc, Reg, Space};
 use crate::time::Clock;
 use bevy_ecs::prelude::*;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 /// Payloads of install and launch messages in flight from the host, and of
 /// remote loads and stores in flight, keyed by their message's tag. A slot
@@ -50,7 +50,7 @@ pub fn deliver_control(
     inbox: &mut Inbox,
     ka: &mut KernelAccess,
     qa: &mut QueueAccess,
-    pes: &mut Query<(Option<&PeExec>, Option<&mut NeighborTables>, &PeRate)>,
+    pes: &mut Query<(Option<&mut PeExec>, Option<&mut NeighborTables>, &PeRate)>,
     commands: &mut Commands,
 ) {
     let now = qa.clock.now;
@@ -108,32 +108,28 @@ pub fn deliver_control(
 }
 
 /// Starts each delivered launch on its PE after the launch overhead, or
-/// queues it behind the kernel the PE is running. A PE given a program
-/// earlier in this same delivery counts as running: its `PeExec` is only
-/// inserted when the commands apply, so two launches reaching one PE in the
-/// same tick (an all-ideal host route) would otherwise overwrite each other
-/// and the first would never finish.
+/// queues it on the PE's `PeExec` behind the kernel it is running. A PE's
+/// first `PeExec` is only inserted when the commands apply, so a PE first
+/// given a program in this same delivery keeps it in `fresh` meanwhile: two
+/// launches reaching one PE in the same tick (an all-ideal host route)
+/// queue one behind the other instead of overwriting each other.
 fn start_launches(
     inbox: &mut Inbox,
     ka: &mut KernelAccess,
     now: Tick,
     hw: &Hardware,
-    pes: &Query<(Option<&PeExec>, Option<&mut NeighborTables>, &PeRate)>,
+    pes: &mut Query<(Option<&mut PeExec>, Option<&mut NeighborTables>, &PeRate)>,
     commands: &mut Commands,
 ) {
     let launches = inbox.take(Purpose::Launch);
-    let mut started_now: FxHashSet<PeIdx> = FxHashSet::default();
+    let mut fresh: Vec<(PeIdx, PeExec)> = Vec::new();
+    let mut fresh_at: FxHashMap<PeIdx, usize> = FxHashMap::default();
     for a in &launches {
         let (pe, launch, scope, id) = ka.host.launches.remove(a.tag as usize);
-        let entity = hw.pe_entity(pe);
         // Every PE entity has a rate; a PE runs a kernel once launched.
-        let (state, overhead) = pes.get(entity).map_or((None, 0), |(ex, _, r)| {
-            (ex.map(|ex| ex.state), r.launch_overhead)
-        });
-        let state = if started_now.contains(&pe) {
-            Some(PeState::Running)
-        } else {
-            state
+        let (ex, overhead) = match pes.get_mut(hw.pe_entity(pe)) {
+            Ok((ex, _, rate)) => (ex, rate.launch_overhead),
+            Err(_) => (None, 0),
         };
         let queued = QueuedLaunch {
             launch,
@@ -141,18 +137,32 @@ fn start_launches(
             id,
             ready: now + overhead,
         };
-        let start = match state {
+        let ex = match fresh_at.get(&pe) {
+            Some(&i) => Some(&mut fresh[i].1),
+            None => ex.map(Mut::into_inner),
+        };
+        let start = match ex.as_ref().map(|ex| ex.state) {
             // One kernel at a time: the launch waits for the running one.
             Some(PeState::Running) => {
-                ka.launches.waiting.entry(pe).or_default().push_back(queued);
+                ex.expect("a running PE has its state")
+                    .queued
+                    .push_back(queued);
                 continue;
             }
             Some(PeState::Done(t)) => queued.ready.max(t),
             None => queued.ready,
         };
-        commands.entity(entity).insert(PeExec::new(queued, start));
+        match ex {
+            Some(ex) => *ex = PeExec::new(queued, start),
+            None => {
+                fresh_at.insert(pe, fresh.len());
+                fresh.push((pe, PeExec::new(queued, start)));
+            }
+        }
         ka.kcal.0.push(start, pe);
-        started_now.insert(pe);
+    }
+    for (pe, ex) in fresh {
+        commands.entity(hw.pe_entity(pe)).insert(ex);
     }
     inbox.restore(Purpose::Launch, launches);
 }

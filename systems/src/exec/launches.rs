@@ -1,15 +1,12 @@
 //! Launches as the host sees them: each submitted kernel is one launch over
-//! a set of PEs, with a record of when its PEs started and finished, and a
-//! PE that is still running queues later launches in submission order (a
-//! stream: one kernel at a time per PE).
+//! a set of PEs, with a record of when its PEs started and finished. A PE
+//! that is still running queues later launches on its own `PeExec`, in
+//! arrival order (a stream: one kernel at a time per PE).
 
-use crate::ids::PeIdx;
 use crate::ipcq::Scope;
 use crate::program::Launch;
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
-use rustc_hash::FxHashMap;
-use std::collections::VecDeque;
 
 /// A launch's handle: its slot in [`Launches::records`].
 #[repr(transparent)]
@@ -44,12 +41,11 @@ pub struct QueuedLaunch {
     pub ready: Tick,
 }
 
-/// Every launch not yet collected by the host, and the launches waiting for
-/// a busy PE. A record is freed when the host takes it.
+/// Every launch not yet collected by the host. A record is freed when the
+/// host takes it.
 #[derive(Resource, Debug, Default)]
 pub struct Launches {
     pub records: slab::Slab<LaunchRecord>,
-    pub waiting: FxHashMap<PeIdx, VecDeque<QueuedLaunch>>,
 }
 
 impl Launches {
@@ -85,15 +81,5 @@ impl Launches {
     /// Removes a record (the host has read it); its id may be reused.
     pub fn take(&mut self, id: LaunchId) -> Option<LaunchRecord> {
         self.records.try_remove(id.0 as usize)
-    }
-
-    /// The next launch waiting for PE `pe`, if any.
-    pub fn next_for(&mut self, pe: PeIdx) -> Option<QueuedLaunch> {
-        let q = self.waiting.get_mut(&pe)?;
-        let next = q.pop_front();
-        if q.is_empty() {
-            self.waiting.remove(&pe);
-        }
-        next
     }
 }

@@ -20,8 +20,8 @@
 //! the queues and remote memories push for PEs, applied in arrival order),
 //! [`KernelCalendar`] (wake-ups by tick), [`HostQueue`] (payloads of
 //! messages in flight, keyed by message tag), [`Launches`] (the host's
-//! launch records, by [`LaunchId`], and launches waiting for a busy PE),
-//! [`OpsIssued`] and [`ExecParams`].
+//! launch records, by [`LaunchId`]), [`OpsIssued`] and [`ExecParams`].
+//! Launches waiting for a busy PE queue on its `PeExec`.
 
 mod deadlock;
 mod host;
@@ -40,6 +40,7 @@ use crate::program::{Op, Place, Program, Reg};
 use crate::time::{Calendar, PENDING, Tick};
 use bevy_ecs::prelude::*;
 use half::f16;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A register: when its value is usable, its size, and (functional mode) the values.
@@ -88,6 +89,9 @@ pub struct PeExec {
     pub finish: Tick,
     pub started: Tick,
     pub state: PeState,
+    /// Launches that reached this PE while it ran, in arrival order: the
+    /// next starts when this one is done (one kernel at a time, a stream).
+    pub queued: VecDeque<QueuedLaunch>,
 }
 
 /// A running loop: its body `start .. end`, the iteration and the rotating registers.
@@ -126,6 +130,7 @@ impl PeExec {
             finish: start,
             started: start,
             state: PeState::Running,
+            queued: VecDeque::new(),
         };
         ex.enter_loops();
         ex

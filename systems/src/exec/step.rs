@@ -133,9 +133,11 @@ fn step(
         ex.state = PeState::Done(done);
         launches.pe_done(ex.launch, ex.started, done);
         // The PE's next queued launch starts once this one is done.
-        if let Some(next) = launches.next_for(pe) {
+        if let Some(next) = ex.queued.pop_front() {
             let start = next.ready.max(done);
+            let queued = std::mem::take(&mut ex.queued);
             *ex = PeExec::new(next, start);
+            ex.queued = queued;
             kcal.0.push(start, pe);
         }
     }
