@@ -7,6 +7,9 @@
 //! is an [`Affine`] of the PE's parameters and the loop iteration, evaluated
 //! as each op issues, so one program serves every participant of a role and
 //! its length does not grow with the number of steps.
+//!
+//! Layout: plain data, no entity and no resource; a launched program lives
+//! on its PE's `PeExec` (shared by `Arc`).
 
 /// A register index of a program.
 pub type Reg = u16;

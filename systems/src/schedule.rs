@@ -1,5 +1,9 @@
 //! The per-tick pipeline: one `Schedule` run per visited tick, its stages in a
 //! fixed order, and the [`Engine`] that drives it until nothing is due.
+//!
+//! Layout: the run-level state is resources, one per world ([`RunStats`],
+//! [`RunLimits`], the clock, the calendars' registry); the per-PE state the
+//! stages reach lives on the PE entities (see `hierarchy`).
 
 use crate::RunErrors;
 use crate::exec::{self, PeExec, PeState};

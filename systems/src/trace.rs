@@ -4,6 +4,10 @@
 //! only until every earlier op of that PE has finished, so a sink sees each
 //! PE's ops in start order (what track packing needs) and memory stays at
 //! the ops and messages in flight.
+//!
+//! Layout: one resource, [`Trace`]; records wait in a slab keyed by the
+//! handle their op got, because the op's end is reported by whichever
+//! system finishes it (a queue, a delivery), not by the PE's own system.
 
 use crate::ids::{Arrival, LinkId, MsgId, PeIdx};
 use crate::time::{PENDING, Tick};
