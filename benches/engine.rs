@@ -29,7 +29,7 @@ fn lean_ring(sips: u32) -> System {
 /// A built machine with ring traffic over pe0 of every SIP's cube0 installed.
 fn ring_machine(sys: &System, rounds: u64) -> Machine {
     let mut m = Machine::build(sys).unwrap();
-    let nodes = (0..sys.n_sips()).map(|s| m.pe(s, 0, 0)).collect();
+    let nodes = (0..sys.n_sips()).map(|s| m.pe_node(s, 0, 0)).collect();
     m.engine
         .set_traffic(RingRounds::new(nodes, RING_BYTES, rounds));
     m

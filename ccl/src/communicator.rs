@@ -14,10 +14,10 @@ use kernbench_runtime::kernel::wiring::QueueConfig;
 use kernbench_runtime::machine::{LaunchHandle, Machine, Tables};
 use kernbench_spec::spec::System;
 use kernbench_spec::topology::address::{Location, Space};
-use kernbench_systems::Tick;
 use kernbench_systems::ipcq::Scope;
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::Launch;
+use kernbench_systems::{PeIdx, Tick};
 use serde::{Deserialize, Serialize};
 
 /// Measures of one collective run (nccl-tests definitions).
@@ -146,7 +146,7 @@ impl Communicator {
             // A queue's slots, credits and chunk size are its receiver's own.
             let per_sip = (group.cubes_per_sip() * group.pes_per_cube).max(1);
             for (pe, entries) in &mut tables {
-                let own = queues(*pe / per_sip);
+                let own = queues(pe.0 / per_sip);
                 for e in entries.iter_mut() {
                     (e.buffer, e.n_slots, e.slot_size) = (own.buffer, own.n_slots, own.slot_size);
                 }
@@ -260,8 +260,8 @@ impl Communicator {
         Ok(())
     }
 
-    fn launch_args(&self, sys: &System, job: Job, buffers: Buffers) -> (Vec<u32>, KernelArgs) {
-        let pes: Vec<u32> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
+    fn launch_args(&self, sys: &System, job: Job, buffers: Buffers) -> (Vec<PeIdx>, KernelArgs) {
+        let pes: Vec<PeIdx> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
         let args = KernelArgs {
             group: self.group,
             job,
@@ -274,7 +274,7 @@ impl Communicator {
 
     /// The programs a collective runs, per participant's PE, without running
     /// it: what sharing and loops make of the algorithm's kernel.
-    pub fn programs(&self, machine: &Machine, job: Job) -> Result<Vec<(u32, Launch)>, CclError> {
+    pub fn programs(&self, machine: &Machine, job: Job) -> Result<Vec<(PeIdx, Launch)>, CclError> {
         self.check(machine, &job)?;
         let (pes, args) =
             self.launch_args(&machine.system, job, Buffers::hbm(0, Self::pe_stride(&job)));
@@ -307,7 +307,7 @@ impl Communicator {
         machine: &Machine,
         job: Job,
         buffers: Buffers,
-    ) -> Result<Vec<(u32, Launch)>, CclError> {
+    ) -> Result<Vec<(PeIdx, Launch)>, CclError> {
         Self::check_before_build(&machine.system, &self.config, &job)?;
         self.check_blocks(&job)?;
         let (pes, args) = self.launch_args(&machine.system, job, buffers);

@@ -5,6 +5,7 @@
 use crate::config::AlgoConfig;
 use kernbench_runtime::machine::Tables;
 use kernbench_spec::spec::{SipTopology, System};
+use kernbench_systems::PeIdx;
 use kernbench_systems::ipcq::Entry;
 
 /// The participants and their arrangement, as kernels see it: the first
@@ -135,9 +136,9 @@ impl Group {
     }
 
     /// Global PE index of participant `p`.
-    pub fn pe(&self, p: usize) -> u32 {
+    pub fn pe(&self, p: usize) -> PeIdx {
         let (sip, cube, pe) = self.coords(p);
-        (sip * self.cubes_per_sip() + cube) * self.pes_per_cube + pe
+        PeIdx((sip * self.cubes_per_sip() + cube) * self.pes_per_cube + pe)
     }
 
     /// Physical (sip, cube, pe) of participant `p`.

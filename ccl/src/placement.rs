@@ -10,6 +10,7 @@ use kernbench_runtime::kernel::{Addr, Index, Part, Tl};
 use kernbench_runtime::machine::{LaunchHandle, Machine};
 use kernbench_runtime::memory_map::BUFFER_ALIGN;
 use kernbench_spec::topology::address::Space;
+use kernbench_systems::PeIdx;
 
 /// Where a collective leaves its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -156,7 +157,7 @@ impl Communicator {
             Collective::Reduce => 1,
             _ => self.group.size(),
         };
-        let pes: Vec<u32> = (0..n).map(|p| self.group.pe(p)).collect();
+        let pes: Vec<PeIdx> = (0..n).map(|p| self.group.pe(p)).collect();
         let args = CopyArgs {
             group: self.group,
             job,

@@ -13,7 +13,9 @@ use kernbench_runtime::kernel::Kernel;
 use kernbench_runtime::machine::LaunchReport;
 use kernbench_runtime::memory_map::{BUFFER_ALIGN, End};
 use kernbench_spec::topology::address::{Location, Space};
+use kernbench_systems::PeIdx;
 use kernbench_systems::Tick;
+use kernbench_systems::ipcq::Scope;
 use std::sync::MutexGuard;
 
 /// A kernel launch of this rank: pass it to [`Rank::wait`].
@@ -100,12 +102,11 @@ impl<'p> Rank<'_, 'p> {
     pub fn largest_free_tcm(&self, pes: &[(u32, u32)]) -> Result<u64, DistError> {
         let g = self.enter()?;
         let m = &g.pg.machine;
-        let (sip, cps, ppc) = self.device_sip(&g);
+        let (sip, _, _) = self.device_sip(&g);
         Ok(pes
             .iter()
             .map(|&(c, p)| {
-                let pe = (sip * cps + c) * ppc + p;
-                let inst = m.memory.instance_of(Space::Tcm, pe);
+                let inst = m.memory.instance_of(Space::Tcm, m.pe_index(sip, c, p));
                 m.memory
                     .free_ranges(Space::Tcm, inst)
                     .iter()
@@ -180,8 +181,7 @@ impl<'p> Rank<'_, 'p> {
         }
         for k in 0..shards.len() {
             let s = &shards[k];
-            let pe = (sip * cps + s.cube) * ppc + s.pe;
-            let instance = m.memory.instance_of(space, pe);
+            let instance = m.memory.instance_of(space, m.pe_index(sip, s.cube, s.pe));
             let what = || {
                 format!(
                     "a shard of {} B of a {}x{} tensor of rank {}",
@@ -196,8 +196,7 @@ impl<'p> Rank<'_, 'p> {
                 Err(e) => {
                     // Give back the shards placed so far: all or nothing.
                     for s in &shards[..k] {
-                        let pe = (sip * cps + s.cube) * ppc + s.pe;
-                        let instance = m.memory.instance_of(space, pe);
+                        let instance = m.memory.instance_of(space, m.pe_index(sip, s.cube, s.pe));
                         m.memory
                             .free(space, instance, s.addr)
                             .map_err(DistError::Memory)?;
@@ -219,10 +218,10 @@ impl<'p> Rank<'_, 'p> {
     pub fn free(&mut self, t: Tensor) -> Result<(), DistError> {
         let mut g = self.enter()?;
         let m = &mut g.pg.machine;
-        let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
         for s in &t.shards {
-            let pe = (s.sip * cps + s.cube) * ppc + s.pe;
-            let instance = m.memory.instance_of(t.space, pe);
+            let instance = m
+                .memory
+                .instance_of(t.space, m.pe_index(s.sip, s.cube, s.pe));
             m.memory
                 .free(t.space, instance, s.addr)
                 .map_err(DistError::Memory)?;
@@ -296,10 +295,7 @@ impl<'p> Rank<'_, 'p> {
                 "launch on (cube {c}, pe {p}): a SIP has cubes 0..{cps} of PEs 0..{ppc}"
             )));
         }
-        let global: Vec<u32> = pes
-            .iter()
-            .map(|&(c, p)| (sip * cps + c) * ppc + p)
-            .collect();
+        let global: Vec<PeIdx> = pes.iter().map(|&(c, p)| m.pe_index(sip, c, p)).collect();
         let programs = m.trace(kernel, args, &global)?;
         let work = g.new_work(WorkState::Pending);
         let r = self.rank as usize;
@@ -312,7 +308,7 @@ impl<'p> Rank<'_, 'p> {
             seq,
             work,
             programs,
-            scope: 0,
+            scope: Scope::DEFAULT,
             install: None,
         });
         Ok(Work(work))

@@ -13,6 +13,7 @@
 use super::DistError;
 use super::group::{ProcessGroup, TurnOrder};
 use kernbench_runtime::machine::{LaunchHandle, LaunchReport};
+use kernbench_systems::PeIdx;
 use kernbench_systems::Tick;
 use kernbench_systems::ipcq::Scope;
 use kernbench_systems::program::Launch;
@@ -30,7 +31,7 @@ pub(super) struct Submission {
     /// `at` and `rank`, an order that does not depend on turn order.
     pub seq: u64,
     pub work: u64,
-    pub programs: Vec<(u32, Launch)>,
+    pub programs: Vec<(PeIdx, Launch)>,
     pub scope: Scope,
     /// The neighbour tables of `scope` to land first: a communicator the
     /// autotuner picked for this collective, used here for the first time.

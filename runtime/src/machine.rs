@@ -1,5 +1,5 @@
 //! A built machine: the compiled topology plus an engine world holding the
-//! SIP/cube/PE entities, the link table, memory ports and the route cache.
+//! PE entities, the link table, memory ports and the route cache.
 
 use crate::kernel::{Kernel, trace};
 use crate::memory_map::MemoryMap;
@@ -16,7 +16,7 @@ use kernbench_systems::memory::MemoryStore;
 use kernbench_systems::memory::{DataMode, MemPorts};
 use kernbench_systems::program::Launch;
 use kernbench_systems::trace::{OpRecord, OpRecords, Trace, TraceSink};
-use kernbench_systems::{Engine, RunError, RunSummary, Tick};
+use kernbench_systems::{Engine, NodeId, PeIdx, RunError, RunSummary, Tick};
 
 pub use kernbench_systems::ipcq::Tables;
 
@@ -155,14 +155,16 @@ impl Machine {
         })
     }
 
-    /// Node id of PE `pe` of `cube` on `sip`.
-    pub fn pe(&self, sip: u32, cube: u32, pe: u32) -> u32 {
+    /// Network node of PE `pe` of `cube` on `sip` (what traffic is sent
+    /// between; not its [`PeIdx`]).
+    pub fn pe_node(&self, sip: u32, cube: u32, pe: u32) -> NodeId {
         self.topology.id(Node::Pe { sip, cube, pe })
     }
 
-    /// Global index of PE `pe` of `cube` on `sip` (the engine's PE numbering).
-    pub fn pe_index(&self, sip: u32, cube: u32, pe: u32) -> u32 {
-        (sip * self.topology.cubes_per_sip() + cube) * self.topology.pes_per_cube + pe
+    /// Global index of PE `pe` of `cube` on `sip` (the engine's PE
+    /// numbering: what launches and neighbour tables name).
+    pub fn pe_index(&self, sip: u32, cube: u32, pe: u32) -> PeIdx {
+        PeIdx((sip * self.topology.cubes_per_sip() + cube) * self.topology.pes_per_cube + pe)
     }
 }
 
@@ -170,17 +172,17 @@ impl Machine {
     /// Opens a communicator scope named `name`: its queues are its own.
     pub fn open_scope(&mut self, name: &str) -> Scope {
         self.scopes.push(name.into());
-        (self.scopes.len() - 1) as Scope
+        Scope((self.scopes.len() - 1) as u32)
     }
 
     /// The name of a communicator scope.
     pub fn scope_name(&self, scope: Scope) -> &str {
-        self.scopes.get(scope as usize).map_or("?", |s| s)
+        self.scopes.get(scope.0 as usize).map_or("?", |s| s)
     }
 
     /// [`Machine::install_scope`] on the default scope.
     pub fn install(&mut self, tables: Tables) -> Result<Tick, InstallError> {
-        self.install_scope(0, tables)
+        self.install_scope(Scope::DEFAULT, tables)
     }
 
     /// Places every queue's slot area in its buffer memory (top down, see
@@ -250,14 +252,14 @@ impl Machine {
     fn check_install(
         &self,
         scope: Scope,
-        tables: &[(u32, Vec<Entry>)],
+        tables: &[(PeIdx, Vec<Entry>)],
     ) -> Result<(), InstallError> {
         let pes = self.topology.n_pes();
         let hw = self.engine.world.resource::<Hardware>();
         for (pe, entries) in tables {
             let bad = std::iter::once(*pe)
                 .chain(entries.iter().map(|e| e.peer))
-                .find(|&p| u64::from(p) >= pes);
+                .find(|&p| u64::from(p.0) >= pes);
             if let Some(p) = bad {
                 return Err(InstallError::NoSuchPe(format!(
                     "the neighbour table of PE {pe} names PE {p}, but the machine has {pes} PEs \
@@ -267,7 +269,7 @@ impl Machine {
             let held = self
                 .engine
                 .world
-                .get::<NeighborTables>(hw.pes[*pe as usize])
+                .get::<NeighborTables>(hw.pe_entity(*pe))
                 .is_some_and(|t| t.get(scope).is_some());
             if held {
                 let (s, c, p) = hw.coords(*pe);
@@ -287,9 +289,9 @@ impl Machine {
         &mut self,
         kernel: Kernel<A>,
         args: &A,
-        pes: &[u32],
+        pes: &[PeIdx],
     ) -> Result<RunSummary, LaunchError> {
-        let h = self.submit(kernel, args, pes, 0, 0)?;
+        let h = self.submit(kernel, args, pes, Scope::DEFAULT, 0)?;
         let mut run = self.synchronize()?;
         let r = self.wait(h)?;
         (run.kernel_start, run.kernel_end) = (r.start, r.end);
@@ -304,12 +306,12 @@ impl Machine {
         &mut self,
         kernel: Kernel<A>,
         args: &A,
-        pes: &[u32],
+        pes: &[PeIdx],
         scope: Scope,
         at: Tick,
     ) -> Result<LaunchHandle, LaunchError> {
         let total = self.topology.n_pes();
-        if let Some(&p) = pes.iter().find(|&&p| u64::from(p) >= total) {
+        if let Some(&p) = pes.iter().find(|&&p| u64::from(p.0) >= total) {
             return Err(LaunchError::Trace(format!(
                 "PE {p} does not exist: the machine has {total} PEs (see Machine::pe_index)"
             )));
@@ -321,7 +323,7 @@ impl Machine {
     /// Sends traced programs (see [`Machine::trace`]) as one launch.
     pub fn submit_programs(
         &mut self,
-        programs: Vec<(u32, Launch)>,
+        programs: Vec<(PeIdx, Launch)>,
         scope: Scope,
         at: Tick,
     ) -> LaunchHandle {
@@ -381,12 +383,12 @@ impl Machine {
         &self,
         kernel: Kernel<A>,
         args: &A,
-        pes: &[u32],
-    ) -> Result<Vec<(u32, Launch)>, LaunchError> {
+        pes: &[PeIdx],
+    ) -> Result<Vec<(PeIdx, Launch)>, LaunchError> {
         let (cps, ppc) = (self.topology.cubes_per_sip(), self.topology.pes_per_cube);
-        let coords: Vec<(u32, [u32; 3])> = pes
+        let coords: Vec<(PeIdx, [u32; 3])> = pes
             .iter()
-            .map(|&g| (g, [g / ppc / cps, (g / ppc) % cps, g % ppc]))
+            .map(|&pe| (pe, [pe.0 / ppc / cps, (pe.0 / ppc) % cps, pe.0 % ppc]))
             .collect();
         trace(kernel, args, &coords, &self.addresses, &self.topology).map_err(LaunchError::Trace)
     }

@@ -10,6 +10,7 @@
 //! what is free.
 
 use kernbench_spec::spec::System;
+use kernbench_systems::PeIdx;
 use kernbench_systems::program::Space;
 use std::collections::BTreeMap;
 
@@ -55,10 +56,10 @@ impl MemoryMap {
 
     /// The instance of `space` that PE `pe` (global index) uses: its own TCM,
     /// its cube's SRAM or HBM.
-    pub fn instance_of(&self, space: Space, pe: u32) -> u32 {
+    pub fn instance_of(&self, space: Space, pe: PeIdx) -> u32 {
         match space {
-            Space::Tcm => pe,
-            Space::Sram | Space::Hbm => pe / self.pes_per_cube,
+            Space::Tcm => pe.0,
+            Space::Sram | Space::Hbm => pe.0 / self.pes_per_cube,
         }
     }
 

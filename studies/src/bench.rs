@@ -14,6 +14,7 @@ use kernbench_runtime::workload::{RingKernelArgs, RingRounds, ring_kernel};
 use kernbench_spec::spec::{System, presets};
 use kernbench_spec::topology::Node;
 use kernbench_spec::topology::address::Space;
+use kernbench_systems::PeIdx;
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::QDir;
 use std::time::Instant;
@@ -206,7 +207,7 @@ impl Bench {
     /// queues with credits.
     fn kernel(&self, sys: &System) -> Result<PhaseReport> {
         let mut m = Machine::build_with(sys, DataMode::TimingOnly)?;
-        let pes: Vec<u32> = (0..self.sips).collect();
+        let pes: Vec<PeIdx> = (0..self.sips).map(|s| m.pe_index(s, 0, 0)).collect();
         let q = QueueConfig {
             buffer: Space::Tcm,
             n_slots: self.slots,

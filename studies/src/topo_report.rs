@@ -7,7 +7,7 @@ use kernbench_runtime::report::{gib, peak_rss_bytes};
 use kernbench_spec::spec::System;
 use kernbench_spec::spec::types::SystemSpec;
 use kernbench_spec::topology::{EDGE_KINDS, edge_kind};
-use kernbench_systems::hierarchy::{Cube, Pe, Sip};
+use kernbench_systems::hierarchy::Pe;
 use std::fmt::Write;
 
 /// The files of [`dot_views`], in order.
@@ -25,11 +25,9 @@ pub fn report(m: &mut Machine, sys: &System, build_secs: f64) -> String {
     let mut out = layout(m, sys);
     out.push_str(&links(m, &sys.spec));
     let world = &mut m.engine.world;
-    let entities = [
-        ("Sip", world.query::<&Sip>().iter(world).count()),
-        ("Cube", world.query::<&Cube>().iter(world).count()),
-        ("Pe", world.query::<&Pe>().iter(world).count()),
-    ];
+    // PEs are the hardware's only entities (SIPs and cubes are counted in
+    // the totals above, from the topology).
+    let entities = [("Pe", world.query::<&Pe>().iter(world).count())];
     out.push_str("\nECS entities\n");
     for (name, n) in entities {
         let _ = writeln!(out, "  {name:<16}{n:>12}");
@@ -161,8 +159,6 @@ directed links by edge kind
   pcie                   8              64           500           256  false
 
 ECS entities
-  Sip                        4
-  Cube                      64
   Pe                       512
 
 diameter    46 hops (PE to PE, e.g. sip0.cube0.pe0 -> sip2.cube15.pe4)

@@ -1,25 +1,21 @@
-//! The simulated hardware as entities: SIPs, their cubes and the cubes' PEs,
-//! each naming its place in the hierarchy by index (a cube its SIP, a PE its
-//! SIP and cube: the one record of who contains whom). Network nodes live in
-//! one place, the dense [`Hardware`] index that systems look PEs and memories
-//! up in.
+//! The simulated hardware: PEs are entities, SIPs and cubes are numbers.
+//!
+//! On a PE entity: [`Pe`] (its SIP, cube and index, which the deadlock
+//! report names), [`PeRate`] (what `kernel_step` charges its ops), and once
+//! used, exec's `PeExec` and ipcq's `NeighborTables`: everything a PE's own
+//! system reads. In the [`Hardware`] resource: the dense index from a PE's
+//! number to its entity and from a PE, SRAM or HBM to its network node,
+//! which messages (whose tags carry numbers) need to reach their PE.
+//!
+//! SIPs and cubes are no entities: nothing a system reads is per SIP or per
+//! cube except memory ports, which stay the dense `MemPorts` table (see
+//! `memory`), so a SIP or cube entity would carry nothing; the topology
+//! layer holds the counts.
 
+use crate::ids::PeIdx;
 use crate::network::NodeId;
 use crate::program::{MemLoc, Space};
 use bevy_ecs::prelude::*;
-
-/// A SIP: one device, one rank.
-#[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sip {
-    pub index: u32,
-}
-
-/// A cube (chiplet) of a SIP; `index` is row-major in the cube mesh.
-#[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cube {
-    pub sip: u32,
-    pub index: u32,
-}
 
 /// A processing element (its network node is `Hardware::pe_nodes`).
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,18 +64,34 @@ pub struct Hardware {
 
 impl Hardware {
     /// Global index of a PE.
-    pub fn pe_index(&self, sip: u32, cube: u32, pe: u32) -> u32 {
-        (sip * self.cubes_per_sip + cube) * self.pes_per_cube + pe
+    pub fn pe_index(&self, sip: u32, cube: u32, pe: u32) -> PeIdx {
+        PeIdx((sip * self.cubes_per_sip + cube) * self.pes_per_cube + pe)
     }
 
     /// (sip, cube, pe) of a global PE index.
-    pub fn coords(&self, g: u32) -> (u32, u32, u32) {
+    pub fn coords(&self, pe: PeIdx) -> (u32, u32, u32) {
+        let g = pe.0;
         let cube = g / self.pes_per_cube;
         (
             cube / self.cubes_per_sip,
             cube % self.cubes_per_sip,
             g % self.pes_per_cube,
         )
+    }
+
+    /// The entity of a PE.
+    pub fn pe_entity(&self, pe: PeIdx) -> Entity {
+        self.pes[pe.index()]
+    }
+
+    /// The network node of a PE.
+    pub fn pe_node(&self, pe: PeIdx) -> NodeId {
+        self.pe_nodes[pe.index()]
+    }
+
+    /// The cube (global index, the number of its SRAM and HBM) a PE sits in.
+    pub fn cube_of(&self, pe: PeIdx) -> u32 {
+        pe.0 / self.pes_per_cube
     }
 
     /// The network node that serves a memory location.
@@ -94,7 +106,7 @@ impl Hardware {
 }
 
 impl crate::trace::PeCoords for Hardware {
-    fn coords(&self, pe: u32) -> (u32, u32, u32) {
+    fn coords(&self, pe: PeIdx) -> (u32, u32, u32) {
         Hardware::coords(self, pe)
     }
 }
@@ -107,7 +119,7 @@ pub struct HardwareNodes<'a> {
     pub hbm: &'a dyn Fn(u32, u32) -> NodeId,
 }
 
-/// Spawns `sips × cubes × pes` entities, each PE with its SIP's
+/// Spawns the `sips × cubes × pes` PE entities, each with its SIP's
 /// `rate(sip)`, and inserts the [`Hardware`] index.
 pub fn spawn_hardware(
     world: &mut World,
@@ -118,10 +130,6 @@ pub fn spawn_hardware(
     rate: &dyn Fn(u32) -> PeRate,
 ) {
     let pe_node = nodes.pe;
-    world.spawn_batch((0..sips).map(|index| Sip { index }));
-    world.spawn_batch(
-        (0..sips).flat_map(|s| (0..cubes_per_sip).map(move |c| Cube { sip: s, index: c })),
-    );
     let pe_entities: Vec<Entity> = world
         .spawn_batch((0..sips).flat_map(|s| {
             let r = rate(s);

@@ -50,3 +50,22 @@ pub struct Arrival {
     /// Tick at which the last packet reached `dst`.
     pub at: Tick,
 }
+
+/// A PE's dense index, the engine's PE numbering: `(sip·cubes_per_sip +
+/// cube)·pes_per_cube + pe`. Not its network node (that is a [`NodeId`]).
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct PeIdx(pub u32);
+
+impl PeIdx {
+    /// Its position in a dense per-PE table.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl std::fmt::Display for PeIdx {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}

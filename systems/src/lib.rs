@@ -21,6 +21,7 @@ pub mod traffic;
 
 use bevy_ecs::prelude::Resource;
 
+pub use ids::PeIdx;
 pub use network::{LinkClass, LinkId, LinkStats, LinkTable, LinkTableBuilder, NodeId, RouteSource};
 pub use schedule::{Engine, RunError, RunLimits, RunSummary, Stage};
 pub use time::{Calendar, Clock, Tick};

@@ -1,5 +1,16 @@
 //! Memories: contended ports with the timing of a link (bandwidth, latency),
 //! and, in functional mode, the f16 values they hold.
+//!
+//! Layout: no entity; everything is a resource. [`MemPorts`] is a dense
+//! table (per space, one `free_at` and one `busy` per instance) because a
+//! port is reached by number from wherever an access happens: a chunk's
+//! TCM read, slot write and slot read (three per chunk, in `ipcq`, by the
+//! queue's buffer instance), loads and stores (in `exec`, by a `MemLoc`).
+//! Measured: TCM ports as a component on the PE entity, reached through a
+//! `Query` by the PE's entity, ran the 4096-PE kernel ring (`kernbench
+//! bench --no-build --no-traffic --rounds 2000`) in 4.55 s of CPU against
+//! 4.30 s for this table (median of 7, side by side): 6 % slower, so the
+//! table stays. [`MemoryStore`] is keyed by location, not by instance.
 
 use crate::network::LinkClass;
 use crate::program::{MemLoc, Space};

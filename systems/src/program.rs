@@ -7,6 +7,9 @@
 //! is an [`Affine`] of the PE's parameters and the loop iteration, evaluated
 //! as each op issues, so one program serves every participant of a role and
 //! its length does not grow with the number of steps.
+//!
+//! Layout: plain data, no entity and no resource; a launched program lives
+//! on its PE's `PeExec` (shared by `Arc`).
 
 /// A register index of a program.
 pub type Reg = u16;
@@ -137,13 +140,13 @@ impl MemLoc {
     pub const LOCAL: u32 = u32::MAX;
 
     /// The concrete location for PE `pe` (global index) with `pes_per_cube` PEs per cube.
-    pub fn resolve(self, pe: u32, pes_per_cube: u32) -> MemLoc {
+    pub fn resolve(self, pe: crate::ids::PeIdx, pes_per_cube: u32) -> MemLoc {
         if self.instance != Self::LOCAL {
             return self;
         }
         let instance = match self.space {
-            Space::Tcm => pe,
-            Space::Sram | Space::Hbm => pe / pes_per_cube,
+            Space::Tcm => pe.0,
+            Space::Sram | Space::Hbm => pe.0 / pes_per_cube,
         };
         MemLoc { instance, ..self }
     }

@@ -1,5 +1,9 @@
 //! The per-tick pipeline: one `Schedule` run per visited tick, its stages in a
 //! fixed order, and the [`Engine`] that drives it until nothing is due.
+//!
+//! Layout: the run-level state is resources, one per world ([`RunStats`],
+//! [`RunLimits`], the clock, the calendars' registry); the per-PE state the
+//! stages reach lives on the PE entities (see `hierarchy`).
 
 use crate::RunErrors;
 use crate::exec::{self, PeExec, PeState};
@@ -140,7 +144,7 @@ fn delivery(
     mut ka: exec::KernelAccess,
     mut qa: ipcq::QueueAccess,
     mut pes: Query<(
-        Option<&PeExec>,
+        Option<&mut PeExec>,
         Option<&mut ipcq::NeighborTables>,
         &crate::hierarchy::PeRate,
     )>,
@@ -324,7 +328,7 @@ impl Engine {
     pub fn launch(
         &mut self,
         scope: ipcq::Scope,
-        programs: Vec<(u32, Launch)>,
+        programs: Vec<(crate::ids::PeIdx, Launch)>,
         at: Tick,
     ) -> exec::LaunchId {
         exec::send_launches(&mut self.world, scope, programs, at)

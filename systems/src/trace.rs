@@ -4,8 +4,12 @@
 //! only until every earlier op of that PE has finished, so a sink sees each
 //! PE's ops in start order (what track packing needs) and memory stays at
 //! the ops and messages in flight.
+//!
+//! Layout: one resource, [`Trace`]; records wait in a slab keyed by the
+//! handle their op got, because the op's end is reported by whichever
+//! system finishes it (a queue, a delivery), not by the PE's own system.
 
-use crate::ids::{Arrival, LinkId, MsgId};
+use crate::ids::{Arrival, LinkId, MsgId, PeIdx};
 use crate::time::{PENDING, Tick};
 use bevy_ecs::prelude::*;
 use std::any::Any;
@@ -42,7 +46,7 @@ pub struct PacketSpan {
 /// (sip, cube, pe) of a global PE index: what a trace record names a PE by
 /// (the hardware index implements it, so `trace` needs no model module).
 pub trait PeCoords {
-    fn coords(&self, pe: u32) -> (u32, u32, u32);
+    fn coords(&self, pe: PeIdx) -> (u32, u32, u32);
 }
 
 /// Where trace events go (a trace file writer, or memory in tests).
@@ -82,7 +86,7 @@ impl TraceSink for OpRecords {
 pub struct Trace {
     sink: Option<Box<dyn TraceSink>>,
     /// Records not yet handed to the sink, with their PE.
-    waiting: slab::Slab<(u32, OpRecord)>,
+    waiting: slab::Slab<(PeIdx, OpRecord)>,
     /// Per PE, its waiting records in issue (= start) order.
     order: Vec<VecDeque<u32>>,
 }
@@ -115,7 +119,7 @@ impl Trace {
     pub(crate) fn op(
         &mut self,
         hw: &impl PeCoords,
-        pe: u32,
+        pe: PeIdx,
         op: &'static str,
         start: Tick,
         end: Tick,
@@ -137,10 +141,10 @@ impl Trace {
             asynchronous: end == PENDING,
             flow,
         };
-        if self.order.len() <= pe as usize {
-            self.order.resize_with(pe as usize + 1, VecDeque::new);
+        if self.order.len() <= pe.index() {
+            self.order.resize_with(pe.index() + 1, VecDeque::new);
         }
-        let order = &mut self.order[pe as usize];
+        let order = &mut self.order[pe.index()];
         if end != PENDING && order.is_empty() {
             sink.op(&r);
             return None;
@@ -161,7 +165,7 @@ impl Trace {
             return;
         };
         r.end = end;
-        let order = &mut self.order[*pe as usize];
+        let order = &mut self.order[pe.index()];
         while let Some(&s) = order.front() {
             if self.waiting[s as usize].1.end == PENDING {
                 break;

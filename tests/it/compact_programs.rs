@@ -9,6 +9,7 @@ use kernbench::kernel::{Addr, DType, Tl};
 use kernbench::machine::Machine;
 use kernbench::spec::System;
 use kernbench::topology::address::{Location, Space};
+use kernbench_systems::PeIdx;
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::{Launch, Op, QDir};
 use std::collections::HashSet;
@@ -26,7 +27,7 @@ fn programs(
     algorithm: &str,
     collective: Collective,
     elems: usize,
-) -> Vec<(u32, Launch)> {
+) -> Vec<(PeIdx, Launch)> {
     // One piece per block, so program lengths compare across sizes (`auto`
     // would cut a 16-participant block into more pieces than a 1024 one).
     let mut config = CclConfig::embedded_default()
@@ -44,7 +45,7 @@ fn programs(
 }
 
 /// Distinct programs (by identity) and the op count of each.
-fn distinct(launches: &[(u32, Launch)]) -> Vec<usize> {
+fn distinct(launches: &[(PeIdx, Launch)]) -> Vec<usize> {
     let mut seen = HashSet::new();
     launches
         .iter()
@@ -174,7 +175,7 @@ fn a_loop_runs_exactly_what_its_unrolled_trace_runs() {
     let mut results = Vec::new();
     for looped in [true, false] {
         let mut m = Machine::build_with(&sys, DataMode::Functional).unwrap();
-        let pes: Vec<u32> = (0..8).map(|s| m.pe_index(s, 0, 0)).collect();
+        let pes: Vec<PeIdx> = (0..8).map(|s| m.pe_index(s, 0, 0)).collect();
         let q = QueueConfig {
             buffer: Space::Sram,
             n_slots: 2,
@@ -218,7 +219,7 @@ fn a_table_or_launch_naming_a_missing_pe_is_an_error_not_a_panic() {
         slot_size: 512,
     };
     let e = m
-        .install(wiring::ring(&[0, 17], QDir::E, q).unwrap())
+        .install(wiring::ring(&[PeIdx(0), PeIdx(17)], QDir::E, q).unwrap())
         .unwrap_err()
         .to_string();
     assert!(
@@ -226,7 +227,7 @@ fn a_table_or_launch_naming_a_missing_pe_is_an_error_not_a_panic() {
         "{e}"
     );
     let e = m
-        .launch(ring_rounds, &(8, 2, true), &[0, 9])
+        .launch(ring_rounds, &(8, 2, true), &[PeIdx(0), PeIdx(9)])
         .unwrap_err()
         .to_string();
     assert!(

@@ -512,12 +512,12 @@ fn install_plans_cover_the_leaders_or_every_pe() {
     };
     let ring = algorithms::find("ring").unwrap();
     let leaders = Group::new(&sys);
-    let mut pes: Vec<u32> = ring.wiring(&leaders, &q).iter().map(|t| t.0).collect();
+    let mut pes: Vec<u32> = ring.wiring(&leaders, &q).iter().map(|t| t.0.0).collect();
     pes.sort();
     // pe0 of each of the 4 cubes (8 PEs per cube).
     assert_eq!(pes, vec![0, 8, 16, 24]);
     let tables = ring.wiring(&leaders.every_pe(), &q);
-    let mut pes: Vec<u32> = tables.iter().map(|t| t.0).collect();
+    let mut pes: Vec<u32> = tables.iter().map(|t| t.0.0).collect();
     pes.sort();
     assert_eq!(pes, (0..32).collect::<Vec<_>>());
     assert!(tables.iter().all(|t| t.1.len() == 2));

@@ -165,7 +165,7 @@ fn mixed_class_routes_take_the_same_tick_in_both_modes() {
     let sys = system(|s| s.system.sips.count = 1);
     for s in [200, 300_000] {
         let [packet, flow] = on_machine(&sys, |m, t| {
-            t.add(m.pe(0, 0, 0), m.pe(0, 1, 0), s, Start::At(3));
+            t.add(m.pe_node(0, 0, 0), m.pe_node(0, 1, 0), s, Start::At(3));
         });
         assert_eq!(flow, packet, "s={s}");
     }
@@ -202,7 +202,7 @@ fn ring_rounds_take_the_same_ticks_in_both_modes() {
     let per_round = 50 + 16 * 1024 / 32;
     for model in BOTH {
         let mut m = Machine::build(&with_model(&sys, model)).unwrap();
-        let nodes = (0..8).map(|s| m.pe(s, 0, 0)).collect();
+        let nodes = (0..8).map(|s| m.pe_node(s, 0, 0)).collect();
         m.engine.set_traffic(RingRounds::new(nodes, 16 * 1024, 14));
         let r = m.engine.run().unwrap();
         assert_eq!(r.end_tick, 14 * per_round, "{model:?}");
@@ -256,11 +256,21 @@ fn an_incast_keeps_link_statistics_of_packet_mode() {
         for cube in 0..4 {
             for pe in 0..2 {
                 if (cube, pe) != (0, 0) {
-                    t.add(m.pe(0, cube, pe), m.pe(0, 0, 0), 100_000, Start::At(0));
+                    t.add(
+                        m.pe_node(0, cube, pe),
+                        m.pe_node(0, 0, 0),
+                        100_000,
+                        Start::At(0),
+                    );
                 }
             }
         }
-        t.add(m.pe(0, 3, 7), m.pe(0, 0, 0), 100_000, Start::At(0));
+        t.add(
+            m.pe_node(0, 3, 7),
+            m.pe_node(0, 0, 0),
+            100_000,
+            Start::At(0),
+        );
     });
     assert_eq!(flow.stats, packet.stats);
     assert_eq!(flow.counters, packet.counters);
@@ -276,8 +286,8 @@ fn an_all_to_all_on_a_ring_keeps_link_statistics_of_packet_mode() {
         for a in 0..6 {
             for b in (0..6).filter(|&b| b != a) {
                 t.add(
-                    m.pe(a, 0, 0),
-                    m.pe(b, 0, 0),
+                    m.pe_node(a, 0, 0),
+                    m.pe_node(b, 0, 0),
                     65_536 + 100 * u64::from(a),
                     Start::At(0),
                 );

@@ -1,6 +1,8 @@
 //! IPCQ, credits, install and launch on compiled machines (docs/model.md §IPCQ).
 
 use crate::common;
+use bevy_ecs::entity::Entity;
+use bevy_ecs::world::World;
 use common::lean;
 use half::f16;
 use kernbench::kernel::wiring::{QueueConfig, ring};
@@ -8,10 +10,12 @@ use kernbench::kernel::{Addr, DType, Tl};
 use kernbench::machine::{InstallError, Machine};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::{Location, Space};
-use kernbench_systems::RunError;
-use kernbench_systems::ipcq::{Queues, Slot};
+use kernbench_systems::exec::PeExec;
+use kernbench_systems::hierarchy::Hardware;
+use kernbench_systems::ipcq::{Queues, Scope};
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::QDir;
+use kernbench_systems::{PeIdx, RunError};
 
 const B: u64 = 64; // inter-SIP bytes per tick
 const L: u64 = 100; // inter-SIP latency in ticks
@@ -32,7 +36,7 @@ fn cfg(n_slots: u32, slot_size: u64) -> QueueConfig {
 fn installed(sys: &System, q: QueueConfig, mode: DataMode) -> Machine {
     let mut m = Machine::build_with(sys, mode).unwrap();
     m.record_ops();
-    let tables = ring(&[0, 1], QDir::E, q).unwrap();
+    let tables = ring(&[PeIdx(0), PeIdx(1)], QDir::E, q).unwrap();
     m.install(tables).unwrap();
     m
 }
@@ -59,7 +63,8 @@ fn send_recv_ticks(m: &Machine) -> (u64, u64) {
 fn run_p2p(bytes: u64, q: QueueConfig) -> u64 {
     let sys = pair();
     let mut m = installed(&sys, q, DataMode::TimingOnly);
-    m.launch(p2p, &((bytes / 2) as usize), &[0, 1]).unwrap();
+    m.launch(p2p, &((bytes / 2) as usize), &[PeIdx(0), PeIdx(1)])
+        .unwrap();
     let (s, r) = send_recv_ticks(&m);
     r - s
 }
@@ -101,22 +106,20 @@ fn p2p_with_one_slot_waits_a_credit_round_trip_per_chunk() {
 }
 
 /// Per queue: credits + slots in flight + full slots + credits in flight =
-/// n_slots, with the slot states read from the slot entities; returns the
+/// n_slots, with the slot states read from the queue's slots; returns the
 /// slots in flight and full over all queues.
 fn check_credits(m: &mut Machine) -> u32 {
     let world = &m.engine.world;
     let queues = world.resource::<Queues>();
     let mut busy = 0;
     for (q, qu) in queues.list.iter().enumerate() {
-        let (in_flight, full) = qu.slot_counts(|e| world.get::<Slot>(e));
+        let (in_flight, full) = qu.slot_counts();
         assert_eq!(
             qu.credits + in_flight + full + qu.credits_in_flight,
             qu.n_slots,
             "queue {q}"
         );
-        for &e in &qu.slots {
-            assert_eq!(world.get::<Slot>(e).unwrap().queue, q as u32, "queue {q}");
-        }
+        assert_eq!(qu.slots.len(), qu.n_slots as usize, "queue {q}");
         busy += in_flight + full;
     }
     busy
@@ -166,9 +169,9 @@ mod props {
                     m.write(tcm(pe, off), &values(pe, elems)).unwrap();
                 }
             }
-            let coords = |g: u32| (g, [g, 0, 0]);
+            let coords = |g: u32| (PeIdx(g), [g, 0, 0]);
             let programs = kernbench::kernel::trace(exchange, &elems, &[coords(0), coords(1)], &m.addresses, &m.topology).unwrap();
-            let _ = m.engine.launch(0, programs, 0);
+            let _ = m.engine.launch(Scope::DEFAULT, programs, 0);
             while !m.engine.step() {
                 check_credits(&mut m);
             }
@@ -192,7 +195,7 @@ fn two_rank_bidirectional_ring_delivers_both_directions() {
         m.write(tcm(pe, 0), &values(pe, elems)).unwrap();
         m.write(tcm(pe, 1 << 16), &values(pe + 10, elems)).unwrap();
     }
-    m.launch(exchange, &elems, &[0, 1]).unwrap();
+    m.launch(exchange, &elems, &[PeIdx(0), PeIdx(1)]).unwrap();
     for me in 0..2u32 {
         let peer = 1 - me;
         // West neighbour sent its "east" vector (offset 0), east neighbour its "west" one.
@@ -209,11 +212,51 @@ fn two_rank_bidirectional_ring_delivers_both_directions() {
     }
 }
 
+/// Entities in a machine's world after installing a two-PE ring with `q`.
+fn entities_after_install(q: QueueConfig) -> (usize, Vec<usize>) {
+    let mut m = installed(&pair(), q, DataMode::TimingOnly);
+    let world = &mut m.engine.world;
+    let entities = world.query::<Entity>().iter(world).count();
+    let slots = world
+        .resource::<Queues>()
+        .list
+        .iter()
+        .map(|q| q.slots.len())
+        .collect();
+    (entities, slots)
+}
+
+#[test]
+fn slots_are_queue_state_not_entities() {
+    // A queue's slots live in the queue: 64 slots spawn no more entities than 2.
+    let (few, few_slots) = entities_after_install(cfg(2, 256));
+    let (many, many_slots) = entities_after_install(cfg(64, 256));
+    assert_eq!(few_slots, [2; 4]); // two PEs, a queue east and west each
+    assert_eq!(many_slots, [64; 4]);
+    assert_eq!(many, few);
+}
+
+#[test]
+fn a_launch_to_a_busy_pe_queues_on_that_pe() {
+    let mut m = installed(&pair(), cfg(2, 256), DataMode::TimingOnly);
+    let pes = [PeIdx(0), PeIdx(1)];
+    let first = m.submit(p2p, &128, &pes, Scope::DEFAULT, 0).unwrap();
+    let second = m.submit(p2p, &128, &pes, Scope::DEFAULT, 0).unwrap();
+    let receiver = m.engine.world.resource::<Hardware>().pe_entity(PeIdx(1));
+    let queued = |w: &World| w.get::<PeExec>(receiver).map_or(0, |ex| ex.queued.len());
+    // Both launches reach the receiver while it runs the first: the second
+    // waits on its own execution state.
+    assert!(m.engine.run_until(|w| queued(w) == 1).unwrap());
+    let (a, b) = (m.wait(first).unwrap(), m.wait(second).unwrap());
+    assert_eq!(queued(&m.engine.world), 0);
+    assert!(b.end > a.end, "{a:?} then {b:?}");
+}
+
 #[test]
 fn installing_twice_names_the_pe() {
     let sys = pair();
     let mut m = Machine::build(&sys).unwrap();
-    let mut tables = ring(&[0, 1], QDir::E, cfg(2, 256)).unwrap();
+    let mut tables = ring(&[PeIdx(0), PeIdx(1)], QDir::E, cfg(2, 256)).unwrap();
     tables.push(tables[1].clone());
     let err = m.install(tables).unwrap_err();
     assert!(
@@ -244,7 +287,12 @@ fn ipcq_state(m: &Machine) -> Vec<String> {
 #[test]
 fn install_order_does_not_change_the_final_state() {
     let sys = lean(6, SipTopology::Ring1d, None);
-    let tables = ring(&(0..6).collect::<Vec<_>>(), QDir::GlobalE, cfg(3, 1024)).unwrap();
+    let tables = ring(
+        &(0..6).map(PeIdx).collect::<Vec<_>>(),
+        QDir::GlobalE,
+        cfg(3, 1024),
+    )
+    .unwrap();
     let mut a = Machine::build(&sys).unwrap();
     a.install(tables.clone()).unwrap();
     let mut shuffled = tables.clone();
@@ -274,8 +322,8 @@ fn install_takes_time_that_grows_with_the_route() {
     assert!(t_far > t_near, "far {t_far} vs near {t_near}");
     let m = Machine::build(&sys).unwrap();
     let (near, far) = (
-        m.topology.hops(0, m.pe(0, 0, 0)).unwrap(),
-        m.topology.hops(0, m.pe(0, 15, 7)).unwrap(),
+        m.topology.hops(0, m.pe_node(0, 0, 0)).unwrap(),
+        m.topology.hops(0, m.pe_node(0, 15, 7)).unwrap(),
     );
     assert!(far > near);
 }
@@ -290,7 +338,9 @@ fn lonely_recv(tl: &mut Tl, _: &()) {
 fn a_recv_without_a_send_is_reported_as_a_deadlock() {
     let sys = pair();
     let mut m = installed(&sys, cfg(2, 256), DataMode::TimingOnly);
-    let err = m.launch(lonely_recv, &(), &[0, 1]).unwrap_err();
+    let err = m
+        .launch(lonely_recv, &(), &[PeIdx(0), PeIdx(1)])
+        .unwrap_err();
     let report = err.to_string();
     println!("{report}");
     assert!(report.contains("deadlock"), "{report}");
@@ -317,7 +367,7 @@ fn add_neighbour(tl: &mut Tl, elems: &usize) {
 fn functional_sums_are_bit_exact_and_timing_matches_timing_only() {
     let elems = 777;
     let sys = lean(4, SipTopology::Ring1d, None);
-    let pes: Vec<u32> = (0..4).collect();
+    let pes: Vec<PeIdx> = (0..4).map(PeIdx).collect();
     let run = |mode: DataMode| {
         let mut m = Machine::build_with(&sys, mode).unwrap();
         m.install(ring(&pes, QDir::E, cfg(2, 256)).unwrap())
@@ -351,7 +401,8 @@ fn oplog_has_one_consistent_record_per_op() {
     for pe in 0..2 {
         m.write(tcm(pe, 0), &values(pe, elems)).unwrap();
     }
-    m.launch(add_neighbour, &elems, &[0, 1]).unwrap();
+    m.launch(add_neighbour, &elems, &[PeIdx(0), PeIdx(1)])
+        .unwrap();
     let log = m.op_records();
     assert_eq!(log.len(), 2 * 5, "load, send, recv, add, store on each PE");
     for r in &log {
@@ -380,7 +431,7 @@ fn a_communicator_installed_twice_on_a_pe_is_refused_naming_both() {
     let sys = pair();
     let mut m = Machine::build(&sys).unwrap();
     let tp = m.open_scope("tp0");
-    let tables = ring(&[0, 1], QDir::E, cfg(2, 256)).unwrap();
+    let tables = ring(&[PeIdx(0), PeIdx(1)], QDir::E, cfg(2, 256)).unwrap();
     m.install_scope(tp, tables.clone()).unwrap();
     let e = m.install_scope(tp, tables.clone()).unwrap_err();
     assert_eq!(
@@ -391,7 +442,7 @@ fn a_communicator_installed_twice_on_a_pe_is_refused_naming_both() {
     let dp = m.open_scope("dp0");
     m.install_scope(dp, tables).unwrap();
     let queues = m.engine.world.resource::<Queues>();
-    let scopes: Vec<u32> = queues.list.iter().map(|q| q.scope).collect();
+    let scopes: Vec<Scope> = queues.list.iter().map(|q| q.scope).collect();
     assert_eq!(scopes.iter().filter(|&&s| s == tp).count(), 4);
     assert_eq!(scopes.iter().filter(|&&s| s == dp).count(), 4);
 }

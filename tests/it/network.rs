@@ -31,7 +31,7 @@ fn all_to_all(sys: &kernbench::spec::System) -> AllToAll {
     for a in 0..n {
         for b in 0..n {
             if a != b {
-                t.add(m.pe(a, 0, 0), m.pe(b, 0, 0), MIB, Start::At(0));
+                t.add(m.pe_node(a, 0, 0), m.pe_node(b, 0, 0), MIB, Start::At(0));
             }
         }
     }
@@ -126,7 +126,7 @@ fn ring_rounds_finish_at_rounds_times_one_hop() {
     ) = (32.0, 50.0);
     let sys = kernbench::spec::System::from_spec(sys.spec, "test").unwrap();
     let mut m = Machine::build(&sys).unwrap();
-    let nodes = (0..8).map(|s| m.pe(s, 0, 0)).collect();
+    let nodes = (0..8).map(|s| m.pe_node(s, 0, 0)).collect();
     m.engine.set_traffic(RingRounds::new(nodes, 16 * 1024, 14));
     let r = m.engine.run().unwrap();
     let per_round = 50 + 16 * 1024 / 32;
@@ -145,7 +145,7 @@ fn packets_pipeline_through_a_real_machine_path() {
     // the same SIP crosses one UCIe link and NoC links otherwise.
     let sys = system(|s| s.system.sips.count = 1);
     let mut m = Machine::build(&sys).unwrap();
-    let (a, b) = (m.pe(0, 0, 0), m.pe(0, 1, 0));
+    let (a, b) = (m.pe_node(0, 0, 0), m.pe_node(0, 1, 0));
     let hops = m.topology.hops(a, b).unwrap() as u64;
     let mut t = ScheduledTraffic::new();
     t.add(a, b, 200, Start::At(3));

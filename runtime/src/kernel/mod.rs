@@ -36,6 +36,7 @@ pub use sym::{Index, Sym};
 
 use kernbench_spec::topology::Topology;
 use kernbench_spec::topology::address::{AddressResolver, Space};
+use kernbench_systems::PeIdx;
 use kernbench_systems::program::{
     AtomExpr, BinOp, Digit, Launch, MemLoc, MemRect, Op, Place, Program, QDir,
 };
@@ -661,10 +662,10 @@ pub type Kernel<A> = fn(&mut Tl, &A);
 pub fn trace<A>(
     kernel: Kernel<A>,
     args: &A,
-    pes: &[(u32, [u32; 3])],
+    pes: &[(PeIdx, [u32; 3])],
     resolver: &AddressResolver,
     topo: &Topology,
-) -> Result<Vec<(u32, Launch)>, String> {
+) -> Result<Vec<(PeIdx, Launch)>, String> {
     let cache = TraceCache::default();
     let mut programs = share::Programs::default();
     let mut out = Vec::with_capacity(pes.len());

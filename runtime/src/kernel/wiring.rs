@@ -5,6 +5,7 @@
 //! allocates every slot area in its buffer memory (`base` is 0 until then).
 
 use kernbench_spec::topology::address::Space;
+use kernbench_systems::PeIdx;
 use kernbench_systems::ipcq::{Entry, Tables};
 use kernbench_systems::program::QDir;
 
@@ -19,7 +20,7 @@ pub struct QueueConfig {
 
 impl QueueConfig {
     /// The entry `dir → peer` (known to the peer as `peer_dir`); placed at install.
-    pub fn entry(&self, dir: QDir, peer: u32, peer_dir: QDir) -> Entry {
+    pub fn entry(&self, dir: QDir, peer: PeIdx, peer_dir: QDir) -> Entry {
         Entry {
             dir,
             peer_dir,
@@ -35,7 +36,7 @@ impl QueueConfig {
 /// A bidirectional ring over `pes` (global PE indices): `fwd` leads to the
 /// next PE, `fwd.opposite()` to the previous one. Needs at least 2 PEs; with
 /// 2, both directions lead to the same peer and stay distinct queues.
-pub fn ring(pes: &[u32], fwd: QDir, q: QueueConfig) -> Result<Tables, String> {
+pub fn ring(pes: &[PeIdx], fwd: QDir, q: QueueConfig) -> Result<Tables, String> {
     let n = pes.len();
     if n < 2 {
         return Err(format!("a ring needs at least 2 PEs, got {n}"));

@@ -310,13 +310,7 @@ fn scaling(
                 .collect();
             Panel {
                 title: t.clone(),
-                lines: lines(
-                    &on,
-                    series,
-                    axes,
-                    |r| r.sips.map(f64::from),
-                    m.y,
-                ),
+                lines: lines(&on, series, axes, |r| r.sips.map(f64::from), m.y),
             }
         })
         .collect();

@@ -8,7 +8,7 @@ use bevy_ecs::prelude::*;
 /// Why each unfinished PE cannot go on; None when every launched PE is done.
 pub fn deadlock_report(world: &mut World) -> Option<String> {
     let now = world.resource::<Clock>().now;
-    let mut stuck: Vec<(u32, PeExec)> = Vec::new();
+    let mut stuck: Vec<(PeIdx, PeExec)> = Vec::new();
     let mut q = world.query::<(&crate::hierarchy::Pe, &PeExec)>();
     let hw = world.resource::<Hardware>();
     for (p, ex) in q.iter(world) {
@@ -21,7 +21,7 @@ pub fn deadlock_report(world: &mut World) -> Option<String> {
     }
     stuck.sort_by_key(|s| s.0);
     let queues = world.resource::<crate::ipcq::Queues>();
-    let name = |pe: u32| {
+    let name = |pe: PeIdx| {
         let (s, c, p) = hw.coords(pe);
         format!("sip{s}.cube{c}.pe{p}")
     };
@@ -51,7 +51,7 @@ pub fn deadlock_report(world: &mut World) -> Option<String> {
         };
         out.push_str(&format!("  {}: blocked at {at}\n", name(*pe)));
         for qu in &queues.list {
-            let (in_flight, full) = qu.slot_counts(|e| world.get::<crate::ipcq::Slot>(e));
+            let (in_flight, full) = qu.slot_counts();
             let state = format!(
                 "sender credits {}/{}, {in_flight} chunk(s) in flight, {full} full slot(s), {} credit(s) in flight",
                 qu.credits, qu.n_slots, qu.credits_in_flight

@@ -3,14 +3,15 @@
 
 use super::*;
 use crate::hierarchy::{Hardware, PeRate};
+use crate::ids::PeIdx;
 use crate::ipcq::{
-    Entry, NeighborTable, NeighborTables, PeEvent, QueueAccess, Scope, Slot, SlotState, Tables,
+    Entry, NeighborTable, NeighborTables, QueueAccess, Scope, Slot, SlotState, Tables,
 };
 use crate::network::{Inbox, NewMessage, Outbox, Purpose};
 use crate::program::{Launch, MemLoc, Reg, Space};
 use crate::time::Clock;
 use bevy_ecs::prelude::*;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 /// Payloads of install and launch messages in flight from the host, and of
 /// remote loads and stores in flight, keyed by their message's tag. A slot
@@ -18,8 +19,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 /// in flight.
 #[derive(Resource, Debug, Default)]
 pub struct HostQueue {
-    pub installs: slab::Slab<(u32, Scope, Vec<Entry>)>,
-    pub launches: slab::Slab<(u32, Launch, Scope, LaunchId)>,
+    pub installs: slab::Slab<(PeIdx, Scope, Vec<Entry>)>,
+    pub launches: slab::Slab<(PeIdx, Launch, Scope, LaunchId)>,
     pub stores: slab::Slab<StoreJob>,
     pub loads: slab::Slab<LoadJob>,
 }
@@ -27,7 +28,7 @@ pub struct HostQueue {
 /// A load's data travelling from a remote memory.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadJob {
-    pub pe: u32,
+    pub pe: PeIdx,
     pub reg: Reg,
     pub trace: Option<u32>,
 }
@@ -35,44 +36,44 @@ pub struct LoadJob {
 /// A store travelling to a remote memory.
 #[derive(Debug, Clone, Copy)]
 pub struct StoreJob {
-    pub pe: u32,
+    pub pe: PeIdx,
     pub dst: MemLoc,
     pub bytes: u64,
     pub trace: Option<u32>,
 }
 
 /// Delivery of host messages and remote memory data: installs neighbour
-/// tables (creating each receive queue and its slot entities), starts
+/// tables (creating each receive queue with its slots), starts
 /// launched programs after the launch overhead, lands remote loads, and
 /// completes remote stores through the target memory's port.
 pub fn deliver_control(
     inbox: &mut Inbox,
     ka: &mut KernelAccess,
     qa: &mut QueueAccess,
-    pes: &mut Query<(Option<&PeExec>, Option<&mut NeighborTables>, &PeRate)>,
+    pes: &mut Query<(Option<&mut PeExec>, Option<&mut NeighborTables>, &PeRate)>,
     commands: &mut Commands,
 ) {
     let now = qa.clock.now;
     let installs = inbox.take(Purpose::Install);
     // Tables of PEs wired for the first time in this call (inserted at the end).
-    let mut fresh: FxHashMap<u32, NeighborTables> = FxHashMap::default();
+    let mut fresh: FxHashMap<PeIdx, NeighborTables> = FxHashMap::default();
     for a in &installs {
         let (pe, scope, entries) = ka.host.installs.remove(a.tag as usize);
-        let entity = qa.hw.pes[pe as usize];
+        let entity = qa.hw.pe_entity(pe);
         let held = |t: Option<&NeighborTables>| t.is_some_and(|t| t.get(scope).is_some());
         if held(pes.get(entity).ok().and_then(|(_, t, _)| t)) || held(fresh.get(&pe)) {
             let (s, c, p) = qa.hw.coords(pe);
             qa.errors.report(format!("sip{s}.cube{c}.pe{p}: the neighbour table of communicator scope {scope} was installed twice; install each communicator once per PE"));
             continue;
         }
-        let table = install_table(pe, scope, entries, qa, commands);
+        let table = install_table(pe, scope, entries, qa);
         match pes.get_mut(entity) {
             Ok((_, Some(mut tables), _)) => tables.0.push((scope, table)),
             _ => fresh.entry(pe).or_default().0.push((scope, table)),
         }
     }
     for (pe, tables) in fresh {
-        commands.entity(qa.hw.pes[pe as usize]).insert(tables);
+        commands.entity(qa.hw.pe_entity(pe)).insert(tables);
     }
     inbox.restore(Purpose::Install, installs);
 
@@ -82,7 +83,7 @@ pub fn deliver_control(
     for a in &loads {
         let job = ka.host.loads.remove(a.tag as usize);
         qa.trace.finish(job.trace, now);
-        qa.queues.pe_events.push(PeEvent::Resolve {
+        qa.pe_events.0.push(PeEvent::Resolve {
             pe: job.pe,
             reg: job.reg,
             at: now,
@@ -98,7 +99,7 @@ pub fn deliver_control(
             .ports
             .access(job.dst.space, job.dst.instance, now, job.bytes);
         qa.trace.finish(job.trace, done);
-        qa.queues.pe_events.push(PeEvent::Complete {
+        qa.pe_events.0.push(PeEvent::Complete {
             pe: job.pe,
             at: done,
         });
@@ -107,32 +108,28 @@ pub fn deliver_control(
 }
 
 /// Starts each delivered launch on its PE after the launch overhead, or
-/// queues it behind the kernel the PE is running. A PE given a program
-/// earlier in this same delivery counts as running: its `PeExec` is only
-/// inserted when the commands apply, so two launches reaching one PE in the
-/// same tick (an all-ideal host route) would otherwise overwrite each other
-/// and the first would never finish.
+/// queues it on the PE's `PeExec` behind the kernel it is running. A PE's
+/// first `PeExec` is only inserted when the commands apply, so a PE first
+/// given a program in this same delivery keeps it in `fresh` meanwhile: two
+/// launches reaching one PE in the same tick (an all-ideal host route)
+/// queue one behind the other instead of overwriting each other.
 fn start_launches(
     inbox: &mut Inbox,
     ka: &mut KernelAccess,
     now: Tick,
     hw: &Hardware,
-    pes: &Query<(Option<&PeExec>, Option<&mut NeighborTables>, &PeRate)>,
+    pes: &mut Query<(Option<&mut PeExec>, Option<&mut NeighborTables>, &PeRate)>,
     commands: &mut Commands,
 ) {
     let launches = inbox.take(Purpose::Launch);
-    let mut started_now: FxHashSet<u32> = FxHashSet::default();
+    let mut fresh: Vec<(PeIdx, PeExec)> = Vec::new();
+    let mut fresh_at: FxHashMap<PeIdx, usize> = FxHashMap::default();
     for a in &launches {
         let (pe, launch, scope, id) = ka.host.launches.remove(a.tag as usize);
-        let entity = hw.pes[pe as usize];
         // Every PE entity has a rate; a PE runs a kernel once launched.
-        let (state, overhead) = pes.get(entity).map_or((None, 0), |(ex, _, r)| {
-            (ex.map(|ex| ex.state), r.launch_overhead)
-        });
-        let state = if started_now.contains(&pe) {
-            Some(PeState::Running)
-        } else {
-            state
+        let (ex, overhead) = match pes.get_mut(hw.pe_entity(pe)) {
+            Ok((ex, _, rate)) => (ex, rate.launch_overhead),
+            Err(_) => (None, 0),
         };
         let queued = QueuedLaunch {
             launch,
@@ -140,30 +137,43 @@ fn start_launches(
             id,
             ready: now + overhead,
         };
-        let start = match state {
+        let ex = match fresh_at.get(&pe) {
+            Some(&i) => Some(&mut fresh[i].1),
+            None => ex.map(Mut::into_inner),
+        };
+        let start = match ex.as_ref().map(|ex| ex.state) {
             // One kernel at a time: the launch waits for the running one.
             Some(PeState::Running) => {
-                ka.launches.waiting.entry(pe).or_default().push_back(queued);
+                ex.expect("a running PE has its state")
+                    .queued
+                    .push_back(queued);
                 continue;
             }
             Some(PeState::Done(t)) => queued.ready.max(t),
             None => queued.ready,
         };
-        commands.entity(entity).insert(PeExec::new(queued, start));
+        match ex {
+            Some(ex) => *ex = PeExec::new(queued, start),
+            None => {
+                fresh_at.insert(pe, fresh.len());
+                fresh.push((pe, PeExec::new(queued, start)));
+            }
+        }
         ka.kcal.0.push(start, pe);
-        started_now.insert(pe);
+    }
+    for (pe, ex) in fresh {
+        commands.entity(hw.pe_entity(pe)).insert(ex);
     }
     inbox.restore(Purpose::Launch, launches);
 }
 
-/// Creates the receive queues of one PE's table for `scope` (with their
-/// slot entities) and resolves the queues it sends into.
+/// Creates the receive queues of one PE's table for `scope` (their slots
+/// free) and resolves the queues it sends into.
 fn install_table(
-    pe: u32,
+    pe: PeIdx,
     scope: Scope,
     entries: Vec<Entry>,
     qa: &mut QueueAccess,
-    commands: &mut Commands,
 ) -> NeighborTable {
     let mut send_q = Vec::with_capacity(entries.len());
     let mut recv_q = Vec::with_capacity(entries.len());
@@ -172,9 +182,9 @@ fn install_table(
         let q = qa.queues.queue(pe, scope, e.dir);
         recv_q.push(q);
         let (buffer_instance, buffer_node) = match e.buffer {
-            Space::Tcm => (pe, qa.hw.pe_nodes[pe as usize]),
+            Space::Tcm => (pe.0, qa.hw.pe_node(pe)),
             space => {
-                let cube = pe / qa.hw.pes_per_cube;
+                let cube = qa.hw.cube_of(pe);
                 (
                     cube,
                     qa.hw.mem_node(MemLoc {
@@ -185,19 +195,11 @@ fn install_table(
                 )
             }
         };
-        let slots = (0..e.n_slots)
-            .map(|index| {
-                commands
-                    .spawn(Slot {
-                        queue: q,
-                        index,
-                        state: SlotState::Free,
-                        bytes: 0,
-                    })
-                    .id()
-            })
-            .collect();
-        let qu = &mut qa.queues.list[q as usize];
+        let free = Slot {
+            state: SlotState::Free,
+            bytes: 0,
+        };
+        let qu = &mut qa.queues.list[q.index()];
         qu.installed = true;
         qu.sender_pe = Some(e.peer);
         qu.buffer = e.buffer;
@@ -206,7 +208,7 @@ fn install_table(
         qu.base = e.base;
         qu.n_slots = e.n_slots;
         qu.slot_size = e.slot_size;
-        qu.slots = slots;
+        qu.slots = vec![free; e.n_slots as usize];
         qu.credits = e.n_slots;
         qa.queues.kick.push(q);
     }
@@ -224,7 +226,7 @@ pub fn send_installs(world: &mut World, scope: Scope, tables: Tables, at: Tick) 
     let entry_bytes = world.resource::<ExecParams>().install_entry_bytes;
     let host_node = world.resource::<Hardware>().host_node;
     for (pe, entries) in tables {
-        let dst = world.resource::<Hardware>().pe_nodes[pe as usize];
+        let dst = world.resource::<Hardware>().pe_node(pe);
         let bytes = entries.len().max(1) as u64 * entry_bytes;
         let tag = world
             .resource_mut::<HostQueue>()
@@ -247,7 +249,7 @@ pub fn send_installs(world: &mut World, scope: Scope, tables: Tables, at: Tick) 
 pub fn send_launches(
     world: &mut World,
     scope: Scope,
-    programs: Vec<(u32, Launch)>,
+    programs: Vec<(PeIdx, Launch)>,
     at: Tick,
 ) -> LaunchId {
     let now = world.resource::<Clock>().now.max(at);
@@ -255,7 +257,7 @@ pub fn send_launches(
     let bytes = world.resource::<ExecParams>().launch_bytes;
     let host_node = world.resource::<Hardware>().host_node;
     for (pe, program) in programs {
-        let dst = world.resource::<Hardware>().pe_nodes[pe as usize];
+        let dst = world.resource::<Hardware>().pe_node(pe);
         let tag = world
             .resource_mut::<HostQueue>()
             .launches

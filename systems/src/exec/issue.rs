@@ -1,9 +1,7 @@
 //! Issuing one op: its operands, its unit or port, its cost and its effect.
 
 use super::*;
-use crate::ipcq::{
-    NeighborTable, PeEvent, QueueAccess, QueueId, RecvJob, SendJob, pump_recv, pump_send,
-};
+use crate::ipcq::{NeighborTable, QueueAccess, QueueId, RecvJob, SendJob, pump_recv, pump_send};
 use crate::memory::{ELEM_BYTES, MemoryStore};
 use crate::network::{NewMessage, Purpose};
 use crate::program::{BinOp, Op, Place, Reg, Space};
@@ -49,7 +47,7 @@ pub(super) struct IssueCtx<'a> {
 
 #[inline]
 pub(super) fn issue(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     table: Option<&NeighborTable>,
@@ -70,7 +68,7 @@ pub(super) fn issue(
 
 /// A vector or MAC-array op: it waits for its unit (FIFO) and writes its register when done.
 fn compute(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     ka: &mut IssueCtx,
@@ -180,7 +178,7 @@ fn compute(
 
 /// A load: from the PE's own TCM through its port, else from a remote memory as a message (the register is pending until the data lands).
 fn load(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     ka: &mut IssueCtx,
@@ -205,7 +203,7 @@ fn load(
         None
     };
     let done = qa.ports.access(src.space, src.instance, now, bytes);
-    let local = src.space == Space::Tcm && src.instance == pe;
+    let local = src.space == Space::Tcm && src.instance == pe.0;
     if local {
         qa.trace.op(hw, pe, "load", now, done, bytes, None, || {
             format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
@@ -224,7 +222,7 @@ fn load(
         }) as u64;
         qa.outbox.send(NewMessage {
             src: hw.mem_node(src),
-            dst: hw.pe_nodes[pe as usize],
+            dst: hw.pe_node(pe),
             bytes,
             at: done,
             purpose: Purpose::LoadData,
@@ -237,7 +235,7 @@ fn load(
 
 /// A store: to the PE's own TCM through its port, else to a remote memory as a message (outstanding until it completes there).
 fn store(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     ka: &mut IssueCtx,
@@ -263,7 +261,7 @@ fn store(
     if let Some(d) = &r.data {
         ka.store.write_rect(dst, d, rows, pitch)?;
     }
-    if dst.space == Space::Tcm && dst.instance == pe {
+    if dst.space == Space::Tcm && dst.instance == pe.0 {
         let done = qa.ports.access(dst.space, dst.instance, now, bytes);
         qa.trace.op(hw, pe, "store", now, done, bytes, None, || {
             format!("{}{}+{:#x}", dst.space.name(), dst.instance, dst.offset)
@@ -281,7 +279,7 @@ fn store(
         }) as u64;
         ex.outstanding += 1;
         qa.outbox.send(NewMessage {
-            src: hw.pe_nodes[pe as usize],
+            src: hw.pe_node(pe),
             dst: hw.mem_node(dst),
             bytes,
             at: now,
@@ -295,7 +293,7 @@ fn store(
 
 /// A send: queued on the peer's IPCQ queue of this direction; chunks leave as credits allow.
 fn send(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     table: Option<&NeighborTable>,
@@ -317,7 +315,7 @@ fn send(
     })?;
     let r = &ex.regs[src as usize];
     let bytes = r.elems * ELEM_BYTES;
-    let flow = flow_id(q, &mut qa.queues.list[q as usize].send_ops);
+    let flow = flow_id(q, &mut qa.queues.list[q.index()].send_ops);
     let handle = qa.trace.op(hw, pe, "send", now, PENDING, bytes, flow, || {
         format!("dir={} peer={}", dir.name(), e.peer)
     });
@@ -326,9 +324,9 @@ fn send(
     let (mut ctx, _) = qa.ctx();
     if bytes == 0 {
         ctx.trace.finish(handle, now);
-        ctx.queues.pe_events.push(PeEvent::Complete { pe, at: now });
+        ctx.pe_events.push(PeEvent::Complete { pe, at: now });
     } else {
-        ctx.queues.list[q as usize].sends.push_back(SendJob {
+        ctx.queues.list[q.index()].sends.push_back(SendJob {
             pe,
             bytes,
             sent: 0,
@@ -342,7 +340,7 @@ fn send(
 
 /// A recv: queued on this PE's queue of this direction; the register is pending until every chunk has landed.
 fn recv(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     op: &Op,
     table: Option<&NeighborTable>,
@@ -366,14 +364,14 @@ fn recv(
         )
     })?;
     let bytes = elems * ELEM_BYTES;
-    let flow = flow_id(q, &mut qa.queues.list[q as usize].recv_ops);
+    let flow = flow_id(q, &mut qa.queues.list[q.index()].recv_ops);
     let handle = qa.trace.op(hw, pe, "recv", now, PENDING, bytes, flow, || {
         format!("dir={}", dir.name())
     });
     set(ex, dst, PENDING, elems, None);
     ex.pending_regs += 1;
     let (mut ctx, _) = qa.ctx();
-    ctx.queues.list[q as usize].recvs.push_back(RecvJob {
+    ctx.queues.list[q.index()].recvs.push_back(RecvJob {
         pe,
         reg: dst,
         bytes,
@@ -391,7 +389,7 @@ fn recv(
 fn flow_id(q: QueueId, ops: &mut u32) -> Option<u64> {
     let k = *ops;
     *ops = ops.wrapping_add(1);
-    Some(u64::from(q) << 32 | u64::from(k))
+    Some(u64::from(q.0) << 32 | u64::from(k))
 }
 
 /// Occupies the vector unit for `elems` elements; returns the completion tick.

@@ -1,17 +1,17 @@
 //! Launches as the host sees them: each submitted kernel is one launch over
-//! a set of PEs, with a record of when its PEs started and finished, and a
-//! PE that is still running queues later launches in submission order (a
-//! stream: one kernel at a time per PE).
+//! a set of PEs, with a record of when its PEs started and finished. A PE
+//! that is still running queues later launches on its own `PeExec`, in
+//! arrival order (a stream: one kernel at a time per PE).
 
 use crate::ipcq::Scope;
 use crate::program::Launch;
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
-use rustc_hash::FxHashMap;
-use std::collections::VecDeque;
 
 /// A launch's handle: its slot in [`Launches::records`].
-pub type LaunchId = u32;
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LaunchId(pub u32);
 
 /// Progress of one launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,28 +41,27 @@ pub struct QueuedLaunch {
     pub ready: Tick,
 }
 
-/// Every launch not yet collected by the host, and the launches waiting for
-/// a busy PE. A record is freed when the host takes it.
+/// Every launch not yet collected by the host. A record is freed when the
+/// host takes it.
 #[derive(Resource, Debug, Default)]
 pub struct Launches {
     pub records: slab::Slab<LaunchRecord>,
-    pub waiting: FxHashMap<u32, VecDeque<QueuedLaunch>>,
 }
 
 impl Launches {
     /// Opens the record of a launch over `pes` PEs.
     pub fn open(&mut self, pes: u32) -> LaunchId {
-        self.records.insert(LaunchRecord {
+        LaunchId(self.records.insert(LaunchRecord {
             pes,
             done: 0,
             start: Tick::MAX,
             end: 0,
-        }) as LaunchId
+        }) as u32)
     }
 
     /// Notes that one PE of launch `id` ran from `start` to `end`.
     pub fn pe_done(&mut self, id: LaunchId, start: Tick, end: Tick) {
-        if let Some(r) = self.records.get_mut(id as usize) {
+        if let Some(r) = self.records.get_mut(id.0 as usize) {
             r.done += 1;
             r.start = r.start.min(start);
             r.end = r.end.max(end);
@@ -71,7 +70,7 @@ impl Launches {
 
     /// The record of launch `id`, if it is still held.
     pub fn get(&self, id: LaunchId) -> Option<&LaunchRecord> {
-        self.records.get(id as usize)
+        self.records.get(id.0 as usize)
     }
 
     /// Whether launch `id` has finished (a record already taken has).
@@ -81,16 +80,6 @@ impl Launches {
 
     /// Removes a record (the host has read it); its id may be reused.
     pub fn take(&mut self, id: LaunchId) -> Option<LaunchRecord> {
-        self.records.try_remove(id as usize)
-    }
-
-    /// The next launch waiting for PE `pe`, if any.
-    pub fn next_for(&mut self, pe: u32) -> Option<QueuedLaunch> {
-        let q = self.waiting.get_mut(&pe)?;
-        let next = q.pop_front();
-        if q.is_empty() {
-            self.waiting.remove(&pe);
-        }
-        next
+        self.records.try_remove(id.0 as usize)
     }
 }

@@ -12,6 +12,16 @@
 //! each op costs and does), `host` (install and launch messages from the host,
 //! remote load/store payloads), `deadlock` (the report of a run that cannot
 //! finish). Trace records go to `crate::trace`.
+//!
+//! Layout: a running PE's state, [`PeExec`] (program, registers, units), is
+//! a component on its PE entity beside its `PeRate` and `NeighborTables`,
+//! and `kernel_step` reaches the PEs it wakes through one query. Resources
+//! hold what is not one PE's or arrives by number: [`PeEvents`] (results
+//! the queues and remote memories push for PEs, applied in arrival order),
+//! [`KernelCalendar`] (wake-ups by tick), [`HostQueue`] (payloads of
+//! messages in flight, keyed by message tag), [`Launches`] (the host's
+//! launch records, by [`LaunchId`]), [`OpsIssued`] and [`ExecParams`].
+//! Launches waiting for a busy PE queue on its `PeExec`.
 
 mod deadlock;
 mod host;
@@ -24,11 +34,13 @@ pub use host::{HostQueue, LoadJob, StoreJob, deliver_control, send_installs, sen
 pub use launches::{LaunchId, LaunchRecord, Launches, QueuedLaunch};
 pub use step::kernel_step;
 
+use crate::ids::PeIdx;
 use crate::memory::{DataMode, MemoryStore};
 use crate::program::{Op, Place, Program, Reg};
 use crate::time::{Calendar, PENDING, Tick};
 use bevy_ecs::prelude::*;
 use half::f16;
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A register: when its value is usable, its size, and (functional mode) the values.
@@ -77,6 +89,9 @@ pub struct PeExec {
     pub finish: Tick,
     pub started: Tick,
     pub state: PeState,
+    /// Launches that reached this PE while it ran, in arrival order: the
+    /// next starts when this one is done (one kernel at a time, a stream).
+    pub queued: VecDeque<QueuedLaunch>,
 }
 
 /// A running loop: its body `start .. end`, the iteration and the rotating registers.
@@ -115,6 +130,7 @@ impl PeExec {
             finish: start,
             started: start,
             state: PeState::Running,
+            queued: VecDeque::new(),
         };
         ex.enter_loops();
         ex
@@ -284,9 +300,29 @@ impl Default for ExecParams {
     }
 }
 
+/// A PE-side effect of queue or remote-memory progress, applied by `kernel_step`.
+#[derive(Debug, Clone)]
+pub enum PeEvent {
+    /// Register `reg` holds its value from tick `at`.
+    Resolve {
+        pe: PeIdx,
+        reg: Reg,
+        at: Tick,
+        data: Option<Vec<f16>>,
+    },
+    /// An asynchronous op (send, store) finished at `at`.
+    Complete { pe: PeIdx, at: Tick },
+}
+
+/// Results on their way to PEs: pushed by the queues (`ipcq`) and by remote
+/// load/store deliveries, applied by `kernel_step` in the order they came.
+/// Exec's own inbox, a resource because the pushers do not hold the PE.
+#[derive(Resource, Debug, Default)]
+pub struct PeEvents(pub Vec<PeEvent>);
+
 /// PE wake-ups by tick.
 #[derive(Resource, Debug, Default)]
-pub struct KernelCalendar(pub Calendar<u32>);
+pub struct KernelCalendar(pub Calendar<PeIdx>);
 
 /// Everything `kernel_step` needs besides the PEs.
 #[derive(bevy_ecs::system::SystemParam)]
@@ -310,19 +346,25 @@ impl crate::plugin::Plugin for ExecPlugin {
         world.init_resource::<HostQueue>();
         world.init_resource::<OpsIssued>();
         world.init_resource::<Launches>();
+        world.init_resource::<PeEvents>();
         schedule.add_systems(
             kernel_step
                 .run_if(kernel_work)
                 .in_set(crate::Stage::KernelStep),
         );
-        crate::plugin::register_calendar(world, |w, _| w.resource::<KernelCalendar>().0.next_due());
+        crate::plugin::register_calendar(world, |w, now| {
+            if !w.resource::<PeEvents>().0.is_empty() {
+                return Some(now);
+            }
+            w.resource::<KernelCalendar>().0.next_due()
+        });
     }
 }
 
 fn kernel_work(
     clock: Res<crate::time::Clock>,
     cal: Res<KernelCalendar>,
-    q: Res<crate::ipcq::Queues>,
+    events: Res<PeEvents>,
 ) -> bool {
-    !q.pe_events.is_empty() || crate::plugin::due(cal.0.next_due(), clock.now)
+    !events.0.is_empty() || crate::plugin::due(cal.0.next_due(), clock.now)
 }

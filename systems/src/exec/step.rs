@@ -3,7 +3,7 @@
 use super::issue::{IssueCtx, issue};
 use super::*;
 use crate::hierarchy::PeRate;
-use crate::ipcq::{NeighborTable, NeighborTables, PeEvent, QueueAccess};
+use crate::ipcq::{NeighborTable, NeighborTables, QueueAccess};
 use crate::memory::DataMode;
 use bevy_ecs::prelude::*;
 
@@ -16,18 +16,18 @@ pub fn kernel_step(
     mut qa: QueueAccess,
 ) {
     let now = qa.clock.now;
-    let mut woken: Vec<u32> = ka.kcal.0.take_due(now).unwrap_or_default();
+    let mut woken: Vec<PeIdx> = ka.kcal.0.take_due(now).unwrap_or_default();
     // Events are drained from a swapped-out list, so neither list loses its
     // allocation between ticks.
     let mut events = Vec::new();
     loop {
-        std::mem::swap(&mut events, &mut qa.queues.pe_events);
+        std::mem::swap(&mut events, &mut qa.pe_events.0);
         for ev in events.drain(..) {
             let (pe, reg, at) = match ev {
                 PeEvent::Resolve { pe, reg, at, .. } => (pe, Some(reg), at),
                 PeEvent::Complete { pe, at } => (pe, None, at),
             };
-            let Ok((mut ex, _, _)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+            let Ok((mut ex, _, _)) = pes.get_mut(qa.hw.pe_entity(pe)) else {
                 continue;
             };
             match ev {
@@ -66,7 +66,7 @@ pub fn kernel_step(
         woken.sort_unstable();
         woken.dedup();
         for pe in woken.drain(..) {
-            let Ok((mut ex, tables, rate)) = pes.get_mut(qa.hw.pes[pe as usize]) else {
+            let Ok((mut ex, tables, rate)) = pes.get_mut(qa.hw.pe_entity(pe)) else {
                 continue;
             };
             let table = tables.and_then(|t| t.get(ex.scope));
@@ -76,15 +76,15 @@ pub fn kernel_step(
             }
         }
     }
-    if qa.queues.pe_events.is_empty() {
-        qa.queues.pe_events = events;
+    if qa.pe_events.0.is_empty() {
+        qa.pe_events.0 = events;
     }
     ka.kcal.0.recycle(woken);
 }
 
 /// Issues ops of one PE until it blocks or finishes.
 fn step(
-    pe: u32,
+    pe: PeIdx,
     ex: &mut PeExec,
     table: Option<&NeighborTable>,
     rate: PeRate,
@@ -133,9 +133,11 @@ fn step(
         ex.state = PeState::Done(done);
         launches.pe_done(ex.launch, ex.started, done);
         // The PE's next queued launch starts once this one is done.
-        if let Some(next) = launches.next_for(pe) {
+        if let Some(next) = ex.queued.pop_front() {
             let start = next.ready.max(done);
+            let queued = std::mem::take(&mut ex.queued);
             *ex = PeExec::new(next, start);
+            ex.queued = queued;
             kcal.0.push(start, pe);
         }
     }
