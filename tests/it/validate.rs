@@ -90,6 +90,18 @@ fn validate_writes_its_tables_summary_and_figure() {
     let study = ValidateStudy::new(Matrix::Quick);
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), study.cases.len() + 1);
+    // No run in either model beats its alpha-beta bound.
+    let mut r = csv::Reader::from_path(out.join("results.csv")).unwrap();
+    let h = r.headers().unwrap().clone();
+    let at = |name: &str| h.iter().position(|c| c == name).unwrap();
+    let (p, f) = (at("packet_pct_of_bound"), at("flow_pct_of_bound"));
+    for row in r.records() {
+        let row = row.unwrap();
+        for i in [p, f] {
+            let pct: f64 = row[i].parse().unwrap();
+            assert!(pct <= 100.0, "{row:?}");
+        }
+    }
     assert!(
         stdout.contains(&format!(
             "per-link bytes identical: {0} of {0}\n",
