@@ -10,16 +10,21 @@
 //! recomputed (selective update: a walk from the links whose flow set
 //! changed, over their flows' routes).
 //!
-//! Exactness: a flow never slowed below its route's bottleneck bandwidth
-//! arrives after exactly the packet engine's uncontended time of its message
-//! on its route ([`uncontended_ticks`]); a slowed one drains at its rates and
-//! arrives `overhead` (that time minus bytes / bottleneck) after its drain
-//! ends, never before its uncontended time. Link statistics and hop counters
-//! are per-message sums, added once at injection, identical to packet mode.
+//! Timing: a message's uncontended time on its route `alone`
+//! ([`uncontended_ticks`], the packet engine's, exact) is an overhead
+//! (`alone` − bytes / bottleneck bandwidth) plus the drain. A flow spends the
+//! whole ticks of its overhead first (its latency phase, as in SimGrid: a
+//! flow does not take bandwidth before its first bytes could reach a link),
+//! then drains at its max-min rates and arrives the overhead's fraction of a
+//! tick after the drain ends, never before `alone`. A flow never slowed below
+//! its bottleneck arrives exactly `alone` after it started. Link statistics
+//! and hop counters are per-message sums, added once at injection, identical
+//! to packet mode.
 //!
-//! A flow takes three calendar events (start, drained, arrival) plus one
-//! drained event per rate change; a rate change bumps the flow's generation,
-//! so drained events of an older generation are stale and ignored.
+//! A flow takes four calendar events (start, join, drained, arrival) plus
+//! one drained event per rate change; a rate change bumps the flow's
+//! generation, so drained events of an older generation, or of an earlier
+//! message of a reused entity, are stale and ignored.
 
 use super::{Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, Routes, Segment};
 use crate::ids::MsgId;
@@ -56,11 +61,13 @@ impl NetworkModel {
 pub struct Flow {
     /// The packet engine's uncontended time of the message on its route.
     pub alone: Tick,
-    /// `alone` minus bytes / `bottleneck`, ticks: what follows the drain.
-    pub overhead: f64,
+    /// Whole ticks of the overhead (`alone` − bytes / `bottleneck`) spent
+    /// before the drain, and the fraction of a tick left after it.
+    pub latency: Tick,
+    pub tail: f64,
     /// Bandwidth of the route's slowest link, bytes per tick.
     pub bottleneck: f64,
-    /// Tick at which the bytes started to drain.
+    /// Tick at which the message started (its latency phase).
     pub start: Tick,
     /// Bytes left to drain as of `updated_at`.
     pub left: f64,
@@ -96,7 +103,8 @@ impl Flow {
         };
         Flow {
             alone,
-            overhead,
+            latency: overhead.floor() as Tick,
+            tail: overhead.fract(),
             bottleneck,
             start: 0,
             left: bytes as f64,
@@ -116,13 +124,13 @@ impl Flow {
 
     /// Arrival tick of a flow whose drain event came (its rate unchanged
     /// since `updated_at`): `alone` after its start when never slowed, else
-    /// `overhead` after the drain ended, never before `alone`.
+    /// `tail` after the drain ended, never before `alone`.
     fn arrival(&self) -> Tick {
         let alone = self.start + self.alone;
         if !self.shared {
             return alone;
         }
-        let rest = self.left / self.rate + self.overhead;
+        let rest = self.left / self.rate + self.tail;
         alone.max(self.updated_at + ceil_ticks(rest))
     }
 }
@@ -178,6 +186,8 @@ pub fn uncontended_ticks(
 pub enum FlowStep {
     /// The message is at its source: its bytes start to drain.
     Start,
+    /// The latency phase is over: the bytes start to drain.
+    Join,
     /// The bytes have drained if the flow is still of this generation.
     Drained(u32),
     /// The message has arrived.
@@ -278,6 +288,7 @@ pub fn flow_routing(clock: Res<Clock>, mut net: FlowAccess) {
         for ev in &due {
             match ev.step {
                 FlowStep::Start => begin(now, ev, &mut net),
+                FlowStep::Join => join(now, ev.entity, &mut net),
                 FlowStep::Drained(g) => drained(now, ev, g, &mut net),
                 FlowStep::Arrive => deliver(now, ev.entity, &mut net),
             }
@@ -289,15 +300,15 @@ pub fn flow_routing(clock: Res<Clock>, mut net: FlowAccess) {
     }
 }
 
-/// A flow starts: an all-ideal route arrives now, an empty message after
-/// its latencies; any other joins its links.
+/// A message starts: over an all-ideal route it arrives now, an empty one
+/// after its latencies; any other flow joins its links after its latency
+/// phase.
 fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
     let Ok((msg, mut flow)) = net.flows.get_mut(ev.entity) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
     let (segs, _, _) = net.routes.segments(msg.route);
     flow.start = now;
-    flow.updated_at = now;
     if segs.is_empty() {
         return deliver(now, ev.entity, net);
     }
@@ -306,7 +317,20 @@ fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
         let at = now + flow.alone;
         return net.cal.0.push(at, FlowEvent { step, ..*ev });
     }
-    net.net.join(ev.entity, segs);
+    if flow.latency == 0 {
+        return join(now, ev.entity, net);
+    }
+    let (step, at) = (FlowStep::Join, now + flow.latency);
+    net.cal.0.push(at, FlowEvent { step, ..*ev });
+}
+
+/// Flow `e`'s bytes start to drain over its links now.
+fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
+    let Ok((msg, mut flow)) = net.flows.get_mut(e) else {
+        unreachable!("flow event for a message entity that no longer exists");
+    };
+    flow.updated_at = now;
+    net.net.join(e, net.routes.segments(msg.route).0);
 }
 
 /// A drained event: stale unless of the flow's message and generation; a current one
@@ -324,7 +348,7 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
         for s in segs {
             net.trace.packet(crate::trace::PacketSpan {
                 link: s.link,
-                start: flow.start,
+                start: flow.start + flow.latency,
                 end: now,
                 msg: msg.id,
                 bytes: msg.bytes,
@@ -645,18 +669,20 @@ mod tests {
 
     #[test]
     fn parking_lot_gets_max_min_rates() {
-        // 0→1 at 100 B/tick, 1→2 at 60 B/tick; a long flow 0→2 and a short
-        // one on each link. 1→2 is the bottleneck: 30 each for the long flow
-        // and its short one; the other short one takes 0→1's spare, 70.
+        // 0→1 at 100 B/tick, 1→2 at 60 B/tick, L = 10; a long flow 0→2 and a
+        // short one on each link, all draining from tick 80 (the long one
+        // starts at 0 with an overhead of 80, the short ones at 70 with 10).
+        // 1→2 is the bottleneck: 30 each for the long flow and its short
+        // one; the other short one takes 0→1's spare, 70.
         let (links, _) = line(vec![class(100, 1, 10, 1 << 20), class(60, 1, 10, 1 << 20)]);
         let mut e = Engine::new(links, Box::new(Line));
         e.set_network_model(NetworkModel::Flow);
         let mut t = ScheduledTraffic::new();
-        for (a, b) in [(0, 2), (0, 1), (1, 2)] {
-            t.add(a, b, 6000, Start::At(0));
+        for (a, b, at) in [(0, 2, 0), (0, 1, 70), (1, 2, 70)] {
+            t.add(a, b, 6000, Start::At(at));
         }
         e.set_traffic(t);
-        e.run_until(|w| w.resource::<Clock>().now > 0).unwrap();
+        e.run_until(|w| w.resource::<Clock>().now > 80).unwrap();
         let mut q = e.world.query::<(&Message, &Flow)>();
         let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
         rates.sort_by_key(|r| r.0);
