@@ -270,7 +270,7 @@ pub struct FlowAccess<'w, 's> {
     net: ResMut<'w, FlowLinks>,
     links: Res<'w, LinkTable>,
     routes: Res<'w, Routes>,
-    flows: Query<'w, 's, (&'static Message, &'static mut Flow)>,
+    flows: Query<'w, 's, (&'static mut Message, &'static mut Flow)>,
     inbox: ResMut<'w, Inbox>,
     pool: ResMut<'w, MessagePool>,
     counters: ResMut<'w, NetCounters>,
@@ -366,9 +366,10 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
 
 /// The message has arrived: to the inbox of its purpose, its entity parked.
 fn deliver(now: Tick, entity: Entity, net: &mut FlowAccess) {
-    let Ok((msg, _)) = net.flows.get(entity) else {
+    let Ok((mut msg, _)) = net.flows.get_mut(entity) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
+    msg.delivered = msg.packets;
     let arrival = msg.arrival(now);
     net.trace.message(&arrival);
     net.inbox.lists[msg.purpose as usize].push(arrival);
