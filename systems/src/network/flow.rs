@@ -31,6 +31,8 @@ use crate::ids::MsgId;
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// How messages cross the network; one choice per run (the spec's
 /// `network.model`, default packet).
@@ -222,6 +224,8 @@ pub struct FlowLinks {
     /// The pass's connected links and flows (with their previous rate).
     reached_links: Vec<LinkId>,
     reached_flows: Vec<(Entity, f64)>,
+    /// The links of the pass by share (see [`fill_progressively`]).
+    heap: BinaryHeap<Reverse<(u64, LinkId)>>,
 }
 
 impl FlowLinks {
@@ -461,7 +465,10 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
 /// Max-min rates of the reached flows: the link with the least spare
 /// bandwidth per flow without a rate fixes its flows at that share, which
 /// leaves the spare of their other links; repeated until all have a rate.
-/// Ties go to the link reached first (deterministic).
+/// Links wait in a min-heap of their share: fixing flows at the least share
+/// never lowers another link's share, so an entry is a lower bound, and a
+/// popped one whose link changed since is pushed again with its new share.
+/// Ties go to the lower link id (deterministic).
 fn fill_progressively(net: &mut FlowAccess) {
     let FlowAccess {
         net: fl,
@@ -471,25 +478,24 @@ fn fill_progressively(net: &mut FlowAccess) {
         ..
     } = net;
     let fl: &mut FlowLinks = fl;
+    fl.heap.clear();
     for &l in &fl.reached_links {
-        fl.spare[l as usize] = link_rate(links, l);
-        fl.unfixed[l as usize] = fl.on_link[l as usize].len() as u32;
-    }
-    loop {
-        let mut best: Option<(f64, LinkId)> = None;
-        for &l in &fl.reached_links {
-            let n = fl.unfixed[l as usize];
-            if n == 0 {
-                continue;
-            }
-            let share = fl.spare[l as usize] / f64::from(n);
-            if best.is_none_or(|b| share < b.0) {
-                best = Some((share, l));
-            }
+        let (spare, n) = (link_rate(links, l), fl.on_link[l as usize].len() as u32);
+        (fl.spare[l as usize], fl.unfixed[l as usize]) = (spare, n);
+        if n > 0 {
+            fl.heap.push(Reverse((share_key(spare / f64::from(n)), l)));
         }
-        let Some((share, l)) = best else {
-            return;
-        };
+    }
+    while let Some(Reverse((key, l))) = fl.heap.pop() {
+        let n = fl.unfixed[l as usize];
+        if n == 0 {
+            continue;
+        }
+        let share = fl.spare[l as usize] / f64::from(n);
+        if share_key(share) != key {
+            fl.heap.push(Reverse((share_key(share), l)));
+            continue;
+        }
         // Float noise must not stop a flow: a share is never below a
         // billionth of the link's bandwidth.
         let share = share.max(link_rate(links, l) * 1e-9);
@@ -507,6 +513,12 @@ fn fill_progressively(net: &mut FlowAccess) {
             }
         }
     }
+}
+
+/// A share as a heap key: the bits of a non-negative float order as its
+/// value (float noise below zero counts as zero).
+fn share_key(share: f64) -> u64 {
+    if share > 0.0 { share.to_bits() } else { 0 }
 }
 
 /// Whether flow events are due now.
