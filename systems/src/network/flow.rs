@@ -208,26 +208,34 @@ pub struct FlowEvent {
 #[derive(Resource, Default, Debug)]
 pub struct FlowCalendar(pub Calendar<FlowEvent>);
 
+/// What the flow stage keeps of one link: one entry per link, so a rate
+/// pass touches one cache line per link it reaches.
+#[derive(Debug, Default, Clone)]
+struct LinkFlows {
+    /// The flows draining over the link with their bottleneck bandwidth,
+    /// and the sum of those.
+    flows: Vec<(Entity, f64)>,
+    demand: f64,
+    /// Whether its flows, each at its bottleneck, would exceed its
+    /// bandwidth. Only such a link can hold a flow below its bottleneck, so
+    /// only such links connect flows in a rate pass.
+    binding: bool,
+    /// The stamp of the last rate pass that reached it, and its spare
+    /// bandwidth and flows without a rate yet in that pass.
+    visit: u32,
+    spare: f64,
+    unfixed: u32,
+}
+
 /// Which flows cross each link now, and the scratch of the rate pass.
 #[derive(Resource, Default, Debug)]
 pub struct FlowLinks {
-    /// Per link, the flows draining over it with their bottleneck bandwidth,
-    /// and the sum of those (sized on first use).
-    on_link: Vec<Vec<(Entity, f64)>>,
-    demand: Vec<f64>,
-    /// Per link: whether its flows, each at its bottleneck, would exceed
-    /// its bandwidth. Only such a link can hold a flow below its bottleneck,
-    /// so only such links connect flows in a rate pass.
-    binding: Vec<bool>,
+    /// Per link (sized on first use).
+    links: Vec<LinkFlows>,
     /// Flows that joined since the last rate pass, and links whose flows
     /// changed while binding (before or after the change).
     joined: Vec<Entity>,
     dirty: Vec<LinkId>,
-    /// Per link: the stamp of the last rate pass that reached it, its spare
-    /// bandwidth and its flows without a rate yet, in that pass.
-    visit: Vec<u32>,
-    spare: Vec<f64>,
-    unfixed: Vec<u32>,
     pass: u32,
     /// The pass's connected links and flows (with their previous rate).
     reached_links: Vec<LinkId>,
@@ -239,34 +247,32 @@ pub struct FlowLinks {
 
 impl FlowLinks {
     fn size_for(&mut self, links: usize) {
-        if self.on_link.len() < links {
-            self.on_link.resize_with(links, Vec::new);
-            self.demand.resize(links, 0.0);
-            self.binding.resize(links, false);
-            self.visit.resize(links, 0);
-            self.spare.resize(links, 0.0);
-            self.unfixed.resize(links, 0);
+        if self.links.len() < links {
+            self.links.resize(links, LinkFlows::default());
         }
     }
 
     fn join(&mut self, links: &LinkTable, e: Entity, bottleneck: f64, segs: &[Segment]) {
         self.joined.push(e);
         for s in segs {
-            self.on_link[s.link as usize].push((e, bottleneck));
-            self.demand[s.link as usize] += bottleneck;
+            let link = &mut self.links[s.link as usize];
+            link.flows.push((e, bottleneck));
+            link.demand += bottleneck;
             self.update_binding(links, s.link);
         }
     }
 
     fn leave(&mut self, links: &LinkTable, e: Entity, segs: &[Segment]) {
         for s in segs {
-            let list = &mut self.on_link[s.link as usize];
-            if let Some(i) = list.iter().position(|f| f.0 == e) {
-                let (_, bottleneck) = list.remove(i);
-                let empty = list.is_empty();
-                let demand = &mut self.demand[s.link as usize];
+            let link = &mut self.links[s.link as usize];
+            if let Some(i) = link.flows.iter().position(|f| f.0 == e) {
+                let (_, bottleneck) = link.flows.remove(i);
                 // An emptied link starts again from an exact zero.
-                *demand = if empty { 0.0 } else { *demand - bottleneck };
+                link.demand = if link.flows.is_empty() {
+                    0.0
+                } else {
+                    link.demand - bottleneck
+                };
             }
             self.update_binding(links, s.link);
         }
@@ -275,11 +281,12 @@ impl FlowLinks {
     /// Re-derives whether link `l` binds after a change of its flows; a
     /// link that binds before or after the change is dirty.
     fn update_binding(&mut self, links: &LinkTable, l: LinkId) {
-        let binds = self.demand[l as usize] > link_rate(links, l) * (1.0 + 1e-9);
-        if binds || self.binding[l as usize] {
+        let link = &mut self.links[l as usize];
+        let binds = link.demand > link_rate(links, l) * (1.0 + 1e-9);
+        if binds || link.binding {
             self.dirty.push(l);
         }
-        self.binding[l as usize] = binds;
+        link.binding = binds;
     }
 }
 
@@ -454,8 +461,8 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
     // Dirty links are walked whether they bind now or did before.
     for k in 0..fl.dirty.len() {
         let l = fl.dirty[k];
-        if fl.visit[l as usize] != pass {
-            fl.visit[l as usize] = pass;
+        if fl.links[l as usize].visit != pass {
+            fl.links[l as usize].visit = pass;
             fl.reached_links.push(l);
         }
     }
@@ -470,8 +477,8 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
     while i < fl.reached_links.len() {
         let l = fl.reached_links[i] as usize;
         i += 1;
-        for k in 0..fl.on_link[l].len() {
-            reach_flow(now, fl.on_link[l][k].0, fl, flows, routes);
+        for k in 0..fl.links[l].flows.len() {
+            reach_flow(now, fl.links[l].flows[k].0, fl, flows, routes);
         }
     }
 }
@@ -495,9 +502,9 @@ fn reach_flow(
     fl.reached_flows.push((e, flow.rate));
     flow.rate = f64::NAN;
     for s in routes.segments(msg.route).0 {
-        let l = s.link as usize;
-        if fl.binding[l] && fl.visit[l] != fl.pass {
-            fl.visit[l] = fl.pass;
+        let link = &mut fl.links[s.link as usize];
+        if link.binding && link.visit != fl.pass {
+            link.visit = fl.pass;
             fl.reached_links.push(s.link);
         }
     }
@@ -523,9 +530,10 @@ fn fill_progressively(net: &mut FlowAccess) {
     let fl: &mut FlowLinks = fl;
     fl.heap.clear();
     for &l in &fl.reached_links {
-        let (spare, n) = (link_rate(links, l), fl.on_link[l as usize].len() as u32);
-        (fl.spare[l as usize], fl.unfixed[l as usize]) = (spare, n);
-        if fl.binding[l as usize] && n > 0 {
+        let link = &mut fl.links[l as usize];
+        let (spare, n) = (link_rate(links, l), link.flows.len() as u32);
+        (link.spare, link.unfixed) = (spare, n);
+        if link.binding && n > 0 {
             let key = share_key(spare / f64::from(n));
             fl.heap.push(Reverse((key, false, l)));
         }
@@ -542,10 +550,11 @@ fn fill_progressively(net: &mut FlowAccess) {
             continue;
         }
         let l = id as usize;
-        if fl.unfixed[l] == 0 {
+        let link = &fl.links[l];
+        if link.unfixed == 0 {
             continue;
         }
-        let share = fl.spare[l] / f64::from(fl.unfixed[l]);
+        let share = link.spare / f64::from(link.unfixed);
         if share_key(share) != key {
             fl.heap.push(Reverse((share_key(share), false, id)));
             continue;
@@ -553,8 +562,8 @@ fn fill_progressively(net: &mut FlowAccess) {
         // Float noise must not stop a flow: a share is never below a
         // billionth of the link's bandwidth.
         let share = share.max(link_rate(links, id) * 1e-9);
-        for k in 0..fl.on_link[l].len() {
-            fix_rate(fl.on_link[l][k].0, share, fl, flows, routes);
+        for k in 0..fl.links[l].flows.len() {
+            fix_rate(fl.links[l].flows[k].0, share, fl, flows, routes);
         }
     }
 }
@@ -576,10 +585,10 @@ fn fix_rate(
     }
     flow.rate = share;
     for s in routes.segments(msg.route).0 {
-        let l = s.link as usize;
-        if fl.binding[l] {
-            fl.spare[l] -= share;
-            fl.unfixed[l] -= 1;
+        let link = &mut fl.links[s.link as usize];
+        if link.binding {
+            link.spare -= share;
+            link.unfixed -= 1;
         }
     }
 }
@@ -792,7 +801,7 @@ mod tests {
         e.run_until(|w| w.resource::<Clock>().now > 36).unwrap();
         let fl = e.world.resource::<FlowLinks>();
         assert_eq!(fl.reached_flows.len(), 1);
-        assert_eq!(fl.binding[..6], [false; 6]);
+        assert!(fl.links.iter().all(|l| !l.binding));
         let mut q = e.world.query::<(&Message, &Flow)>();
         let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
         rates.sort_by_key(|r| r.0);
@@ -812,7 +821,7 @@ mod tests {
             e.world.resource::<Routes>(),
             e.world.resource::<LinkTable>(),
         );
-        let draining = |en: Entity| fl.on_link.iter().any(|l| l.iter().any(|f| f.0 == en));
+        let draining = |en: Entity| fl.links.iter().any(|l| l.flows.iter().any(|f| f.0 == en));
         let mut todo: Vec<(MsgId, Vec<LinkId>)> = msgs
             .iter()
             .filter(|m| draining(m.0))
