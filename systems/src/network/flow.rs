@@ -8,7 +8,9 @@
 //! every flow has a rate. Rates change only when a flow starts or drains,
 //! and only those of flows connected to it through shared links are
 //! recomputed (selective update: a walk from the links whose flow set
-//! changed, over their flows' routes).
+//! changed, over their flows' routes). A link that its flows could not fill
+//! even at their bottlenecks never lowers a rate, so the walk crosses only
+//! binding links, and each flow's bottleneck is its own limit.
 //!
 //! Timing: a message's uncontended time on its route `alone`
 //! ([`uncontended_ticks`], the packet engine's, exact) is an overhead
@@ -367,8 +369,8 @@ fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
     net.net.join(&net.links, e, flow.bottleneck, segs);
 }
 
-/// A drained event: stale unless of the flow's message and generation; a current one
-/// takes the flow off its links and schedules its arrival.
+/// A drained event: stale unless of the flow's message and generation; a
+/// current one takes the flow off its links and schedules its arrival.
 fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
     let Ok((msg, flow)) = net.flows.get(ev.entity) else {
         unreachable!("flow event for a message entity that no longer exists");
@@ -411,7 +413,8 @@ fn deliver(now: Tick, entity: Entity, net: &mut FlowAccess) {
     net.counters.delivered += 1;
 }
 
-/// Recomputes the max-min rates of every flow connected to a dirty link and
+/// Recomputes the max-min rates of the flows that joined and of every flow
+/// connected to them or to a dirty link through binding links, and
 /// schedules a new drained event for each flow whose rate changed.
 fn reassign_rates(now: Tick, net: &mut FlowAccess) {
     reach_connected(now, net);
