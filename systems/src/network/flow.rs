@@ -48,18 +48,6 @@ pub enum NetworkModel {
     Flow,
 }
 
-impl NetworkModel {
-    /// The spec's spelling of each model.
-    pub const NAMES: [&'static str; 2] = ["packet", "flow"];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            NetworkModel::Packet => "packet",
-            NetworkModel::Flow => "flow",
-        }
-    }
-}
-
 /// The flow state of a message entity in flow mode.
 #[derive(Component, Debug, Clone, Copy, PartialEq)]
 pub struct Flow {
