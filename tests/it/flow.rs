@@ -111,6 +111,26 @@ fn on_machine(sys: &System, make: impl Fn(&Machine, &mut ScheduledTraffic)) -> [
 }
 
 #[test]
+fn the_system_spec_chooses_the_network_model() {
+    let default = System::embedded_default();
+    assert_eq!(default.spec.network.model, NetworkModel::Packet);
+    assert!(
+        !default.to_yaml().contains("network"),
+        "the default is not written out"
+    );
+    let yaml = format!(
+        "{}network:\n  model: flow\n",
+        kernbench::spec::DEFAULT_SYSTEM_YAML
+    );
+    let sys = System::from_yaml(&yaml, "test").unwrap();
+    assert_eq!(sys.spec.network.model, NetworkModel::Flow);
+    let again = System::from_yaml(&sys.to_yaml(), "test").unwrap();
+    assert_eq!(again.spec, sys.spec);
+    let m = Machine::build(&sys).unwrap();
+    assert_eq!(m.engine.network_model(), NetworkModel::Flow);
+}
+
+#[test]
 fn one_packet_over_k_hops_takes_the_same_tick_in_both_modes() {
     for (k, s, b, l) in [
         (1u64, 1000u64, 7u64, 3u64),
