@@ -230,6 +230,43 @@ fn ring_rounds_take_the_same_ticks_in_both_modes() {
     }
 }
 
+#[test]
+fn flows_sent_while_packets_travel_keep_their_ticks() {
+    // A long train 0→4 and a short message 4→3 are injected as packets at
+    // tick 0; then flow mode: the message sent when the short one arrives
+    // (4→0, against the train) is a flow while the train's packets are
+    // routed ahead. It arrives exactly its uncontended time after it was
+    // sent, as in packet mode, and the train at its own.
+    let classes = vec![class(64, 10, 256); 4];
+    let mut e = line(&classes, NetworkModel::Packet);
+    let mut t = ScheduledTraffic::new();
+    t.add(0, 4, 100_000, Start::At(0));
+    let short = t.add(4, 3, 64, Start::At(0));
+    t.add(
+        4,
+        0,
+        10_000,
+        Start::After {
+            after: short,
+            delay: 0,
+        },
+    );
+    e.set_traffic(t);
+    e.step();
+    e.set_network_model(NetworkModel::Flow);
+    e.run().unwrap();
+    let a = e.traffic::<ScheduledTraffic>().unwrap().arrivals().to_vec();
+    let [packet, _] = on_line(&classes, |t| {
+        t.add(0, 4, 100_000, Start::At(0));
+        t.add(4, 0, 10_000, Start::At(11));
+    });
+    assert_eq!(
+        a,
+        vec![Some(packet.arrivals[0]), Some(11), Some(packet.arrivals[1])]
+    );
+    assert_eq!(packet.arrivals, vec![1615, 220]);
+}
+
 /// Flow mode on one link of 64 B/tick, L = 20, whole-message packets.
 fn one_link_flows(sizes: &[u64]) -> Vec<u64> {
     let mut t = ScheduledTraffic::new();
