@@ -350,8 +350,8 @@ impl Engine {
     }
 
     /// Ticks where the network alone has work (no message is waiting to be
-    /// sent or delivered, and no other module's calendar is due before the
-    /// next packet event) cost a whole schedule run for one system's work.
+    /// sent or delivered, and no other module's calendar nor a flow is due
+    /// before the next packet event) cost a whole schedule run for one system's work.
     /// Here [`network::routing_ahead`] routes such ticks by itself, tick
     /// after tick in one system run, doing exactly what the schedule would:
     /// the other stages would find nothing to do, and `advance` would pick
@@ -368,7 +368,11 @@ impl Engine {
         if !quiet || w.resource::<NetCalendar>().0.next_due() != Some(now) {
             return;
         }
-        let horizon = w.resource::<Calendars>().next_besides_network(w, now);
+        // Flows are the network's too, but not packets: routing ahead
+        // stops before their next event as before any other module's.
+        let flows = w.resource::<network::flow::FlowCalendar>().0.next_due();
+        let others = w.resource::<Calendars>().next_besides_network(w, now);
+        let horizon = others.into_iter().chain(flows).min();
         if horizon.is_some_and(|h| h <= now) {
             return;
         }

@@ -111,6 +111,26 @@ fn on_machine(sys: &System, make: impl Fn(&Machine, &mut ScheduledTraffic)) -> [
 }
 
 #[test]
+fn the_system_spec_chooses_the_network_model() {
+    let default = System::embedded_default();
+    assert_eq!(default.spec.network.model, NetworkModel::Packet);
+    assert!(
+        !default.to_yaml().contains("network"),
+        "the default is not written out"
+    );
+    let yaml = format!(
+        "{}network:\n  model: flow\n",
+        kernbench::spec::DEFAULT_SYSTEM_YAML
+    );
+    let sys = System::from_yaml(&yaml, "test").unwrap();
+    assert_eq!(sys.spec.network.model, NetworkModel::Flow);
+    let again = System::from_yaml(&sys.to_yaml(), "test").unwrap();
+    assert_eq!(again.spec, sys.spec);
+    let m = Machine::build(&sys).unwrap();
+    assert_eq!(m.engine.network_model(), NetworkModel::Flow);
+}
+
+#[test]
 fn one_packet_over_k_hops_takes_the_same_tick_in_both_modes() {
     for (k, s, b, l) in [
         (1u64, 1000u64, 7u64, 3u64),
@@ -210,6 +230,43 @@ fn ring_rounds_take_the_same_ticks_in_both_modes() {
     }
 }
 
+#[test]
+fn flows_sent_while_packets_travel_keep_their_ticks() {
+    // A long train 0→4 and a short message 4→3 are injected as packets at
+    // tick 0; then flow mode: the message sent when the short one arrives
+    // (4→0, against the train) is a flow while the train's packets are
+    // routed ahead. It arrives exactly its uncontended time after it was
+    // sent, as in packet mode, and the train at its own.
+    let classes = vec![class(64, 10, 256); 4];
+    let mut e = line(&classes, NetworkModel::Packet);
+    let mut t = ScheduledTraffic::new();
+    t.add(0, 4, 100_000, Start::At(0));
+    let short = t.add(4, 3, 64, Start::At(0));
+    t.add(
+        4,
+        0,
+        10_000,
+        Start::After {
+            after: short,
+            delay: 0,
+        },
+    );
+    e.set_traffic(t);
+    e.step();
+    e.set_network_model(NetworkModel::Flow);
+    e.run().unwrap();
+    let a = e.traffic::<ScheduledTraffic>().unwrap().arrivals().to_vec();
+    let [packet, _] = on_line(&classes, |t| {
+        t.add(0, 4, 100_000, Start::At(0));
+        t.add(4, 0, 10_000, Start::At(11));
+    });
+    assert_eq!(
+        a,
+        vec![Some(packet.arrivals[0]), Some(11), Some(packet.arrivals[1])]
+    );
+    assert_eq!(packet.arrivals, vec![1615, 220]);
+}
+
 /// Flow mode on one link of 64 B/tick, L = 20, whole-message packets.
 fn one_link_flows(sizes: &[u64]) -> Vec<u64> {
     let mut t = ScheduledTraffic::new();
@@ -221,31 +278,54 @@ fn one_link_flows(sizes: &[u64]) -> Vec<u64> {
 
 #[test]
 fn two_equal_flows_share_a_link_and_finish_together() {
-    // Each drains at B/2: 2·s/B = 128 ticks, then the overhead L = 20.
-    // (Packet mode: 84 then 148.)
+    // Overhead L = 20 (uncontended 84 − s/B), then each drains at B/2 for
+    // 2·s/B = 128 ticks: 148. (Packet mode: 84 then 148.)
     assert_eq!(one_link_flows(&[4096, 4096]), vec![148, 148]);
 }
 
 #[test]
 fn a_flow_speeds_up_when_its_half_size_neighbour_ends() {
-    // Both at 32 B/tick until the 2 KiB flow drains at 64 (+ L: 84); the
-    // 4 KiB flow has 2 KiB left, drained at 64 B/tick by 96 (+ L: 116).
+    // Both wait their overhead L = 20, then drain at 32 B/tick until the
+    // 2 KiB flow is done at 84; the 4 KiB flow has 2 KiB left, drained at
+    // 64 B/tick by 116. (Packet mode: 84 then 116, the other way round.)
     assert_eq!(one_link_flows(&[4096, 2048]), vec![116, 84]);
 }
 
 #[test]
+fn a_reused_message_entity_ignores_its_earlier_flows_stale_events() {
+    // The 4 KiB flow's first drained event (tick 148) went stale when the
+    // 2 KiB one ended at 84; its entity is reused by the message sent when
+    // it arrives (116) to start at 120, whose own first drained event is of
+    // the same generation. It must drain alone (1000 ticks after its
+    // overhead of 20) and arrive once, at 120 + 20 + 1000.
+    let mut t = ScheduledTraffic::new();
+    let first = t.add(0, 1, 4096, Start::At(0));
+    t.add(0, 1, 2048, Start::At(0));
+    let after = Start::After {
+        after: first,
+        delay: 4,
+    };
+    t.add(0, 1, 64_000, after);
+    let flow = run(&mut line(&[class(64, 20, 1 << 20)], NetworkModel::Flow), t);
+    assert_eq!(flow.arrivals, vec![116, 84, 1140]);
+    assert_eq!(flow.counters.delivered, 3);
+}
+
+#[test]
 fn a_parking_lot_finishes_at_its_max_min_ticks() {
-    // 0→1 at 100 B/tick, 1→2 at 60, L = 10; 6000 B each: the long flow and
-    // the short one on 1→2 get 30 B/tick, the short one on 0→1 gets 70.
-    // Short 0→1: drained at 6000/70 = 85.7, + L → 96. Long: drained at 200,
-    // + (its uncontended 180 − 6000/60) → 280. Short 1→2: 200 + L → 210.
+    // 0→1 at 100 B/tick, 1→2 at 60, L = 10; 6000 B each. The long flow
+    // 0→2 starts at 0 and waits its overhead 180 − 6000/60 = 80; the short
+    // ones start at 70 and wait 10: all drain from 80. Max-min: the long
+    // flow and the short one on 1→2 get 30 B/tick, the short one on 0→1
+    // gets 70 and is done after ⌈6000/70⌉ = 86 ticks (166); the others keep
+    // 30 (1→2 still binds them) and are done after 200 ticks (280).
     let classes = [class(100, 10, 1 << 20), class(60, 10, 1 << 20)];
     let mut t = ScheduledTraffic::new();
-    for (a, b) in [(0, 2), (0, 1), (1, 2)] {
-        t.add(a, b, 6000, Start::At(0));
+    for (a, b, at) in [(0, 2, 0), (0, 1, 70), (1, 2, 70)] {
+        t.add(a, b, 6000, Start::At(at));
     }
     let flow = run(&mut line(&classes, NetworkModel::Flow), t);
-    assert_eq!(flow.arrivals, vec![280, 96, 210]);
+    assert_eq!(flow.arrivals, vec![280, 166, 280]);
 }
 
 #[test]
@@ -296,9 +376,17 @@ fn an_all_to_all_on_a_ring_keeps_link_statistics_of_packet_mode() {
     });
     assert_eq!(flow.stats, packet.stats);
     assert_eq!(flow.counters, packet.counters);
-    // Contended: flows share lanes, so they finish later than alone.
+    // Contended: the last message arrives after the longest one would take
+    // alone (3 hops of L = 300 and 4096 B packets at 100 B/tick: 17 packets,
+    // 3·300 + 16·41 + ⌈500/100⌉ + 2·41 = 1643), and after the busiest lane's
+    // busy time.
     let end = |o: &Outcome| o.arrivals.iter().copied().max().unwrap();
-    assert!(end(&flow) > 65_536 / 100 + 300, "{}", end(&flow));
+    let busiest = flow.stats.iter().map(|s| s.busy).max().unwrap();
+    assert!(end(&flow) > 1643.max(busiest), "{}", end(&flow));
+    // Flows take bandwidth only after their latency phase, so the lanes'
+    // work staggers as the packets' does: the end is within 1 %.
+    let (f, p) = (end(&flow), end(&packet));
+    assert!(f.abs_diff(p) * 100 <= p, "flow {f} vs packet {p}");
 }
 
 #[test]
@@ -357,9 +445,9 @@ proptest! {
     }
 }
 
-/// A ring all-reduce of `bytes` per rank over 4 SIPs of 2 cubes each (real
-/// NoC and UCIe links): ticks and every link's bytes.
-fn all_reduce(model: NetworkModel, bytes: u64) -> (u64, Vec<u64>) {
+/// A ring all-reduce of `bytes` per rank in `chunks` over 4 SIPs of 2 cubes
+/// each (real NoC and UCIe links): ticks and every link's bytes.
+fn all_reduce(model: NetworkModel, chunks: u32, bytes: u64) -> (u64, Vec<u64>) {
     let sys = with_model(
         &system(|s| {
             s.system.sips.count = 4;
@@ -367,7 +455,7 @@ fn all_reduce(model: NetworkModel, bytes: u64) -> (u64, Vec<u64>) {
         }),
         model,
     );
-    let mut config = common::algo_config("ring", Space::Tcm, 4);
+    let mut config = common::algo_config("ring", Space::Tcm, chunks);
     config.slot_size = 1 << 16;
     let (mut m, c) = common::communicator(&sys, &config, DataMode::TimingOnly).unwrap();
     let job = Job {
@@ -387,12 +475,17 @@ fn all_reduce(model: NetworkModel, bytes: u64) -> (u64, Vec<u64>) {
 
 #[test]
 fn a_ring_all_reduce_in_flow_mode_is_within_5_percent_of_packet_mode() {
-    let (packet_ticks, packet_bytes) = all_reduce(NetworkModel::Packet, 1 << 20);
-    let (flow_ticks, flow_bytes) = all_reduce(NetworkModel::Flow, 1 << 20);
-    assert_eq!(flow_bytes, packet_bytes);
-    let gap = flow_ticks.abs_diff(packet_ticks) as f64 / packet_ticks as f64;
-    assert!(
-        gap <= 0.05,
-        "flow {flow_ticks} vs packet {packet_ticks}: {gap:.3}"
-    );
+    // 1 MiB per rank in one chunk and in 8 (64 KiB slots, 4 of them: up
+    // to 4 messages of a queue drain side by side in flow mode, one after
+    // the other in packet mode).
+    for chunks in [1, 8] {
+        let (packet_ticks, packet_bytes) = all_reduce(NetworkModel::Packet, chunks, 1 << 20);
+        let (flow_ticks, flow_bytes) = all_reduce(NetworkModel::Flow, chunks, 1 << 20);
+        assert_eq!(flow_bytes, packet_bytes, "{chunks} chunks");
+        let gap = flow_ticks.abs_diff(packet_ticks) as f64 / packet_ticks as f64;
+        assert!(
+            gap <= 0.05,
+            "{chunks} chunks: flow {flow_ticks} vs packet {packet_ticks}: {gap:.3}"
+        );
+    }
 }

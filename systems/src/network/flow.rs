@@ -8,24 +8,33 @@
 //! every flow has a rate. Rates change only when a flow starts or drains,
 //! and only those of flows connected to it through shared links are
 //! recomputed (selective update: a walk from the links whose flow set
-//! changed, over their flows' routes).
+//! changed, over their flows' routes). A link that its flows could not fill
+//! even at their bottlenecks never lowers a rate, so the walk crosses only
+//! binding links, and each flow's bottleneck is its own limit.
 //!
-//! Exactness: a flow never slowed below its route's bottleneck bandwidth
-//! arrives after exactly the packet engine's uncontended time of its message
-//! on its route ([`uncontended_ticks`]); a slowed one drains at its rates and
-//! arrives `overhead` (that time minus bytes / bottleneck) after its drain
-//! ends, never before its uncontended time. Link statistics and hop counters
-//! are per-message sums, added once at injection, identical to packet mode.
+//! Timing: a message's uncontended time on its route `alone`
+//! ([`uncontended_ticks`], the packet engine's, exact) is an overhead
+//! (`alone` − bytes / bottleneck bandwidth) plus the drain. A flow spends the
+//! whole ticks of its overhead first (its latency phase, as in SimGrid: a
+//! flow does not take bandwidth before its first bytes could reach a link),
+//! then drains at its max-min rates and arrives the overhead's fraction of a
+//! tick after the drain ends, never before `alone`. A flow never slowed below
+//! its bottleneck arrives exactly `alone` after it started. Link statistics
+//! and hop counters are per-message sums, added once at injection, identical
+//! to packet mode.
 //!
-//! A flow takes three calendar events (start, drained, arrival) plus one
-//! drained event per rate change; a rate change bumps the flow's generation,
-//! so drained events of an older generation are stale and ignored.
+//! A flow takes four calendar events (start, join, drained, arrival) plus
+//! one drained event per rate change; a rate change bumps the flow's
+//! generation, so drained events of an older generation, or of an earlier
+//! message of a reused entity, are stale and ignored.
 
 use super::{Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, Routes, Segment};
 use crate::ids::MsgId;
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
 use serde::{Deserialize, Serialize};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// How messages cross the network; one choice per run (the spec's
 /// `network.model`, default packet).
@@ -40,9 +49,7 @@ pub enum NetworkModel {
 }
 
 impl NetworkModel {
-    /// The spec's spelling of each model.
-    pub const NAMES: [&'static str; 2] = ["packet", "flow"];
-
+    /// The spec's spelling, as results record it.
     pub fn name(self) -> &'static str {
         match self {
             NetworkModel::Packet => "packet",
@@ -56,11 +63,13 @@ impl NetworkModel {
 pub struct Flow {
     /// The packet engine's uncontended time of the message on its route.
     pub alone: Tick,
-    /// `alone` minus bytes / `bottleneck`, ticks: what follows the drain.
-    pub overhead: f64,
+    /// Whole ticks of the overhead (`alone` − bytes / `bottleneck`) spent
+    /// before the drain, and the fraction of a tick left after it.
+    pub latency: Tick,
+    pub tail: f64,
     /// Bandwidth of the route's slowest link, bytes per tick.
     pub bottleneck: f64,
-    /// Tick at which the bytes started to drain.
+    /// Tick at which the message started (its latency phase).
     pub start: Tick,
     /// Bytes left to drain as of `updated_at`.
     pub left: f64,
@@ -96,7 +105,8 @@ impl Flow {
         };
         Flow {
             alone,
-            overhead,
+            latency: overhead.floor() as Tick,
+            tail: overhead.fract(),
             bottleneck,
             start: 0,
             left: bytes as f64,
@@ -116,13 +126,13 @@ impl Flow {
 
     /// Arrival tick of a flow whose drain event came (its rate unchanged
     /// since `updated_at`): `alone` after its start when never slowed, else
-    /// `overhead` after the drain ended, never before `alone`.
+    /// `tail` after the drain ended, never before `alone`.
     fn arrival(&self) -> Tick {
         let alone = self.start + self.alone;
         if !self.shared {
             return alone;
         }
-        let rest = self.left / self.rate + self.overhead;
+        let rest = self.left / self.rate + self.tail;
         alone.max(self.updated_at + ceil_ticks(rest))
     }
 }
@@ -178,6 +188,8 @@ pub fn uncontended_ticks(
 pub enum FlowStep {
     /// The message is at its source: its bytes start to drain.
     Start,
+    /// The latency phase is over: the bytes start to drain.
+    Join,
     /// The bytes have drained if the flow is still of this generation.
     Drained(u32),
     /// The message has arrived.
@@ -196,54 +208,85 @@ pub struct FlowEvent {
 #[derive(Resource, Default, Debug)]
 pub struct FlowCalendar(pub Calendar<FlowEvent>);
 
+/// What the flow stage keeps of one link: one entry per link, so a rate
+/// pass touches one cache line per link it reaches.
+#[derive(Debug, Default, Clone)]
+struct LinkFlows {
+    /// The flows draining over the link with their bottleneck bandwidth,
+    /// and the sum of those.
+    flows: Vec<(Entity, f64)>,
+    demand: f64,
+    /// Whether its flows, each at its bottleneck, would exceed its
+    /// bandwidth. Only such a link can hold a flow below its bottleneck, so
+    /// only such links connect flows in a rate pass.
+    binding: bool,
+    /// The stamp of the last rate pass that reached it, and its spare
+    /// bandwidth and flows without a rate yet in that pass.
+    visit: u32,
+    spare: f64,
+    unfixed: u32,
+}
+
 /// Which flows cross each link now, and the scratch of the rate pass.
 #[derive(Resource, Default, Debug)]
 pub struct FlowLinks {
-    /// Per link, the flows draining over it (sized on first use).
-    on_link: Vec<Vec<Entity>>,
-    /// Links whose set of flows changed since the last rate pass.
+    /// Per link (sized on first use).
+    links: Vec<LinkFlows>,
+    /// Flows that joined since the last rate pass, and links whose flows
+    /// changed while binding (before or after the change).
+    joined: Vec<Entity>,
     dirty: Vec<LinkId>,
-    /// Per link: the stamp of the last rate pass that reached it, its spare
-    /// bandwidth and its flows without a rate yet, in that pass.
-    visit: Vec<u32>,
-    spare: Vec<f64>,
-    unfixed: Vec<u32>,
     pass: u32,
     /// The pass's connected links and flows (with their previous rate).
     reached_links: Vec<LinkId>,
     reached_flows: Vec<(Entity, f64)>,
+    /// The pass's limits by share: (share, is a flow's own bottleneck,
+    /// link id or index in `reached_flows`); see [`fill_progressively`].
+    heap: BinaryHeap<Reverse<(u64, bool, u32)>>,
 }
 
 impl FlowLinks {
-    /// Flows draining over link `l` now.
-    pub fn flows_on(&self, l: LinkId) -> &[Entity] {
-        self.on_link.get(l as usize).map_or(&[], Vec::as_slice)
-    }
-
     fn size_for(&mut self, links: usize) {
-        if self.on_link.len() < links {
-            self.on_link.resize_with(links, Vec::new);
-            self.visit.resize(links, 0);
-            self.spare.resize(links, 0.0);
-            self.unfixed.resize(links, 0);
+        if self.links.len() < links {
+            self.links.resize(links, LinkFlows::default());
         }
     }
 
-    fn join(&mut self, e: Entity, segs: &[Segment]) {
+    fn join(&mut self, links: &LinkTable, e: Entity, bottleneck: f64, segs: &[Segment]) {
+        self.joined.push(e);
         for s in segs {
-            self.on_link[s.link as usize].push(e);
-            self.dirty.push(s.link);
+            let link = &mut self.links[s.link as usize];
+            link.flows.push((e, bottleneck));
+            link.demand += bottleneck;
+            self.update_binding(links, s.link);
         }
     }
 
-    fn leave(&mut self, e: Entity, segs: &[Segment]) {
+    fn leave(&mut self, links: &LinkTable, e: Entity, segs: &[Segment]) {
         for s in segs {
-            let list = &mut self.on_link[s.link as usize];
-            if let Some(i) = list.iter().position(|&x| x == e) {
-                list.remove(i);
+            let link = &mut self.links[s.link as usize];
+            if let Some(i) = link.flows.iter().position(|f| f.0 == e) {
+                let (_, bottleneck) = link.flows.remove(i);
+                // An emptied link starts again from an exact zero.
+                link.demand = if link.flows.is_empty() {
+                    0.0
+                } else {
+                    link.demand - bottleneck
+                };
             }
-            self.dirty.push(s.link);
+            self.update_binding(links, s.link);
         }
+    }
+
+    /// Re-derives whether link `l` binds after a change of its flows; a
+    /// link that binds before or after the change is dirty.
+    fn update_binding(&mut self, links: &LinkTable, l: LinkId) {
+        let link = &mut self.links[l as usize];
+        let binds = link.demand > link_rate(links, l) * (1.0 + 1e-9);
+        if binds || link.binding {
+            self.dirty.push(l);
+        }
+        link.binding = binds;
     }
 }
 
@@ -260,7 +303,7 @@ pub struct FlowAccess<'w, 's> {
     net: ResMut<'w, FlowLinks>,
     links: Res<'w, LinkTable>,
     routes: Res<'w, Routes>,
-    flows: Query<'w, 's, (&'static Message, &'static mut Flow)>,
+    flows: Query<'w, 's, (&'static mut Message, &'static mut Flow)>,
     inbox: ResMut<'w, Inbox>,
     pool: ResMut<'w, MessagePool>,
     counters: ResMut<'w, NetCounters>,
@@ -278,26 +321,27 @@ pub fn flow_routing(clock: Res<Clock>, mut net: FlowAccess) {
         for ev in &due {
             match ev.step {
                 FlowStep::Start => begin(now, ev, &mut net),
+                FlowStep::Join => join(now, ev.entity, &mut net),
                 FlowStep::Drained(g) => drained(now, ev, g, &mut net),
                 FlowStep::Arrive => deliver(now, ev.entity, &mut net),
             }
         }
         net.cal.0.recycle(due);
     }
-    if !net.net.dirty.is_empty() {
+    if !net.net.dirty.is_empty() || !net.net.joined.is_empty() {
         reassign_rates(now, &mut net);
     }
 }
 
-/// A flow starts: an all-ideal route arrives now, an empty message after
-/// its latencies; any other joins its links.
+/// A message starts: over an all-ideal route it arrives now, an empty one
+/// after its latencies; any other flow joins its links after its latency
+/// phase.
 fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
     let Ok((msg, mut flow)) = net.flows.get_mut(ev.entity) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
     let (segs, _, _) = net.routes.segments(msg.route);
     flow.start = now;
-    flow.updated_at = now;
     if segs.is_empty() {
         return deliver(now, ev.entity, net);
     }
@@ -306,11 +350,25 @@ fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
         let at = now + flow.alone;
         return net.cal.0.push(at, FlowEvent { step, ..*ev });
     }
-    net.net.join(ev.entity, segs);
+    if flow.latency == 0 {
+        return join(now, ev.entity, net);
+    }
+    let (step, at) = (FlowStep::Join, now + flow.latency);
+    net.cal.0.push(at, FlowEvent { step, ..*ev });
 }
 
-/// A drained event: stale unless of the flow's message and generation; a current one
-/// takes the flow off its links and schedules its arrival.
+/// Flow `e`'s bytes start to drain over its links now.
+fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
+    let Ok((msg, mut flow)) = net.flows.get_mut(e) else {
+        unreachable!("flow event for a message entity that no longer exists");
+    };
+    flow.updated_at = now;
+    let segs = net.routes.segments(msg.route).0;
+    net.net.join(&net.links, e, flow.bottleneck, segs);
+}
+
+/// A drained event: stale unless of the flow's message and generation; a
+/// current one takes the flow off its links and schedules its arrival.
 fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
     let Ok((msg, flow)) = net.flows.get(ev.entity) else {
         unreachable!("flow event for a message entity that no longer exists");
@@ -324,7 +382,7 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
         for s in segs {
             net.trace.packet(crate::trace::PacketSpan {
                 link: s.link,
-                start: flow.start,
+                start: flow.start + flow.latency,
                 end: now,
                 msg: msg.id,
                 bytes: msg.bytes,
@@ -332,7 +390,7 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
         }
     }
     let at = flow.arrival().max(now);
-    net.net.leave(ev.entity, segs);
+    net.net.leave(&net.links, ev.entity, segs);
     if at == now {
         return deliver(now, ev.entity, net);
     }
@@ -342,9 +400,10 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
 
 /// The message has arrived: to the inbox of its purpose, its entity parked.
 fn deliver(now: Tick, entity: Entity, net: &mut FlowAccess) {
-    let Ok((msg, _)) = net.flows.get(entity) else {
+    let Ok((mut msg, _)) = net.flows.get_mut(entity) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
+    msg.delivered = msg.packets;
     let arrival = msg.arrival(now);
     net.trace.message(&arrival);
     net.inbox.lists[msg.purpose as usize].push(arrival);
@@ -352,7 +411,8 @@ fn deliver(now: Tick, entity: Entity, net: &mut FlowAccess) {
     net.counters.delivered += 1;
 }
 
-/// Recomputes the max-min rates of every flow connected to a dirty link and
+/// Recomputes the max-min rates of the flows that joined and of every flow
+/// connected to them or to a dirty link through binding links, and
 /// schedules a new drained event for each flow whose rate changed.
 fn reassign_rates(now: Tick, net: &mut FlowAccess) {
     reach_connected(now, net);
@@ -384,8 +444,9 @@ fn reassign_rates(now: Tick, net: &mut FlowAccess) {
     }
 }
 
-/// Collects the links and flows connected to the dirty links (through flows
-/// that share links), drains each reached flow up to `now` and clears its rate.
+/// Collects the flows that joined and those connected to them or to the
+/// dirty links through binding links, with those links; drains each
+/// reached flow up to `now` and clears its rate.
 fn reach_connected(now: Tick, net: &mut FlowAccess) {
     let FlowAccess {
         net: fl,
@@ -398,45 +459,67 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
     let pass = fl.pass;
     fl.reached_links.clear();
     fl.reached_flows.clear();
-    let mut dirty = std::mem::take(&mut fl.dirty);
-    for &l in &dirty {
-        if fl.visit[l as usize] != pass {
-            fl.visit[l as usize] = pass;
+    // Dirty links are walked whether they bind now or did before.
+    for k in 0..fl.dirty.len() {
+        let l = fl.dirty[k];
+        if fl.links[l as usize].visit != pass {
+            fl.links[l as usize].visit = pass;
             fl.reached_links.push(l);
         }
     }
-    dirty.clear();
-    fl.dirty = dirty;
+    fl.dirty.clear();
+    let mut joined = std::mem::take(&mut fl.joined);
+    for &e in &joined {
+        reach_flow(now, e, fl, flows, routes);
+    }
+    joined.clear();
+    fl.joined = joined;
     let mut i = 0;
     while i < fl.reached_links.len() {
         let l = fl.reached_links[i] as usize;
         i += 1;
-        for k in 0..fl.on_link[l].len() {
-            let e = fl.on_link[l][k];
-            let Ok((msg, mut flow)) = flows.get_mut(e) else {
-                unreachable!("a flow on a link exists");
-            };
-            if flow.visit == pass {
-                continue;
-            }
-            flow.visit = pass;
-            flow.settle(now);
-            fl.reached_flows.push((e, flow.rate));
-            flow.rate = f64::NAN;
-            for s in routes.segments(msg.route).0 {
-                if fl.visit[s.link as usize] != pass {
-                    fl.visit[s.link as usize] = pass;
-                    fl.reached_links.push(s.link);
-                }
-            }
+        for k in 0..fl.links[l].flows.len() {
+            reach_flow(now, fl.links[l].flows[k].0, fl, flows, routes);
         }
     }
 }
 
-/// Max-min rates of the reached flows: the link with the least spare
-/// bandwidth per flow without a rate fixes its flows at that share, which
-/// leaves the spare of their other links; repeated until all have a rate.
-/// Ties go to the link reached first (deterministic).
+/// Adds flow `e` to the pass (once), and its binding links to the walk.
+fn reach_flow(
+    now: Tick,
+    e: Entity,
+    fl: &mut FlowLinks,
+    flows: &mut Query<(&mut Message, &mut Flow)>,
+    routes: &Routes,
+) {
+    let Ok((msg, mut flow)) = flows.get_mut(e) else {
+        unreachable!("a flow on a link exists");
+    };
+    if flow.visit == fl.pass {
+        return;
+    }
+    flow.visit = fl.pass;
+    flow.settle(now);
+    fl.reached_flows.push((e, flow.rate));
+    flow.rate = f64::NAN;
+    for s in routes.segments(msg.route).0 {
+        let link = &mut fl.links[s.link as usize];
+        if link.binding && link.visit != fl.pass {
+            link.visit = fl.pass;
+            fl.reached_links.push(s.link);
+        }
+    }
+}
+
+/// Max-min rates of the reached flows: the least of the binding links'
+/// spare bandwidth per flow without a rate and the flows' own bottlenecks
+/// fixes its flows at that share, which leaves the spare of their binding
+/// links; repeated until all have a rate (a link that does not bind cannot
+/// lower a rate below a flow's bottleneck, so it takes no part). Limits wait
+/// in a min-heap: fixing flows at the least share never lowers another
+/// link's share, so an entry is a lower bound, and a popped link that
+/// changed since is pushed again with its new share. Ties go to links, then
+/// to the lower id (deterministic).
 fn fill_progressively(net: &mut FlowAccess) {
     let FlowAccess {
         net: fl,
@@ -446,42 +529,75 @@ fn fill_progressively(net: &mut FlowAccess) {
         ..
     } = net;
     let fl: &mut FlowLinks = fl;
+    fl.heap.clear();
     for &l in &fl.reached_links {
-        fl.spare[l as usize] = link_rate(links, l);
-        fl.unfixed[l as usize] = fl.on_link[l as usize].len() as u32;
-    }
-    loop {
-        let mut best: Option<(f64, LinkId)> = None;
-        for &l in &fl.reached_links {
-            let n = fl.unfixed[l as usize];
-            if n == 0 {
-                continue;
-            }
-            let share = fl.spare[l as usize] / f64::from(n);
-            if best.is_none_or(|b| share < b.0) {
-                best = Some((share, l));
-            }
+        let link = &mut fl.links[l as usize];
+        let (spare, n) = (link_rate(links, l), link.flows.len() as u32);
+        (link.spare, link.unfixed) = (spare, n);
+        if link.binding && n > 0 {
+            let key = share_key(spare / f64::from(n));
+            fl.heap.push(Reverse((key, false, l)));
         }
-        let Some((share, l)) = best else {
-            return;
-        };
+    }
+    for (i, &(e, _)) in fl.reached_flows.iter().enumerate() {
+        let bottleneck = flows.get(e).map_or(0.0, |f| f.1.bottleneck);
+        fl.heap
+            .push(Reverse((share_key(bottleneck), true, i as u32)));
+    }
+    while let Some(Reverse((key, own, id))) = fl.heap.pop() {
+        if own {
+            let e = fl.reached_flows[id as usize].0;
+            fix_rate(e, f64::from_bits(key), fl, flows, routes);
+            continue;
+        }
+        let l = id as usize;
+        let link = &fl.links[l];
+        if link.unfixed == 0 {
+            continue;
+        }
+        let share = link.spare / f64::from(link.unfixed);
+        if share_key(share) != key {
+            fl.heap.push(Reverse((share_key(share), false, id)));
+            continue;
+        }
         // Float noise must not stop a flow: a share is never below a
         // billionth of the link's bandwidth.
-        let share = share.max(link_rate(links, l) * 1e-9);
-        for &e in &fl.on_link[l as usize] {
-            let Ok((msg, mut flow)) = flows.get_mut(e) else {
-                unreachable!("a flow on a link exists");
-            };
-            if !flow.rate.is_nan() {
-                continue;
-            }
-            flow.rate = share;
-            for s in routes.segments(msg.route).0 {
-                fl.spare[s.link as usize] -= share;
-                fl.unfixed[s.link as usize] -= 1;
-            }
+        let share = share.max(link_rate(links, id) * 1e-9);
+        for k in 0..fl.links[l].flows.len() {
+            fix_rate(fl.links[l].flows[k].0, share, fl, flows, routes);
         }
     }
+}
+
+/// Gives flow `e` the rate `share` unless it has one, taken from the spare
+/// of its binding links.
+fn fix_rate(
+    e: Entity,
+    share: f64,
+    fl: &mut FlowLinks,
+    flows: &mut Query<(&mut Message, &mut Flow)>,
+    routes: &Routes,
+) {
+    let Ok((msg, mut flow)) = flows.get_mut(e) else {
+        unreachable!("a flow on a link exists");
+    };
+    if !flow.rate.is_nan() {
+        return;
+    }
+    flow.rate = share;
+    for s in routes.segments(msg.route).0 {
+        let link = &mut fl.links[s.link as usize];
+        if link.binding {
+            link.spare -= share;
+            link.unfixed -= 1;
+        }
+    }
+}
+
+/// A share as a heap key: the bits of a non-negative float order as its
+/// value (float noise below zero counts as zero).
+fn share_key(share: f64) -> u64 {
+    if share > 0.0 { share.to_bits() } else { 0 }
 }
 
 /// Whether flow events are due now.
@@ -518,7 +634,7 @@ pub(super) fn account(
 mod tests {
     use super::*;
     use crate::Engine;
-    use crate::network::{LinkClass, LinkTableBuilder, NodeId, RouteSource};
+    use crate::network::{LinkClass, LinkTableBuilder, NodeId, RouteId, RouteSource};
     use crate::traffic::{ScheduledTraffic, Start};
 
     fn class(bytes_per_tick: u64, per_ticks: u64, latency: Tick, packet_bytes: u64) -> LinkClass {
@@ -645,21 +761,129 @@ mod tests {
 
     #[test]
     fn parking_lot_gets_max_min_rates() {
-        // 0→1 at 100 B/tick, 1→2 at 60 B/tick; a long flow 0→2 and a short
-        // one on each link. 1→2 is the bottleneck: 30 each for the long flow
-        // and its short one; the other short one takes 0→1's spare, 70.
+        // 0→1 at 100 B/tick, 1→2 at 60 B/tick, L = 10; a long flow 0→2 and a
+        // short one on each link, all draining from tick 80 (the long one
+        // starts at 0 with an overhead of 80, the short ones at 70 with 10).
+        // 1→2 is the bottleneck: 30 each for the long flow and its short
+        // one; the other short one takes 0→1's spare, 70.
         let (links, _) = line(vec![class(100, 1, 10, 1 << 20), class(60, 1, 10, 1 << 20)]);
         let mut e = Engine::new(links, Box::new(Line));
         e.set_network_model(NetworkModel::Flow);
         let mut t = ScheduledTraffic::new();
-        for (a, b) in [(0, 2), (0, 1), (1, 2)] {
-            t.add(a, b, 6000, Start::At(0));
+        for (a, b, at) in [(0, 2, 0), (0, 1, 70), (1, 2, 70)] {
+            t.add(a, b, 6000, Start::At(at));
         }
         e.set_traffic(t);
-        e.run_until(|w| w.resource::<Clock>().now > 0).unwrap();
+        e.run_until(|w| w.resource::<Clock>().now > 80).unwrap();
         let mut q = e.world.query::<(&Message, &Flow)>();
         let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
         rates.sort_by_key(|r| r.0);
         assert_eq!(rates, vec![(0, 30.0), (1, 70.0), (2, 30.0)]);
+    }
+
+    #[test]
+    fn a_link_that_cannot_bind_does_not_connect_flows() {
+        // 0→1 and 2→3 at 100 B/tick, 1→2 at 1000: flows 0→2 and 1→3 share
+        // 1→2, but at their bottlenecks (100 each) they cannot fill it, so
+        // the later one's rate pass reaches it alone; both drain at 100.
+        let classes = vec![
+            class(100, 1, 5, 1 << 20),
+            class(1000, 1, 5, 1 << 20),
+            class(100, 1, 5, 1 << 20),
+        ];
+        let (links, _) = line(classes);
+        let mut e = Engine::new(links, Box::new(Line));
+        e.set_network_model(NetworkModel::Flow);
+        let mut t = ScheduledTraffic::new();
+        t.add(0, 2, 6000, Start::At(0));
+        t.add(1, 3, 6000, Start::At(20));
+        e.set_traffic(t);
+        // The second flow joins at 20 + its overhead of 16.
+        e.run_until(|w| w.resource::<Clock>().now > 36).unwrap();
+        let fl = e.world.resource::<FlowLinks>();
+        assert_eq!(fl.reached_flows.len(), 1);
+        assert!(fl.links.iter().all(|l| !l.binding));
+        let mut q = e.world.query::<(&Message, &Flow)>();
+        let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
+        rates.sort_by_key(|r| r.0);
+        assert_eq!(rates, vec![(0, 100.0), (1, 100.0)]);
+    }
+
+    /// Max-min rates of every draining flow, by progressive filling over
+    /// every link at once (no selective update, no pruning).
+    fn max_min_by_brute_force(e: &mut Engine) -> Vec<(MsgId, f64)> {
+        let mut q = e.world.query::<(Entity, &Message)>();
+        let msgs: Vec<(Entity, MsgId, RouteId)> = q
+            .iter(&e.world)
+            .map(|(en, m)| (en, m.id, m.route))
+            .collect();
+        let (fl, routes, links) = (
+            e.world.resource::<FlowLinks>(),
+            e.world.resource::<Routes>(),
+            e.world.resource::<LinkTable>(),
+        );
+        let draining = |en: Entity| fl.links.iter().any(|l| l.flows.iter().any(|f| f.0 == en));
+        let mut todo: Vec<(MsgId, Vec<LinkId>)> = msgs
+            .iter()
+            .filter(|m| draining(m.0))
+            .map(|m| (m.1, routes.segments(m.2).0.iter().map(|s| s.link).collect()))
+            .collect();
+        let mut spare: Vec<f64> = (0..links.len() as u32)
+            .map(|l| link_rate(links, l))
+            .collect();
+        let mut rates = Vec::new();
+        while !todo.is_empty() {
+            let users = |l: LinkId| todo.iter().filter(|f| f.1.contains(&l)).count();
+            let (share, l) = (0..links.len() as u32)
+                .filter(|&l| users(l) > 0)
+                .map(|l| (spare[l as usize] / users(l) as f64, l))
+                .fold((f64::INFINITY, 0), |a, b| if b.0 < a.0 { b } else { a });
+            let (fixed, rest): (Vec<_>, Vec<_>) = todo.into_iter().partition(|f| f.1.contains(&l));
+            for (id, route) in fixed {
+                route.iter().for_each(|&k| spare[k as usize] -= share);
+                rates.push((id, share));
+            }
+            todo = rest;
+        }
+        rates.sort_by_key(|r| r.0);
+        rates
+    }
+
+    #[test]
+    fn selective_updates_keep_the_max_min_rates_of_every_flow() {
+        let (mut x, mut compared) = (99u64, 0);
+        let mut next = |m: u64| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) % m
+        };
+        for _ in 0..30 {
+            let classes = (0..5)
+                .map(|_| class(10 + next(90), 1, next(20), 1 << 20))
+                .collect();
+            let (links, _) = line(classes);
+            let mut e = Engine::new(links, Box::new(Line));
+            e.set_network_model(NetworkModel::Flow);
+            let mut t = ScheduledTraffic::new();
+            for _ in 0..10 {
+                let (a, b) = (next(6) as u32, next(6) as u32);
+                t.add(a, b, 1 + next(5000), Start::At(next(100)));
+            }
+            e.set_traffic(t);
+            while !e.step() {
+                let want = max_min_by_brute_force(&mut e);
+                let mut q = e.world.query::<(&Message, &Flow)>();
+                for (id, rate) in want {
+                    let got = q.iter(&e.world).find(|f| f.0.id == id).unwrap().1.rate;
+                    assert!(
+                        (got - rate).abs() <= 1e-9 * rate,
+                        "message {id}: {got} vs {rate}"
+                    );
+                    compared += 1;
+                }
+            }
+        }
+        assert!(compared > 300, "{compared}");
     }
 }
