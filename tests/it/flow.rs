@@ -489,3 +489,43 @@ fn a_ring_all_reduce_in_flow_mode_is_within_5_percent_of_packet_mode() {
         );
     }
 }
+
+/// A flow slowed by short neighbours and sped up again leaves drained
+/// events of its old rates behind: the clock must not stop at them, so the
+/// run ends at its last arrival (here that of packet mode, to the tick).
+#[test]
+fn a_run_ends_at_its_last_arrival_not_at_a_stale_drained_event() {
+    let sys = system(|s| (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (1, 1));
+    let ends = BOTH.map(|model| {
+        let mut m = Machine::build(&with_model(&sys, model)).unwrap();
+        let mut t = ScheduledTraffic::new();
+        t.add(
+            m.pe_node(0, 0, 0),
+            m.pe_node(2, 0, 0),
+            1 << 20,
+            Start::At(0),
+        );
+        for k in 0..32 {
+            t.add(
+                m.pe_node(1, 0, 0),
+                m.pe_node(2, 0, 0),
+                4096,
+                Start::At(100 * k),
+            );
+        }
+        m.engine.set_traffic(t);
+        let end = m.engine.run().unwrap().end_tick;
+        let last = m
+            .engine
+            .traffic::<ScheduledTraffic>()
+            .unwrap()
+            .arrivals()
+            .iter()
+            .flatten()
+            .max()
+            .copied();
+        assert_eq!(Some(end), last, "{model:?}");
+        end
+    });
+    assert_eq!(ends, [12357, 12357]);
+}

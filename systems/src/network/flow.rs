@@ -331,6 +331,32 @@ pub fn flow_routing(clock: Res<Clock>, mut net: FlowAccess) {
     if !net.net.dirty.is_empty() || !net.net.joined.is_empty() {
         reassign_rates(now, &mut net);
     }
+    drop_stale_head(&mut net);
+}
+
+/// Drops the calendar's earliest buckets while they hold only stale drained
+/// events, so the clock never stops at a tick where nothing happens (a
+/// stale event at the end of a run would also make it end late).
+fn drop_stale_head(net: &mut FlowAccess) {
+    while let Some(t) = net.cal.0.next_due() {
+        let Some(bucket) = net.cal.0.take_due(t) else {
+            return;
+        };
+        let live = bucket.iter().any(|ev| match ev.step {
+            FlowStep::Drained(g) => net
+                .flows
+                .get(ev.entity)
+                .is_ok_and(|(msg, flow)| flow.generation == g && msg.id == ev.msg),
+            _ => true,
+        });
+        if live {
+            for ev in bucket {
+                net.cal.0.push(t, ev);
+            }
+            return;
+        }
+        net.cal.0.recycle(bucket);
+    }
 }
 
 /// A message starts: over an all-ideal route it arrives now, an empty one
