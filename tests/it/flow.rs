@@ -267,37 +267,65 @@ fn flows_sent_while_packets_travel_keep_their_ticks() {
     assert_eq!(packet.arrivals, vec![1615, 220]);
 }
 
-/// Flow mode on one link of 64 B/tick, L = 20, whole-message packets.
-fn one_link_flows(sizes: &[u64]) -> Vec<u64> {
-    let mut t = ScheduledTraffic::new();
-    for &s in sizes {
-        t.add(0, 1, s, Start::At(0));
-    }
-    run(&mut line(&[class(64, 20, 1 << 20)], NetworkModel::Flow), t).arrivals
+/// Arrivals of messages sent together over one link of 64 B/tick, L = 20,
+/// whole-message packets, in packet then flow mode.
+fn one_link_arrivals(sizes: &[u64]) -> [Vec<u64>; 2] {
+    BOTH.map(|model| {
+        let mut t = ScheduledTraffic::new();
+        for &s in sizes {
+            t.add(0, 1, s, Start::At(0));
+        }
+        run(&mut line(&[class(64, 20, 1 << 20)], model), t).arrivals
+    })
 }
 
 #[test]
-fn two_equal_flows_share_a_link_and_finish_together() {
-    // Overhead L = 20 (uncontended 84 − s/B), then each drains at B/2 for
-    // 2·s/B = 128 ticks: 148. (Packet mode: 84 then 148.)
-    assert_eq!(one_link_flows(&[4096, 4096]), vec![148, 148]);
+fn messages_of_one_route_drain_one_after_the_other() {
+    // The route serves its messages in order, as its link does packets:
+    // the first after its overhead L = 20 and s/B = 64 ticks (84), the
+    // second drains behind it for another 64 (148), in both modes.
+    assert_eq!(
+        one_link_arrivals(&[4096, 4096]),
+        [vec![84, 148], vec![84, 148]]
+    );
 }
 
 #[test]
-fn a_flow_speeds_up_when_its_half_size_neighbour_ends() {
-    // Both wait their overhead L = 20, then drain at 32 B/tick until the
-    // 2 KiB flow is done at 84; the 4 KiB flow has 2 KiB left, drained at
-    // 64 B/tick by 116. (Packet mode: 84 then 116, the other way round.)
-    assert_eq!(one_link_flows(&[4096, 2048]), vec![116, 84]);
+fn a_short_message_behind_a_long_one_on_its_route_waits_for_it() {
+    // 4 KiB then 2 KiB: 84, then 32 more ticks of drain: 116.
+    assert_eq!(
+        one_link_arrivals(&[4096, 2048]),
+        [vec![84, 116], vec![84, 116]]
+    );
 }
 
 #[test]
-fn a_reused_message_entity_ignores_its_earlier_flows_stale_events() {
-    // The 4 KiB flow's first drained event (tick 148) went stale when the
-    // 2 KiB one ended at 84; its entity is reused by the message sent when
-    // it arrives (116) to start at 120, whose own first drained event is of
-    // the same generation. It must drain alone (1000 ticks after its
-    // overhead of 20) and arrive once, at 120 + 20 + 1000.
+fn two_routes_share_a_link_max_min_fairly() {
+    // Nodes 0-1-2-3: links 0-1 and 1-2 of 256 B/tick (L = 10), 2-3 of
+    // 64 B/tick (L = 20). 0→3 alone takes 136 ticks (overhead 72), 1→3
+    // 110 (overhead 46). 1→3 drains alone from 46 (1664 B by 72), then both
+    // drain at 32 B/tick on 2-3: 1→3 is done at 72 + 2432/32 = 148; 0→3
+    // has 1664 B left, drained at 64 B/tick by 174. Packet mode serves the
+    // shared link first come first served: 1→3 at 110, 0→3 at 174.
+    let classes = [
+        class(256, 10, 1 << 20),
+        class(256, 10, 1 << 20),
+        class(64, 20, 1 << 20),
+    ];
+    let [packet, flow] = on_line(&classes, |t| {
+        t.add(0, 3, 4096, Start::At(0));
+        t.add(1, 3, 4096, Start::At(0));
+    });
+    assert_eq!(packet.arrivals, vec![174, 110]);
+    assert_eq!(flow.arrivals, vec![174, 148]);
+    assert_eq!(flow.stats, packet.stats);
+}
+
+#[test]
+fn a_message_sent_on_a_busy_route_queues_behind_it_and_arrives_once() {
+    // The 64,000 B message is sent at 88 (the first arrival, 84, plus 4);
+    // its route still drains the 2 KiB message until 116, so it drains
+    // behind it for 1000 ticks and arrives at 1116, as in packet mode.
     let mut t = ScheduledTraffic::new();
     let first = t.add(0, 1, 4096, Start::At(0));
     t.add(0, 1, 2048, Start::At(0));
@@ -306,8 +334,16 @@ fn a_reused_message_entity_ignores_its_earlier_flows_stale_events() {
         delay: 4,
     };
     t.add(0, 1, 64_000, after);
-    let flow = run(&mut line(&[class(64, 20, 1 << 20)], NetworkModel::Flow), t);
-    assert_eq!(flow.arrivals, vec![116, 84, 1140]);
+    let flow = run(
+        &mut line(&[class(64, 20, 1 << 20)], NetworkModel::Flow),
+        t.clone(),
+    );
+    let packet = run(
+        &mut line(&[class(64, 20, 1 << 20)], NetworkModel::Packet),
+        t,
+    );
+    assert_eq!(flow.arrivals, vec![84, 116, 1116]);
+    assert_eq!(packet.arrivals, flow.arrivals);
     assert_eq!(flow.counters.delivered, 3);
 }
 
@@ -474,17 +510,18 @@ fn all_reduce(model: NetworkModel, chunks: u32, bytes: u64) -> (u64, Vec<u64>) {
 }
 
 #[test]
-fn a_ring_all_reduce_in_flow_mode_is_within_5_percent_of_packet_mode() {
-    // 1 MiB per rank in one chunk and in 8 (64 KiB slots, 4 of them: up
-    // to 4 messages of a queue drain side by side in flow mode, one after
-    // the other in packet mode).
-    for chunks in [1, 8] {
+fn a_ring_all_reduce_in_flow_mode_stays_within_a_few_percent_of_packet_mode() {
+    // 1 MiB per rank (256 KiB blocks) in 1 to 8 chunks. A route's
+    // messages drain one after the other in both modes; with 8 chunks the 4
+    // slots make every chunk wait for a credit's round trip, whose overlap
+    // with the drains is where the flow model is furthest off (7 % early).
+    for (chunks, within) in [(1, 0.05), (2, 0.05), (4, 0.05), (8, 0.08)] {
         let (packet_ticks, packet_bytes) = all_reduce(NetworkModel::Packet, chunks, 1 << 20);
         let (flow_ticks, flow_bytes) = all_reduce(NetworkModel::Flow, chunks, 1 << 20);
         assert_eq!(flow_bytes, packet_bytes, "{chunks} chunks");
         let gap = flow_ticks.abs_diff(packet_ticks) as f64 / packet_ticks as f64;
         assert!(
-            gap <= 0.05,
+            gap <= within,
             "{chunks} chunks: flow {flow_ticks} vs packet {packet_ticks}: {gap:.3}"
         );
     }

@@ -28,13 +28,15 @@
 //! generation, so drained events of an older generation, or of an earlier
 //! message of a reused entity, are stale and ignored.
 
-use super::{Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, Routes, Segment};
+use super::{
+    Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, RouteId, Routes, Segment,
+};
 use crate::ids::MsgId;
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 /// How messages cross the network; one choice per run (the spec's
 /// `network.model`, default packet).
@@ -80,6 +82,9 @@ pub struct Flow {
     pub generation: u32,
     /// Whether the flow ever drained slower than its bottleneck.
     pub shared: bool,
+    /// Whether it waited behind an earlier message of its route (then its
+    /// drain, not its start, sets its arrival).
+    pub queued: bool,
     /// Stamp of the last rate pass that reached this flow.
     visit: u32,
 }
@@ -114,6 +119,7 @@ impl Flow {
             updated_at: 0,
             generation: 0,
             shared: false,
+            queued: false,
             visit: 0,
         }
     }
@@ -125,11 +131,13 @@ impl Flow {
     }
 
     /// Arrival tick of a flow whose drain event came (its rate unchanged
-    /// since `updated_at`): `alone` after its start when never slowed, else
-    /// `tail` after the drain ended, never before `alone`.
+    /// since `updated_at`): `alone` after its start when never slowed nor
+    /// queued, else `tail` after the drain ended, never before `alone`. A
+    /// queued flow continues its route's stream: the route's pipeline was
+    /// filled by the message before it, so only the tail follows its drain.
     fn arrival(&self) -> Tick {
         let alone = self.start + self.alone;
-        if !self.shared {
+        if !self.shared && !self.queued {
             return alone;
         }
         let rest = self.left / self.rate + self.tail;
@@ -227,11 +235,23 @@ struct LinkFlows {
     unfixed: u32,
 }
 
+/// The messages of one route (one source and destination) in order: the
+/// one draining, and those behind it. A route's messages cross the same
+/// links first come first served, so a later one drains after an earlier
+/// one, not beside it (flows of different routes share fairly).
+#[derive(Debug, Default, Clone)]
+struct RouteQueue {
+    sending: bool,
+    waiting: VecDeque<Entity>,
+}
+
 /// Which flows cross each link now, and the scratch of the rate pass.
 #[derive(Resource, Default, Debug)]
 pub struct FlowLinks {
     /// Per link (sized on first use).
     links: Vec<LinkFlows>,
+    /// Per route (grown as routes are cached).
+    routes: Vec<RouteQueue>,
     /// Flows that joined since the last rate pass, and links whose flows
     /// changed while binding (before or after the change).
     joined: Vec<Entity>,
@@ -383,10 +403,40 @@ fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
     net.cal.0.push(at, FlowEvent { step, ..*ev });
 }
 
-/// Flow `e`'s bytes start to drain over its links now.
+/// Flow `e`'s bytes start to drain over its links now, or wait behind the
+/// message draining from its first link.
 fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
     let Ok((msg, mut flow)) = net.flows.get_mut(e) else {
         unreachable!("flow event for a message entity that no longer exists");
+    };
+    let r = msg.route as usize;
+    if net.net.routes.len() <= r {
+        net.net
+            .routes
+            .resize(net.routes.cached().max(r + 1), RouteQueue::default());
+    }
+    let queue = &mut net.net.routes[r];
+    if queue.sending {
+        queue.waiting.push_back(e);
+        flow.queued = true;
+        return;
+    }
+    queue.sending = true;
+    flow.updated_at = now;
+    let segs = net.routes.segments(msg.route).0;
+    net.net.join(&net.links, e, flow.bottleneck, segs);
+}
+
+/// A message of `route` drained: the next one waiting on the route starts
+/// to drain now.
+fn next_on_route(now: Tick, route: RouteId, net: &mut FlowAccess) {
+    let queue = &mut net.net.routes[route as usize];
+    let Some(e) = queue.waiting.pop_front() else {
+        queue.sending = false;
+        return;
+    };
+    let Ok((msg, mut flow)) = net.flows.get_mut(e) else {
+        unreachable!("a waiting flow exists");
     };
     flow.updated_at = now;
     let segs = net.routes.segments(msg.route).0;
@@ -416,7 +466,9 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
         }
     }
     let at = flow.arrival().max(now);
+    let route = msg.route;
     net.net.leave(&net.links, ev.entity, segs);
+    next_on_route(now, route, net);
     if at == now {
         return deliver(now, ev.entity, net);
     }
