@@ -46,9 +46,10 @@ pub const SECONDS_PER_SCHEDULE_RUN: f64 = 2.4e-6;
 /// (its send, arrival, receive and credit mostly fall on ticks of their own).
 pub const SCHEDULE_RUNS_PER_MESSAGE: f64 = 2.5;
 /// Flow mode: wall time per link a flow touches at its start or end (the
-/// max-min update over the flows sharing it), measured beside the packet
-/// constants (docs/model.md §Cost estimate).
-pub const SECONDS_PER_FLOW_LINK: f64 = 40e-9;
+/// max-min update over the flows sharing it): the median over seven runs of
+/// (measured − the message and schedule-run terms) / links touched
+/// (docs/model.md §Cost estimate).
+pub const SECONDS_PER_FLOW_LINK: f64 = 56e-9;
 
 /// The estimate of one run (or of a build alone).
 #[derive(Debug, Clone, Copy, PartialEq)]
