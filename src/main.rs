@@ -101,8 +101,8 @@ enum Command {
     /// adversarial traffic (incast, cross traffic, mixed sizes, starved
     /// credits, SIP kinds), each run in both models. Prints the error
     /// statistics, per-link byte agreement and ranking agreement (Kendall
-    /// τ); writes results.csv, kendall.csv, summary.txt and a figure. Exits
-    /// 1 when the flow model misses its bounds.
+    /// τ); writes results.csv, kendall.csv, summary.txt and a figure.
+    /// Prints the verdict on its bounds (`--check`: exit 1 when missed).
     ///
     /// Example: kernbench validate --out validate/
     Validate(cmd::validate::ValidateArgs),

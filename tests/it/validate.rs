@@ -83,18 +83,8 @@ fn validate_writes_its_tables_summary_and_figure() {
     let out = dir.path().join("v");
     let (code, stdout, err) =
         crate::common::kernbench_cli(&["validate", "--out", out.to_str().unwrap()]);
-    // Exit 0 when the flow model keeps its bounds, 1 when it misses them:
-    // never a refusal or a crash.
-    assert!(matches!(code, Some(0 | 1)), "{err}");
-    assert!(
-        code == Some(0) || err.contains("validation failed: "),
-        "{err}"
-    );
+    assert_eq!(code, Some(0), "{err}");
     assert!(stdout.starts_with("validated "), "{stdout}");
-    assert!(
-        stdout.contains(" each in the packet and the flow model\n"),
-        "{stdout}"
-    );
     for f in [
         "results.csv",
         "kendall.csv",
@@ -104,7 +94,7 @@ fn validate_writes_its_tables_summary_and_figure() {
         assert!(out.join(f).is_file(), "{f}: {err}");
     }
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
-    assert_eq!(summary, stdout);
+    assert!(stdout.starts_with(&summary), "{summary}\n{stdout}");
     let study = ValidateStudy::new(Matrix::Quick);
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), study.cases.len() + 1);
@@ -120,11 +110,25 @@ fn validate_writes_its_tables_summary_and_figure() {
             assert!(pct <= 100.0, "{row:?}");
         }
     }
-    assert!(
-        stdout.contains(&format!(
-            "per-link bytes identical: {0} of {0}\n",
-            study.cases.len()
-        )),
-        "{stdout}"
-    );
+    // The flow model's accuracy on the quick matrix, pinned (both models are
+    // deterministic): the median case within 0.25 %, 94 % of cases within
+    // 5 %, bytes identical on every link, the fastest algorithm the same in
+    // 70 of 72 groups; the cases beyond 5 % are cross traffic and
+    // credit-bound streams (docs/model.md §Flow-level network).
+    for line in [
+        " each in the packet and the flow model\n",
+        "|error| of flow against packet: median 0.223%, max 22.848% (cross_traffic ",
+        "within 1%: 306 (75.0%), within 5%: 384 (94.1%)\n",
+        "per-link bytes identical: 408 of 408\n",
+        "72 groups, 57 with the best two more than 5% apart in packet mode, 11 of those ranked differently (Kendall tau < 1); same fastest algorithm in 70 of 72\n",
+        "bounds not met (24 of 408 cases beyond 5%, 11 decisive rankings differ): ",
+    ] {
+        assert!(stdout.contains(line), "{line}\n{stdout}");
+    }
+    // --check turns the verdict into the exit code, for scripts.
+    let again = dir.path().join("again");
+    let (code, _, err) =
+        crate::common::kernbench_cli(&["validate", "--check", "--out", again.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.ends_with("validation failed (--check)\n"), "{err}");
 }
