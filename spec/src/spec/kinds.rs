@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::system::{Issue, check_bandwidth, check_duration, check_pe_at, issue};
+use super::rules::{Issue, check_bandwidth, check_duration, check_pe_at, issue};
 use super::types::{LinkKinds, LinkSpec, MemSpec, Memories, PeSpec, SystemSpec};
 
 /// The name of the kind of SIPs that no `system.sips.kinds` entry lists.
