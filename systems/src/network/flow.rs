@@ -698,10 +698,7 @@ pub(super) fn account(
     let mut ideal = u64::from(ideal_after);
     for s in segs {
         let busy = (packets - 1) * s.ser_full + links.class(s.link).ser_ticks(last);
-        let st = &mut links.state[s.link as usize].stats;
-        st.bytes += msg.bytes;
-        st.packets += packets;
-        st.busy += busy;
+        links.record(s.link, msg.bytes, packets, busy);
         ideal += u64::from(s.ideal_before);
     }
     counters.ideal_hops += packets * ideal;

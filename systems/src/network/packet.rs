@@ -1,0 +1,220 @@
+//! Packet mode: store-and-forward packets, each reserving each non-ideal
+//! link first come first served; one calendar event per packet per segment.
+//!
+//! Timing (docs/model.md §Links): a packet of `s` bytes that reaches a link at
+//! tick `t` starts at `max(t, free_at)`, holds the link for `ser(s) = ⌈s/B⌉`
+//! ticks and reaches the far node `L` ticks after it leaves the link. A link
+//! serves packets first-come first-served; packets that reach it in the same
+//! tick are served in (message id, packet index) order. Because the calendar
+//! hands out events in tick order, reserving the link on arrival *is* that
+//! FIFO queue, so no explicit queue is kept.
+
+use super::{Inbox, LinkTable, Message, MessagePool, NetCounters, RouteId, Routes};
+use crate::ids::MsgId;
+use crate::time::{Calendar, Clock, Tick};
+use bevy_ecs::prelude::*;
+
+/// "A packet of message `entity` with `left` packets behind it is at the
+/// near end of segment `seg` of route `route` now." A message's packets enter
+/// the network as one train event (`seg` 0, every packet, `left` = packets −
+/// 1); after their first link they travel as single packets that carry their
+/// own size, so a hop reads no message component: only a train's first hop
+/// and the arrival do. Packets of one message keep their order (one route,
+/// FIFO links), so only the last packet's arrival is an event. 32 bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct HopEvent {
+    pub msg: MsgId,
+    pub entity: Entity,
+    /// Packets of the message after this one (0: the last packet).
+    pub left: u32,
+    pub route: RouteId,
+    pub seg: u32,
+    /// Bytes of this packet past the first segment (`inject` refuses
+    /// messages whose packets would not fit in 32 bits).
+    pub size: u32,
+}
+
+/// Packets waiting to enter their next link, by tick.
+#[derive(Resource, Default, Debug)]
+pub struct NetCalendar(pub Calendar<HopEvent>);
+
+/// Queues the packets of a new message at its source at tick `at`.
+pub fn schedule_packets(
+    cal: &mut NetCalendar,
+    msg: MsgId,
+    packets: u32,
+    route: RouteId,
+    entity: Entity,
+    at: Tick,
+) {
+    cal.0.push(
+        at,
+        HopEvent {
+            msg,
+            entity,
+            left: packets - 1,
+            route,
+            seg: 0,
+            size: 0,
+        },
+    );
+}
+
+/// The `routing` stage: every packet due now crosses the ideal links ahead of
+/// it and enters its next non-ideal link or, at the end of its route, arrives;
+/// a message whose last packet arrives goes to the [`Inbox`] of its purpose
+/// and its entity is parked for reuse.
+pub fn routing(clock: Res<Clock>, mut net: RoutingAccess) {
+    route_tick(clock.now, &mut net);
+}
+
+/// What routing a tick touches.
+#[derive(bevy_ecs::system::SystemParam)]
+pub struct RoutingAccess<'w, 's> {
+    cal: ResMut<'w, NetCalendar>,
+    links: ResMut<'w, LinkTable>,
+    routes: Res<'w, Routes>,
+    msgs: Query<'w, 's, &'static mut Message>,
+    inbox: ResMut<'w, Inbox>,
+    pool: ResMut<'w, MessagePool>,
+    counters: ResMut<'w, NetCounters>,
+    trace: ResMut<'w, crate::trace::Trace>,
+}
+
+/// Where [`routing_ahead`] must stop: before `horizon`, the next tick at
+/// which another module has work, and past `max_ticks`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AheadLimit {
+    pub horizon: Option<Tick>,
+    pub max_ticks: Option<Tick>,
+}
+
+/// Routing run by the engine over ticks where only packets move, tick after
+/// tick in one system run: each tick is routed as the schedule would route
+/// it, and the clock moves to the network's next tick while nothing arrives
+/// and that tick is within `limit`. The tick it stops at runs the whole
+/// schedule, whose routing stage knows it already ran ([`RoutedAhead`]).
+/// Routing sends nothing and reports no error, so an arrival is the only
+/// work it can leave for the other stages.
+pub fn routing_ahead(
+    In(limit): In<AheadLimit>,
+    mut clock: ResMut<Clock>,
+    mut ahead: ResMut<RoutedAhead>,
+    mut net: RoutingAccess,
+) {
+    loop {
+        let at = clock.now;
+        route_tick(at, &mut net);
+        let next = net.cal.0.next_due().filter(|&t| {
+            t > at && limit.horizon.is_none_or(|h| t < h) && limit.max_ticks.is_none_or(|m| t <= m)
+        });
+        let Some(next) = next.filter(|_| net.inbox.is_empty()) else {
+            ahead.0 = true;
+            return;
+        };
+        // What the rest of this tick's schedule would do: nothing but
+        // `advance` to the network's next tick.
+        clock.steps += 1;
+        clock.now = next;
+    }
+}
+
+/// Routes the packets due at `now`.
+fn route_tick(now: Tick, net: &mut RoutingAccess) {
+    let RoutingAccess {
+        cal,
+        links,
+        routes,
+        msgs,
+        inbox,
+        pool,
+        counters,
+        trace,
+    } = net;
+    let Some(mut due) = cal.0.take_due(now) else {
+        return;
+    };
+    // Same-tick ties: message id, then packet index (a train sorts as its first packet).
+    due.sort_unstable_by_key(|e| (e.msg, std::cmp::Reverse(e.left)));
+    let (mut hops, mut ideal_hops) = (0, 0);
+    for ev in &due {
+        let (segs, ideal_after, full) = routes.segments(ev.route);
+        // A train (seg 0) reads its message once, for the packet count and sizes.
+        let train = (ev.seg == 0).then(|| {
+            let m = msgs.get(ev.entity).expect("message of a train");
+            (m.packets, m.packet_bytes, m.bytes)
+        });
+        let count = train.map_or(1, |t| t.0);
+        let Some(seg) = segs.get(ev.seg as usize) else {
+            // The whole message is in: a train over an all-ideal route, or its last packet.
+            ideal_hops += (ideal_after * count) as u64;
+            hops += (ideal_after * count) as u64;
+            let Ok(mut msg) = msgs.get_mut(ev.entity) else {
+                unreachable!("hop event for a message entity that no longer exists");
+            };
+            msg.delivered = msg.packets;
+            let arrival = msg.arrival(now);
+            trace.message(&arrival);
+            inbox.lists[msg.purpose as usize].push(arrival);
+            pool.0.push(ev.entity);
+            counters.delivered += 1;
+            continue;
+        };
+        ideal_hops += (seg.ideal_before * count) as u64;
+        hops += ((seg.ideal_before + 1) * count) as u64;
+        let last_segment = ev.seg as usize + 1 == segs.len();
+        for k in 0..count {
+            let (left, size) = match train {
+                Some((packets, packet_bytes, bytes)) => (
+                    packets - 1 - k,
+                    Message::size_of_packet(k, packets, packet_bytes, bytes),
+                ),
+                None => (ev.left, u64::from(ev.size)),
+            };
+            let ser = if size == full {
+                seg.ser_full
+            } else {
+                links.class(seg.link).ser_ticks(size)
+            };
+            let left_link = links.reserve(seg.link, now, size, ser);
+            if trace.enabled() {
+                trace.packet(crate::trace::PacketSpan {
+                    link: seg.link,
+                    start: left_link - ser,
+                    end: left_link,
+                    msg: ev.msg,
+                    bytes: size,
+                });
+            }
+            let at = left_link + seg.latency;
+            if last_segment && left > 0 {
+                // Arrives before the last packet: no event, only its hops.
+                ideal_hops += ideal_after as u64;
+                hops += ideal_after as u64;
+                continue;
+            }
+            let next = HopEvent {
+                left,
+                seg: ev.seg + 1,
+                // Fits: packets are at most u32::MAX bytes (checked at inject).
+                size: size as u32,
+                ..*ev
+            };
+            cal.0.push(at, next);
+        }
+    }
+    counters.hops += hops;
+    counters.ideal_hops += ideal_hops;
+    cal.0.recycle(due);
+}
+
+pub(super) fn net_due(clock: Res<Clock>, cal: Res<NetCalendar>, ahead: Res<RoutedAhead>) -> bool {
+    !ahead.0 && crate::plugin::due(cal.0.next_due(), clock.now)
+}
+
+/// Set when the engine has already run [`routing`] for the current tick
+/// outside the schedule (it runs ahead over ticks where only packets move);
+/// the schedule's routing then waits for the next run at this tick, as it
+/// would have, and `advance` clears it.
+#[derive(Resource, Default)]
+pub struct RoutedAhead(pub bool);

@@ -1,0 +1,141 @@
+//! Routes cached per (source, destination) pair, kept as segments: each
+//! non-ideal link with the ideal links crossed before it.
+
+use super::LinkTable;
+use crate::ids::{LinkId, NodeId};
+use crate::time::Tick;
+use bevy_ecs::prelude::*;
+use rustc_hash::FxHashMap;
+
+/// Produces the node path between two nodes; implemented by the topology layer,
+/// which knows coordinates. The engine only caches what it returns.
+pub trait RouteSource: Send + Sync + 'static {
+    /// Appends the nodes from `src` to `dst` inclusive to `out`.
+    fn route(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String>;
+}
+
+/// Index of a cached route.
+pub type RouteId = u32;
+
+/// Routes cached per (src, dst) pair on first use; no all-pairs table.
+///
+/// A route is kept as its *segments*: each
+/// non-ideal link with the number of ideal links crossed (in zero time) just
+/// before it. Packets take one calendar event per segment.
+#[derive(Resource)]
+pub struct Routes {
+    source: Box<dyn RouteSource>,
+    cache: FxHashMap<(NodeId, NodeId), RouteId>,
+    segments: Vec<Segment>,
+    spans: Vec<RouteSpan>,
+    scratch: Vec<NodeId>,
+}
+
+/// A non-ideal link of a route and the ideal links crossed just before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment {
+    pub link: LinkId,
+    pub ideal_before: u32,
+    /// Ticks a full packet of the route (its `packet_bytes`) holds the link:
+    /// precomputed, so a hop of a full packet needs no division.
+    pub ser_full: Tick,
+    /// The link's latency, ticks.
+    pub latency: Tick,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct RouteSpan {
+    seg_start: u32,
+    seg_len: u32,
+    /// Ideal links after the last segment.
+    ideal_after: u32,
+    /// Packet size for messages on this route: the smallest packet size of its
+    /// non-ideal links (a message is cut once, at the source).
+    packet_bytes: u64,
+}
+
+impl Routes {
+    pub fn new(source: Box<dyn RouteSource>) -> Self {
+        Self {
+            source,
+            cache: FxHashMap::default(),
+            segments: Vec::new(),
+            spans: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The route `src → dst`, computed and cached on first use.
+    pub fn get(&mut self, links: &LinkTable, src: NodeId, dst: NodeId) -> Result<RouteId, String> {
+        if let Some(&r) = self.cache.get(&(src, dst)) {
+            return Ok(r);
+        }
+        self.scratch.clear();
+        self.source.route(src, dst, &mut self.scratch)?;
+        if self.scratch.first() != Some(&src) || self.scratch.last() != Some(&dst) {
+            return Err(format!(
+                "route {src}→{dst} does not start at {src} and end at {dst}"
+            ));
+        }
+        let seg_start = self.segments.len() as u32;
+        let mut packet_bytes = u64::MAX;
+        let mut ideal = 0;
+        for w in self.scratch.windows(2) {
+            let Some(l) = links.find(w[0], w[1]) else {
+                self.segments.truncate(seg_start as usize);
+                return Err(format!(
+                    "route {src}→{dst} uses missing link {}→{}",
+                    w[0], w[1]
+                ));
+            };
+            let class = links.class(l);
+            if class.ideal {
+                ideal += 1;
+            } else {
+                packet_bytes = packet_bytes.min(class.packet_bytes);
+                self.segments.push(Segment {
+                    link: l,
+                    ideal_before: ideal,
+                    ser_full: 0,
+                    latency: class.latency,
+                });
+                ideal = 0;
+            }
+        }
+        for seg in &mut self.segments[seg_start as usize..] {
+            seg.ser_full = links.class(seg.link).ser_ticks(packet_bytes);
+        }
+        let id = self.spans.len() as RouteId;
+        self.spans.push(RouteSpan {
+            seg_start,
+            seg_len: self.segments.len() as u32 - seg_start,
+            ideal_after: ideal,
+            packet_bytes,
+        });
+        self.cache.insert((src, dst), id);
+        Ok(id)
+    }
+
+    /// The non-ideal links of a route with the ideal links before each, the
+    /// number of ideal links after the last one, and the route's packet size.
+    #[inline]
+    pub fn segments(&self, r: RouteId) -> (&[Segment], u32, u64) {
+        let s = self.spans[r as usize];
+        let segs = &self.segments[s.seg_start as usize..(s.seg_start + s.seg_len) as usize];
+        (segs, s.ideal_after, s.packet_bytes)
+    }
+
+    pub fn packet_bytes(&self, r: RouteId) -> u64 {
+        self.spans[r as usize].packet_bytes
+    }
+
+    /// Whether the route crosses any non-ideal link.
+    pub fn has_segments(&self, r: RouteId) -> bool {
+        self.spans[r as usize].seg_len > 0
+    }
+
+    /// Routes cached so far.
+    pub fn cached(&self) -> usize {
+        self.spans.len()
+    }
+}
