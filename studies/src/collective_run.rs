@@ -17,6 +17,7 @@ use kernbench_runtime::machine::Machine;
 use kernbench_runtime::report::Usage;
 use kernbench_spec::spec::System;
 use kernbench_systems::memory::DataMode;
+use kernbench_systems::network::NetworkModel;
 
 /// Knobs that shrink a collective run, the ones that help most first.
 pub const RUN_KNOBS: &str = "larger packet_bytes (links.*) or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, no --trace/--verify";
@@ -93,7 +94,13 @@ impl SizeRun {
         write!(
             out,
             "{}",
-            self.header(sys, &comm.group, &config.name, &ccl_line(config))
+            self.header(
+                sys,
+                &comm.group,
+                &config.name,
+                &ccl_line(config),
+                &self.network_line(Some(machine.engine.network_model()), sys)
+            )
         )?;
         let sizes = self.sizes();
         let (mut records, mut last) = (Vec::new(), None);
@@ -136,7 +143,12 @@ impl SizeRun {
             self.autotune_cache.display(),
             if self.retune { ", --retune" } else { "" }
         );
-        write!(out, "{}", self.header(sys, &Group::new(sys), AUTO, &line))?;
+        let network = self.network_line(None, sys);
+        write!(
+            out,
+            "{}",
+            self.header(sys, &Group::new(sys), AUTO, &line, &network)
+        )?;
         let sizes = self.sizes();
         let mut machines: Vec<(String, Machine, Communicator)> = Vec::new();
         let (mut records, mut last) = (Vec::new(), None);
@@ -364,7 +376,29 @@ impl SizeRun {
 
     /// The parameter lines above the table of entry `name`: what ran, on
     /// what, and why there are no iteration counts; then the column header.
-    fn header(&self, sys: &System, group: &Group, name: &str, ccl: &str) -> String {
+    /// The header's network line: the model that moves the bytes (`built`:
+    /// the machine's, once there is one) and how it was chosen.
+    fn network_line(&self, built: Option<NetworkModel>, sys: &System) -> String {
+        let what = |m: NetworkModel| match m {
+            NetworkModel::Packet => "packet (store-and-forward packets, exact)",
+            NetworkModel::Flow => {
+                "flow (one max-min fair flow per message; docs/model.md §Flow-level network)"
+            }
+        };
+        match (self.network, built) {
+            (NetworkChoice::Auto(_), Some(m)) => format!(
+                "# network: {} (--network auto: chosen on the largest size's estimate)",
+                what(m)
+            ),
+            (NetworkChoice::Auto(_), None) => "# network: auto (per pick: packet where its estimate fits the budget, flow otherwise; the CSV's network_model says which)".into(),
+            (NetworkChoice::Fixed(m), _) => format!("# network: {}", what(built.unwrap_or(m))),
+            (NetworkChoice::Spec, _) => {
+                format!("# network: {}", what(built.unwrap_or(sys.spec.network.model)))
+            }
+        }
+    }
+
+    fn header(&self, sys: &System, group: &Group, name: &str, ccl: &str, network: &str) -> String {
         let s = &sys.spec;
         let l = &s.links.inter_sip;
         let who = if group.pes == 1 {
@@ -380,6 +414,7 @@ impl SizeRun {
         format!(
             "# {} / {}, op {}\n\
              # system: {}: {}, tick {} ns, inter-SIP links {} GB/s {} ns {} B packets\n\
+             {network}\n\
              {ccl}\n\
              # participants: {} ({who})\n\
              # sizes: {} to {} B, x{} per line; check {check}\n\

@@ -39,8 +39,10 @@ fn run_records_the_network_model_of_every_row() {
         if let Some(model) = flag {
             args.extend(["--network", model]);
         }
-        let (code, _, err) = kernbench_cli(&args);
+        let (code, out, err) = kernbench_cli(&args);
         assert_eq!(code, Some(0), "{err}");
+        // The header says which model moves the bytes.
+        assert!(out.contains(&format!("\n# network: {want} (")), "{out}");
         // Two sizes, two placements each.
         assert_eq!(column(&csv, "network_model"), [want; 4], "{flag:?}");
     }
