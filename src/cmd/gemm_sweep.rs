@@ -61,7 +61,7 @@ pub fn run(a: GemmSweepArgs) -> Result<()> {
     };
     let outcome =
         kernbench::sweep::run(&study, &opts).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
-    let rows: Vec<_> = outcome.rows.iter().filter_map(|r| r.row.clone()).collect();
+    let rows = kernbench::sweep::study::rows_that_ran(&outcome.rows);
     print!("{}", sweep::table(&rows));
     if let Some(r) = outcome.rows.iter().find(|r| r.row.is_none()) {
         anyhow::bail!("gemm-sweep: {}: {}", r.point, r.error);

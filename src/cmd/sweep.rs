@@ -266,7 +266,7 @@ fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> 
     );
     let started = Instant::now();
     let outcome = kernbench::sweep::run(&tp_study, &opts).map_err(anyhow::Error::msg)?;
-    let rows: Vec<_> = outcome.rows.iter().filter_map(|r| r.row.clone()).collect();
+    let rows = kernbench::sweep::study::rows_that_ran(&outcome.rows);
     print!("{}", study::table(&rows));
     eprintln!(
         "{} of {total} points done ({} run now in {:.1} s, {} from before); wrote {} in {}",

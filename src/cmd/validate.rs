@@ -4,8 +4,9 @@ use super::args::{BudgetArg, sweep_jobs};
 use super::paths::check_output_dir;
 use anyhow::{Result, bail};
 use clap::Args;
+use kernbench::sweep::study::rows_that_ran;
 use kernbench::validate::cases::Matrix;
-use kernbench::validate::{ValidateStudy, rows_of_records, summary};
+use kernbench::validate::{ValidateStudy, summary};
 use std::path::PathBuf;
 
 #[derive(Args)]
@@ -71,7 +72,7 @@ pub fn run(a: ValidateArgs) -> Result<()> {
     };
     let outcome =
         kernbench::sweep::run(&study, &opts).map_err(|e| anyhow::anyhow!("--out: {e}"))?;
-    let rows = rows_of_records(&outcome.rows);
+    let rows = rows_that_ran(&outcome.rows);
     let s = summary::summarize(&rows);
     print!("{}", s.text());
     eprintln!("wrote {} in {}", summary::FILES.join(", "), a.out.display());

@@ -4,7 +4,9 @@
 
 use super::{Layout, matmul, roofline};
 use crate::sweep::plots::{Series, chart};
-use crate::sweep::study::{Inputs, PointEnv, PointFile, Record, Study, StudyPoint, csv_rows};
+use crate::sweep::study::{
+    Inputs, PointEnv, PointFile, Record, Study, StudyPoint, csv_rows, rows_that_ran,
+};
 use kernbench_ccl::CclConfig;
 use kernbench_dist::{DistError, init_process_group};
 use kernbench_runtime::output::write_file;
@@ -258,7 +260,7 @@ impl Study for GemmStudy<'_> {
 
 /// The rows of the GEMMs that ran, in grid order.
 pub fn rows_of(files: &[PointFile<GemmRecord>]) -> Vec<GemmRow> {
-    files.iter().filter_map(|f| f.row.row.clone()).collect()
+    rows_that_ran(files.iter().map(|f| &f.row))
 }
 
 /// The files a gemm-sweep writes into its `--out` besides `points/` and

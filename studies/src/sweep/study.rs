@@ -56,6 +56,13 @@ impl<R> Record<R> {
     }
 }
 
+/// The rows of the records whose points ran, in order.
+pub fn rows_that_ran<'a, R: Clone + 'a>(
+    records: impl IntoIterator<Item = &'a Record<R>>,
+) -> Vec<R> {
+    records.into_iter().filter_map(|r| r.row.clone()).collect()
+}
+
 impl<R> StudyRow for Record<R> {
     fn index(&self) -> usize {
         self.index

@@ -8,7 +8,9 @@ use super::block::{BlockShape, run_block};
 use crate::sweep::fingerprint;
 use crate::sweep::plan::{TP_PLAN, with_base};
 use crate::sweep::plots::{Series, chart};
-use crate::sweep::study::{Inputs, PointEnv, PointFile, Record, Study, StudyPoint, csv_rows};
+use crate::sweep::study::{
+    Inputs, PointEnv, PointFile, Record, Study, StudyPoint, csv_rows, rows_that_ran,
+};
 use kernbench_ccl::CclConfig;
 use kernbench_runtime::output::write_file;
 use kernbench_spec::spec::{SipTopology, SpecError, System, parse_yaml};
@@ -289,7 +291,7 @@ impl Study for TpStudy<'_> {
         files: &[PointFile<TpRecord>],
     ) -> Result<Vec<TpRecord>, String> {
         let records = with_speedups(files);
-        let rows: Vec<TpRow> = records.iter().filter_map(|r| r.row.clone()).collect();
+        let rows: Vec<TpRow> = rows_that_ran(&records);
         // results.csv: one line per point that ran, in plan order.
         write_file(&dir.join(FILES[1]), &csv_rows(&rows)?)?;
         Ok(records)

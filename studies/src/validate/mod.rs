@@ -9,7 +9,7 @@
 pub mod cases;
 pub mod summary;
 
-use crate::sweep::study::{Inputs, PointEnv, PointFile, Record, Study, StudyPoint};
+use crate::sweep::study::{Inputs, PointEnv, PointFile, Record, Study, StudyPoint, rows_that_ran};
 use cases::{Case, Matrix, Workload};
 use kernbench_ccl::estimate::Estimate;
 use kernbench_ccl::{CclConfig, Communicator, Group};
@@ -299,10 +299,5 @@ impl Study for ValidateStudy {
 
 /// The rows of the cases that ran, in matrix order.
 pub fn rows_of(files: &[PointFile<ValidateRecord>]) -> Vec<ValidateRow> {
-    files.iter().filter_map(|f| f.row.row.clone()).collect()
-}
-
-/// The rows of the records of cases that ran.
-pub fn rows_of_records(records: &[ValidateRecord]) -> Vec<ValidateRow> {
-    records.iter().filter_map(|r| r.row.clone()).collect()
+    rows_that_ran(files.iter().map(|f| &f.row))
 }

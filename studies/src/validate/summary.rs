@@ -5,6 +5,7 @@
 
 use super::ValidateRow;
 use crate::sweep::plots::{Series, chart};
+use crate::sweep::study::csv_rows;
 use kernbench_runtime::output::write_file;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -201,19 +202,10 @@ impl Summary {
     }
 }
 
-/// CSV text of `rows`.
-fn csv_of<T: Serialize>(rows: &[T]) -> Result<Vec<u8>, String> {
-    let mut w = csv::Writer::from_writer(Vec::new());
-    for r in rows {
-        w.serialize(r).map_err(|e| e.to_string())?;
-    }
-    w.into_inner().map_err(|e| e.to_string())
-}
-
 /// Writes results.csv, kendall.csv and summary.txt.
 pub fn write_tables(dir: &Path, rows: &[ValidateRow]) -> Result<(), String> {
-    write_file(&dir.join(FILES[0]), &csv_of(rows)?)?;
-    write_file(&dir.join(FILES[1]), &csv_of(&kendall_groups(rows))?)?;
+    write_file(&dir.join(FILES[0]), &csv_rows(rows)?)?;
+    write_file(&dir.join(FILES[1]), &csv_rows(&kendall_groups(rows))?)?;
     write_file(&dir.join(FILES[2]), summarize(rows).text().as_bytes())
 }
 
