@@ -109,6 +109,12 @@ impl<E> Calendar<E> {
         slot
     }
 
+    /// The earliest bucket's tick and events, left in place.
+    pub fn front(&self) -> Option<(Tick, &[E])> {
+        let &(t, slot) = self.index.front()?;
+        Some((t, &self.slab[slot as usize]))
+    }
+
     /// The earliest tick with a pending event.
     pub fn next_due(&self) -> Option<Tick> {
         self.index.front().map(|e| e.0)

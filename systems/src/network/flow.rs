@@ -358,10 +358,7 @@ pub fn flow_routing(clock: Res<Clock>, mut net: FlowAccess) {
 /// events, so the clock never stops at a tick where nothing happens (a
 /// stale event at the end of a run would also make it end late).
 fn drop_stale_head(net: &mut FlowAccess) {
-    while let Some(t) = net.cal.0.next_due() {
-        let Some(bucket) = net.cal.0.take_due(t) else {
-            return;
-        };
+    while let Some((t, bucket)) = net.cal.0.front() {
         let live = bucket.iter().any(|ev| match ev.step {
             FlowStep::Drained(g) => net
                 .flows
@@ -370,12 +367,11 @@ fn drop_stale_head(net: &mut FlowAccess) {
             _ => true,
         });
         if live {
-            for ev in bucket {
-                net.cal.0.push(t, ev);
-            }
             return;
         }
-        net.cal.0.recycle(bucket);
+        if let Some(stale) = net.cal.0.take_due(t) {
+            net.cal.0.recycle(stale);
+        }
     }
 }
 
