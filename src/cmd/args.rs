@@ -80,6 +80,18 @@ impl NetworkArg {
             }
         }
     }
+
+    /// For a command whose runs share one model: sets `sys`'s to a fixed
+    /// choice; `auto` is refused, `why` saying why it cannot apply.
+    pub fn set_fixed(&self, sys: &mut System, why: &str) -> Result<()> {
+        if self.network.as_deref() == Some("auto") {
+            bail!("--network auto: {why}; allowed: --network packet or --network flow");
+        }
+        if let NetworkChoice::Fixed(model) = self.choice(Budget::of_this_machine())? {
+            sys.spec.network.model = model;
+        }
+        Ok(())
+    }
 }
 
 /// The ccl config of `--ccl`, else the embedded configs/ccl.yaml.

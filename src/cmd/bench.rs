@@ -4,7 +4,6 @@ use super::args::{BudgetArg, NetworkArg, at_least, parse_elem_bytes};
 use anyhow::{Result, bail};
 use clap::Args;
 use kernbench::bench::{Bench, ring_system};
-use kernbench::estimate::NetworkChoice;
 
 #[derive(Args)]
 pub struct BenchArgs {
@@ -69,13 +68,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
         );
     }
     let mut sys = ring_system(a.sips)?;
-    match a.network.choice(a.budget.budget())? {
-        NetworkChoice::Spec => {}
-        NetworkChoice::Fixed(model) => sys.spec.network.model = model,
-        NetworkChoice::Auto(_) => bail!(
-            "--network auto: bench measures one network model per run; allowed: --network packet or --network flow"
-        ),
-    }
+    a.network
+        .set_fixed(&mut sys, "bench measures one network model per run")?;
     let tcm = sys.spec.memory.tcm.size_bytes;
     let area = u128::from(a.slot_bytes) * u128::from(a.slots);
     if !a.no_kernel && area > u128::from(tcm) {

@@ -5,7 +5,6 @@ use super::paths::{check_output_dir, default_out, inputs_of};
 use anyhow::{Result, bail};
 use clap::Args;
 use kernbench::ccl::CclConfig;
-use kernbench::estimate::NetworkChoice;
 use kernbench::spec::{System, presets};
 use kernbench::sweep::{Options, Plan};
 use kernbench::tp::study::{self, TpPlan, TpRecord, TpStudy};
@@ -238,14 +237,11 @@ fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> 
         );
     }
     let mut base = system.unwrap_or_else(System::embedded_default);
-    match a.network.choice(a.budget.budget())? {
-        NetworkChoice::Spec => {}
-        NetworkChoice::Fixed(model) => base.spec.network.model = model,
-        NetworkChoice::Auto(_) => bail!(
-            "--network auto: the TP plan '{}' runs whole programs, not one collective an estimate can place; allowed: --network packet or --network flow",
-            plan.name
-        ),
-    }
+    let why = format!(
+        "the TP plan '{}' runs whole programs, not one collective an estimate can place",
+        plan.name
+    );
+    a.network.set_fixed(&mut base, &why)?;
     let cost = kernbench::command_costs::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
     cost.check("sweep", &a.budget.budget(), TP_STUDY_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", plan.name))?;

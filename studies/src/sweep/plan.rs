@@ -577,7 +577,7 @@ impl Plan {
         }
         match choice {
             NetworkChoice::Fixed(model) => self.system.spec.network.model = model,
-            NetworkChoice::Auto(_) | NetworkChoice::Spec => self.network = choice,
+            _ => self.network = choice,
         }
         Ok(())
     }
