@@ -249,18 +249,15 @@ fn collective_figures(c: &str, points: &[&PointFile]) -> Vec<Figure> {
         });
     }
     if counts.len() > 1 {
-        for m in &SCALING_METRICS {
-            out.push(scaling(
-                c,
-                m,
-                points,
-                &series,
-                &axes,
-                &topologies,
-                &labels,
-                &system,
-            ));
-        }
+        out.extend(scaling(
+            c,
+            points,
+            &series,
+            &axes,
+            &topologies,
+            &labels,
+            &system,
+        ));
     }
     out
 }
@@ -281,39 +278,51 @@ const SCALING_METRICS: [Metric; 2] = [
     },
 ];
 
-/// A metric (busbw, % of bound) vs SIP count at the largest size, one
-/// panel per topology.
-#[allow(clippy::too_many_arguments)]
+/// Each of [`SCALING_METRICS`] (busbw, % of bound) vs SIP count at the
+/// largest size, one panel per topology.
 fn scaling(
     c: &str,
-    m: &Metric,
     points: &[&PointFile],
     series: &BTreeMap<String, usize>,
     axes: &[String],
     topologies: &[String],
     labels: &[String],
     system: &str,
-) -> Figure {
+) -> Vec<Figure> {
     let largest = points.iter().filter_map(|p| p.row.bytes).max().unwrap_or(0);
-    let at_largest: Vec<&PointFile> = points
-        .iter()
-        .copied()
-        .filter(|p| p.row.bytes == Some(largest))
-        .collect();
-    let panels = topologies
+    let on: Vec<Vec<&PointFile>> = topologies
         .iter()
         .map(|t| {
-            let on: Vec<&PointFile> = at_largest
-                .iter()
-                .copied()
-                .filter(|p| &p.row.topology == t)
-                .collect();
-            Panel {
-                title: t.clone(),
-                lines: lines(&on, series, axes, |r| r.sips.map(f64::from), m.y),
-            }
+            let at = |p: &&&PointFile| p.row.bytes == Some(largest) && &p.row.topology == t;
+            points.iter().filter(at).copied().collect()
         })
         .collect();
+    SCALING_METRICS
+        .iter()
+        .map(|m| {
+            let panels = topologies
+                .iter()
+                .zip(&on)
+                .map(|(t, on)| Panel {
+                    title: t.clone(),
+                    lines: lines(on, series, axes, |r| r.sips.map(f64::from), m.y),
+                })
+                .collect();
+            scaling_figure(c, m, panels, largest, labels, system, topologies.len())
+        })
+        .collect()
+}
+
+/// The figure of one scaling metric from its panels.
+fn scaling_figure(
+    c: &str,
+    m: &Metric,
+    panels: Vec<Panel>,
+    largest: u64,
+    labels: &[String],
+    system: &str,
+    columns: usize,
+) -> Figure {
     Figure {
         file: format!("{}_{c}.svg", m.file),
         title: format!(
@@ -326,7 +335,7 @@ fn scaling(
         x_kind: XKind::Count,
         series: labels.to_vec(),
         panels,
-        columns: topologies.len(),
+        columns,
         log_y: None,
     }
 }
