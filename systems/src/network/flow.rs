@@ -400,7 +400,7 @@ fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
 }
 
 /// Flow `e`'s bytes start to drain over its links now, or wait behind the
-/// message draining from its first link.
+/// message of its route that drains now.
 fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
     let Ok((msg, mut flow)) = net.flows.get_mut(e) else {
         unreachable!("flow event for a message entity that no longer exists");
@@ -418,6 +418,14 @@ fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
         return;
     }
     queue.sending = true;
+    drain_now(now, e, net);
+}
+
+/// Puts flow `e` on its links: its bytes drain from `now`.
+fn drain_now(now: Tick, e: Entity, net: &mut FlowAccess) {
+    let Ok((msg, mut flow)) = net.flows.get_mut(e) else {
+        unreachable!("a flow to drain exists");
+    };
     flow.updated_at = now;
     let segs = net.routes.segments(msg.route).0;
     net.net.join(&net.links, e, flow.bottleneck, segs);
@@ -427,16 +435,10 @@ fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
 /// to drain now.
 fn next_on_route(now: Tick, route: RouteId, net: &mut FlowAccess) {
     let queue = &mut net.net.routes[route as usize];
-    let Some(e) = queue.waiting.pop_front() else {
-        queue.sending = false;
-        return;
-    };
-    let Ok((msg, mut flow)) = net.flows.get_mut(e) else {
-        unreachable!("a waiting flow exists");
-    };
-    flow.updated_at = now;
-    let segs = net.routes.segments(msg.route).0;
-    net.net.join(&net.links, e, flow.bottleneck, segs);
+    match queue.waiting.pop_front() {
+        Some(e) => drain_now(now, e, net),
+        None => queue.sending = false,
+    }
 }
 
 /// A drained event: stale unless of the flow's message and generation; a
