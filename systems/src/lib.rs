@@ -15,6 +15,7 @@ pub mod network;
 pub mod plugin;
 pub mod program;
 pub mod schedule;
+pub mod steady;
 pub mod time;
 pub mod trace;
 pub mod traffic;

@@ -85,6 +85,23 @@ impl MemPorts {
     }
 }
 
+impl MemPorts {
+    /// For the fast-forward: when each port is free.
+    pub(crate) fn steady_words(&self, sig: &mut crate::steady::Sig) {
+        self.free_at.iter().flatten().for_each(|&t| sig.from(t));
+    }
+
+    /// For the fast-forward: each port's busy time.
+    pub(crate) fn steady_counters(&mut self, f: &mut impl FnMut(&mut u64)) {
+        self.busy.iter_mut().flatten().for_each(f);
+    }
+
+    /// For the fast-forward: every port free `d` ticks later.
+    pub(crate) fn steady_shift(&mut self, d: Tick) {
+        self.free_at.iter_mut().flatten().for_each(|t| *t += d);
+    }
+}
+
 /// Functional-mode memory contents (data is only kept when a run checks
 /// values): tensors of f16 keyed by the location of their first element. A read
 /// may address any sub-range of one stored tensor; a write patches a tensor

@@ -70,6 +70,13 @@ pub struct RunStats {
     delivered_seen: u64,
 }
 
+impl RunStats {
+    /// For the fast-forward: deliveries seen.
+    pub(crate) fn steady_counters(&mut self, f: &mut impl FnMut(&mut u64)) {
+        f(&mut self.delivered_seen);
+    }
+}
+
 fn stats(
     clock: Res<Clock>,
     counters: Res<NetCounters>,
@@ -290,6 +297,12 @@ impl Engine {
         self.world.insert_resource(model);
     }
 
+    /// Whether periodic stretches of a run are skipped (on unless set;
+    /// exact either way: see [`crate::steady`]).
+    pub fn set_fast_forward(&mut self, on: bool) {
+        self.world.resource_mut::<crate::steady::Steady>().enabled = on;
+    }
+
     /// How messages cross the network.
     pub fn network_model(&self) -> network::NetworkModel {
         *self.world.resource::<network::NetworkModel>()
@@ -408,6 +421,7 @@ impl Engine {
             // An error ends the tick idle (advance stops the clock), so only
             // an idle step can carry one.
             let idle = self.step();
+            crate::steady::observe(&mut self.world);
             if idle && let Some(e) = self.world.resource_mut::<RunErrors>().first.take() {
                 return Err(RunError::Failed(e));
             }

@@ -150,6 +150,30 @@ impl<E> Calendar<E> {
         }
     }
 
+    /// Every pending event with its tick, in tick order (push order within a tick).
+    pub fn iter(&self) -> impl Iterator<Item = (Tick, &E)> {
+        self.index
+            .iter()
+            .flat_map(|&(t, slot)| self.slab[slot as usize].iter().map(move |e| (t, e)))
+    }
+
+    /// Rewrites every pending event in place.
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut E)) {
+        for &(_, slot) in &self.index {
+            self.slab[slot as usize].iter_mut().for_each(&mut f);
+        }
+    }
+
+    /// Moves every pending event `d` ticks later (order unchanged).
+    pub fn shift(&mut self, d: Tick) {
+        for e in &mut self.index {
+            e.0 += d;
+        }
+        for r in &mut self.recent {
+            r.0 += d;
+        }
+    }
+
     /// Pending events.
     pub fn len(&self) -> usize {
         self.len

@@ -25,6 +25,30 @@ pub struct HostQueue {
     pub loads: slab::Slab<LoadJob>,
 }
 
+impl HostQueue {
+    /// Whether no install or launch message is in flight.
+    pub fn host_idle(&self) -> bool {
+        self.installs.is_empty() && self.launches.is_empty()
+    }
+
+    /// For the fast-forward: what a remote load's or store's message
+    /// carries, in place of its tag (a slot number, which says nothing of
+    /// what happens next and differs from one period to the next).
+    pub(crate) fn steady_job(&self, purpose: Purpose, tag: u64) -> Option<[u64; 4]> {
+        match purpose {
+            Purpose::LoadData => self
+                .loads
+                .get(tag as usize)
+                .map(|j| [j.pe.0.into(), j.reg.into(), 0, 0]),
+            Purpose::StoreData => self.stores.get(tag as usize).map(|j| {
+                let loc = (j.dst.space as u64) << 32 | u64::from(j.dst.instance);
+                [j.pe.0.into(), loc, j.bytes, 1]
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// A load's data travelling from a remote memory.
 #[derive(Debug, Clone, Copy)]
 pub struct LoadJob {

@@ -94,6 +94,17 @@ pub struct PeExec {
     pub queued: VecDeque<QueuedLaunch>,
 }
 
+/// What [`PeExec::advance`] did to the running loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoopMove {
+    /// Nothing: the next op is in the same iteration (or no loop runs).
+    Within,
+    /// Back to the start of the body for the next iteration.
+    NextIteration,
+    /// Out of a finished loop.
+    Left,
+}
+
 /// A running loop: its body `start .. end`, the iteration and the rotating registers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LoopFrame {
@@ -240,19 +251,23 @@ impl PeExec {
     /// Moves past the op just issued: to the next op, back to the start of
     /// the loop body, or out of a finished loop.
     #[inline]
-    pub fn advance(&mut self) {
+    pub fn advance(&mut self) -> LoopMove {
         self.pc += 1;
+        let mut moved = LoopMove::Within;
         if let Some(f) = &mut self.frame
             && self.pc == f.end
         {
             f.iter += 1;
             if f.iter < f.count {
                 self.pc = f.start;
+                moved = LoopMove::NextIteration;
             } else {
                 self.frame = None;
+                moved = LoopMove::Left;
             }
         }
         self.enter_loops();
+        moved
     }
 
     /// At a loop marker: enter the loop (or skip an empty one).
@@ -333,6 +348,7 @@ pub struct KernelAccess<'w> {
     pub store: ResMut<'w, MemoryStore>,
     pub host: ResMut<'w, HostQueue>,
     pub launches: ResMut<'w, Launches>,
+    pub steady: ResMut<'w, crate::steady::Steady>,
 }
 
 /// The exec module: the kernel calendar, execution parameters, the host's
@@ -347,6 +363,7 @@ impl crate::plugin::Plugin for ExecPlugin {
         world.init_resource::<OpsIssued>();
         world.init_resource::<Launches>();
         world.init_resource::<PeEvents>();
+        world.init_resource::<crate::steady::Steady>();
         schedule.add_systems(
             kernel_step
                 .run_if(kernel_work)

@@ -102,6 +102,7 @@ fn step(
         store,
         host,
         launches,
+        steady,
     } = ka;
     let mut ic = IssueCtx {
         rate,
@@ -125,7 +126,11 @@ fn step(
             let (s, c, p) = qa.hw.coords(pe);
             format!("sip{s}.cube{c}.pe{p}: op {} ({}): {e}", ex.pc, op.name())
         })?;
-        ex.advance();
+        match ex.advance() {
+            LoopMove::Within => {}
+            LoopMove::NextIteration => steady.iteration(pe),
+            LoopMove::Left => steady.loop_left(pe),
+        }
         issued.0 += 1;
     }
     if ex.outstanding == 0 && ex.pending_regs == 0 {

@@ -32,6 +32,7 @@ use super::{
     Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, RouteId, Routes, Segment,
 };
 use crate::ids::MsgId;
+use crate::steady::Sig;
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -307,6 +308,32 @@ impl FlowLinks {
             self.dirty.push(l);
         }
         link.binding = binds;
+    }
+}
+
+impl FlowLinks {
+    /// Whether the last rate pass took in every change (true between ticks).
+    pub(crate) fn settled(&self) -> bool {
+        self.joined.is_empty() && self.dirty.is_empty()
+    }
+
+    /// For the fast-forward: the flows on each link and route, named by
+    /// their messages' ids.
+    pub(crate) fn steady_words(&self, id_of: &impl Fn(Entity) -> MsgId, sig: &mut Sig) {
+        for l in &self.links {
+            sig.word(l.flows.len() as u64);
+            for &(e, b) in &l.flows {
+                sig.msg(id_of(e));
+                sig.float(b);
+            }
+            sig.float(l.demand);
+            sig.word(u64::from(l.binding));
+        }
+        for r in &self.routes {
+            sig.word(u64::from(r.sending));
+            sig.word(r.waiting.len() as u64);
+            r.waiting.iter().for_each(|&e| sig.msg(id_of(e)));
+        }
     }
 }
 

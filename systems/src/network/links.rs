@@ -187,6 +187,25 @@ impl LinkTable {
         self.state[l as usize].stats
     }
 
+    /// For the fast-forward: when each link is free.
+    pub(crate) fn steady_words(&self, sig: &mut crate::steady::Sig) {
+        self.state.iter().for_each(|s| sig.from(s.free_at));
+    }
+
+    /// For the fast-forward: what each link carried.
+    pub(crate) fn steady_counters(&mut self, f: &mut impl FnMut(&mut u64)) {
+        for s in &mut self.state {
+            f(&mut s.stats.busy);
+            f(&mut s.stats.bytes);
+            f(&mut s.stats.packets);
+        }
+    }
+
+    /// For the fast-forward: every link free `d` ticks later.
+    pub(crate) fn steady_shift(&mut self, d: Tick) {
+        self.state.iter_mut().for_each(|s| s.free_at += d);
+    }
+
     /// A packet of `bytes` that holds the non-ideal link `l` for `ser` ticks
     /// (its [`LinkClass::ser_ticks`]) reaches it at `t`: reserve the link FIFO
     /// and return the tick at which the packet has left it (the far node

@@ -17,12 +17,14 @@ pub mod flow;
 mod links;
 mod packet;
 mod routes;
+mod steady;
 
 pub use crate::ids::{Arrival, LinkId, MsgId, NodeId, Purpose};
 pub use flow::NetworkModel;
 pub use links::{LinkClass, LinkStats, LinkTable, LinkTableBuilder};
 pub use packet::*;
 pub use routes::{RouteId, RouteSource, Routes, Segment};
+pub(crate) use steady::{steady_shift, steady_words};
 
 /// A message to inject: it becomes a [`Message`] entity in `inject`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +66,13 @@ impl Outbox {
 
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
+    }
+}
+
+impl Outbox {
+    /// For the fast-forward: the id counter.
+    pub(crate) fn steady_counters(&mut self, f: &mut impl FnMut(&mut u64)) {
+        f(&mut self.next_id);
     }
 }
 

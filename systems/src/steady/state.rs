@@ -1,0 +1,391 @@
+//! The encoding of a world's state relative to now ([`Snapshot`]), the
+//! periods two snapshots allow to skip ([`Plan`]), and the skip ([`apply`]).
+
+use crate::RunErrors;
+use crate::exec::{HostQueue, KernelCalendar, OpsIssued, PeEvents, PeExec, PeState};
+use crate::hierarchy::Hardware;
+use crate::ids::{MsgId, PeIdx};
+use crate::ipcq::{DmaCalendar, Queues};
+use crate::memory::{DataMode, MemPorts};
+use crate::network::flow::FlowLinks;
+use crate::network::{Inbox, LinkTable, NetCounters, Outbox};
+use crate::program::{Op, Place};
+use crate::schedule::{RunLimits, RunStats};
+use crate::time::{Clock, PENDING, Tick};
+use crate::trace::Trace;
+use crate::traffic::TrafficState;
+use bevy_ecs::prelude::*;
+
+/// A state encoded as words: ticks relative to `now`, message ids relative
+/// to the next one to be sent, floats by their bits.
+pub(crate) struct Sig {
+    now: Tick,
+    msgs: MsgId,
+    pub(crate) words: Vec<u64>,
+}
+
+impl Sig {
+    pub(crate) fn word(&mut self, w: u64) {
+        self.words.push(w);
+    }
+
+    /// A tick at which something happens, exactly.
+    pub(crate) fn at(&mut self, t: Tick) {
+        self.words.push(if t == PENDING {
+            u64::MAX
+        } else {
+            t.wrapping_sub(self.now)
+        });
+    }
+
+    /// A tick from which something is free or ready: any past one is now.
+    pub(crate) fn from(&mut self, t: Tick) {
+        self.at(t.max(self.now));
+    }
+
+    pub(crate) fn float(&mut self, x: f64) {
+        self.words.push(x.to_bits());
+    }
+
+    pub(crate) fn msg(&mut self, id: MsgId) {
+        self.words.push(id.wrapping_sub(self.msgs));
+    }
+}
+
+/// What a world looked like at the end of a tick in which the pacer began
+/// an iteration.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    now: Tick,
+    next_msg: MsgId,
+    pub(crate) words: Vec<u64>,
+    counters: Vec<u64>,
+    /// PEs in a loop: (PE, iteration, iteration count).
+    loops: Vec<(PeIdx, u32, u32)>,
+}
+
+impl Snapshot {
+    /// The world's state, or None when the tick left work that the
+    /// encoding does not cover (values, traces, traffic, host messages,
+    /// work between stages).
+    pub(crate) fn take(world: &mut World) -> Option<Snapshot> {
+        if !quiet(world) {
+            return None;
+        }
+        let now = world.resource::<Clock>().now;
+        let next_msg = world.resource::<Outbox>().sent();
+        let mut sig = Sig {
+            now,
+            msgs: next_msg,
+            words: Vec::new(),
+        };
+        for (t, pe) in world.resource::<KernelCalendar>().0.iter() {
+            sig.at(t);
+            sig.word(pe.0.into());
+        }
+        sig.word(u64::MAX);
+        for (t, (q, slot)) in world.resource::<DmaCalendar>().0.iter() {
+            sig.at(t);
+            sig.word(q.0.into());
+            sig.word((*slot).into());
+        }
+        sig.word(u64::MAX);
+        let loops = execs(world, &mut sig);
+        queues(world.resource::<Queues>(), &mut sig);
+        world.resource::<MemPorts>().steady_words(&mut sig);
+        world.resource::<LinkTable>().steady_words(&mut sig);
+        crate::network::steady_words(world, &mut sig);
+        let run = world.resource::<RunStats>();
+        sig.word(run.peak_in_flight);
+        sig.at(run.last_delivery);
+        let mut counters = Vec::new();
+        visit_counters(world, &mut |c| counters.push(*c));
+        Some(Snapshot {
+            now,
+            next_msg,
+            words: sig.words,
+            counters,
+            loops,
+        })
+    }
+}
+
+/// Whether the end of this tick holds only state the encoding covers.
+fn quiet(w: &World) -> bool {
+    let q = w.resource::<Queues>();
+    *w.resource::<DataMode>() == DataMode::TimingOnly
+        && !w.resource::<Trace>().enabled()
+        && w.resource::<TrafficState>().source.is_none()
+        && w.resource::<RunErrors>().first.is_none()
+        && w.resource::<HostQueue>().host_idle()
+        && w.resource::<Inbox>().is_empty()
+        && w.resource::<Outbox>().is_empty()
+        && w.resource::<PeEvents>().0.is_empty()
+        && q.credit_due.is_empty()
+        && q.kick.is_empty()
+        && w.resource::<FlowLinks>().settled()
+}
+
+/// Every launched PE's execution state, in PE order; the PEs in a loop.
+fn execs(world: &mut World, sig: &mut Sig) -> Vec<(PeIdx, u32, u32)> {
+    let pes = world.resource::<Hardware>().pes.clone();
+    let mut query = world.query::<&PeExec>();
+    let mut loops = Vec::new();
+    for (i, &e) in pes.iter().enumerate() {
+        let Ok(ex) = query.get(world, e) else {
+            sig.word(0);
+            continue;
+        };
+        if let PeState::Done(_) = ex.state {
+            sig.word(1);
+            continue;
+        }
+        sig.word(2);
+        exec_words(ex, sig);
+        if let Some(f) = ex.frame {
+            loops.push((PeIdx(i as u32), f.iter, f.count));
+        }
+    }
+    loops
+}
+
+/// One running PE: its program, place in it, registers and units.
+fn exec_words(ex: &PeExec, sig: &mut Sig) {
+    sig.word(std::sync::Arc::as_ptr(&ex.program) as u64);
+    sig.word(ex.scope.0.into());
+    sig.word(ex.launch.0.into());
+    sig.word(ex.pc.into());
+    match ex.frame {
+        None => sig.word(u64::MAX),
+        Some(f) => {
+            sig.word(f.start.into());
+            sig.word(f.end.into());
+            sig.word(f.count.into());
+            sig.word(f.rot.into());
+            sig.word(f.rot_len.into());
+            // Registers trade names in odd iterations.
+            sig.word(u64::from(f.rot_len > 0 && f.iter % 2 == 1));
+        }
+    }
+    for r in &ex.regs {
+        sig.from(r.ready_at);
+        sig.word(r.elems);
+    }
+    sig.from(ex.vector_free);
+    sig.from(ex.mac_free);
+    sig.word(ex.outstanding.into());
+    sig.word(ex.pending_regs.into());
+    sig.at(ex.finish);
+    // Launches waiting for this one to finish.
+    sig.word(ex.queued.len() as u64);
+    for q in &ex.queued {
+        sig.word(std::sync::Arc::as_ptr(&q.launch.program) as u64);
+        sig.word(q.scope.0.into());
+        sig.word(q.id.0.into());
+        sig.from(q.ready);
+    }
+}
+
+/// Every queue's credits, slots and jobs in progress (its ever-counters
+/// relative to its chunks reserved).
+fn queues(q: &Queues, sig: &mut Sig) {
+    for qu in &q.list {
+        sig.word(u64::from(qu.installed));
+        sig.word(qu.sender_pe.map_or(u64::MAX, |p| p.0.into()));
+        sig.word(qu.credits.into());
+        sig.word(qu.credits_in_flight.into());
+        for s in &qu.slots {
+            sig.word(s.state as u64);
+            sig.word(s.bytes);
+        }
+        let n = u64::from(qu.n_slots.max(1));
+        sig.word(qu.reserved % n);
+        sig.word(qu.reserved.wrapping_sub(qu.filled));
+        sig.word(qu.reserved.wrapping_sub(qu.consumed));
+        sig.word(qu.sends.len() as u64);
+        for j in &qu.sends {
+            sig.word(j.pe.0.into());
+            sig.word(j.bytes);
+            sig.word(j.sent);
+        }
+        sig.word(qu.recvs.len() as u64);
+        for j in &qu.recvs {
+            sig.word(j.pe.0.into());
+            sig.word(j.reg.into());
+            sig.word(j.bytes);
+            sig.word(j.got);
+            sig.word(j.landing.into());
+            sig.at(j.ready);
+        }
+    }
+}
+
+/// Every counter that grows with the run without steering it: statistics
+/// and the counters ids and slot positions are taken from. Visited in one
+/// fixed order, to read them or to move them on.
+fn visit_counters(world: &mut World, f: &mut impl FnMut(&mut u64)) {
+    let mut clock = world.resource_mut::<Clock>();
+    f(&mut clock.steps);
+    f(&mut clock.schedule_runs);
+    f(&mut world.resource_mut::<OpsIssued>().0);
+    let mut net = world.resource_mut::<NetCounters>();
+    f(&mut net.hops);
+    f(&mut net.ideal_hops);
+    f(&mut net.delivered);
+    world.resource_mut::<Outbox>().steady_counters(f);
+    world.resource_mut::<RunStats>().steady_counters(f);
+    world.resource_mut::<LinkTable>().steady_counters(f);
+    world.resource_mut::<MemPorts>().steady_counters(f);
+    for qu in &mut world.resource_mut::<Queues>().list {
+        f(&mut qu.reserved);
+        f(&mut qu.filled);
+        f(&mut qu.consumed);
+        let mut ops = [u64::from(qu.send_ops), u64::from(qu.recv_ops)];
+        ops.iter_mut().for_each(&mut *f);
+        (qu.send_ops, qu.recv_ops) = (ops[0] as u32, ops[1] as u32);
+    }
+}
+
+/// A skip: `periods` periods of `ticks` ticks, each sending `msgs`
+/// messages and moving each looping PE `iters` iterations on.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub(crate) ticks: Tick,
+    pub(crate) periods: u64,
+    msgs: u64,
+    iters: Vec<(PeIdx, u32)>,
+    /// Counter growth over one period (in [`visit_counters`] order).
+    growth: Vec<u64>,
+}
+
+impl Plan {
+    /// The periods that snapshot `now` may skip, given that it encodes the
+    /// same state as the earlier `then`; None if none.
+    pub(crate) fn between(world: &mut World, then: &Snapshot, now: &Snapshot) -> Option<Plan> {
+        let ticks = now.now.checked_sub(then.now).filter(|&d| d > 0)?;
+        let mut periods = u64::MAX;
+        if let Some(max) = world.resource::<RunLimits>().max_ticks {
+            periods = max.saturating_sub(now.now) / ticks;
+        }
+        let mut iters = Vec::new();
+        let mut query = world.query::<&PeExec>();
+        for (&(pe, at, count), &(pe0, at0, _)) in now.loops.iter().zip(&then.loops) {
+            let step = at.checked_sub(at0).filter(|_| pe == pe0)?;
+            if step == 0 {
+                continue;
+            }
+            let left = u64::from(count - 1 - at) / u64::from(step);
+            let e = world.resource::<Hardware>().pe_entity(pe);
+            let ex = query.get(world, e).ok()?;
+            let last = u64::from(at) + left * u64::from(step);
+            let same = same_sizes_until(ex, at0, last as u32);
+            let fits = (u64::from(same).saturating_sub(u64::from(at))) / u64::from(step);
+            periods = periods.min(left).min(fits);
+            iters.push((pe, step));
+        }
+        if iters.is_empty() || periods == 0 || now.loops.len() != then.loops.len() {
+            return None;
+        }
+        let growth = now
+            .counters
+            .iter()
+            .zip(&then.counters)
+            .map(|(a, b)| a.checked_sub(*b))
+            .collect::<Option<Vec<u64>>>()?;
+        Some(Plan {
+            ticks,
+            periods,
+            msgs: now.next_msg - then.next_msg,
+            iters,
+            growth,
+        })
+    }
+}
+
+/// The last iteration up to `last` through which every op of the PE's loop
+/// body has the sizes (and memories) it has in iteration `from`.
+fn same_sizes_until(ex: &PeExec, from: u32, last: u32) -> u32 {
+    let Some(f) = ex.frame else {
+        return from;
+    };
+    let p = &ex.program;
+    let atoms: Vec<u32> = p.ops[f.start as usize..f.end as usize]
+        .iter()
+        .filter_map(|op| match *op {
+            Op::Load {
+                src: Place::Atom(k),
+                ..
+            }
+            | Op::Store {
+                dst: Place::Atom(k),
+                ..
+            }
+            | Op::Recv {
+                size: Place::Atom(k),
+                ..
+            } => Some(k),
+            _ => None,
+        })
+        .collect();
+    let shape = |i: u32| {
+        atoms.iter().map(move |&k| {
+            let (loc, elems) = p.place(Place::Atom(k), &ex.params, i);
+            (loc.space, loc.instance, elems)
+        })
+    };
+    let first: Vec<_> = shape(from).collect();
+    (from + 1..=last)
+        .find(|&i| !shape(i).eq(first.iter().copied()))
+        .map_or(last, |i| i - 1)
+}
+
+/// Skips `plan.periods` periods: every tick moves `periods · ticks` later,
+/// message ids and loop iterations move on, counters grow.
+pub(crate) fn apply(world: &mut World, plan: &Plan) {
+    let d = plan.periods * plan.ticks;
+    let msgs = plan.periods * plan.msgs;
+    world.resource_mut::<Clock>().now += d;
+    world.resource_mut::<KernelCalendar>().0.shift(d);
+    world.resource_mut::<DmaCalendar>().0.shift(d);
+    let mut growth = plan.growth.iter().map(|g| g * plan.periods);
+    visit_counters(world, &mut |c| *c += growth.next().unwrap_or(0));
+    let pes = world.resource::<Hardware>().pes.clone();
+    let mut query = world.query::<&mut PeExec>();
+    for &(pe, step) in &plan.iters {
+        if let Ok(mut ex) = query.get_mut(world, pes[pe.index()])
+            && let Some(f) = &mut ex.frame
+        {
+            f.iter += step * plan.periods as u32;
+        }
+    }
+    for mut ex in query.iter_mut(world) {
+        if ex.state == PeState::Running {
+            shift_exec(&mut ex, d);
+        }
+    }
+    for qu in &mut world.resource_mut::<Queues>().list {
+        qu.recvs.iter_mut().for_each(|j| later(&mut j.ready, d));
+    }
+    world.resource_mut::<MemPorts>().steady_shift(d);
+    world.resource_mut::<LinkTable>().steady_shift(d);
+    crate::network::steady_shift(world, d, msgs);
+    later(&mut world.resource_mut::<RunStats>().last_delivery, d);
+}
+
+/// A running PE's ticks, `d` later (its start stays: it is history).
+fn shift_exec(ex: &mut PeExec, d: Tick) {
+    for r in &mut ex.regs {
+        later(&mut r.ready_at, d);
+    }
+    later(&mut ex.vector_free, d);
+    later(&mut ex.mac_free, d);
+    later(&mut ex.finish, d);
+    ex.queued.iter_mut().for_each(|q| later(&mut q.ready, d));
+}
+
+/// Moves a tick `d` later; a pending one stays pending.
+pub(crate) fn later(t: &mut Tick, d: Tick) {
+    if *t != PENDING {
+        *t += d;
+    }
+}
