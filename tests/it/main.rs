@@ -26,6 +26,7 @@ mod registry;
 mod result_sets;
 mod sip_kinds;
 mod spec_errors;
+mod steady;
 mod sweep;
 mod topology;
 mod tp;

@@ -1,0 +1,90 @@
+//! The steady-state fast-forward (docs/model.md §Fast-forward) skips whole
+//! periods of a run and changes nothing: every collective below ends at the
+//! same tick, after the same schedule runs, with the same bytes, packets and
+//! busy time on every link and the same network counters as the run that
+//! simulates every period, in both network models.
+
+use crate::common;
+use common::sweep_base;
+use kernbench::ccl::{Collective, Job, ReduceOp};
+use kernbench::spec::{SipTopology, System};
+use kernbench::topology::address::Space;
+use kernbench_systems::memory::DataMode;
+use kernbench_systems::network::{NetCounters, NetworkModel};
+use kernbench_systems::steady::Steady;
+use kernbench_systems::{Clock, LinkStats};
+
+#[derive(Debug, PartialEq)]
+struct Outcome {
+    ticks: u64,
+    steps: u64,
+    links: Vec<LinkStats>,
+    counters: NetCounters,
+}
+
+/// One collective of `bytes` per participant on `sys` in `model`, with the
+/// fast-forward on or off: what it produced and the periods it skipped.
+fn run(
+    sys: &System,
+    (algorithm, collective): (&str, Collective),
+    model: NetworkModel,
+    fast_forward: bool,
+) -> (Outcome, u64) {
+    let mut spec = sys.spec.clone();
+    spec.network.model = model;
+    let sys = System::from_spec(spec, "test").unwrap();
+    let mut config = common::algo_config(algorithm, Space::Tcm, 4);
+    config.slot_size = 16384;
+    let (mut m, c) = common::communicator(&sys, &config, DataMode::TimingOnly).unwrap();
+    m.engine.set_fast_forward(fast_forward);
+    let job = Job {
+        collective,
+        op: ReduceOp::Sum,
+        elems: 1 << 19,
+    };
+    let ticks = c.run(&mut m, job).unwrap().ticks;
+    let links = m.engine.links();
+    let outcome = Outcome {
+        ticks,
+        steps: m.engine.world.resource::<Clock>().steps,
+        links: links.ids().map(|l| links.stats(l)).collect(),
+        counters: *m.engine.world.resource::<NetCounters>(),
+    };
+    (outcome, m.engine.world.resource::<Steady>().skipped_periods)
+}
+
+const CASES: [(&str, Collective); 6] = [
+    ("ring", Collective::AllReduce),
+    ("ring", Collective::AllGather),
+    ("bidir_ring", Collective::ReduceScatter),
+    ("hier_lanes", Collective::AllReduce),
+    ("tree", Collective::Broadcast),
+    ("pairwise", Collective::AllToAll),
+];
+
+#[test]
+fn skipping_periods_changes_no_tick_and_no_statistic() {
+    let systems = [
+        ("ring of 8", sweep_base(8, SipTopology::Ring1d, 0, (1, 1))),
+        ("4x4 mesh", sweep_base(16, SipTopology::Mesh2dNoWrap, 4, (1, 1))),
+        ("ring of 4 x 2x2 cubes", sweep_base(4, SipTopology::Ring1d, 0, (2, 2))),
+    ];
+    let mut skipped = Vec::new();
+    for (name, sys) in &systems {
+        for case in CASES {
+            for model in [NetworkModel::Packet, NetworkModel::Flow] {
+                let (exact, none) = run(sys, case, model, false);
+                let (fast, periods) = run(sys, case, model, true);
+                assert_eq!(none, 0, "off means off");
+                assert_eq!(fast, exact, "{name}, {case:?}, {model:?}");
+                skipped.push(((*name, case.0, model), periods));
+            }
+        }
+    }
+    // The ring steps are periodic: every ring all-reduce skips periods.
+    for (what, periods) in &skipped {
+        if what.1 == "ring" {
+            assert!(*periods > 0, "{what:?} skipped nothing");
+        }
+    }
+}
