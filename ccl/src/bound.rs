@@ -287,7 +287,7 @@ fn latency_and_links(m: &Machine, g: &Group, job: &Job) -> Option<Tick> {
                     continue 'cubes;
                 }
                 let (from, to) = links.endpoints(l);
-                let reach = dist[if inbound { from } else { to } as usize];
+                let reach = dist[if inbound { from } else { to }.index()];
                 if reach != Tick::MAX {
                     crossings.push((reach + lat(l), c.rate_num as f64 / c.rate_den as f64));
                 }
@@ -362,9 +362,9 @@ fn cross_latencies(links: &LinkTable, root: NodeId, outward: bool) -> Vec<Tick> 
     };
     let mut dist = vec![Tick::MAX; links.nodes() as usize];
     let mut heap = BinaryHeap::from([Reverse((0, root))]);
-    dist[root as usize] = 0;
+    dist[root.index()] = 0;
     while let Some(Reverse((d, u))) = heap.pop() {
-        if d > dist[u as usize] {
+        if d > dist[u.index()] {
             continue;
         }
         for out in links.out_links(u) {
@@ -374,8 +374,8 @@ fn cross_latencies(links: &LinkTable, root: NodeId, outward: bool) -> Vec<Tick> 
             let Some(w) = l.and_then(weight) else {
                 continue;
             };
-            if d + w < dist[v as usize] {
-                dist[v as usize] = d + w;
+            if d + w < dist[v.index()] {
+                dist[v.index()] = d + w;
                 heap.push(Reverse((d + w, v)));
             }
         }

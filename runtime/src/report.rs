@@ -4,7 +4,7 @@ use crate::machine::Machine;
 use kernbench_spec::topology::EDGE_KINDS;
 use kernbench_systems::memory::MemPorts;
 use kernbench_systems::program::Space;
-use kernbench_systems::{LinkStats, Tick};
+use kernbench_systems::{LinkId, LinkStats, Tick};
 
 /// `bytes` in GiB with two decimals, or "n/a".
 pub fn gib(bytes: Option<u64>) -> String {
@@ -41,7 +41,7 @@ impl Usage {
             (0..cubes).map(|i| p.busy(Space::Hbm, i as u32)).collect(),
         ];
         Self {
-            links: (0..l.len() as u32).map(|i| l.stats(i)).collect(),
+            links: l.ids().map(|i| l.stats(i)).collect(),
             ports,
         }
     }
@@ -53,19 +53,19 @@ impl Usage {
         let ticks = ticks.max(1) as f64;
         let mut out = String::from("utilization (busy / run time): kind, busiest, mean of used\n");
         for (k, name) in EDGE_KINDS.iter().enumerate() {
-            let mut busiest = (0, 0u32);
+            let mut busiest = (0, LinkId(0));
             let (mut sum, mut used) = (0u64, 0u64);
-            for i in 0..l.len() {
-                if kernbench_spec::topology::edge_kind(l.class_index(i as u32)) as usize != k {
+            for i in l.ids() {
+                if kernbench_spec::topology::edge_kind(l.class_index(i)) as usize != k {
                     continue;
                 }
-                let busy = self.links[i].busy - before.links[i].busy;
+                let busy = self.links[i.index()].busy - before.links[i.index()].busy;
                 if busy > 0 {
                     sum += busy;
                     used += 1;
                 }
                 if busy > busiest.0 {
-                    busiest = (busy, i as u32);
+                    busiest = (busy, i);
                 }
             }
             if used == 0 {

@@ -30,6 +30,11 @@ const LINKS_PID: u64 = 1_000_000;
 /// Flow ids of messages have this bit set (op flows are queue << 32 | k).
 const MESSAGE_FLOW: u64 = 1 << 63;
 
+/// A link's track (thread id) in the links process: its link id.
+fn link_tid(l: LinkId) -> u64 {
+    u64::from(l.0)
+}
+
 /// Tracks of one kind on one PE: each track's id and the end of its last slice.
 type Tracks = Vec<(u64, Tick)>;
 
@@ -84,7 +89,7 @@ impl ChromeTrace {
     pub fn finish(mut self, m: &Machine) -> Result<u64, String> {
         let table = m.engine.links();
         let used = std::mem::take(&mut self.used_links);
-        for l in (0..used.len()).filter(|&l| used[l]).map(|l| l as LinkId) {
+        for l in table.ids().filter(|l| used.get(l.index()) == Some(&true)) {
             let (a, b) = table.endpoints(l);
             let name = format!(
                 "{} -> {} ({})",
@@ -92,7 +97,7 @@ impl ChromeTrace {
                 m.topology.node(b),
                 table.class(l).name
             );
-            self.meta(json!({"ph": "M", "name": "thread_name", "pid": LINKS_PID, "tid": l, "args": {"name": name}}));
+            self.meta(json!({"ph": "M", "name": "thread_name", "pid": LINKS_PID, "tid": link_tid(l), "args": {"name": name}}));
         }
         self.raw(b"\n]}\n");
         if self.error.is_none()
@@ -257,7 +262,7 @@ impl TraceSink for ChromeTrace {
     }
 
     fn packet(&mut self, s: &PacketSpan) {
-        let l = s.link as usize;
+        let l = s.link.index();
         if l >= self.used_links.len() {
             self.used_links.resize(l + 1, false);
         }
@@ -266,7 +271,7 @@ impl TraceSink for ChromeTrace {
             format_args!("{} B", s.bytes),
             "link",
             LINKS_PID,
-            u64::from(s.link),
+            link_tid(s.link),
             s.start,
             s.end,
             |out| write!(out, "\"msg\":{}", s.msg),
@@ -280,12 +285,12 @@ impl TraceSink for ChromeTrace {
         let Some([(l0, t0), (l1, t1)]) = self.in_flight.remove(&a.id) else {
             return; // every link of its route is ideal: no slices to join
         };
-        let id = MESSAGE_FLOW | a.id;
+        let id = MESSAGE_FLOW | a.id.0;
         let (ts0, ts1) = (self.us(t0), self.us(t1));
         let (purpose, bytes) = (a.purpose, a.bytes);
         let name = format_args!("{purpose:?} {bytes} B");
-        self.flow_end("s", name, id, LINKS_PID, u64::from(l0), ts0);
-        self.flow_end("f", name, id, LINKS_PID, u64::from(l1), ts1);
+        self.flow_end("s", name, id, LINKS_PID, link_tid(l0), ts0);
+        self.flow_end("f", name, id, LINKS_PID, link_tid(l1), ts1);
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -93,7 +93,7 @@ fn layout(m: &Machine, sys: &System) -> String {
 fn links(m: &Machine, s: &SystemSpec) -> String {
     let links = m.engine.links();
     let mut per_kind = [0u64; 4];
-    for l in 0..links.len() as u32 {
+    for l in links.ids() {
         per_kind[edge_kind(links.class_index(l)) as usize] += 1;
     }
     let mut out = String::from("\ndirected links by edge kind\n");

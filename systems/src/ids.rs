@@ -4,13 +4,58 @@
 
 use crate::time::Tick;
 
-/// Dense index of a network node (host, router, PE, memory, port...).
-pub type NodeId = u32;
-/// Dense index of a directed link.
-pub type LinkId = u32;
+/// Dense index of a network node (host, router, PE, memory, port...). Not a
+/// PE's index (that is a [`PeIdx`]) nor a link's (a [`LinkId`]).
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct NodeId(pub u32);
+
+impl NodeId {
+    /// Its position in a dense per-node table.
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Dense index of a directed link in the [`crate::network::LinkTable`].
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct LinkId(pub u32);
+
+impl LinkId {
+    /// Its position in a dense per-link table.
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// Engine-assigned message id: injection order, the network's tie-break key.
-pub type MsgId = u64;
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct MsgId(pub u64);
+
+impl MsgId {
+    /// The id after this one, in injection order.
+    #[inline]
+    pub fn next(self) -> MsgId {
+        MsgId(self.0 + 1)
+    }
+}
+
+/// Ids print as their number (traces, reports and errors name them so).
+macro_rules! display_as_number {
+    ($($id:ty),*) => {$(
+        impl std::fmt::Display for $id {
+            fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                self.0.fmt(f)
+            }
+        }
+    )*};
+}
+
+display_as_number!(NodeId, LinkId, MsgId, PeIdx);
 
 /// What a message is for; arrivals are sorted into one inbox per purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,8 +109,20 @@ impl PeIdx {
     }
 }
 
-impl std::fmt::Display for PeIdx {
-    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        self.0.fmt(f)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_print_as_their_number() {
+        // Traces, CSV and reports write ids with `{}`: the bare number.
+        let text = format!(
+            "{} {} {} {}",
+            NodeId(7),
+            LinkId(12),
+            MsgId(1 << 40),
+            PeIdx(3)
+        );
+        assert_eq!(text, "7 12 1099511627776 3");
     }
 }

@@ -310,7 +310,7 @@ impl Queues {
             sender_pe: None,
             buffer: Space::Tcm,
             buffer_instance: 0,
-            buffer_node: 0,
+            buffer_node: NodeId::default(),
             base: 0,
             n_slots: 0,
             slot_size: 0,

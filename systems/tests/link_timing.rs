@@ -10,9 +10,9 @@ struct Line;
 impl RouteSource for Line {
     fn route(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String> {
         if src <= dst {
-            out.extend(src..=dst);
+            out.extend((src.0..=dst.0).map(NodeId));
         } else {
-            out.extend((dst..=src).rev());
+            out.extend((dst.0..=src.0).rev().map(NodeId));
         }
         Ok(())
     }
@@ -32,7 +32,7 @@ fn class(bytes_per_tick: u64, latency: u64, packet_bytes: u64) -> LinkClass {
 fn line(nodes: u32, c: LinkClass) -> Engine {
     let mut b = LinkTableBuilder::new(nodes, vec![c]);
     for i in 0..nodes - 1 {
-        b.duplex(i, i + 1, 0);
+        b.duplex(NodeId(i), NodeId(i + 1), 0);
     }
     Engine::new(b.build(), Box::new(Line))
 }
@@ -69,7 +69,7 @@ fn one_packet_over_k_hops_is_k_times_latency_plus_serialisation() {
         (6, 12_345, 100, 250),
     ] {
         let mut t = ScheduledTraffic::new();
-        t.add(0, k as u32, s, Start::At(0));
+        t.add(NodeId(0), NodeId(k as u32), s, Start::At(0));
         let (_, a) = run(line(k as u32 + 1, class(b, l, 1 << 40)), t);
         assert_eq!(a[0], k * (l + s.div_ceil(b)), "k={k} s={s} B={b} L={l}");
     }
@@ -85,7 +85,7 @@ fn packets_pipeline_across_hops_per_the_closed_form() {
         (2, 100, 64, 3, 0),
     ] {
         let mut t = ScheduledTraffic::new();
-        t.add(0, k as u32, s, Start::At(0));
+        t.add(NodeId(0), NodeId(k as u32), s, Start::At(0));
         let (_, a) = run(line(k as u32 + 1, class(b, l, p)), t);
         assert_eq!(
             a[0],
@@ -99,8 +99,8 @@ fn packets_pipeline_across_hops_per_the_closed_form() {
 fn two_messages_on_one_link_arrive_one_serialisation_apart() {
     let (s, b, l) = (4096, 64, 20);
     let mut t = ScheduledTraffic::new();
-    t.add(0, 1, s, Start::At(0));
-    t.add(0, 1, s, Start::At(0));
+    t.add(NodeId(0), NodeId(1), s, Start::At(0));
+    t.add(NodeId(0), NodeId(1), s, Start::At(0));
     let (_, a) = run(line(2, class(b, l, 1 << 40)), t);
     assert_eq!(a[0], l + s / b);
     assert_eq!(a[1] - a[0], s.div_ceil(b));
@@ -112,7 +112,7 @@ fn n_messages_into_one_link_serialise_in_injection_order() {
     let mut t = ScheduledTraffic::new();
     // All n messages want link 12→13 at tick 0; the tie order is message id.
     for _ in 0..n {
-        t.add(12, 13, s, Start::At(0));
+        t.add(NodeId(12), NodeId(13), s, Start::At(0));
     }
     let (_, a) = run(line(14, class(b, l, 1 << 40)), t);
     for (i, &at) in a.iter().enumerate() {
@@ -123,25 +123,30 @@ fn n_messages_into_one_link_serialise_in_injection_order() {
 #[test]
 fn link_stats_count_busy_ticks_bytes_and_packets() {
     let mut t = ScheduledTraffic::new();
-    t.add(0, 2, 1000, Start::At(0));
+    t.add(NodeId(0), NodeId(2), 1000, Start::At(0));
     let (e, _) = run(line(3, class(10, 1, 300)), t);
     let links = e.links();
-    let l01 = links.find(0, 1).unwrap();
+    let l01 = links.find(NodeId(0), NodeId(1)).unwrap();
     let st = links.stats(l01);
     assert_eq!(
         (st.bytes, st.packets, st.busy),
         (1000, 4, 30 + 30 + 30 + 10)
     );
-    assert_eq!(links.stats(links.find(1, 0).unwrap()).packets, 0);
+    assert_eq!(
+        links
+            .stats(links.find(NodeId(1), NodeId(0)).unwrap())
+            .packets,
+        0
+    );
 }
 
 #[test]
 fn dependent_message_starts_when_its_predecessor_arrives() {
     let mut t = ScheduledTraffic::new();
-    let first = t.add(0, 3, 640, Start::At(5));
+    let first = t.add(NodeId(0), NodeId(3), 640, Start::At(5));
     t.add(
-        3,
-        0,
+        NodeId(3),
+        NodeId(0),
         640,
         Start::After {
             after: first,
@@ -158,11 +163,13 @@ fn ideal_links_cost_nothing_and_are_never_contended() {
     let mut c = class(1, 100, 64);
     c.ideal = true;
     let mut t = ScheduledTraffic::new();
-    t.add(0, 5, 1 << 20, Start::At(7));
-    t.add(0, 5, 1 << 20, Start::At(7));
+    t.add(NodeId(0), NodeId(5), 1 << 20, Start::At(7));
+    t.add(NodeId(0), NodeId(5), 1 << 20, Start::At(7));
     let (e, a) = run(line(6, c), t);
     assert_eq!(a, vec![7, 7]);
-    let st = e.links().stats(e.links().find(0, 1).unwrap());
+    let st = e
+        .links()
+        .stats(e.links().find(NodeId(0), NodeId(1)).unwrap());
     assert_eq!(
         (st.busy, st.bytes),
         (0, 0),
@@ -180,8 +187,8 @@ fn runs_are_bit_identical() {
         let mut t = ScheduledTraffic::new();
         for i in 0..20u32 {
             t.add(
-                i % 7,
-                (i * 5 + 3) % 9,
+                NodeId(i % 7),
+                NodeId((i * 5 + 3) % 9),
                 1000 + 37 * i as u64,
                 Start::At((i % 3) as u64),
             );
@@ -191,7 +198,7 @@ fn runs_are_bit_identical() {
     let (e1, a1) = run(line(9, class(16, 3, 256)), make());
     let (e2, a2) = run(line(9, class(16, 3, 256)), make());
     assert_eq!(a1, a2);
-    for l in 0..e1.links().len() as u32 {
+    for l in e1.links().ids() {
         assert_eq!(e1.links().stats(l), e2.links().stats(l));
     }
 }
@@ -206,7 +213,7 @@ fn the_watchdog_stops_a_run_past_max_ticks_with_a_report() {
     });
     let mut t = ScheduledTraffic::new();
     // 1000 bytes at 1 B/tick: arrives at tick 2 * (10 + 1000), past 100.
-    t.add(0, 2, 1000, Start::At(0));
+    t.add(NodeId(0), NodeId(2), 1000, Start::At(0));
     e.set_traffic(t);
     match e.run() {
         Err(RunError::Stalled(report)) => {
@@ -229,7 +236,7 @@ fn the_watchdog_stops_a_run_without_progress() {
     });
     let mut t = ScheduledTraffic::new();
     // Nothing moves at tick 0 (the message starts at tick 500).
-    t.add(0, 1, 8, Start::At(500));
+    t.add(NodeId(0), NodeId(1), 8, Start::At(500));
     e.set_traffic(t);
     match e.run() {
         Err(RunError::Stalled(report)) => assert!(
@@ -240,7 +247,7 @@ fn the_watchdog_stops_a_run_without_progress() {
     }
     // With the default limits the same run finishes: 500 + 10 + 8.
     let mut t = ScheduledTraffic::new();
-    t.add(0, 1, 8, Start::At(500));
+    t.add(NodeId(0), NodeId(1), 8, Start::At(500));
     let (_, arrivals) = run(line(2, class(1, 10, 1 << 20)), t);
     assert_eq!(arrivals, vec![518]);
 }

@@ -24,9 +24,9 @@ struct Line;
 impl RouteSource for Line {
     fn route(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String> {
         if src <= dst {
-            out.extend(src..=dst);
+            out.extend((src.0..=dst.0).map(NodeId));
         } else {
-            out.extend((dst..=src).rev());
+            out.extend((dst.0..=src.0).rev().map(NodeId));
         }
         Ok(())
     }
@@ -48,7 +48,7 @@ fn line(classes: &[LinkClass], model: NetworkModel) -> Engine {
     let n = classes.len() as u32;
     let mut b = LinkTableBuilder::new(n + 1, classes.to_vec());
     for i in 0..n {
-        b.duplex(i, i + 1, i as u8);
+        b.duplex(NodeId(i), NodeId(i + 1), i as u8);
     }
     let mut e = Engine::new(b.build(), Box::new(Line));
     e.set_network_model(model);
@@ -77,7 +77,7 @@ fn run(e: &mut Engine, t: ScheduledTraffic) -> Outcome {
     let links = e.links();
     Outcome {
         arrivals,
-        stats: (0..links.len() as u32).map(|l| links.stats(l)).collect(),
+        stats: links.ids().map(|l| links.stats(l)).collect(),
         counters: *e.world.resource::<NetCounters>(),
     }
 }
@@ -140,7 +140,7 @@ fn one_packet_over_k_hops_takes_the_same_tick_in_both_modes() {
     ] {
         let classes = vec![class(b, l, 1 << 40); k as usize];
         let [packet, flow] = on_line(&classes, |t| {
-            t.add(0, k as u32, s, Start::At(0));
+            t.add(NodeId(0), NodeId(k as u32), s, Start::At(0));
         });
         assert_eq!(packet.arrivals, vec![k * (l + s.div_ceil(b))]);
         assert_eq!(flow, packet, "k={k} s={s} B={b} L={l}");
@@ -162,7 +162,7 @@ fn pipelined_packets_take_the_same_tick_in_both_modes() {
             k * l + (k - 1) * s.min(p).div_ceil(b) + (n - 1) * p.div_ceil(b) + last.div_ceil(b);
         let classes = vec![class(b, l, p); k as usize];
         let [packet, flow] = on_line(&classes, |t| {
-            t.add(0, k as u32, s, Start::At(3));
+            t.add(NodeId(0), NodeId(k as u32), s, Start::At(3));
         });
         assert_eq!(packet.arrivals, vec![3 + expect]);
         assert_eq!(flow, packet, "k={k} s={s} P={p} B={b} L={l}");
@@ -176,8 +176,8 @@ fn mixed_class_routes_take_the_same_tick_in_both_modes() {
     let classes = [class(50, 4, 4096), class(7, 30, 8192), class(64, 2, 1024)];
     for s in [1, 1000, 1024, 5000, 100_000] {
         let [packet, flow] = on_line(&classes, |t| {
-            t.add(0, 3, s, Start::At(0));
-            t.add(3, 1, s, Start::At(10));
+            t.add(NodeId(0), NodeId(3), s, Start::At(0));
+            t.add(NodeId(3), NodeId(1), s, Start::At(10));
         });
         assert_eq!(flow, packet, "s={s}");
     }
@@ -196,8 +196,8 @@ fn all_ideal_routes_and_empty_messages_take_the_same_tick_in_both_modes() {
     let mut ideal = class(1, 100, 64);
     ideal.ideal = true;
     let [packet, flow] = on_line(&vec![ideal; 5], |t| {
-        t.add(0, 5, 1 << 20, Start::At(7));
-        t.add(0, 5, 1 << 20, Start::At(7));
+        t.add(NodeId(0), NodeId(5), 1 << 20, Start::At(7));
+        t.add(NodeId(0), NodeId(5), 1 << 20, Start::At(7));
     });
     assert_eq!(
         packet.arrivals,
@@ -207,7 +207,7 @@ fn all_ideal_routes_and_empty_messages_take_the_same_tick_in_both_modes() {
     assert_eq!(flow, packet);
     // 0 bytes: one empty packet, k latencies.
     let [packet, flow] = on_line(&vec![class(64, 9, 4096); 4], |t| {
-        t.add(0, 4, 0, Start::At(2));
+        t.add(NodeId(0), NodeId(4), 0, Start::At(2));
     });
     assert_eq!(packet.arrivals, vec![2 + 4 * 9]);
     assert_eq!(flow, packet);
@@ -240,11 +240,11 @@ fn flows_sent_while_packets_travel_keep_their_ticks() {
     let classes = vec![class(64, 10, 256); 4];
     let mut e = line(&classes, NetworkModel::Packet);
     let mut t = ScheduledTraffic::new();
-    t.add(0, 4, 100_000, Start::At(0));
-    let short = t.add(4, 3, 64, Start::At(0));
+    t.add(NodeId(0), NodeId(4), 100_000, Start::At(0));
+    let short = t.add(NodeId(4), NodeId(3), 64, Start::At(0));
     t.add(
-        4,
-        0,
+        NodeId(4),
+        NodeId(0),
         10_000,
         Start::After {
             after: short,
@@ -257,8 +257,8 @@ fn flows_sent_while_packets_travel_keep_their_ticks() {
     e.run().unwrap();
     let a = e.traffic::<ScheduledTraffic>().unwrap().arrivals().to_vec();
     let [packet, _] = on_line(&classes, |t| {
-        t.add(0, 4, 100_000, Start::At(0));
-        t.add(4, 0, 10_000, Start::At(11));
+        t.add(NodeId(0), NodeId(4), 100_000, Start::At(0));
+        t.add(NodeId(4), NodeId(0), 10_000, Start::At(11));
     });
     assert_eq!(
         a,
@@ -273,7 +273,7 @@ fn one_link_arrivals(sizes: &[u64]) -> [Vec<u64>; 2] {
     BOTH.map(|model| {
         let mut t = ScheduledTraffic::new();
         for &s in sizes {
-            t.add(0, 1, s, Start::At(0));
+            t.add(NodeId(0), NodeId(1), s, Start::At(0));
         }
         run(&mut line(&[class(64, 20, 1 << 20)], model), t).arrivals
     })
@@ -313,8 +313,8 @@ fn two_routes_share_a_link_max_min_fairly() {
         class(64, 20, 1 << 20),
     ];
     let [packet, flow] = on_line(&classes, |t| {
-        t.add(0, 3, 4096, Start::At(0));
-        t.add(1, 3, 4096, Start::At(0));
+        t.add(NodeId(0), NodeId(3), 4096, Start::At(0));
+        t.add(NodeId(1), NodeId(3), 4096, Start::At(0));
     });
     assert_eq!(packet.arrivals, vec![174, 110]);
     assert_eq!(flow.arrivals, vec![174, 148]);
@@ -327,13 +327,13 @@ fn a_message_sent_on_a_busy_route_queues_behind_it_and_arrives_once() {
     // its route still drains the 2 KiB message until 116, so it drains
     // behind it for 1000 ticks and arrives at 1116, as in packet mode.
     let mut t = ScheduledTraffic::new();
-    let first = t.add(0, 1, 4096, Start::At(0));
-    t.add(0, 1, 2048, Start::At(0));
+    let first = t.add(NodeId(0), NodeId(1), 4096, Start::At(0));
+    t.add(NodeId(0), NodeId(1), 2048, Start::At(0));
     let after = Start::After {
         after: first,
         delay: 4,
     };
-    t.add(0, 1, 64_000, after);
+    t.add(NodeId(0), NodeId(1), 64_000, after);
     let flow = run(
         &mut line(&[class(64, 20, 1 << 20)], NetworkModel::Flow),
         t.clone(),
@@ -358,7 +358,7 @@ fn a_parking_lot_finishes_at_its_max_min_ticks() {
     let classes = [class(100, 10, 1 << 20), class(60, 10, 1 << 20)];
     let mut t = ScheduledTraffic::new();
     for (a, b, at) in [(0, 2, 0), (0, 1, 70), (1, 2, 70)] {
-        t.add(a, b, 6000, Start::At(at));
+        t.add(NodeId(a), NodeId(b), 6000, Start::At(at));
     }
     let flow = run(&mut line(&classes, NetworkModel::Flow), t);
     assert_eq!(flow.arrivals, vec![280, 166, 280]);
@@ -431,8 +431,8 @@ fn flow_runs_are_bit_identical() {
         for i in 0..20u32 {
             let (src, dst) = (i % 7, (i * 5 + 3) % 9);
             t.add(
-                src,
-                dst,
+                NodeId(src),
+                NodeId(dst),
                 1000 + 37 * u64::from(i),
                 Start::At(u64::from(i % 3)),
             );
@@ -469,12 +469,12 @@ proptest! {
         ];
         let mut t = ScheduledTraffic::new();
         for &(src, bytes, at) in &msgs {
-            t.add(src, 0, bytes, Start::At(at));
+            t.add(NodeId(src), NodeId(0), bytes, Start::At(at));
         }
         let flow = run(&mut line(&classes, NetworkModel::Flow), t);
         for (&(src, bytes, at), &arrived) in msgs.iter().zip(&flow.arrivals) {
             let mut alone = ScheduledTraffic::new();
-            alone.add(src, 0, bytes, Start::At(at));
+            alone.add(NodeId(src), NodeId(0), bytes, Start::At(at));
             let alone = run(&mut line(&classes, NetworkModel::Packet), alone).arrivals[0];
             prop_assert!(arrived >= alone, "{bytes} B from {src} at {at}: {arrived} < {alone}");
         }
@@ -501,12 +501,7 @@ fn all_reduce(model: NetworkModel, chunks: u32, bytes: u64) -> (u64, Vec<u64>) {
     };
     let ticks = c.run(&mut m, job).unwrap().ticks;
     let links = m.engine.links();
-    (
-        ticks,
-        (0..links.len() as u32)
-            .map(|l| links.stats(l).bytes)
-            .collect(),
-    )
+    (ticks, links.ids().map(|l| links.stats(l).bytes).collect())
 }
 
 #[test]

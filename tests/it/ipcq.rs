@@ -15,7 +15,7 @@ use kernbench_systems::hierarchy::Hardware;
 use kernbench_systems::ipcq::{Queues, Scope};
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::QDir;
-use kernbench_systems::{PeIdx, RunError};
+use kernbench_systems::{NodeId, PeIdx, RunError};
 
 const B: u64 = 64; // inter-SIP bytes per tick
 const L: u64 = 100; // inter-SIP latency in ticks
@@ -322,8 +322,8 @@ fn install_takes_time_that_grows_with_the_route() {
     assert!(t_far > t_near, "far {t_far} vs near {t_near}");
     let m = Machine::build(&sys).unwrap();
     let (near, far) = (
-        m.topology.hops(0, m.pe_node(0, 0, 0)).unwrap(),
-        m.topology.hops(0, m.pe_node(0, 15, 7)).unwrap(),
+        m.topology.hops(NodeId(0), m.pe_node(0, 0, 0)).unwrap(),
+        m.topology.hops(NodeId(0), m.pe_node(0, 15, 7)).unwrap(),
     );
     assert!(far > near);
 }

@@ -46,7 +46,8 @@ fn all_to_all(sys: &kernbench::spec::System) -> AllToAll {
         .map(|a| a.unwrap())
         .collect();
     let links = m.engine.links();
-    let stats = (0..links.len() as u32)
+    let stats = links
+        .ids()
         .map(|l| (links.class_index(l), links.stats(l)))
         .collect();
     AllToAll {

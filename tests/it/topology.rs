@@ -5,6 +5,7 @@ use common::{lean, system};
 use kernbench::spec::SipTopology;
 use kernbench::topology::address::{AddressResolver, Location, Space};
 use kernbench::topology::{Dir, INTER_SIP, Node, NodeKind, Topology};
+use kernbench_systems::NodeId;
 use proptest::prelude::*;
 
 fn count(t: &Topology, k: NodeKind) -> u64 {
@@ -35,7 +36,7 @@ fn every_present_node_round_trips_through_id_and_name() {
     });
     let t = Topology::new(&sys);
     let mut present = 0u64;
-    for id in 0..t.node_count() {
+    for id in (0..t.node_count()).map(NodeId) {
         let n = t.node(id);
         if t.present(n) {
             present += 1;
@@ -63,7 +64,7 @@ fn every_present_node_round_trips_through_id_and_name() {
 }
 
 /// Every consecutive pair of a route is a link of the compiled table.
-fn assert_valid_routes(sys: &kernbench::spec::System, pairs: &[(u32, u32)]) {
+fn assert_valid_routes(sys: &kernbench::spec::System, pairs: &[(NodeId, NodeId)]) {
     use kernbench_systems::RouteSource;
     let t = Topology::new(sys);
     let links = t.links(sys).unwrap();
@@ -113,10 +114,11 @@ fn routes_are_loop_free_paths_of_existing_links() {
             s.system.sips.inter_sip_cubes = Some(vec![1, 5]);
         });
         let t = Topology::new(&sys);
-        let nodes: Vec<u32> = (0..t.node_count())
+        let nodes: Vec<NodeId> = (0..t.node_count())
+            .map(NodeId)
             .filter(|&i| t.present(t.node(i)))
             .collect();
-        let pairs: Vec<(u32, u32)> = (0..4000u32)
+        let pairs: Vec<(NodeId, NodeId)> = (0..4000u32)
             .map(|i| {
                 (
                     nodes[(i as usize * 7919) % nodes.len()],
@@ -221,17 +223,17 @@ fn host_reaches_every_sip_over_pcie() {
     assert_valid_routes(
         &sys,
         &[
-            (0, pe),
-            (pe, 0),
-            (0, hbm),
-            (hbm, 0),
-            (0, io),
-            (io, 0),
+            (NodeId(0), pe),
+            (pe, NodeId(0)),
+            (NodeId(0), hbm),
+            (hbm, NodeId(0)),
+            (NodeId(0), io),
+            (io, NodeId(0)),
             (io, pe),
             (pe, io),
         ],
     );
-    assert_eq!(t.hops(0, io), Ok(1));
+    assert_eq!(t.hops(NodeId(0), io), Ok(1));
 }
 
 #[test]

@@ -13,6 +13,9 @@ use crate::spec::{LinkSpec, SipTopology, System};
 use kernbench_systems::{LinkClass, LinkTable, LinkTableBuilder, NodeId};
 pub use naming::{Dir, Node, NodeKind};
 
+/// The host's node id: it is numbered first.
+const HOST: NodeId = NodeId(0);
+
 /// Edge kinds, in link-class index order.
 pub const EDGE_KINDS: [&str; 4] = ["noc", "ucie", "inter_sip", "pcie"];
 pub const NOC: u8 = 0;
@@ -203,11 +206,14 @@ impl Topology {
         }
     }
 
-    /// Dense id of a node (the node must exist in this topology).
+    /// Dense id of a node (the node must exist in this topology). Ids count
+    /// the host (0), then per SIP its I/O node and its cubes' blocks of
+    /// `nodes_per_cube` slots: this, [`Self::local_id`], [`Self::split`] and
+    /// [`Self::node`] are the only places that number nodes.
     pub fn id(&self, n: Node) -> NodeId {
         let (sip, cube, slot) = match n {
-            Node::Host => return 0,
-            Node::SipIo { sip } => return 1 + sip * self.nodes_per_sip,
+            Node::Host => return HOST,
+            Node::SipIo { sip } => return NodeId(1 + sip * self.nodes_per_sip),
             Node::Router { sip, cube, x, y } => (sip, cube, CubeSlot::Router(y * self.noc.0 + x)),
             Node::Pe { sip, cube, pe } => (sip, cube, CubeSlot::Pe(pe)),
             Node::MCpu { sip, cube } => (sip, cube, CubeSlot::MCpu),
@@ -220,12 +226,12 @@ impl Topology {
     }
 
     fn local_id(&self, sip: u32, cube: u32, slot: u32) -> NodeId {
-        1 + sip * self.nodes_per_sip + 1 + cube * self.nodes_per_cube + slot
+        NodeId(1 + sip * self.nodes_per_sip + 1 + cube * self.nodes_per_cube + slot)
     }
 
     /// (sip, cube, slot index) of a node id inside a cube block.
     fn split(&self, id: NodeId) -> Option<(u32, u32, u32)> {
-        let rel = id.checked_sub(1)?;
+        let rel = id.0.checked_sub(1)?;
         let (sip, in_sip) = (rel / self.nodes_per_sip, rel % self.nodes_per_sip);
         let in_cubes = in_sip.checked_sub(1)?;
         Some((
@@ -237,12 +243,12 @@ impl Topology {
 
     /// The node with a dense id.
     pub fn node(&self, id: NodeId) -> Node {
-        if id == 0 {
+        if id == HOST {
             return Node::Host;
         }
         let Some((sip, cube, slot)) = self.split(id) else {
             return Node::SipIo {
-                sip: (id - 1) / self.nodes_per_sip,
+                sip: (id.0 - 1) / self.nodes_per_sip,
             };
         };
         match self.slot(slot) {
@@ -379,7 +385,7 @@ impl Topology {
         for s in 0..self.sips {
             let k = kc(s);
             let io = self.id(Node::SipIo { sip: s });
-            b.duplex(0, io, k + PCIE);
+            b.duplex(HOST, io, k + PCIE);
             b.duplex(io, self.io_router(s), k + NOC);
             for c in 0..self.cubes_per_sip() {
                 let id = |slot: CubeSlot| self.local_id(s, c, self.slot_index(slot));

@@ -164,7 +164,7 @@ impl Topology {
     fn raw_path(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String> {
         let (a, b) = (self.node(src), self.node(dst));
         for (n, id) in [(a, src), (b, dst)] {
-            if id >= self.node_count() || !self.present(n) {
+            if id.index() >= self.node_count() as usize || !self.present(n) {
                 return Err(format!("node {id} ({n}) does not exist in this system"));
             }
         }
@@ -205,7 +205,7 @@ impl Topology {
                 self.walk(out, start, self.io_at(sip));
                 out.push(self.id(Node::SipIo { sip }));
                 if b == Node::Host {
-                    out.push(0);
+                    out.push(super::HOST);
                 }
             }
             _ => {
@@ -253,7 +253,7 @@ impl Topology {
         let pes: Vec<u32> = (0..self.pes_per_cube)
             .step_by(self.pe_per_corner as usize)
             .collect();
-        let mut best = (0, 0, 0);
+        let mut best = (0, super::HOST, super::HOST);
         let mut buf = Vec::new();
         for &(s, d) in &sip_pairs {
             for &cs in &cubes {

@@ -87,9 +87,7 @@ pub fn case_system(case: &Case, model: NetworkModel) -> Result<System, String> {
 /// Bytes each link carried.
 fn link_bytes(machine: &Machine) -> Vec<u64> {
     let links = machine.engine.world.resource::<LinkTable>();
-    (0..links.len() as u32)
-        .map(|l| links.stats(l).bytes)
-        .collect()
+    links.ids().map(|l| links.stats(l).bytes).collect()
 }
 
 /// Runs `case` in `model` on a machine of its own.

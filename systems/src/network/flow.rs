@@ -276,7 +276,7 @@ impl FlowLinks {
     fn join(&mut self, links: &LinkTable, e: Entity, bottleneck: f64, segs: &[Segment]) {
         self.joined.push(e);
         for s in segs {
-            let link = &mut self.links[s.link as usize];
+            let link = &mut self.links[s.link.index()];
             link.flows.push((e, bottleneck));
             link.demand += bottleneck;
             self.update_binding(links, s.link);
@@ -285,7 +285,7 @@ impl FlowLinks {
 
     fn leave(&mut self, links: &LinkTable, e: Entity, segs: &[Segment]) {
         for s in segs {
-            let link = &mut self.links[s.link as usize];
+            let link = &mut self.links[s.link.index()];
             if let Some(i) = link.flows.iter().position(|f| f.0 == e) {
                 let (_, bottleneck) = link.flows.remove(i);
                 // An emptied link starts again from an exact zero.
@@ -302,7 +302,7 @@ impl FlowLinks {
     /// Re-derives whether link `l` binds after a change of its flows; a
     /// link that binds before or after the change is dirty.
     fn update_binding(&mut self, links: &LinkTable, l: LinkId) {
-        let link = &mut self.links[l as usize];
+        let link = &mut self.links[l.index()];
         let binds = link.demand > link_rate(links, l) * (1.0 + 1e-9);
         if binds || link.binding {
             self.dirty.push(l);
@@ -432,7 +432,7 @@ fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
     let Ok((msg, mut flow)) = net.flows.get_mut(e) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
-    let r = msg.route as usize;
+    let r = msg.route.index();
     if net.net.routes.len() <= r {
         net.net
             .routes
@@ -461,7 +461,7 @@ fn drain_now(now: Tick, e: Entity, net: &mut FlowAccess) {
 /// A message of `route` drained: the next one waiting on the route starts
 /// to drain now.
 fn next_on_route(now: Tick, route: RouteId, net: &mut FlowAccess) {
-    let queue = &mut net.net.routes[route as usize];
+    let queue = &mut net.net.routes[route.index()];
     match queue.waiting.pop_front() {
         Some(e) => drain_now(now, e, net),
         None => queue.sending = false,
@@ -565,8 +565,8 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
     // Dirty links are walked whether they bind now or did before.
     for k in 0..fl.dirty.len() {
         let l = fl.dirty[k];
-        if fl.links[l as usize].visit != pass {
-            fl.links[l as usize].visit = pass;
+        if fl.links[l.index()].visit != pass {
+            fl.links[l.index()].visit = pass;
             fl.reached_links.push(l);
         }
     }
@@ -579,7 +579,7 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
     fl.joined = joined;
     let mut i = 0;
     while i < fl.reached_links.len() {
-        let l = fl.reached_links[i] as usize;
+        let l = fl.reached_links[i].index();
         i += 1;
         for k in 0..fl.links[l].flows.len() {
             reach_flow(now, fl.links[l].flows[k].0, fl, flows, routes);
@@ -606,7 +606,7 @@ fn reach_flow(
     fl.reached_flows.push((e, flow.rate));
     flow.rate = f64::NAN;
     for s in routes.segments(msg.route).0 {
-        let link = &mut fl.links[s.link as usize];
+        let link = &mut fl.links[s.link.index()];
         if link.binding && link.visit != fl.pass {
             link.visit = fl.pass;
             fl.reached_links.push(s.link);
@@ -634,12 +634,12 @@ fn fill_progressively(net: &mut FlowAccess) {
     let fl: &mut FlowLinks = fl;
     fl.heap.clear();
     for &l in &fl.reached_links {
-        let link = &mut fl.links[l as usize];
+        let link = &mut fl.links[l.index()];
         let (spare, n) = (link_rate(links, l), link.flows.len() as u32);
         (link.spare, link.unfixed) = (spare, n);
         if link.binding && n > 0 {
             let key = share_key(spare / f64::from(n));
-            fl.heap.push(Reverse((key, false, l)));
+            fl.heap.push(Reverse((key, false, l.0)));
         }
     }
     for (i, &(e, _)) in fl.reached_flows.iter().enumerate() {
@@ -653,8 +653,8 @@ fn fill_progressively(net: &mut FlowAccess) {
             fix_rate(e, f64::from_bits(key), fl, flows, routes);
             continue;
         }
-        let l = id as usize;
-        let link = &fl.links[l];
+        let l = LinkId(id);
+        let link = &fl.links[l.index()];
         if link.unfixed == 0 {
             continue;
         }
@@ -665,9 +665,9 @@ fn fill_progressively(net: &mut FlowAccess) {
         }
         // Float noise must not stop a flow: a share is never below a
         // billionth of the link's bandwidth.
-        let share = share.max(link_rate(links, id) * 1e-9);
-        for k in 0..fl.links[l].flows.len() {
-            fix_rate(fl.links[l].flows[k].0, share, fl, flows, routes);
+        let share = share.max(link_rate(links, l) * 1e-9);
+        for k in 0..fl.links[l.index()].flows.len() {
+            fix_rate(fl.links[l.index()].flows[k].0, share, fl, flows, routes);
         }
     }
 }
@@ -689,7 +689,7 @@ fn fix_rate(
     }
     flow.rate = share;
     for s in routes.segments(msg.route).0 {
-        let link = &mut fl.links[s.link as usize];
+        let link = &mut fl.links[s.link.index()];
         if link.binding {
             link.spare -= share;
             link.unfixed -= 1;
@@ -754,9 +754,9 @@ mod tests {
     impl RouteSource for Line {
         fn route(&self, src: NodeId, dst: NodeId, out: &mut Vec<NodeId>) -> Result<(), String> {
             if src <= dst {
-                out.extend(src..=dst);
+                out.extend((src.0..=dst.0).map(NodeId));
             } else {
-                out.extend((dst..=src).rev());
+                out.extend((dst.0..=src.0).rev().map(NodeId));
             }
             Ok(())
         }
@@ -767,7 +767,7 @@ mod tests {
         let n = classes.len() as u32;
         let mut b = LinkTableBuilder::new(n + 1, classes);
         for i in 0..n {
-            b.duplex(i, i + 1, i as u8);
+            b.duplex(NodeId(i), NodeId(i + 1), i as u8);
         }
         (b.build(), Routes::new(Box::new(Line)))
     }
@@ -791,7 +791,7 @@ mod tests {
     fn uncontended(classes: Vec<LinkClass>, bytes: u64) -> (Tick, Tick) {
         let hops = classes.len() as u32;
         let (links, mut routes) = line(classes);
-        let r = routes.get(&links, 0, hops).unwrap();
+        let r = routes.get(&links, NodeId(0), NodeId(hops)).unwrap();
         let (segs, _, route_p) = routes.segments(r);
         let p = route_p.min(bytes.max(1));
         (
@@ -871,14 +871,17 @@ mod tests {
         e.set_network_model(NetworkModel::Flow);
         let mut t = ScheduledTraffic::new();
         for (a, b, at) in [(0, 2, 0), (0, 1, 70), (1, 2, 70)] {
-            t.add(a, b, 6000, Start::At(at));
+            t.add(NodeId(a), NodeId(b), 6000, Start::At(at));
         }
         e.set_traffic(t);
         e.run_until(|w| w.resource::<Clock>().now > 80).unwrap();
         let mut q = e.world.query::<(&Message, &Flow)>();
         let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
         rates.sort_by_key(|r| r.0);
-        assert_eq!(rates, vec![(0, 30.0), (1, 70.0), (2, 30.0)]);
+        assert_eq!(
+            rates,
+            vec![(MsgId(0), 30.0), (MsgId(1), 70.0), (MsgId(2), 30.0)]
+        );
     }
 
     #[test]
@@ -895,8 +898,8 @@ mod tests {
         let mut e = Engine::new(links, Box::new(Line));
         e.set_network_model(NetworkModel::Flow);
         let mut t = ScheduledTraffic::new();
-        t.add(0, 2, 6000, Start::At(0));
-        t.add(1, 3, 6000, Start::At(20));
+        t.add(NodeId(0), NodeId(2), 6000, Start::At(0));
+        t.add(NodeId(1), NodeId(3), 6000, Start::At(20));
         e.set_traffic(t);
         // The second flow joins at 20 + its overhead of 16.
         e.run_until(|w| w.resource::<Clock>().now > 36).unwrap();
@@ -906,7 +909,7 @@ mod tests {
         let mut q = e.world.query::<(&Message, &Flow)>();
         let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
         rates.sort_by_key(|r| r.0);
-        assert_eq!(rates, vec![(0, 100.0), (1, 100.0)]);
+        assert_eq!(rates, vec![(MsgId(0), 100.0), (MsgId(1), 100.0)]);
     }
 
     /// Max-min rates of every draining flow, by progressive filling over
@@ -928,19 +931,23 @@ mod tests {
             .filter(|m| draining(m.0))
             .map(|m| (m.1, routes.segments(m.2).0.iter().map(|s| s.link).collect()))
             .collect();
-        let mut spare: Vec<f64> = (0..links.len() as u32)
-            .map(|l| link_rate(links, l))
-            .collect();
+        let mut spare: Vec<f64> = links.ids().map(|l| link_rate(links, l)).collect();
         let mut rates = Vec::new();
         while !todo.is_empty() {
             let users = |l: LinkId| todo.iter().filter(|f| f.1.contains(&l)).count();
-            let (share, l) = (0..links.len() as u32)
+            let (share, l) = links
+                .ids()
                 .filter(|&l| users(l) > 0)
-                .map(|l| (spare[l as usize] / users(l) as f64, l))
-                .fold((f64::INFINITY, 0), |a, b| if b.0 < a.0 { b } else { a });
+                .map(|l| (spare[l.index()] / users(l) as f64, l))
+                .fold(
+                    (f64::INFINITY, LinkId(0)),
+                    |a, b| {
+                        if b.0 < a.0 { b } else { a }
+                    },
+                );
             let (fixed, rest): (Vec<_>, Vec<_>) = todo.into_iter().partition(|f| f.1.contains(&l));
             for (id, route) in fixed {
-                route.iter().for_each(|&k| spare[k as usize] -= share);
+                route.iter().for_each(|&k| spare[k.index()] -= share);
                 rates.push((id, share));
             }
             todo = rest;
@@ -967,7 +974,7 @@ mod tests {
             e.set_network_model(NetworkModel::Flow);
             let mut t = ScheduledTraffic::new();
             for _ in 0..10 {
-                let (a, b) = (next(6) as u32, next(6) as u32);
+                let (a, b) = (NodeId(next(6) as u32), NodeId(next(6) as u32));
                 t.add(a, b, 1 + next(5000), Start::At(next(100)));
             }
             e.set_traffic(t);

@@ -105,7 +105,11 @@ impl LinkTableBuilder {
 
     /// Adds a directed link `a → b` of class index `class`.
     pub fn link(&mut self, a: NodeId, b: NodeId, class: u8) {
-        debug_assert!(a < self.nodes && b < self.nodes && (class as usize) < self.classes.len());
+        debug_assert!(
+            a.index() < self.nodes as usize
+                && b.index() < self.nodes as usize
+                && (class as usize) < self.classes.len()
+        );
         self.links.push((a, b, class));
     }
 
@@ -122,7 +126,7 @@ impl LinkTableBuilder {
         let n = self.links.len();
         let mut links_from = vec![0u32; self.nodes as usize + 1];
         for &(a, _, _) in &self.links {
-            links_from[a as usize + 1] += 1;
+            links_from[a.index() + 1] += 1;
         }
         for i in 0..self.nodes as usize {
             links_from[i + 1] += links_from[i];
@@ -153,38 +157,43 @@ impl LinkTable {
 
     /// The link `a → b`, if any.
     pub fn find(&self, a: NodeId, b: NodeId) -> Option<LinkId> {
-        let (lo, hi) = (self.links_from[a as usize], self.links_from[a as usize + 1]);
-        (lo..hi).find(|&l| self.dst[l as usize] == b)
+        self.out_links(a).find(|&l| self.dst[l.index()] == b)
     }
 
     /// Links leaving node `a`.
-    pub fn out_links(&self, a: NodeId) -> std::ops::Range<LinkId> {
-        self.links_from[a as usize]..self.links_from[a as usize + 1]
+    pub fn out_links(&self, a: NodeId) -> impl Iterator<Item = LinkId> + use<> {
+        let (lo, hi) = (self.links_from[a.index()], self.links_from[a.index() + 1]);
+        (lo..hi).map(LinkId)
+    }
+
+    /// Every link, in id order.
+    pub fn ids(&self) -> impl Iterator<Item = LinkId> + use<> {
+        (0..self.len() as u32).map(LinkId)
     }
 
     pub fn endpoints(&self, l: LinkId) -> (NodeId, NodeId) {
-        (self.src[l as usize], self.dst[l as usize])
+        (self.src[l.index()], self.dst[l.index()])
     }
 
     pub fn class(&self, l: LinkId) -> &LinkClass {
-        &self.classes[self.class_of[l as usize] as usize]
+        &self.classes[self.class_of[l.index()] as usize]
     }
 
     pub fn class_index(&self, l: LinkId) -> u8 {
-        self.class_of[l as usize]
+        self.class_of[l.index()]
     }
 
     /// Adds what a whole message carried over link `l` (flow mode, which
     /// keeps the statistics packet mode would).
     pub(super) fn record(&mut self, l: LinkId, bytes: u64, packets: u64, busy: Tick) {
-        let st = &mut self.state[l as usize].stats;
+        let st = &mut self.state[l.index()].stats;
         st.bytes += bytes;
         st.packets += packets;
         st.busy += busy;
     }
 
     pub fn stats(&self, l: LinkId) -> LinkStats {
-        self.state[l as usize].stats
+        self.state[l.index()].stats
     }
 
     /// For the fast-forward: when each link is free.
@@ -218,7 +227,7 @@ impl LinkTable {
             "ideal links are crossed without reservation"
         );
         debug_assert_eq!(ser, self.class(l).ser_ticks(bytes));
-        let st = &mut self.state[l as usize];
+        let st = &mut self.state[l.index()];
         let start = t.max(st.free_at);
         st.free_at = start + ser;
         st.stats.bytes += bytes;

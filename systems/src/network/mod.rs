@@ -54,14 +54,15 @@ impl Outbox {
     /// Queues a message and returns its id.
     pub fn send(&mut self, s: NewMessage) -> MsgId {
         let id = self.next_id;
-        self.next_id += 1;
+        self.next_id = id.next();
         self.pending.push((id, s));
         id
     }
 
     /// Messages ever sent.
     pub fn sent(&self) -> u64 {
-        self.next_id
+        // Ids are dense from 0 in send order: the next one is the count.
+        self.next_id.0
     }
 
     pub fn is_empty(&self) -> bool {

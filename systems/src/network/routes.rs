@@ -15,7 +15,17 @@ pub trait RouteSource: Send + Sync + 'static {
 }
 
 /// Index of a cached route.
-pub type RouteId = u32;
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteId(pub u32);
+
+impl RouteId {
+    /// Its position in the route table.
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// Routes cached per (src, dst) pair on first use; no all-pairs table.
 ///
@@ -105,7 +115,7 @@ impl Routes {
         for seg in &mut self.segments[seg_start as usize..] {
             seg.ser_full = links.class(seg.link).ser_ticks(packet_bytes);
         }
-        let id = self.spans.len() as RouteId;
+        let id = RouteId(self.spans.len() as u32);
         self.spans.push(RouteSpan {
             seg_start,
             seg_len: self.segments.len() as u32 - seg_start,
@@ -120,18 +130,18 @@ impl Routes {
     /// number of ideal links after the last one, and the route's packet size.
     #[inline]
     pub fn segments(&self, r: RouteId) -> (&[Segment], u32, u64) {
-        let s = self.spans[r as usize];
+        let s = self.spans[r.index()];
         let segs = &self.segments[s.seg_start as usize..(s.seg_start + s.seg_len) as usize];
         (segs, s.ideal_after, s.packet_bytes)
     }
 
     pub fn packet_bytes(&self, r: RouteId) -> u64 {
-        self.spans[r as usize].packet_bytes
+        self.spans[r.index()].packet_bytes
     }
 
     /// Whether the route crosses any non-ideal link.
     pub fn has_segments(&self, r: RouteId) -> bool {
-        self.spans[r as usize].seg_len > 0
+        self.spans[r.index()].seg_len > 0
     }
 
     /// Routes cached so far.
