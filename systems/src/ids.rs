@@ -42,6 +42,12 @@ impl MsgId {
     pub fn next(self) -> MsgId {
         MsgId(self.0 + 1)
     }
+
+    /// The id `n` sends later.
+    #[inline]
+    pub fn later(self, n: u64) -> MsgId {
+        MsgId(self.0 + n)
+    }
 }
 
 /// Ids print as their number (traces, reports and errors name them so).

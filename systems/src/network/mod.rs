@@ -73,7 +73,7 @@ impl Outbox {
 impl Outbox {
     /// For the fast-forward: the id counter.
     pub(crate) fn steady_counters(&mut self, f: &mut impl FnMut(&mut u64)) {
-        f(&mut self.next_id);
+        f(&mut self.next_id.0);
     }
 }
 

@@ -34,7 +34,7 @@ pub(crate) fn steady_words(world: &mut World, sig: &mut Sig) {
     for (t, ev) in world.resource::<NetCalendar>().0.iter() {
         sig.at(t);
         sig.msg(ev.msg);
-        for w in [ev.left, ev.route, ev.seg, ev.size] {
+        for w in [ev.left, ev.route.0, ev.seg, ev.size] {
             sig.word(w.into());
         }
     }
@@ -62,14 +62,14 @@ pub(crate) fn steady_words(world: &mut World, sig: &mut Sig) {
         }
     }
     sig.word(u64::MAX);
-    let id_of = |e: Entity| ids.get(&e).copied().unwrap_or(MsgId::MAX);
+    let id_of = |e: Entity| ids.get(&e).copied().unwrap_or(MsgId(u64::MAX));
     world.resource::<FlowLinks>().steady_words(&id_of, sig);
 }
 
 /// A message; a remote load or store by what it carries, not its tag.
 fn message_words(m: &Message, job: Option<[u64; 4]>, sig: &mut Sig) {
     sig.msg(m.id);
-    for w in [m.src, m.dst, m.route] {
+    for w in [m.src.0, m.dst.0, m.route.0] {
         sig.word(w.into());
     }
     for w in [m.bytes, m.packet_bytes] {
@@ -108,7 +108,7 @@ fn flow_words(f: &Flow, sig: &mut Sig) {
 pub(crate) fn steady_shift(world: &mut World, d: Tick, msgs: u64) {
     let mut query = world.query::<(&mut Message, Option<&mut Flow>)>();
     for (mut m, f) in query.iter_mut(world) {
-        m.id += msgs;
+        m.id = m.id.later(msgs);
         later(&mut m.injected_at, d);
         if let Some(mut f) = f {
             later(&mut f.start, d);
@@ -117,8 +117,8 @@ pub(crate) fn steady_shift(world: &mut World, d: Tick, msgs: u64) {
     }
     let mut cal = world.resource_mut::<NetCalendar>();
     cal.0.shift(d);
-    cal.0.for_each_mut(|ev| ev.msg += msgs);
+    cal.0.for_each_mut(|ev| ev.msg = ev.msg.later(msgs));
     let mut cal = world.resource_mut::<FlowCalendar>();
     cal.0.shift(d);
-    cal.0.for_each_mut(|ev| ev.msg += msgs);
+    cal.0.for_each_mut(|ev| ev.msg = ev.msg.later(msgs));
 }

@@ -48,7 +48,7 @@ impl Sig {
     }
 
     pub(crate) fn msg(&mut self, id: MsgId) {
-        self.words.push(id.wrapping_sub(self.msgs));
+        self.words.push(id.0.wrapping_sub(self.msgs.0));
     }
 }
 
@@ -57,7 +57,7 @@ impl Sig {
 #[derive(Debug)]
 pub(crate) struct Snapshot {
     now: Tick,
-    next_msg: MsgId,
+    next_msg: u64,
     pub(crate) words: Vec<u64>,
     counters: Vec<u64>,
     /// PEs in a loop: (PE, iteration, iteration count).
@@ -76,7 +76,7 @@ impl Snapshot {
         let next_msg = world.resource::<Outbox>().sent();
         let mut sig = Sig {
             now,
-            msgs: next_msg,
+            msgs: MsgId(next_msg),
             words: Vec::new(),
         };
         for (t, pe) in world.resource::<KernelCalendar>().0.iter() {
