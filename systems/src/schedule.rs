@@ -407,6 +407,13 @@ impl Engine {
     /// Runs ticks until `done` holds (checked after each tick) or nothing is
     /// due; Ok(true) if `done` held. Errors of the run and the watchdog end it.
     pub fn run_until(&mut self, done: impl Fn(&World) -> bool) -> Result<bool, RunError> {
+        let outcome = self.run_ticks(done);
+        self.world.resource_mut::<crate::steady::Steady>().forget();
+        outcome
+    }
+
+    /// [`Engine::run_until`]'s loop.
+    fn run_ticks(&mut self, done: impl Fn(&World) -> bool) -> Result<bool, RunError> {
         let limits = *self.world.resource::<RunLimits>();
         // Progress: a packet moved, a message arrived or an op issued.
         let progress = |w: &World| {

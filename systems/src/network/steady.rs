@@ -10,10 +10,13 @@ use crate::time::Tick;
 use bevy_ecs::prelude::*;
 use rustc_hash::FxHashMap;
 
+/// Every message entity with its flow (flow mode).
+pub(crate) type MessageQuery = QueryState<(Entity, &'static Message, Option<&'static Flow>)>;
+pub(crate) type MessageQueryMut = QueryState<(&'static mut Message, Option<&'static mut Flow>)>;
+
 /// Encodes the messages in flight (by id), the packet and flow calendars
 /// and the flows on each link and route.
-pub(crate) fn steady_words(world: &mut World, sig: &mut Sig) {
-    let mut query = world.query::<(Entity, &Message, Option<&Flow>)>();
+pub(crate) fn steady_words(world: &World, query: &mut MessageQuery, sig: &mut Sig) {
     let mut live: Vec<(&Message, Option<&Flow>)> = Vec::new();
     let mut ids: FxHashMap<Entity, MsgId> = FxHashMap::default();
     for (e, m, f) in query.iter(world) {
@@ -105,8 +108,7 @@ fn flow_words(f: &Flow, sig: &mut Sig) {
 
 /// Moves every message, packet and flow `d` ticks later and every message
 /// id `msgs` on (parked ones too, so a stale event stays stale).
-pub(crate) fn steady_shift(world: &mut World, d: Tick, msgs: u64) {
-    let mut query = world.query::<(&mut Message, Option<&mut Flow>)>();
+pub(crate) fn steady_shift(world: &mut World, query: &mut MessageQueryMut, d: Tick, msgs: u64) {
     for (mut m, f) in query.iter_mut(world) {
         m.id = m.id.later(msgs);
         later(&mut m.injected_at, d);

@@ -36,6 +36,32 @@ use std::collections::VecDeque;
 
 pub(crate) use state::{Sig, later};
 
+use crate::exec::PeExec;
+use crate::network::Message;
+use crate::network::flow::Flow;
+
+/// The queries the fast-forward reads and moves the world through, made
+/// once per world: a query made anew at every look leaves its bookkeeping
+/// in the world, which then grows with the run.
+#[derive(Debug)]
+pub(crate) struct Queries {
+    pub(crate) execs: QueryState<&'static PeExec>,
+    pub(crate) execs_mut: QueryState<&'static mut PeExec>,
+    pub(crate) msgs: QueryState<(Entity, &'static Message, Option<&'static Flow>)>,
+    pub(crate) msgs_mut: QueryState<(&'static mut Message, Option<&'static mut Flow>)>,
+}
+
+impl Queries {
+    fn new(world: &mut World) -> Self {
+        Self {
+            execs: world.query(),
+            execs_mut: world.query(),
+            msgs: world.query(),
+            msgs_mut: world.query(),
+        }
+    }
+}
+
 /// Snapshots kept to compare with: periods of up to this many pacer iterations are found.
 const HISTORY: usize = 4;
 
@@ -47,6 +73,7 @@ pub struct Steady {
     pacer: Option<PeIdx>,
     mark: bool,
     history: VecDeque<state::Snapshot>,
+    queries: Option<Queries>,
     /// Periods skipped and the ticks they covered, over the world's life.
     pub skipped_periods: u64,
     pub skipped_ticks: Tick,
@@ -59,6 +86,7 @@ impl Default for Steady {
             pacer: None,
             mark: false,
             history: VecDeque::new(),
+            queries: None,
             skipped_periods: 0,
             skipped_ticks: 0,
         }
@@ -82,6 +110,14 @@ impl Steady {
         }
     }
 
+    /// Drops the snapshots kept (and their memory): the host is about to
+    /// change the world between runs, so they can no longer match.
+    pub(crate) fn forget(&mut self) {
+        self.pacer = None;
+        self.mark = false;
+        self.history = VecDeque::new();
+    }
+
     /// PE `pe` left its loop: if it paced, the next iterating PE paces.
     #[inline]
     pub(crate) fn loop_left(&mut self, pe: PeIdx) {
@@ -101,14 +137,24 @@ pub fn observe(world: &mut World) {
     if !std::mem::take(&mut st.mark) {
         return;
     }
-    world.resource_scope(|world, mut st: Mut<Steady>| {
-        let Some(snap) = state::Snapshot::take(world) else {
+    // Taken out and put back by value: the world keeps the resource's slot.
+    let mut st = std::mem::take(&mut *st);
+    let mut queries = st.queries.take().unwrap_or_else(|| Queries::new(world));
+    look(world, &mut st, &mut queries);
+    st.queries = Some(queries);
+    *world.resource_mut::<Steady>() = st;
+}
+
+/// Takes a snapshot and skips the periods a match with an earlier one allows.
+fn look(world: &mut World, st: &mut Steady, q: &mut Queries) {
+    {
+        let Some(snap) = state::Snapshot::take(world, q) else {
             st.history.clear();
             return;
         };
         let earlier = st.history.iter().rev().find(|h| h.words == snap.words);
-        if let Some(plan) = earlier.and_then(|h| state::Plan::between(world, h, &snap)) {
-            state::apply(world, &plan);
+        if let Some(plan) = earlier.and_then(|h| state::Plan::between(world, q, h, &snap)) {
+            state::apply(world, q, &plan);
             st.skipped_periods += plan.periods;
             st.skipped_ticks += plan.periods * plan.ticks;
             st.history.clear();
@@ -118,5 +164,5 @@ pub fn observe(world: &mut World) {
             st.history.pop_front();
         }
         st.history.push_back(snap);
-    });
+    }
 }

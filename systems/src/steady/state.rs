@@ -1,6 +1,7 @@
 //! The encoding of a world's state relative to now ([`Snapshot`]), the
 //! periods two snapshots allow to skip ([`Plan`]), and the skip ([`apply`]).
 
+use super::Queries;
 use crate::RunErrors;
 use crate::exec::{HostQueue, KernelCalendar, OpsIssued, PeEvents, PeExec, PeState};
 use crate::hierarchy::Hardware;
@@ -68,7 +69,7 @@ impl Snapshot {
     /// The world's state, or None when the tick left work that the
     /// encoding does not cover (values, traces, traffic, host messages,
     /// work between stages).
-    pub(crate) fn take(world: &mut World) -> Option<Snapshot> {
+    pub(crate) fn take(world: &mut World, q: &mut Queries) -> Option<Snapshot> {
         if !quiet(world) {
             return None;
         }
@@ -90,11 +91,11 @@ impl Snapshot {
             sig.word((*slot).into());
         }
         sig.word(u64::MAX);
-        let loops = execs(world, &mut sig);
+        let loops = execs(world, &mut q.execs, &mut sig);
         queues(world.resource::<Queues>(), &mut sig);
         world.resource::<MemPorts>().steady_words(&mut sig);
         world.resource::<LinkTable>().steady_words(&mut sig);
-        crate::network::steady_words(world, &mut sig);
+        crate::network::steady_words(world, &mut q.msgs, &mut sig);
         let run = world.resource::<RunStats>();
         sig.word(run.peak_in_flight);
         sig.at(run.last_delivery);
@@ -127,9 +128,12 @@ fn quiet(w: &World) -> bool {
 }
 
 /// Every launched PE's execution state, in PE order; the PEs in a loop.
-fn execs(world: &mut World, sig: &mut Sig) -> Vec<(PeIdx, u32, u32)> {
-    let pes = world.resource::<Hardware>().pes.clone();
-    let mut query = world.query::<&PeExec>();
+fn execs(
+    world: &World,
+    query: &mut QueryState<&'static PeExec>,
+    sig: &mut Sig,
+) -> Vec<(PeIdx, u32, u32)> {
+    let pes = &world.resource::<Hardware>().pes;
     let mut loops = Vec::new();
     for (i, &e) in pes.iter().enumerate() {
         let Ok(ex) = query.get(world, e) else {
@@ -261,14 +265,18 @@ pub(crate) struct Plan {
 impl Plan {
     /// The periods that snapshot `now` may skip, given that it encodes the
     /// same state as the earlier `then`; None if none.
-    pub(crate) fn between(world: &mut World, then: &Snapshot, now: &Snapshot) -> Option<Plan> {
+    pub(crate) fn between(
+        world: &World,
+        q: &mut Queries,
+        then: &Snapshot,
+        now: &Snapshot,
+    ) -> Option<Plan> {
         let ticks = now.now.checked_sub(then.now).filter(|&d| d > 0)?;
         let mut periods = u64::MAX;
         if let Some(max) = world.resource::<RunLimits>().max_ticks {
             periods = max.saturating_sub(now.now) / ticks;
         }
         let mut iters = Vec::new();
-        let mut query = world.query::<&PeExec>();
         for (&(pe, at, count), &(pe0, at0, _)) in now.loops.iter().zip(&then.loops) {
             let step = at.checked_sub(at0).filter(|_| pe == pe0)?;
             if step == 0 {
@@ -276,7 +284,7 @@ impl Plan {
             }
             let left = u64::from(count - 1 - at) / u64::from(step);
             let e = world.resource::<Hardware>().pe_entity(pe);
-            let ex = query.get(world, e).ok()?;
+            let ex = q.execs.get(world, e).ok()?;
             let last = u64::from(at) + left * u64::from(step);
             let same = same_sizes_until(ex, at0, last as u32);
             let fits = (u64::from(same).saturating_sub(u64::from(at))) / u64::from(step);
@@ -341,7 +349,7 @@ fn same_sizes_until(ex: &PeExec, from: u32, last: u32) -> u32 {
 
 /// Skips `plan.periods` periods: every tick moves `periods · ticks` later,
 /// message ids and loop iterations move on, counters grow.
-pub(crate) fn apply(world: &mut World, plan: &Plan) {
+pub(crate) fn apply(world: &mut World, q: &mut Queries, plan: &Plan) {
     let d = plan.periods * plan.ticks;
     let msgs = plan.periods * plan.msgs;
     world.resource_mut::<Clock>().now += d;
@@ -350,15 +358,14 @@ pub(crate) fn apply(world: &mut World, plan: &Plan) {
     let mut growth = plan.growth.iter().map(|g| g * plan.periods);
     visit_counters(world, &mut |c| *c += growth.next().unwrap_or(0));
     let pes = world.resource::<Hardware>().pes.clone();
-    let mut query = world.query::<&mut PeExec>();
     for &(pe, step) in &plan.iters {
-        if let Ok(mut ex) = query.get_mut(world, pes[pe.index()])
+        if let Ok(mut ex) = q.execs_mut.get_mut(world, pes[pe.index()])
             && let Some(f) = &mut ex.frame
         {
             f.iter += step * plan.periods as u32;
         }
     }
-    for mut ex in query.iter_mut(world) {
+    for mut ex in q.execs_mut.iter_mut(world) {
         if ex.state == PeState::Running {
             shift_exec(&mut ex, d);
         }
@@ -368,7 +375,7 @@ pub(crate) fn apply(world: &mut World, plan: &Plan) {
     }
     world.resource_mut::<MemPorts>().steady_shift(d);
     world.resource_mut::<LinkTable>().steady_shift(d);
-    crate::network::steady_shift(world, d, msgs);
+    crate::network::steady_shift(world, &mut q.msgs_mut, d, msgs);
     later(&mut world.resource_mut::<RunStats>().last_delivery, d);
 }
 
