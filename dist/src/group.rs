@@ -207,8 +207,9 @@ pub fn init_process_group_picking(
 }
 
 impl ProcessGroup {
-    /// A subgroup of `ranks` (evenly spaced, e.g. a tensor-parallel block
-    /// [4, 5, 6, 7] or a data-parallel stride [1, 5]): installs its own
+    /// A subgroup of `ranks`, any distinct ranks of the world in any order
+    /// (torch's `new_group(ranks)`: the list's order is the group's rank
+    /// order, so `[3, 1]` runs rank 3 as its first member): installs its own
     /// communicator, whose queues never mix with another group's.
     pub fn new_group(&mut self, ranks: &[u32]) -> Result<GroupId, DistError> {
         if self.unit == RankUnit::Pe {
@@ -218,8 +219,8 @@ impl ProcessGroup {
         }
         if let Some(&r) = ranks.iter().find(|&&r| r >= self.world_size) {
             return Err(DistError::Config(format!(
-                "new_group: rank {r} is not in the world of {} ranks",
-                self.world_size
+                "new_group({ranks:?}): rank {r} is not in the world of {n} ranks; allowed: ranks 0..{n}, each once",
+                n = self.world_size
             )));
         }
         let name = format!("group{}{ranks:?}", self.groups.len());
@@ -252,7 +253,7 @@ impl ProcessGroup {
             vec![Communicator::with_group(
                 &mut self.machine,
                 &self.config,
-                group,
+                group.clone(),
                 name,
             )?]
         };
@@ -277,30 +278,68 @@ impl ProcessGroup {
         GroupId(self.groups.len() - 1)
     }
 
-    /// The communicator a collective `job` of group `g` runs on: the
-    /// group's own, or under `auto` the tuner's pick for the job's size
-    /// bucket. A pick not yet installed on this group is prepared here (its
-    /// slot areas placed, no simulated time) and its neighbour tables
-    /// returned: they land when the collective is handed to the engine.
+    /// The communicator a collective `job` of group `g` rooted at its member
+    /// `root` (its place in the group's ranks; 0 for a collective without a
+    /// root) runs on: the group's own, or under `auto` the tuner's pick for
+    /// the job's size bucket, over the group turned to start at the root
+    /// ([`Group::rooted_at`]). One not yet installed on this group is
+    /// prepared here (its slot areas placed, no simulated time) and its
+    /// neighbour tables returned: they land when the collective is handed to
+    /// the engine. A root whose queues are an installed communicator's (a
+    /// ring turned) reuses that communicator's.
     pub(super) fn comm_for(
         &mut self,
         g: GroupId,
+        root: u32,
         job: &Job,
     ) -> Result<(Communicator, Option<Tables>), DistError> {
         let rg = &self.groups[g.0];
-        let Some(tuner) = &mut self.tuner else {
+        if root == 0 && self.tuner.is_none() {
             return Ok((rg.comms[0].clone(), None));
+        }
+        let members = rg.members.rooted_at(root);
+        let config = match &mut self.tuner {
+            Some(tuner) => tuner.pick(&members, job.collective, job.bytes())?,
+            None => &rg.comms[0].config,
         };
-        let config = tuner.pick(&rg.members, job.collective, job.bytes())?;
-        if let Some(c) = rg.comms.iter().find(|c| c.config.name == config.name) {
+        let same_config = |c: &&Communicator| c.config.name == config.name;
+        if let Some(c) = rg
+            .comms
+            .iter()
+            .filter(same_config)
+            .find(|c| c.group == members)
+        {
             return Ok((c.clone(), None));
         }
-        let config = config.clone();
-        let name = format!("{}/auto:{}", rg.name, config.name);
-        let (comm, tables) =
-            Communicator::prepare(&mut self.machine, &config, rg.members, &name, None)?;
+        let (comm, tables) = match rg
+            .comms
+            .iter()
+            .filter(same_config)
+            .find(|c| same_queues(c, &members))
+        {
+            Some(c) => {
+                let view = Communicator {
+                    group: members,
+                    ..c.clone()
+                };
+                (view, None)
+            }
+            None => {
+                let config = config.clone();
+                let mut name = rg.name.clone();
+                if self.tuner.is_some() {
+                    name += &format!("/auto:{}", config.name);
+                }
+                if root > 0 {
+                    name += &format!("/root:{}", rg.ranks[root as usize]);
+                }
+                let (comm, tables) =
+                    Communicator::prepare(&mut self.machine, &config, members, &name, None)?;
+                (comm, Some(tables))
+            }
+        };
         self.groups[g.0].comms.push(comm.clone());
-        Ok((comm, Some(tables)))
+        Ok((comm, tables))
     }
 
     /// A group of every rank whose communicator runs `config` (instead of
@@ -315,7 +354,13 @@ impl ProcessGroup {
     ) -> Result<GroupId, DistError> {
         let ranks: Vec<u32> = (0..self.world_size).collect();
         let group = self.sip_group(name, &ranks)?;
-        let comm = Communicator::with_queues(&mut self.machine, config, group, name, Some(queues))?;
+        let comm = Communicator::with_queues(
+            &mut self.machine,
+            config,
+            group.clone(),
+            name,
+            Some(queues),
+        )?;
         Ok(self.push_group(name, ranks, group, vec![comm]))
     }
 
@@ -330,4 +375,18 @@ impl ProcessGroup {
             g.barrier.reset();
         }
     }
+}
+
+/// Whether `comm`'s queues are the ones its algorithm wires on `group`
+/// (every PE the same peers in the same directions): then `group`, the
+/// same participants numbered from another root, runs on them as they are.
+fn same_queues(comm: &Communicator, group: &Group) -> bool {
+    let q = comm.config.queues();
+    let wired = |g: &Group| {
+        let mut tables = comm.algorithm.wiring(g, &q);
+        tables.iter_mut().for_each(|(_, entries)| entries.sort());
+        tables.sort();
+        tables
+    };
+    wired(&comm.group) == wired(group)
 }

@@ -312,7 +312,7 @@ fn all_to_all(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
 }
 
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
-    let g = a.group;
+    let g = &a.group;
     let p = me(tl, &g);
     if g.size() == 1 {
         return;

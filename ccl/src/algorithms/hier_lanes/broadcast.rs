@@ -118,7 +118,7 @@ fn depth(g: &Group) -> usize {
 }
 
 pub(super) fn kernel(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
-    let g = a.group;
+    let g = &a.group;
     if g.size() == 1 {
         return;
     }
