@@ -107,6 +107,9 @@ impl Group {
     /// shift that keeps it a mesh, so its SIPs become a logical ring along
     /// the mesh's cycle (whose hops join neighbours), starting at `m`.
     pub fn rooted_at(&self, m: u32) -> Self {
+        if m == 0 {
+            return self.clone();
+        }
         let (n, (w, h)) = (self.sips.len(), self.grid);
         let at = |k: usize| self.sips[k];
         match self.topology {

@@ -338,7 +338,7 @@ impl<'p> Rank<'_, 'p> {
 
     /// [`Rank::collective`] rooted at the group's member `root` (its place
     /// in the group's ranks): the collective runs on the group turned to
-    /// start there ([`ProcessGroup::comm_for`]).
+    /// start there (see the process group's `comm_for`).
     fn rooted(
         &mut self,
         group: GroupId,

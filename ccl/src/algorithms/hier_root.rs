@@ -165,7 +165,7 @@ fn chain(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, pos: u32, len: u32, fwd:
 
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let g = &a.group;
-    let me = me(tl, &g);
+    let me = me(tl, g);
     let (sip, cube) = (
         (me / g.cubes_per_sip() as usize) as u32,
         me as u32 % g.cubes_per_sip(),

@@ -318,8 +318,8 @@ pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
 /// The reduce-scatter levels; the participant's own block is stored at the end.
 fn reduce_scatter_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buffer) {
     let g = &a.group;
-    let rings = Rings::new(tl, &g, at, 1);
-    for level in jobs(&rings, &g) {
+    let rings = Rings::new(tl, g, at, 1);
+    for level in jobs(&rings, g) {
         reduce_scatter(tl, a.job.op, buf, &level);
     }
     let own = tl.param(at.me as i64);
@@ -331,8 +331,8 @@ fn reduce_scatter_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buf
 /// next level.
 fn all_gather_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buffer, stores: bool) {
     let g = &a.group;
-    let rings = Rings::new(tl, &g, at, 0);
-    let [l0, l1, l2] = jobs(&rings, &g);
+    let rings = Rings::new(tl, g, at, 0);
+    let [l0, l1, l2] = jobs(&rings, g);
     let (c, lanes) = (g.cubes_per_sip(), g.sip_count());
     let keep = |reuse| Keep {
         own: false,
