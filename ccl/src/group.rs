@@ -102,36 +102,36 @@ impl Group {
 
     /// The same participants with the group's SIP `m` first, so that the
     /// root of a broadcast or reduce (participant 0) is that SIP's first
-    /// cube and every algorithm written for root 0 serves root `m`. A ring
-    /// turns and a torus shifts, both keeping every neighbour; a mesh has no
-    /// shift that keeps it a mesh, so its SIPs become a logical ring along
-    /// the mesh's cycle (whose hops join neighbours), starting at `m`.
+    /// cube and every algorithm written for root 0 serves root `m`. A torus
+    /// shifts, keeping every neighbour; a ring turns ([`Group::ring_from`]);
+    /// a mesh has no shift that keeps it a mesh, so its SIPs become the
+    /// logical ring along its cycle.
     pub fn rooted_at(&self, m: u32) -> Self {
         if m == 0 {
             return self.clone();
         }
-        let (n, (w, h)) = (self.sips.len(), self.grid);
-        let at = |k: usize| self.sips[k];
-        match self.topology {
-            SipTopology::Ring1d => Self {
-                sips: (0..n).map(|k| at((k + m as usize) % n)).collect(),
-                ..self.clone()
-            },
-            SipTopology::Torus2d => {
-                let (w, h, mx, my) = (w as usize, h as usize, (m % w) as usize, (m / w) as usize);
-                let shifted = |k: usize| ((k / w + my) % h) * w + (k % w + mx) % w;
-                Self {
-                    sips: (0..n).map(|k| at(shifted(k))).collect(),
-                    ..self.clone()
-                }
-            }
-            SipTopology::Mesh2dNoWrap => {
-                let cycle = grid_cycle(w, h);
-                let start = cycle.iter().position(|&s| s == m).unwrap_or(0);
-                let sips = (0..n).map(|k| at(cycle[(start + k) % n] as usize));
-                self.clone().logical_ring(sips.collect())
-            }
+        if self.topology != SipTopology::Torus2d {
+            return self.ring_from(m);
         }
+        let (w, h) = (self.grid.0 as usize, self.grid.1 as usize);
+        let (mx, my) = (m as usize % w, m as usize / w);
+        let shifted = |k: usize| ((k / w + my) % h) * w + (k % w + mx) % w;
+        Self {
+            sips: (0..self.sips.len())
+                .map(|k| self.sips[shifted(k)])
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// The group's SIPs as a logical ring along its grid's cycle (the order
+    /// `ring` visits them in; a ring's own order), starting at its SIP `m`.
+    pub fn ring_from(&self, m: u32) -> Self {
+        let n = self.sips.len();
+        let cycle = grid_cycle(self.grid.0, self.grid.1);
+        let start = cycle.iter().position(|&s| s == m).unwrap_or(0);
+        let sips = (0..n).map(|k| self.sips[cycle[(start + k) % n] as usize]);
+        self.clone().logical_ring(sips.collect())
     }
 
     pub fn cubes_per_sip(&self) -> u32 {

@@ -281,12 +281,14 @@ impl ProcessGroup {
     /// The communicator a collective `job` of group `g` rooted at its member
     /// `root` (its place in the group's ranks; 0 for a collective without a
     /// root) runs on: the group's own, or under `auto` the tuner's pick for
-    /// the job's size bucket, over the group turned to start at the root
-    /// ([`Group::rooted_at`]). One not yet installed on this group is
-    /// prepared here (its slot areas placed, no simulated time) and its
-    /// neighbour tables returned: they land when the collective is handed to
-    /// the engine. A root whose queues are an installed communicator's (a
-    /// ring turned) reuses that communicator's.
+    /// the job's size bucket, over the group turned to start at the root.
+    /// A turn whose queues an installed communicator of that configuration
+    /// already has runs on them: the shape-keeping turn
+    /// ([`Group::rooted_at`]: lanes on a shifted torus) or the ring along the
+    /// grid's cycle ([`Group::ring_from`]: `ring` on any grid). Otherwise the
+    /// shape-keeping turn's communicator is prepared here (its slot areas
+    /// placed, no simulated time) and its neighbour tables returned: they
+    /// land when the collective is handed to the engine.
     pub(super) fn comm_for(
         &mut self,
         g: GroupId,
@@ -297,33 +299,31 @@ impl ProcessGroup {
         if root == 0 && self.tuner.is_none() {
             return Ok((rg.comms[0].clone(), None));
         }
-        let members = rg.members.rooted_at(root);
+        let turns = [rg.members.rooted_at(root), rg.members.ring_from(root)];
         let config = match &mut self.tuner {
-            Some(tuner) => tuner.pick(&members, job.collective, job.bytes())?,
+            Some(tuner) => tuner.pick(&turns[0], job.collective, job.bytes())?,
             None => &rg.comms[0].config,
         };
-        let same_config = |c: &&Communicator| c.config.name == config.name;
-        if let Some(c) = rg
+        let installed: Vec<&Communicator> = rg
             .comms
             .iter()
-            .filter(same_config)
-            .find(|c| c.group == members)
-        {
-            return Ok((c.clone(), None));
+            .filter(|c| c.config.name == config.name)
+            .collect();
+        let exact = turns
+            .iter()
+            .find_map(|t| installed.iter().find(|c| c.group == *t));
+        if let Some(c) = exact {
+            return Ok(((*c).clone(), None));
         }
-        let (comm, tables) = match rg
-            .comms
-            .iter()
-            .filter(same_config)
-            .find(|c| same_queues(c, &members))
-        {
-            Some(c) => {
-                let view = Communicator {
-                    group: members,
-                    ..c.clone()
-                };
-                (view, None)
-            }
+        let view = turns.iter().find_map(|t| {
+            let c = installed.iter().find(|c| same_queues(c, t))?;
+            Some(Communicator {
+                group: t.clone(),
+                ..(*c).clone()
+            })
+        });
+        let (comm, tables) = match view {
+            Some(view) => (view, None),
             None => {
                 let config = config.clone();
                 let mut name = rg.name.clone();
@@ -333,6 +333,7 @@ impl ProcessGroup {
                 if root > 0 {
                     name += &format!("/root:{}", rg.ranks[root as usize]);
                 }
+                let [members, _] = turns;
                 let (comm, tables) =
                     Communicator::prepare(&mut self.machine, &config, members, &name, None)?;
                 (comm, Some(tables))
@@ -377,10 +378,14 @@ impl ProcessGroup {
     }
 }
 
-/// Whether `comm`'s queues are the ones its algorithm wires on `group`
-/// (every PE the same peers in the same directions): then `group`, the
-/// same participants numbered from another root, runs on them as they are.
+/// Whether `comm`'s algorithm accepts `group` and wires on it the queues
+/// `comm` has (every PE the same peers in the same directions): then
+/// `group`, the same participants numbered from another root, runs on them
+/// as they are.
 fn same_queues(comm: &Communicator, group: &Group) -> bool {
+    if comm.algorithm.check_group(group).is_err() {
+        return false;
+    }
     let q = comm.config.queues();
     let wired = |g: &Group| {
         let mut tables = comm.algorithm.wiring(g, &q);

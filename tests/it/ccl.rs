@@ -1040,8 +1040,8 @@ fn tiny_broadcasts_and_reduces_are_right_on_every_algorithm() {
 
 /// A group turned to start at one of its SIPs (the root of a broadcast or
 /// reduce): a ring turns, a torus shifts so every SIP keeps its neighbours,
-/// a mesh becomes a logical ring along its cycle; a subgroup keeps its own
-/// order from the root on.
+/// a mesh becomes a logical ring along its cycle (as any grid does under
+/// `ring_from`); a subgroup keeps its own order from the root on.
 #[test]
 fn a_group_turns_to_start_at_its_root() {
     use kernbench::ccl::Group;
@@ -1070,6 +1070,11 @@ fn a_group_turns_to_start_at_its_root() {
         )
     );
     assert_eq!(torus.rooted_at(0), torus);
+    // Along the snake 0 1 2 5 4 3 6 7 8 of a 3x3 grid, from SIP 4.
+    assert_eq!(
+        shape(&torus.ring_from(4)),
+        (vec![4, 3, 6, 7, 8, 0, 1, 2, 5], SipTopology::Ring1d, (9, 1))
+    );
     let mesh = Group::new(&on(SipTopology::Mesh2dNoWrap, 2, 2));
     assert_eq!(
         shape(&mesh.rooted_at(3)),

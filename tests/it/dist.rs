@@ -706,8 +706,9 @@ fn a_group_is_any_distinct_ranks_in_the_order_given() {
 /// inputs: every rank ends with the root's tensor; the root holds the f16
 /// of the sum (inputs 0 to 3 keep every sum exact, as the library's own
 /// reference does). A ring of 2, 5 or 16 ranks turns on the world's
-/// queues; tree installs a communicator per root; a torus shifts, and a
-/// mesh becomes a ring along its cycle.
+/// queues; tree installs a communicator per root; hier_lanes runs on a
+/// shifted torus's queues, ring on the torus's cycle's (a communicator per
+/// root would not fit 16 in TCM), and a mesh becomes a ring along its cycle.
 #[test]
 fn broadcast_and_reduce_run_from_every_root() {
     use SipTopology::{Mesh2dNoWrap, Ring1d, Torus2d};
@@ -717,6 +718,7 @@ fn broadcast_and_reduce_run_from_every_root() {
         (Ring1d, 16, 1, "ring"),
         (Ring1d, 5, 1, "tree"),
         (Torus2d, 3, 3, "hier_lanes"),
+        (Torus2d, 4, 4, "ring"),
         (Mesh2dNoWrap, 2, 3, "ring"),
     ];
     let elems = 40;
