@@ -35,7 +35,7 @@ impl Buffers {
 }
 
 /// What a kernel of an algorithm receives.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct KernelArgs {
     pub group: Group,
     pub job: Job,

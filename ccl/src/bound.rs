@@ -139,14 +139,14 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     let per_cube = g.pes as usize;
     terms.push(("cube links", term(inbound(job, n, per_cube), worst_cube)));
     // SIP: inter-SIP lanes into it; the worst-connected SIP.
-    if g.sips > 1 {
+    if g.sip_count() > 1 {
         let lanes = |k: u8| k == INTER_SIP;
         let sip_rate = |sip: u32| {
             (0..cubes)
                 .map(|c| port_rate(sip, c, &lanes))
                 .try_fold(0.0, |a, r| r.map(|r| a + r))
         };
-        let worst_sip = min_rate((0..g.sips).map(|m| sip_rate(g.sip(m))));
+        let worst_sip = min_rate((0..g.sip_count()).map(|m| sip_rate(g.sip(m))));
         let per_sip = per_cube * cubes as usize;
         terms.push(("SIP lanes", term(inbound(job, n, per_sip), worst_sip)));
     }
@@ -219,8 +219,8 @@ fn bisection(m: &Machine, g: &Group, job: &Job) -> Option<Tick> {
         if h > w { y < h / 2 } else { x < w / 2 }
     };
     let per_sip = (g.cubes_per_sip() * g.pes) as f64;
-    let in_a = (0..g.sips).filter(|&k| side_a(g.sip(k))).count() as f64 * per_sip;
-    let in_b = g.sips as f64 * per_sip - in_a;
+    let in_a = (0..g.sip_count()).filter(|&k| side_a(g.sip(k))).count() as f64 * per_sip;
+    let in_b = g.sip_count() as f64 * per_sip - in_a;
     if in_a == 0.0 || in_b == 0.0 {
         return None;
     }
@@ -273,7 +273,7 @@ fn latency_and_links(m: &Machine, g: &Group, job: &Job) -> Option<Tick> {
     let dist = cross_latencies(links, root, inbound);
     let lat = |l: LinkId| links.class(l).latency;
     let mut worst: Option<Tick> = None;
-    'cubes: for k in 0..g.sips {
+    'cubes: for k in 0..g.sip_count() {
         for cube in 0..g.cubes_per_sip() {
             let sip = g.sip(k);
             if k == 0 && cube == 0 {

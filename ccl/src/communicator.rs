@@ -123,7 +123,8 @@ impl Communicator {
                     .into(),
             });
         }
-        let topo = group.topology;
+        // The machine's network; how the group lies on it is check_group's.
+        let topo = machine.system.spec.system.sips.topology;
         if !algorithm.topologies().contains(&topo) {
             return Err(CclError::Unsupported {
                 algorithm: config.algorithm.clone(),
@@ -263,7 +264,7 @@ impl Communicator {
     fn launch_args(&self, sys: &System, job: Job, buffers: Buffers) -> (Vec<PeIdx>, KernelArgs) {
         let pes: Vec<PeIdx> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
         let args = KernelArgs {
-            group: self.group,
+            group: self.group.clone(),
             job,
             buffers,
             chunks: self.config.chunks,

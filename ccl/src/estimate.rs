@@ -460,7 +460,7 @@ mod tests {
     fn rhd_work_counts_the_ranges_of_its_cuts() {
         let sys = System::embedded_default();
         let g = Group {
-            sips: 1,
+            sips: [0].into(),
             cubes: (4, 4),
             ..Group::new(&sys)
         };

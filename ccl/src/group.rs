@@ -1,28 +1,33 @@
 //! [`Group`]: the participants of a collective and their arrangement (which
-//! SIPs, which PEs of each cube, the SIP grid), and the arithmetic between a
-//! participant's number and its physical (sip, cube, pe).
+//! SIPs in which order, which PEs of each cube, the SIP grid), and the
+//! arithmetic between a participant's number and its physical (sip, cube, pe).
 
 use crate::config::AlgoConfig;
+use crate::kernels::grid_cycle;
 use kernbench_runtime::machine::Tables;
 use kernbench_spec::spec::{SipTopology, System};
 use kernbench_systems::PeIdx;
 use kernbench_systems::ipcq::Entry;
+use std::sync::Arc;
 
 /// The participants and their arrangement, as kernels see it: the first
-/// `pes` PEs (1: the cube leader, pe0) of every cube of `sips` SIPs. The
-/// group's SIP `m` is physical SIP `first_sip + m · sip_stride`
-/// (the whole machine: 0 and 1), so a group can be a tensor-parallel block
-/// of neighbours or a data-parallel set of every k-th SIP. Participant
-/// `p = (m · cubes + cube) · pes + pe`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `pes` PEs (1: the cube leader, pe0) of every cube of the SIPs `sips`, in
+/// group order. The group's SIP `m` is physical SIP `sips[m]` (the whole
+/// machine: 0, 1, 2, …), so a group can be a tensor-parallel block, a
+/// data-parallel set of every k-th SIP or any list of SIPs. Participant
+/// `p = (m · cubes + cube) · pes + pe`; participant 0 is the root of a
+/// broadcast or reduce.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Group {
-    pub sips: u32,
+    /// The physical SIP of each of the group's SIPs, in group order; shared,
+    /// so a copy of the group allocates nothing.
+    pub sips: Arc<[u32]>,
     /// Participating PEs per cube: 1 (cube leaders) or every PE (`all_pes`).
     pub pes: u32,
-    pub first_sip: u32,
-    pub sip_stride: u32,
+    /// How the group's SIPs are arranged: the machine's SIP topology for
+    /// the whole machine (or a shift of it), ring_1d for a logical ring.
     pub topology: SipTopology,
-    /// SIP grid (w, h); ring_1d is (sips, 1).
+    /// SIP grid (w, h) of the arrangement; a ring is (sips, 1).
     pub grid: (u32, u32),
     /// Cube mesh (w, h) of every SIP.
     pub cubes: (u32, u32),
@@ -33,10 +38,8 @@ impl Group {
     pub fn new(sys: &System) -> Self {
         let s = &sys.spec;
         Self {
-            sips: s.system.sips.count,
+            sips: (0..s.system.sips.count).collect(),
             pes: 1,
-            first_sip: 0,
-            sip_stride: 1,
             topology: s.system.sips.topology,
             grid: sys.sip_grid,
             cubes: (s.sip.cube_mesh.w, s.sip.cube_mesh.h),
@@ -54,61 +57,106 @@ impl Group {
             .collect()
     }
 
-    /// The group of the SIPs `sips` (in the group's order): the whole machine's
-    /// group when they are all SIPs in order, else a logical ring over them.
-    /// They must be evenly spaced (first, first + s, first + 2s, …), which
-    /// covers tensor-parallel blocks and data-parallel strides.
+    /// The group of the SIPs `sips`, in the order given (torch's
+    /// `new_group(ranks)`): the whole machine's group when they are every
+    /// SIP in order, else a logical ring over them in that order. Each SIP
+    /// must exist and appear once.
     pub fn of_sips(sys: &System, sips: &[u32]) -> Result<Self, String> {
         let all = Self::new(sys);
-        let count = sys.spec.system.sips.count;
+        let count = all.sip_count();
         if sips.is_empty() {
-            return Err("a group needs at least one rank".into());
+            return Err(format!(
+                "a group needs at least one rank; allowed: a list of distinct ranks from 0..{count}, e.g. [0, 1]"
+            ));
         }
         if let Some(&s) = sips.iter().find(|&&s| s >= count) {
             return Err(format!(
-                "rank {s} does not exist: the world has ranks 0..{count} (one per SIP, system.sips.count)"
+                "rank {s} does not exist: the world has ranks 0..{count} (one per SIP, system.sips.count); allowed: ranks below {count}"
             ));
         }
-        let stride = if sips.len() > 1 {
-            sips[1].wrapping_sub(sips[0])
-        } else {
-            1
-        };
-        let even = stride >= 1
-            && sips
-                .iter()
-                .enumerate()
-                .all(|(k, &s)| s == sips[0] + k as u32 * stride);
-        if !even {
+        let mut seen = vec![false; count as usize];
+        if let Some(&s) = sips
+            .iter()
+            .find(|&&s| std::mem::replace(&mut seen[s as usize], true))
+        {
             return Err(format!(
-                "ranks {sips:?} are not evenly spaced in increasing order; allowed: ranks first, first + s, first + 2s, … (e.g. [0, 1, 2, 3] or [1, 5])"
+                "rank {s} appears twice in {sips:?}; allowed: each rank once (the list's order is the group's rank order): remove the repeated {s}"
             ));
         }
-        if sips.len() as u32 == count {
+        if *sips == *all.sips {
             return Ok(all);
         }
-        Ok(Self {
-            sips: sips.len() as u32,
-            first_sip: sips[0],
-            sip_stride: stride,
+        Ok(all.logical_ring(sips.into()))
+    }
+
+    /// The same cubes and PEs over `sips` arranged as a logical ring in
+    /// that order.
+    fn logical_ring(self, sips: Arc<[u32]>) -> Self {
+        Self {
             topology: SipTopology::Ring1d,
             grid: (sips.len() as u32, 1),
-            ..all
-        })
+            sips,
+            ..self
+        }
+    }
+
+    /// The same participants with the group's SIP `m` first, so that the
+    /// root of a broadcast or reduce (participant 0) is that SIP's first
+    /// cube and every algorithm written for root 0 serves root `m`. A torus
+    /// shifts, keeping every neighbour; a ring turns ([`Group::ring_from`]);
+    /// a mesh has no shift that keeps it a mesh, so its SIPs become the
+    /// logical ring along its cycle.
+    pub fn rooted_at(&self, m: u32) -> Self {
+        if m == 0 {
+            return self.clone();
+        }
+        if self.topology != SipTopology::Torus2d {
+            return self.ring_from(m);
+        }
+        let (w, h) = (self.grid.0 as usize, self.grid.1 as usize);
+        let (mx, my) = (m as usize % w, m as usize / w);
+        let shifted = |k: usize| ((k / w + my) % h) * w + (k % w + mx) % w;
+        Self {
+            sips: (0..self.sips.len())
+                .map(|k| self.sips[shifted(k)])
+                .collect(),
+            ..self.clone()
+        }
+    }
+
+    /// The group's SIPs as a logical ring along its grid's cycle (the order
+    /// `ring` visits them in; a ring's own order), starting at its SIP `m`.
+    pub fn ring_from(&self, m: u32) -> Self {
+        let n = self.sips.len();
+        let cycle = grid_cycle(self.grid.0, self.grid.1);
+        let start = cycle.iter().position(|&s| s == m).unwrap_or(0);
+        let sips = (0..n).map(|k| self.sips[cycle[(start + k) % n] as usize]);
+        self.clone().logical_ring(sips.collect())
     }
 
     pub fn cubes_per_sip(&self) -> u32 {
         self.cubes.0 * self.cubes.1
     }
 
-    /// The physical SIP of the group's SIP `m`.
-    pub fn sip(&self, m: u32) -> u32 {
-        self.first_sip + m * self.sip_stride
+    /// Number of SIPs in the group.
+    pub fn sip_count(&self) -> u32 {
+        self.sips.len() as u32
     }
 
-    /// The index in the group of physical SIP `sip` (which must be in it).
+    /// The physical SIP of the group's SIP `m`.
+    pub fn sip(&self, m: u32) -> u32 {
+        self.sips[m as usize]
+    }
+
+    /// The index in the group of physical SIP `sip`, which must be in it
+    /// (at once when the group's SIP `sip` is `sip`, as in the whole
+    /// machine's group).
     pub fn sip_index(&self, sip: u32) -> u32 {
-        (sip - self.first_sip) / self.sip_stride
+        if self.sips.get(sip as usize) == Some(&sip) {
+            return sip;
+        }
+        let m = self.sips.iter().position(|&s| s == sip);
+        m.expect("a participant's SIP is one of its group's") as u32
     }
 
     /// The whole machine's group as `config`'s mapper lays it out: cube
@@ -132,7 +180,7 @@ impl Group {
 
     /// Number of participants.
     pub fn size(&self) -> usize {
-        (self.sips * self.cubes_per_sip() * self.pes) as usize
+        (self.sip_count() * self.cubes_per_sip() * self.pes) as usize
     }
 
     /// Global PE index of participant `p`.

@@ -34,7 +34,7 @@ impl Placement {
 }
 
 /// What the copy kernel of participant buffers needs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct CopyArgs {
     group: Group,
     job: Job,
@@ -159,7 +159,7 @@ impl Communicator {
         };
         let pes: Vec<PeIdx> = (0..n).map(|p| self.group.pe(p)).collect();
         let args = CopyArgs {
-            group: self.group,
+            group: self.group.clone(),
             job,
             from,
             to,

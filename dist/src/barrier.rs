@@ -14,6 +14,8 @@ pub struct Call {
     pub bytes: u64,
     /// `sum`, `max`, `min`, or empty.
     pub op: &'static str,
+    /// The root rank of a broadcast or reduce.
+    pub root: Option<u32>,
     /// HBM offset of the member's buffer (collectives need it the same on
     /// every member), and the distance between the buffers of one cube's PEs
     /// when every PE takes part (0 otherwise).
@@ -26,6 +28,9 @@ impl fmt::Display for Call {
         write!(f, "{}({} B", self.what, self.bytes)?;
         if !self.op.is_empty() {
             write!(f, ", {}", self.op)?;
+        }
+        if let Some(root) = self.root {
+            write!(f, ", root {root}")?;
         }
         write!(f, ", buffer at offset {}", self.base)?;
         if self.pe_stride > 0 {
@@ -146,6 +151,7 @@ mod tests {
             what,
             bytes,
             op: "sum",
+            root: None,
             base: 0,
             pe_stride: 0,
         }

@@ -207,8 +207,9 @@ pub fn init_process_group_picking(
 }
 
 impl ProcessGroup {
-    /// A subgroup of `ranks` (evenly spaced, e.g. a tensor-parallel block
-    /// [4, 5, 6, 7] or a data-parallel stride [1, 5]): installs its own
+    /// A subgroup of `ranks`, any distinct ranks of the world in any order
+    /// (torch's `new_group(ranks)`: the list's order is the group's rank
+    /// order, so `[3, 1]` runs rank 3 as its first member): installs its own
     /// communicator, whose queues never mix with another group's.
     pub fn new_group(&mut self, ranks: &[u32]) -> Result<GroupId, DistError> {
         if self.unit == RankUnit::Pe {
@@ -218,8 +219,8 @@ impl ProcessGroup {
         }
         if let Some(&r) = ranks.iter().find(|&&r| r >= self.world_size) {
             return Err(DistError::Config(format!(
-                "new_group: rank {r} is not in the world of {} ranks",
-                self.world_size
+                "new_group({ranks:?}): rank {r} is not in the world of {n} ranks; allowed: ranks 0..{n}, each once",
+                n = self.world_size
             )));
         }
         let name = format!("group{}{ranks:?}", self.groups.len());
@@ -252,7 +253,7 @@ impl ProcessGroup {
             vec![Communicator::with_group(
                 &mut self.machine,
                 &self.config,
-                group,
+                group.clone(),
                 name,
             )?]
         };
@@ -277,30 +278,69 @@ impl ProcessGroup {
         GroupId(self.groups.len() - 1)
     }
 
-    /// The communicator a collective `job` of group `g` runs on: the
-    /// group's own, or under `auto` the tuner's pick for the job's size
-    /// bucket. A pick not yet installed on this group is prepared here (its
-    /// slot areas placed, no simulated time) and its neighbour tables
-    /// returned: they land when the collective is handed to the engine.
+    /// The communicator a collective `job` of group `g` rooted at its member
+    /// `root` (its place in the group's ranks; 0 for a collective without a
+    /// root) runs on: the group's own, or under `auto` the tuner's pick for
+    /// the job's size bucket, over the group turned to start at the root.
+    /// A turn whose queues an installed communicator of that configuration
+    /// already has runs on them: the shape-keeping turn
+    /// ([`Group::rooted_at`]: lanes on a shifted torus) or the ring along the
+    /// grid's cycle ([`Group::ring_from`]: `ring` on any grid). Otherwise the
+    /// shape-keeping turn's communicator is prepared here (its slot areas
+    /// placed, no simulated time) and its neighbour tables returned: they
+    /// land when the collective is handed to the engine.
     pub(super) fn comm_for(
         &mut self,
         g: GroupId,
+        root: u32,
         job: &Job,
     ) -> Result<(Communicator, Option<Tables>), DistError> {
         let rg = &self.groups[g.0];
-        let Some(tuner) = &mut self.tuner else {
+        if root == 0 && self.tuner.is_none() {
             return Ok((rg.comms[0].clone(), None));
-        };
-        let config = tuner.pick(&rg.members, job.collective, job.bytes())?;
-        if let Some(c) = rg.comms.iter().find(|c| c.config.name == config.name) {
-            return Ok((c.clone(), None));
         }
-        let config = config.clone();
-        let name = format!("{}/auto:{}", rg.name, config.name);
-        let (comm, tables) =
-            Communicator::prepare(&mut self.machine, &config, rg.members, &name, None)?;
+        let turns = [rg.members.rooted_at(root), rg.members.ring_from(root)];
+        let config = match &mut self.tuner {
+            Some(tuner) => tuner.pick(&turns[0], job.collective, job.bytes())?,
+            None => &rg.comms[0].config,
+        };
+        let installed: Vec<&Communicator> = rg
+            .comms
+            .iter()
+            .filter(|c| c.config.name == config.name)
+            .collect();
+        let exact = turns
+            .iter()
+            .find_map(|t| installed.iter().find(|c| c.group == *t));
+        if let Some(c) = exact {
+            return Ok(((*c).clone(), None));
+        }
+        let view = turns.iter().find_map(|t| {
+            let c = installed.iter().find(|c| same_queues(c, t))?;
+            Some(Communicator {
+                group: t.clone(),
+                ..(*c).clone()
+            })
+        });
+        let (comm, tables) = match view {
+            Some(view) => (view, None),
+            None => {
+                let config = config.clone();
+                let mut name = rg.name.clone();
+                if self.tuner.is_some() {
+                    name += &format!("/auto:{}", config.name);
+                }
+                if root > 0 {
+                    name += &format!("/root:{}", rg.ranks[root as usize]);
+                }
+                let [members, _] = turns;
+                let (comm, tables) =
+                    Communicator::prepare(&mut self.machine, &config, members, &name, None)?;
+                (comm, Some(tables))
+            }
+        };
         self.groups[g.0].comms.push(comm.clone());
-        Ok((comm, Some(tables)))
+        Ok((comm, tables))
     }
 
     /// A group of every rank whose communicator runs `config` (instead of
@@ -315,7 +355,13 @@ impl ProcessGroup {
     ) -> Result<GroupId, DistError> {
         let ranks: Vec<u32> = (0..self.world_size).collect();
         let group = self.sip_group(name, &ranks)?;
-        let comm = Communicator::with_queues(&mut self.machine, config, group, name, Some(queues))?;
+        let comm = Communicator::with_queues(
+            &mut self.machine,
+            config,
+            group.clone(),
+            name,
+            Some(queues),
+        )?;
         Ok(self.push_group(name, ranks, group, vec![comm]))
     }
 
@@ -330,4 +376,22 @@ impl ProcessGroup {
             g.barrier.reset();
         }
     }
+}
+
+/// Whether `comm`'s algorithm accepts `group` and wires on it the queues
+/// `comm` has (every PE the same peers in the same directions): then
+/// `group`, the same participants numbered from another root, runs on them
+/// as they are.
+fn same_queues(comm: &Communicator, group: &Group) -> bool {
+    if comm.algorithm.check_group(group).is_err() {
+        return false;
+    }
+    let q = comm.config.queues();
+    let wired = |g: &Group| {
+        let mut tables = comm.algorithm.wiring(g, &q);
+        tables.iter_mut().for_each(|(_, entries)| entries.sort());
+        tables.sort();
+        tables
+    };
+    wired(&comm.group) == wired(group)
 }

@@ -324,7 +324,8 @@ impl<'p> Rank<'_, 'p> {
 
     /// A collective over `group` on tensor `t`, like torch.distributed's: joins
     /// the group's next epoch and returns once every member has joined and the
-    /// collective has run; the result's time is the collective's own.
+    /// collective has run; the result's time is the collective's own. A
+    /// broadcast or reduce roots at the group's first rank.
     pub fn collective(
         &mut self,
         group: GroupId,
@@ -332,12 +333,28 @@ impl<'p> Rank<'_, 'p> {
         t: &Tensor,
         op: ReduceOp,
     ) -> Result<CollResult, DistError> {
+        self.rooted(group, collective, t, op, 0)
+    }
+
+    /// [`Rank::collective`] rooted at the group's member `root` (its place
+    /// in the group's ranks): the collective runs on the group turned to
+    /// start there (see the process group's `comm_for`).
+    fn rooted(
+        &mut self,
+        group: GroupId,
+        collective: Collective,
+        t: &Tensor,
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<CollResult, DistError> {
         let g = self.enter()?;
         let (job, buffers) = Self::check_tensor(&g, t)?;
+        let has_root = matches!(collective, Collective::Broadcast | Collective::Reduce);
         let call = Call {
             what: collective.name(),
             bytes: job.bytes(),
             op: if collective.reduces() { op.name() } else { "" },
+            root: has_root.then(|| g.pg.group(group).ranks[root as usize]),
             base: buffers.base,
             pe_stride: buffers.pe_stride,
         };
@@ -346,7 +363,7 @@ impl<'p> Rank<'_, 'p> {
             op,
             ..job
         };
-        self.join(g, group, call, job, buffers)
+        self.join(g, group, call, (job, root), buffers)
     }
 
     /// Joins a collective's epoch; the last member submits it.
@@ -355,7 +372,7 @@ impl<'p> Rank<'_, 'p> {
         mut g: MutexGuard<'_, Sched<'p>>,
         group: GroupId,
         call: Call,
-        job: Job,
+        (job, root): (Job, u32),
         buffers: Buffers,
     ) -> Result<CollResult, DistError> {
         let rank = self.rank;
@@ -365,7 +382,7 @@ impl<'p> Rank<'_, 'p> {
         if joined.complete {
             let first = rg.ranks[0];
             let at = s.latest_clock(group.0);
-            let (comm, install) = s.pg.comm_for(group, &job)?;
+            let (comm, install) = s.pg.comm_for(group, root, &job)?;
             // The first member waits in this collective: its count is still its join's.
             let seq = s.seq[first as usize];
             let programs = comm.trace_job(&s.pg.machine, job, buffers)?;
@@ -487,26 +504,38 @@ impl<'p> Rank<'_, 'p> {
         self.collective(WORLD, Collective::AllToAll, t, ReduceOp::Sum)
     }
 
-    /// `broadcast` from `root` over every rank (the library's algorithms
-    /// root at rank 0's first cube).
+    /// `broadcast` from rank `root` over every rank: every rank's `t` ends
+    /// as the root's (the root's first cube's buffer, as the library's
+    /// broadcast sends participant 0's).
     pub fn broadcast(&mut self, t: &Tensor, root: u32) -> Result<CollResult, DistError> {
-        Self::root_zero(root)?;
-        self.collective(WORLD, Collective::Broadcast, t, ReduceOp::Sum)
+        let root = self.world_member(Collective::Broadcast, root)?;
+        self.rooted(WORLD, Collective::Broadcast, t, ReduceOp::Sum, root)
     }
 
-    /// `reduce` to `root` over every rank.
+    /// `reduce` to rank `root` over every rank: the root's `t` ends as the
+    /// reduction of every rank's.
     pub fn reduce(&mut self, t: &Tensor, op: ReduceOp, root: u32) -> Result<CollResult, DistError> {
-        Self::root_zero(root)?;
-        self.collective(WORLD, Collective::Reduce, t, op)
+        let root = self.world_member(Collective::Reduce, root)?;
+        self.rooted(WORLD, Collective::Reduce, t, op, root)
     }
 
-    fn root_zero(root: u32) -> Result<(), DistError> {
-        if root != 0 {
+    /// Rank `root`'s place in the world group: the rank itself, if it
+    /// exists and, in the rank = flat PE mode (where the library roots at a
+    /// SIP's first PE), is rank 0.
+    fn world_member(&self, collective: Collective, root: u32) -> Result<u32, DistError> {
+        let g = self.enter()?;
+        let n = g.pg.world_size;
+        if root >= n {
             return Err(DistError::Config(format!(
-                "root {root}: the collective library's broadcast and reduce root at rank 0 (its first cube); allowed: root 0"
+                "{collective} root {root}: the world has ranks 0..{n}; allowed: a root below {n}"
             )));
         }
-        Ok(())
+        if g.pg.unit == RankUnit::Pe && root != 0 {
+            return Err(DistError::Config(format!(
+                "{collective} root {root} in the rank = flat PE mode: the collective library roots at a SIP's first PE; allowed: root 0, or one rank per SIP (a world_size of at most the SIP count)"
+            )));
+        }
+        Ok(root)
     }
 
     /// Waits until every rank of `group` has reached it: an epoch with no
@@ -517,6 +546,7 @@ impl<'p> Rank<'_, 'p> {
             what: "barrier",
             bytes: 0,
             op: "",
+            root: None,
             base: 0,
             pe_stride: 0,
         };

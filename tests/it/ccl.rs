@@ -1037,3 +1037,51 @@ fn tiny_broadcasts_and_reduces_are_right_on_every_algorithm() {
         "{ran:?}"
     );
 }
+
+/// A group turned to start at one of its SIPs (the root of a broadcast or
+/// reduce): a ring turns, a torus shifts so every SIP keeps its neighbours,
+/// a mesh becomes a logical ring along its cycle (as any grid does under
+/// `ring_from`); a subgroup keeps its own order from the root on.
+#[test]
+fn a_group_turns_to_start_at_its_root() {
+    use kernbench::ccl::Group;
+    let on = |topology: SipTopology, w: u32, h: u32| {
+        system(|s| {
+            s.system.sips.count = w * h;
+            s.system.sips.topology = topology;
+            if topology != SipTopology::Ring1d {
+                (s.system.sips.w, s.system.sips.h) = (Some(w), Some(h));
+            }
+        })
+    };
+    let shape = |g: &Group| (g.sips.to_vec(), g.topology, g.grid);
+    let ring = Group::new(&on(SipTopology::Ring1d, 4, 1));
+    assert_eq!(
+        shape(&ring.rooted_at(2)),
+        (vec![2, 3, 0, 1], SipTopology::Ring1d, (4, 1))
+    );
+    let torus = Group::new(&on(SipTopology::Torus2d, 3, 3));
+    assert_eq!(
+        shape(&torus.rooted_at(4)),
+        (
+            vec![4, 5, 3, 7, 8, 6, 1, 2, 0],
+            SipTopology::Torus2d,
+            (3, 3)
+        )
+    );
+    assert_eq!(torus.rooted_at(0), torus);
+    // Along the snake 0 1 2 5 4 3 6 7 8 of a 3x3 grid, from SIP 4.
+    assert_eq!(
+        shape(&torus.ring_from(4)),
+        (vec![4, 3, 6, 7, 8, 0, 1, 2, 5], SipTopology::Ring1d, (9, 1))
+    );
+    let mesh = Group::new(&on(SipTopology::Mesh2dNoWrap, 2, 2));
+    assert_eq!(
+        shape(&mesh.rooted_at(3)),
+        (vec![3, 2, 0, 1], SipTopology::Ring1d, (4, 1))
+    );
+    let sys = on(SipTopology::Ring1d, 4, 1);
+    let back = Group::of_sips(&sys, &[3, 1, 2]).unwrap();
+    assert_eq!(shape(&back.rooted_at(1)).0, [1, 2, 3]);
+    assert_eq!(Group::of_sips(&sys, &[0, 1, 2, 3]).unwrap(), ring);
+}

@@ -312,12 +312,12 @@ fn all_to_all(tl: &mut Tl, io: &RangeIo, ds: &[Dim], p: usize) {
 }
 
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
-    let g = a.group;
-    let p = me(tl, &g);
+    let g = &a.group;
+    let p = me(tl, g);
     if g.size() == 1 {
         return;
     }
-    let ds = dims(&g);
+    let ds = dims(g);
     let io = RangeIo {
         a,
         base: a.buffer(tl),

@@ -164,8 +164,8 @@ fn chain(tl: &mut Tl, a: &KernelArgs, buf: &mut Buffer, pos: u32, len: u32, fwd:
 }
 
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
-    let g = a.group;
-    let me = me(tl, &g);
+    let g = &a.group;
+    let me = me(tl, g);
     let (sip, cube) = (
         (me / g.cubes_per_sip() as usize) as u32,
         me as u32 % g.cubes_per_sip(),
@@ -187,7 +187,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
         let (w, h) = g.grid;
         let (sx, sy) = (sip % w, sip / w);
         match g.topology {
-            SipTopology::Ring1d => pass_around(tl, a, &mut buf, g.sips, Dir::E),
+            SipTopology::Ring1d => pass_around(tl, a, &mut buf, g.sip_count(), Dir::E),
             SipTopology::Torus2d => {
                 pass_around(tl, a, &mut buf, w, Dir::E);
                 pass_around(tl, a, &mut buf, h, Dir::S);
@@ -221,7 +221,7 @@ impl Algorithm for HierRoot {
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let (cw, ch) = g.cubes;
         let mut out = Vec::new();
-        for sip in 0..g.sips {
+        for sip in 0..g.sip_count() {
             for cube in 0..g.cubes_per_sip() {
                 let (cx, cy) = (cube % cw, cube / cw);
                 let mut entries = Vec::new();

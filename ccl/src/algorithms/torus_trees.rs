@@ -223,6 +223,12 @@ impl Algorithm for TorusTrees {
         &[SipTopology::Torus2d, SipTopology::Mesh2dNoWrap]
     }
     fn check_group(&self, g: &Group) -> Result<(), String> {
+        if g.topology == SipTopology::Ring1d {
+            return Err(format!(
+                "the group of SIPs {:?} is a logical ring, not the machine's SIP grid (a subgroup, or a mesh's broadcast from a root other than SIP 0): torus_trees lays its trees on the grid's links; allowed for this group: algorithm ring, bidir_ring, tree, dbtree, dims or hier_lanes",
+                g.sips
+            ));
+        }
         let (w, h) = g.grid;
         let per_sip = g.cubes_per_sip() * g.pes;
         let side = if g.topology == SipTopology::Torus2d {

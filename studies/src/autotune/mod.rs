@@ -278,7 +278,7 @@ impl Tuner {
             .candidates
             .par_iter()
             .map(|c| {
-                let measured = measure_in(sys, c, *group, job);
+                let measured = measure_in(sys, c, group.clone(), job);
                 if let Some(done) = done {
                     done(&c.name, bucket);
                 }
@@ -350,16 +350,22 @@ pub fn init_process_group(
     kernbench_dist::init_process_group_picking(sys, ccl, algorithm, mode, &budget, Some(&new_tuner))
 }
 
-/// How a cache key names a group: its members and participants per cube
-/// (the whole machine's group of one topology is the same string on every
-/// spec of that shape; the spec's own digest tells specs apart).
+/// How a cache key names a group: its SIPs in order, their arrangement and
+/// participants per cube (the whole machine's group of one topology is the
+/// same string on every spec of that shape; the spec's own digest tells
+/// specs apart).
 pub fn group_key(g: &Group) -> String {
+    let n = g.sip_count();
+    let sips = if g.sips.iter().copied().eq(0..n) {
+        format!("SIPs 0..{n}")
+    } else {
+        format!("SIPs {:?}", g.sips)
+    };
     format!(
-        "{} SIPs from {} every {} on {}, {} PE(s) per cube",
-        g.sips,
-        g.first_sip,
-        g.sip_stride,
+        "{sips} as {} {}x{}, {} PE(s) per cube",
         g.topology.name(),
+        g.grid.0,
+        g.grid.1,
         g.pes
     )
 }

@@ -243,7 +243,7 @@ fn quarter(half: usize, q: usize) -> Vec<Index> {
 /// other (on a long ring every step costs a hop's latency); on a snake
 /// every quarter runs around it in the first lane phase.
 fn jobs(r: &Rings, g: &Group) -> [Vec<RingJob>; 3] {
-    let sips = g.sips as usize;
+    let sips = g.sip_count() as usize;
     let l0 = (0..sips)
         .flat_map(|s| (0..2).map(move |half| r.cube[half].job(s, vec![half.into()])))
         .collect();
@@ -317,9 +317,9 @@ pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
 
 /// The reduce-scatter levels; the participant's own block is stored at the end.
 fn reduce_scatter_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buffer) {
-    let g = a.group;
-    let rings = Rings::new(tl, &g, at, 1);
-    for level in jobs(&rings, &g) {
+    let g = &a.group;
+    let rings = Rings::new(tl, g, at, 1);
+    for level in jobs(&rings, g) {
         reduce_scatter(tl, a.job.op, buf, &level);
     }
     let own = tl.param(at.me as i64);
@@ -330,10 +330,10 @@ fn reduce_scatter_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buf
 /// it receives is final, stored at once when `stores` and kept for the
 /// next level.
 fn all_gather_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buffer, stores: bool) {
-    let g = a.group;
-    let rings = Rings::new(tl, &g, at, 0);
-    let [l0, l1, l2] = jobs(&rings, &g);
-    let (c, lanes) = (g.cubes_per_sip(), g.sips);
+    let g = &a.group;
+    let rings = Rings::new(tl, g, at, 0);
+    let [l0, l1, l2] = jobs(&rings, g);
+    let (c, lanes) = (g.cubes_per_sip(), g.sip_count());
     let keep = |reuse| Keep {
         own: false,
         received: stores,

@@ -118,12 +118,12 @@ fn depth(g: &Group) -> usize {
 }
 
 pub(super) fn kernel(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
-    let g = a.group;
+    let g = &a.group;
     if g.size() == 1 {
         return;
     }
     let c = g.cubes_per_sip() as usize;
-    let (elems, stages) = (a.job.elems, depth(&g).max(1));
+    let (elems, stages) = (a.job.elems, depth(g).max(1));
     let pieces = a.pieces(elems / (2 * c), stages);
     let buf = Buffer::new(a.buffer(tl), elems, &[c, 2, pieces]);
     let piece_bytes = (elems / (2 * c * pieces)) as u64 * 2;

@@ -94,7 +94,7 @@ impl Algorithm for HierLanes {
         let order = grid_cycle(g.cubes.0, g.cubes.1);
         let (w, h) = g.grid;
         let mut out = Vec::new();
-        for sip in 0..g.sips {
+        for sip in 0..g.sip_count() {
             let (sx, sy) = (sip % w, sip / w);
             for (pos, &cube) in order.iter().enumerate() {
                 let mut e = Vec::new();
@@ -144,7 +144,7 @@ impl Algorithm for HierLanes {
         let cubes = f64::from(g.cubes_per_sip());
         let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
         let rings = HeldPrograms::Looped {
-            programs: f64::from(g.sips),
+            programs: f64::from(g.sip_count()),
             ops_per_chunk: 3.0 * 64.0,
         };
         let (sends, bytes_per_send, stages, lockstep, programs) = match c {
