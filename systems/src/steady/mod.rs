@@ -15,11 +15,14 @@
 //! statistics as running every period, not an estimate.
 //!
 //! Detection: a *pacer* (the first PE seen starting a loop iteration) marks
-//! the end of each of its iterations; after that tick the engine encodes
+//! every `stride`-th of its iterations; after that tick the engine encodes
 //! the state ([`Sig`]: every calendar entry, register, unit, queue, slot,
 //! link, memory port, message and flow, ticks relative to now) and compares
-//! it with the last few. A match with `k ≥ 1` periods left in every loop
-//! skips them. Runs that carry f16 values, trace, or run synthetic traffic
+//! it with the earlier ones kept. A match with `k ≥ 1` periods left in every
+//! loop skips them. Encoding costs time in the size of the machine, so the
+//! stride doubles whenever the run did less than [`WORK_PER_WORD`]⁻¹ of a
+//! unit of work (an op issued, a packet hop or a delivery) per word since the
+//! last snapshot: a run that never repeats pays a few per cent for looking. Runs that carry f16 values, trace, or run synthetic traffic
 //! are never skipped (their values or records would be missing), nor is any
 //! tick with work left in flight between stages or host messages pending.
 //!
@@ -29,16 +32,23 @@
 
 mod state;
 
+use crate::exec::{OpsIssued, PeExec};
 use crate::ids::PeIdx;
+use crate::network::flow::Flow;
+use crate::network::{Message, NetCounters};
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
 use std::collections::VecDeque;
 
 pub(crate) use state::{Sig, later};
 
-use crate::exec::PeExec;
-use crate::network::Message;
-use crate::network::flow::Flow;
+/// Snapshots kept to compare with: periods of up to this many snapshots are found.
+const HISTORY: usize = 32;
+/// Words all kept snapshots may hold together (8 bytes each).
+const HISTORY_WORDS: usize = 16 << 20;
+/// Units of work (ops issued, packet hops, deliveries) a snapshot's words
+/// must be outweighed by: encoding a word costs about a fiftieth of a unit.
+const WORK_PER_WORD: u64 = 32;
 
 /// The queries the fast-forward reads and moves the world through, made
 /// once per world: a query made anew at every look leaves its bookkeeping
@@ -62,17 +72,20 @@ impl Queries {
     }
 }
 
-/// Snapshots kept to compare with: periods of up to this many pacer iterations are found.
-const HISTORY: usize = 4;
-
 /// The fast-forward's state and what it skipped.
 #[derive(Resource, Debug)]
 pub struct Steady {
     /// Whether periods may be skipped (on unless the engine is told otherwise).
     pub enabled: bool,
     pacer: Option<PeIdx>,
+    /// Pacer iterations between snapshots, and since the last one.
+    stride: u32,
+    since: u32,
     mark: bool,
     history: VecDeque<state::Snapshot>,
+    /// Work done and words encoded at the last snapshot.
+    last_work: u64,
+    last_words: usize,
     queries: Option<Queries>,
     /// Periods skipped and the ticks they covered, over the world's life.
     pub skipped_periods: u64,
@@ -84,8 +97,12 @@ impl Default for Steady {
         Self {
             enabled: true,
             pacer: None,
+            stride: 1,
+            since: 0,
             mark: false,
             history: VecDeque::new(),
+            last_work: 0,
+            last_words: 0,
             queries: None,
             skipped_periods: 0,
             skipped_ticks: 0,
@@ -97,39 +114,51 @@ impl Steady {
     /// PE `pe` started a new iteration of its loop.
     #[inline]
     pub(crate) fn iteration(&mut self, pe: PeIdx) {
-        if !self.enabled {
+        if !self.enabled || self.pacer.is_some_and(|p| p != pe) {
             return;
         }
-        match self.pacer {
-            None => {
-                self.pacer = Some(pe);
-                self.mark = true;
-            }
-            Some(p) if p == pe => self.mark = true,
-            Some(_) => {}
+        self.pacer = Some(pe);
+        self.since += 1;
+        if self.since >= self.stride {
+            self.since = 0;
+            self.mark = true;
         }
     }
 
     /// Drops the snapshots kept (and their memory): the host is about to
     /// change the world between runs, so they can no longer match.
     pub(crate) fn forget(&mut self) {
-        self.pacer = None;
-        self.mark = false;
+        self.restart();
         self.history = VecDeque::new();
+        self.stride = 1;
+        self.last_words = 0;
     }
 
     /// PE `pe` left its loop: if it paced, the next iterating PE paces.
     #[inline]
     pub(crate) fn loop_left(&mut self, pe: PeIdx) {
         if self.pacer == Some(pe) {
-            self.pacer = None;
-            self.history.clear();
+            self.restart();
         }
+    }
+
+    /// Starts looking afresh: no pacer, no snapshot to compare with.
+    fn restart(&mut self) {
+        self.pacer = None;
+        self.since = 0;
+        self.mark = false;
+        self.history.clear();
     }
 }
 
-/// After a tick: if the pacer started an iteration in it, compares the
-/// state with the last few such ticks and skips the periods a match allows.
+/// Units of work the run has done: ops issued, packet hops, deliveries.
+fn work(world: &World) -> u64 {
+    let net = world.resource::<NetCounters>();
+    world.resource::<OpsIssued>().0 + net.hops + net.delivered
+}
+
+/// After a tick: if the pacer marked it, compares the state with the
+/// earlier marked ticks and skips the periods a match allows.
 pub fn observe(world: &mut World) {
     let Some(mut st) = world.get_resource_mut::<Steady>() else {
         return;
@@ -137,7 +166,8 @@ pub fn observe(world: &mut World) {
     if !std::mem::take(&mut st.mark) {
         return;
     }
-    // Taken out and put back by value: the world keeps the resource's slot.
+    // Taken out and put back by value: the world keeps the resource's slot
+    // (a resource scope leaves bookkeeping behind at every use).
     let mut st = std::mem::take(&mut *st);
     let mut queries = st.queries.take().unwrap_or_else(|| Queries::new(world));
     look(world, &mut st, &mut queries);
@@ -145,24 +175,36 @@ pub fn observe(world: &mut World) {
     *world.resource_mut::<Steady>() = st;
 }
 
-/// Takes a snapshot and skips the periods a match with an earlier one allows.
+/// Takes a snapshot, unless looking would cost too much for the work
+/// between looks (then looks less often), and skips the periods a match
+/// with an earlier one allows.
 fn look(world: &mut World, st: &mut Steady, q: &mut Queries) {
-    {
-        let Some(snap) = state::Snapshot::take(world, q) else {
-            st.history.clear();
-            return;
-        };
-        let earlier = st.history.iter().rev().find(|h| h.words == snap.words);
-        if let Some(plan) = earlier.and_then(|h| state::Plan::between(world, q, h, &snap)) {
-            state::apply(world, q, &plan);
-            st.skipped_periods += plan.periods;
-            st.skipped_ticks += plan.periods * plan.ticks;
-            st.history.clear();
-            return;
-        }
-        if st.history.len() == HISTORY {
-            st.history.pop_front();
-        }
-        st.history.push_back(snap);
+    let done = work(world);
+    let since = done - st.last_work;
+    st.last_work = done;
+    if since.saturating_mul(WORK_PER_WORD) < st.last_words as u64 {
+        st.stride = st.stride.saturating_mul(2);
+        st.history.clear();
+        st.last_words = 0;
+        return;
     }
+    let Some(snap) = state::Snapshot::take(world, q) else {
+        st.history.clear();
+        return;
+    };
+    st.last_words = snap.words.len();
+    let earlier = st.history.iter().rev().find(|h| h.same_state(&snap));
+    if let Some(plan) = earlier.and_then(|h| state::Plan::between(world, q, h, &snap)) {
+        state::apply(world, q, &plan);
+        st.skipped_periods += plan.periods;
+        st.skipped_ticks += plan.periods * plan.ticks;
+        st.history.clear();
+        st.last_work = work(world);
+        return;
+    }
+    let keep = (HISTORY_WORDS / snap.words.len().max(1)).clamp(1, HISTORY);
+    while st.history.len() >= keep {
+        st.history.pop_front();
+    }
+    st.history.push_back(snap);
 }

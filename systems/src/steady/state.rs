@@ -60,6 +60,8 @@ pub(crate) struct Snapshot {
     now: Tick,
     next_msg: u64,
     pub(crate) words: Vec<u64>,
+    /// A hash of `words`, compared first.
+    hash: u64,
     counters: Vec<u64>,
     /// PEs in a loop: (PE, iteration, iteration count).
     loops: Vec<(PeIdx, u32, u32)>,
@@ -101,13 +103,27 @@ impl Snapshot {
         sig.at(run.last_delivery);
         let mut counters = Vec::new();
         visit_counters(world, &mut |c| counters.push(*c));
+        let hash = {
+            use std::hash::{Hash, Hasher};
+            let mut h = rustc_hash::FxHasher::default();
+            sig.words.hash(&mut h);
+            h.finish()
+        };
         Some(Snapshot {
             now,
             next_msg,
+            hash,
             words: sig.words,
             counters,
             loops,
         })
+    }
+}
+
+impl Snapshot {
+    /// Whether both encode the same state (relative to their own ticks).
+    pub(crate) fn same_state(&self, other: &Snapshot) -> bool {
+        self.hash == other.hash && self.words == other.words
     }
 }
 
