@@ -7,7 +7,7 @@ use super::barrier::EpochBarrier;
 use super::layout;
 use kernbench_ccl::estimate::{Budget, Estimate};
 use kernbench_ccl::{AUTO, AlgoConfig, CclConfig, CclError, Collective, Communicator, Group, Job};
-use kernbench_runtime::machine::{Machine, Tables};
+use kernbench_runtime::machine::{InstallError, Machine, Tables};
 use kernbench_spec::spec::System;
 use kernbench_systems::Tick;
 use kernbench_systems::memory::DataMode;
@@ -20,9 +20,12 @@ pub struct RankGroup {
     /// The participants its collectives run on.
     pub members: Group,
     /// Its installed communicators: the entry's, or under `algorithm: auto`
-    /// one per configuration the tuner has picked for it so far, each
-    /// installed when first picked (the first holds for a fixed entry).
+    /// the configurations the tuner has picked for it that are still
+    /// installed, least recently used first (see `ProcessGroup::comm_for`).
+    /// Empty once [`ProcessGroup::release`]d.
     pub comms: Vec<Communicator>,
+    /// Auto communicators released to make room for a new pick, ever.
+    pub releases: usize,
     pub(super) barrier: EpochBarrier,
 }
 
@@ -272,6 +275,7 @@ impl ProcessGroup {
             ranks: ranks.clone(),
             members,
             comms,
+            releases: 0,
             barrier: EpochBarrier::new(ranks),
         });
         GroupId(self.groups.len() - 1)
@@ -282,6 +286,16 @@ impl ProcessGroup {
     /// bucket. A pick not yet installed on this group is prepared here (its
     /// slot areas placed, no simulated time) and its neighbour tables
     /// returned: they land when the collective is handed to the engine.
+    ///
+    /// A group's auto communicators stay installed while they fit, most
+    /// recently used last in [`RankGroup::comms`]: a pick whose slot areas
+    /// do not fit releases the group's least recently used ones, one at a
+    /// time, until it does (every member has joined this collective, so
+    /// none of them is running). The memory they hold is therefore at most
+    /// what the memory has beside its other allocations, and a long program
+    /// runs as long as each pick fits with the group's others released; a
+    /// pick released and chosen again is installed again and pays its
+    /// install time again.
     pub(super) fn comm_for(
         &mut self,
         g: GroupId,
@@ -289,18 +303,52 @@ impl ProcessGroup {
     ) -> Result<(Communicator, Option<Tables>), DistError> {
         let rg = &self.groups[g.0];
         let Some(tuner) = &mut self.tuner else {
-            return Ok((rg.comms[0].clone(), None));
+            let comm = rg.comms.first().ok_or_else(|| released(rg))?;
+            return Ok((comm.clone(), None));
         };
         let config = tuner.pick(&rg.members, job.collective, job.bytes())?;
-        if let Some(c) = rg.comms.iter().find(|c| c.config.name == config.name) {
-            return Ok((c.clone(), None));
+        if let Some(i) = rg.comms.iter().position(|c| c.config.name == config.name) {
+            let comms = &mut self.groups[g.0].comms;
+            let comm = comms.remove(i);
+            comms.push(comm.clone());
+            return Ok((comm, None));
         }
         let config = config.clone();
         let name = format!("{}/auto:{}", rg.name, config.name);
-        let (comm, tables) =
-            Communicator::prepare(&mut self.machine, &config, rg.members, &name, None)?;
-        self.groups[g.0].comms.push(comm.clone());
-        Ok((comm, Some(tables)))
+        loop {
+            let rg = &mut self.groups[g.0];
+            match Communicator::prepare(&mut self.machine, &config, rg.members, &name, None) {
+                Ok((comm, tables)) => {
+                    rg.comms.push(comm.clone());
+                    return Ok((comm, Some(tables)));
+                }
+                Err(CclError::Install(InstallError::Memory(_))) if !rg.comms.is_empty() => {
+                    let lru = rg.comms.remove(0);
+                    rg.releases += 1;
+                    self.machine
+                        .release_scope(lru.scope)
+                        .map_err(CclError::from)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Releases group `g`'s communicators: their slot areas are freed and
+    /// their neighbour tables leave the PEs (see [`Machine::release_scope`]).
+    /// A later collective of a fixed group is refused; under `auto` the
+    /// next pick installs itself again. Call it between collectives.
+    pub fn release(&mut self, g: GroupId) -> Result<(), DistError> {
+        let rg = self
+            .groups
+            .get_mut(g.0)
+            .ok_or_else(|| DistError::Config(format!("release: no group {}", g.0)))?;
+        for comm in std::mem::take(&mut rg.comms) {
+            self.machine
+                .release_scope(comm.scope)
+                .map_err(CclError::from)?;
+        }
+        Ok(())
     }
 
     /// A group of every rank whose communicator runs `config` (instead of
@@ -330,4 +378,12 @@ impl ProcessGroup {
             g.barrier.reset();
         }
     }
+}
+
+/// A fixed group whose communicator was released: what to do instead.
+fn released(rg: &RankGroup) -> DistError {
+    DistError::Config(format!(
+        "group '{}' has no communicator: it was released (ProcessGroup::release); allowed: collectives on groups not released, or a new group over ranks {:?}",
+        rg.name, rg.ranks
+    ))
 }
