@@ -494,3 +494,32 @@ fn a_released_communicator_pays_its_install_again() {
     assert_eq!((no_release, releases), (0, 2));
     assert_eq!(reinstalled, kept + install);
 }
+
+/// Kinds that omit `capabilities` support every candidate: the protocol
+/// times every one of the embedded ccl.yaml's 14 that has the collective,
+/// each on its own communicator released after its timing, so their slot
+/// areas never pile up in TCM.
+#[test]
+fn kinds_without_capabilities_tune_every_candidate() {
+    let yaml = kernbench::spec::DEFAULT_SYSTEM_YAML.replace(
+        "    topology: ring_1d          # ring_1d | torus_2d | mesh_2d_no_wrap",
+        "    topology: ring_1d\n    kinds: { fast: [0, 1] }",
+    ) + "sip_kinds:\n  fast: { memory: { hbm: { bandwidth_gbps: 512.0 } } }\n";
+    let mut spec = System::from_yaml(&yaml, "no capabilities").unwrap().spec;
+    (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h) = (1, 1);
+    let sys = System::from_spec(spec, "no capabilities").unwrap();
+    let ccl = CclConfig::embedded_default();
+    let o = hetero::autotune(&sys, &ccl, Collective::AllReduce, 4096).unwrap();
+    let names: Vec<&str> = ccl.candidates.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(o.unified, names);
+    assert!(o.available.iter().flatten().all(|&has| has));
+    // Timed exactly when the algorithm has the collective (the all-to-all
+    // and broadcast-only ones are skipped on every rank).
+    for (c, t) in ccl.candidates.iter().zip(&o.timings) {
+        let runs = kernbench::ccl::Communicator::supports(c, Collective::AllReduce).is_ok();
+        assert_eq!(t.is_some(), runs, "{}", c.name);
+    }
+    assert_eq!(o.timings.iter().flatten().count(), 10);
+    assert_eq!(o.ran, vec![o.unified[o.best].clone(); 4]);
+    assert_eq!(o.correct, Some(true));
+}
