@@ -523,3 +523,70 @@ fn kinds_without_capabilities_tune_every_candidate() {
     assert_eq!(o.ran, vec![o.unified[o.best].clone(); 4]);
     assert_eq!(o.correct, Some(true));
 }
+
+/// The YAML block of docs/guide.md §Heterogeneous systems, verbatim.
+fn guide_sip_kinds_example() -> String {
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide.md"))
+        .expect("docs/guide.md");
+    let section = &guide[guide
+        .find("### Heterogeneous systems: SIP kinds")
+        .expect("the guide has its SIP kinds section")..];
+    let start = section.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let end = start + section[start..].find("```").expect("the block ends");
+    section[start..end].to_string()
+}
+
+/// `over`'s keys replace `base`'s, mappings merged key by key.
+fn merge_yaml(base: &mut serde_yaml::Value, over: serde_yaml::Value) {
+    match (base, over) {
+        (serde_yaml::Value::Mapping(b), serde_yaml::Value::Mapping(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge_yaml(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// The guide's SIP kinds example, exactly as written, on the default spec
+/// (made one cube per SIP to stay cheap), autotuned for an all-reduce of
+/// 256 KiB with the embedded ccl.yaml: the capabilities it names are
+/// candidates there, and the ranks whose kind lacks the pick run its
+/// same-algorithm fallback.
+#[test]
+fn the_guides_sip_kinds_example_autotunes_as_written() {
+    let mut spec: serde_yaml::Value =
+        serde_yaml::from_str(kernbench::spec::DEFAULT_SYSTEM_YAML).unwrap();
+    merge_yaml(
+        &mut spec,
+        serde_yaml::from_str(&guide_sip_kinds_example()).unwrap(),
+    );
+    let yaml = serde_yaml::to_string(&spec).unwrap();
+    let mut spec = System::from_yaml(&yaml, "docs/guide.md").unwrap().spec;
+    (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h) = (1, 1);
+    let sys = System::from_spec(spec, "docs/guide.md").unwrap();
+    let ccl = CclConfig::embedded_default();
+    let o = hetero::autotune(&sys, &ccl, Collective::AllReduce, 256 << 10).unwrap();
+    assert_eq!(o.unified, ["ring", "bidir_ring", "bidir_ring_deep"]);
+    let (h100, a100) = ([true, true, true], [true, true, false]);
+    assert_eq!(o.available, [h100, h100, a100, a100]);
+    // 16 slots of 16 KiB beat 4 of 64 KiB on the h100s; the a100s, which
+    // lack them, run bidir_ring with their own queues.
+    assert_eq!(o.unified[o.best], "bidir_ring_deep", "{:?}", o.timings);
+    assert!(o.timings[2] < o.timings[1] && o.timings[1] < o.timings[0]);
+    assert_eq!(
+        o.ran,
+        [
+            "bidir_ring_deep",
+            "bidir_ring_deep",
+            "bidir_ring",
+            "bidir_ring"
+        ]
+    );
+    assert_eq!(o.correct, Some(true));
+}
