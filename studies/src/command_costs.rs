@@ -108,12 +108,39 @@ pub fn buckets_to_tune(
         .collect()
 }
 
+/// A collective of `job` on `sys` under ccl entry `config`: its run, and
+/// under `auto` the tuning first (every candidate of `ccl` that runs it
+/// here, one simulation each, one after the other) and the costliest
+/// candidate standing for the pick (as a sweep's auto point).
+fn collective_or_tuned(
+    sys: &System,
+    ccl: &kernbench_ccl::CclConfig,
+    config: &AlgoConfig,
+    job: &Job,
+    verify: bool,
+) -> Estimate {
+    if config.algorithm != kernbench_ccl::AUTO {
+        return Estimate::collective(sys, config, job, verify, false);
+    }
+    let tuning = autotune(sys, &ccl.candidates, job.collective, &[job.bytes()]);
+    let costliest = tuning
+        .parts
+        .iter()
+        .map(|p| &p.1)
+        .max_by(|a, b| a.seconds.total_cmp(&b.seconds));
+    let mut e = costliest.cloned().unwrap_or_else(|| Estimate::build(sys));
+    // Each tuning simulation builds its own machine: its build counts.
+    e.seconds += tuning.seconds();
+    e
+}
+
 /// `tp-mlp`: per TP size, a functional process group of TP × `dp` SIPs,
 /// both layers' GEMMs with values, `dp` all-reduces over TP SIPs, and the
 /// f32 host reference. Errors name `--tp`/`--dp` when their product is
 /// not a system.
 pub fn tp_mlp(
     base: &System,
+    ccl: &kernbench_ccl::CclConfig,
     config: &AlgoConfig,
     tps: &[u32],
     dp: u32,
@@ -144,7 +171,7 @@ pub fn tp_mlp(
                 op: ReduceOp::Sum,
                 elems,
             };
-            let ar = Estimate::collective(&group, config, &job, true, false);
+            let ar = collective_or_tuned(&group, ccl, config, &job, true);
             let run_bytes = ar.peak_bytes - Estimate::build(&group).peak_bytes;
             e = timed(e, ar.messages * replicas, ar.packet_hops * replicas, 1.0);
             e.peak_bytes += run_bytes * replicas;
@@ -194,7 +221,7 @@ pub fn tp_study(plan: &crate::tp::study::TpPlan, base: &System) -> Result<Cost, 
                 elems: plan.tokens.saturating_mul(hidden).min(1 << 40),
             };
             let build = Estimate::build(&sys);
-            let ar = Estimate::collective(&sys, config, &job, false, false);
+            let ar = collective_or_tuned(&sys, &ccl, config, &job, false);
             e.seconds += 2.0 * (ar.seconds - build.seconds);
             e.peak_bytes += ar.peak_bytes - build.peak_bytes;
         }
