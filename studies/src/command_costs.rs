@@ -108,30 +108,29 @@ pub fn buckets_to_tune(
         .collect()
 }
 
-/// A collective of `job` on `sys` under ccl entry `config`: its run, and
-/// under `auto` the tuning first (every candidate of `ccl` that runs it
-/// here, one simulation each, one after the other) and the costliest
-/// candidate standing for the pick (as a sweep's auto point).
-fn collective_or_tuned(
+/// A collective of `job` on `sys` under ccl entry `config`: its run and
+/// the seconds of tuning it first. Under `auto` the tuning simulates every
+/// candidate of `ccl` that runs it here, one after the other, each on a
+/// machine of its own, and the costliest candidate stands for the pick (as
+/// for a sweep's auto point); a fixed entry tunes nothing.
+fn collective_and_tuning(
     sys: &System,
     ccl: &kernbench_ccl::CclConfig,
     config: &AlgoConfig,
     job: &Job,
     verify: bool,
-) -> Estimate {
+) -> (Estimate, f64) {
     if config.algorithm != kernbench_ccl::AUTO {
-        return Estimate::collective(sys, config, job, verify, false);
+        return (Estimate::collective(sys, config, job, verify, false), 0.0);
     }
     let tuning = autotune(sys, &ccl.candidates, job.collective, &[job.bytes()]);
-    let costliest = tuning
-        .parts
+    let run = ccl
+        .candidates
         .iter()
-        .map(|p| &p.1)
-        .max_by(|a, b| a.seconds.total_cmp(&b.seconds));
-    let mut e = costliest.cloned().unwrap_or_else(|| Estimate::build(sys));
-    // Each tuning simulation builds its own machine: its build counts.
-    e.seconds += tuning.seconds();
-    e
+        .map(|c| Estimate::collective(sys, c, job, verify, false))
+        .max_by(|a, b| a.seconds.total_cmp(&b.seconds))
+        .unwrap_or_else(|| Estimate::build(sys));
+    (run, tuning.seconds())
 }
 
 /// `tp-mlp`: per TP size, a functional process group of TP × `dp` SIPs,
@@ -171,9 +170,10 @@ pub fn tp_mlp(
                 op: ReduceOp::Sum,
                 elems,
             };
-            let ar = collective_or_tuned(&group, ccl, config, &job, true);
+            let (ar, tuning) = collective_and_tuning(&group, ccl, config, &job, true);
             let run_bytes = ar.peak_bytes - Estimate::build(&group).peak_bytes;
             e = timed(e, ar.messages * replicas, ar.packet_hops * replicas, 1.0);
+            e.seconds += tuning;
             e.peak_bytes += run_bytes * replicas;
         }
         let layer_macs = b * (din * dh + dh * dout);
@@ -221,8 +221,9 @@ pub fn tp_study(plan: &crate::tp::study::TpPlan, base: &System) -> Result<Cost, 
                 elems: plan.tokens.saturating_mul(hidden).min(1 << 40),
             };
             let build = Estimate::build(&sys);
-            let ar = collective_or_tuned(&sys, &ccl, config, &job, false);
-            e.seconds += 2.0 * (ar.seconds - build.seconds);
+            // Two all-reduces of one size: under auto, tuned once.
+            let (ar, tuning) = collective_and_tuning(&sys, &ccl, config, &job, false);
+            e.seconds += 2.0 * (ar.seconds - build.seconds) + tuning;
             e.peak_bytes += ar.peak_bytes - build.peak_bytes;
         }
         cost.add(what, e);
