@@ -75,6 +75,9 @@ pub enum InstallError {
     /// A PE already holds the communicator's table.
     #[error("{0}")]
     Duplicate(String),
+    /// A scope that was never opened.
+    #[error("{0}")]
+    NoSuchScope(String),
     #[error(transparent)]
     Run(#[from] RunError),
 }
@@ -219,7 +222,10 @@ impl Machine {
             .get_mut(scope.0 as usize)
             .map(std::mem::take)
             .ok_or_else(|| {
-                InstallError::NoSuchPe(format!("communicator scope {scope} was never opened"))
+                InstallError::NoSuchScope(format!(
+                    "communicator scope {scope} was never opened (this machine has scopes 0..{}); release only a scope a communicator holds",
+                    self.scopes.len()
+                ))
             })?;
         let mut freed = 0;
         for &(space, instance, offset) in &record.areas {
