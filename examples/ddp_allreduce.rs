@@ -31,8 +31,8 @@ fn main() -> anyhow::Result<()> {
         pg.world_size, pg.init_tick
     );
     println!(
-        "{:>6} {:>12} {:>12} {:>12} {:>12} {:>8}  {}",
-        "rank", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check", "ran"
+        "{:>6} {:>12} {:>12} {:>12} {:>12} {:>8}  ran",
+        "rank", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check"
     );
     let lines = Mutex::new(Vec::new());
     let n = pg.world_size;
