@@ -339,10 +339,13 @@ impl ProcessGroup {
     /// A later collective of a fixed group is refused; under `auto` the
     /// next pick installs itself again. Call it between collectives.
     pub fn release(&mut self, g: GroupId) -> Result<(), DistError> {
-        let rg = self
-            .groups
-            .get_mut(g.0)
-            .ok_or_else(|| DistError::Config(format!("release: no group {}", g.0)))?;
+        let count = self.groups.len();
+        let rg = self.groups.get_mut(g.0).ok_or_else(|| {
+            DistError::Config(format!(
+                "release: group {} is not one of this process group's {count} groups; allowed: WORLD or a GroupId new_group returned",
+                g.0
+            ))
+        })?;
         for comm in std::mem::take(&mut rg.comms) {
             self.machine
                 .release_scope(comm.scope)
