@@ -1,6 +1,8 @@
 //! Data-parallel gradient all-reduce, the seeds' `ccl_allreduce` bench in
 //! Rust: every rank (one per SIP) fills a gradient tensor, all-reduces it,
-//! checks it element by element and prints an nccl-tests style line.
+//! checks it element by element and prints an nccl-tests style line ending
+//! with the configuration the all-reduce ran (ENTRY `auto`, the default:
+//! the autotuner's pick for its size).
 //!
 //! cargo run --release --example ddp_allreduce [-- SIPS [ELEMS_PER_CUBE [ENTRY]]]
 
@@ -15,7 +17,7 @@ fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let sips: u32 = args.next().map_or(Ok(4), |a| a.parse())?;
     let elems: usize = args.next().map_or(Ok(64 << 10), |a| a.parse())?;
-    let entry = args.next().unwrap_or_else(|| "ring".into());
+    let entry = args.next().unwrap_or_else(|| "auto".into());
     let mut spec = System::embedded_default().spec;
     spec.system.sips.count = sips;
     (spec.system.sips.w, spec.system.sips.h) = (None, None);
@@ -29,7 +31,7 @@ fn main() -> anyhow::Result<()> {
         pg.world_size, pg.init_tick
     );
     println!(
-        "{:>6} {:>12} {:>12} {:>12} {:>12} {:>8}",
+        "{:>6} {:>12} {:>12} {:>12} {:>12} {:>8}  ran",
         "rank", "size(B)", "time(us)", "algbw(GB/s)", "busbw(GB/s)", "check"
     );
     let lines = Mutex::new(Vec::new());
@@ -59,12 +61,13 @@ fn main() -> anyhow::Result<()> {
             )));
         }
         lines.lock().unwrap().push(format!(
-            "{r:>6} {:>12} {:>12.3} {:>12.2} {:>12.2} {:>8}",
+            "{r:>6} {:>12} {:>12.3} {:>12.2} {:>12.2} {:>8}  {}",
             res.bytes,
             res.time_ns / 1000.0,
             res.algbw_gbps,
             res.busbw_gbps,
-            "ok"
+            "ok",
+            res.algorithm
         ));
         Ok(())
     })?;

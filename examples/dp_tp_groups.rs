@@ -1,12 +1,14 @@
 //! 8 SIPs as 2 data-parallel x 4 tensor-parallel groups: each rank
 //! all-reduces an activation in its TP group [0..4) or [4..8), then a
 //! gradient in its DP pair {r, r + 4}, on one machine and one clock; each
-//! group has its own queues, so the two kinds of traffic never mix.
+//! group has its own queues, so the two kinds of traffic never mix. Each
+//! all-reduce runs the autotuner's pick for its size and group (`auto`).
 //!
 //! cargo run --release --example dp_tp_groups
 
+use kernbench::autotune::init_process_group;
 use kernbench::ccl::{CclConfig, Collective, ReduceOp};
-use kernbench::dist::{DPPolicy, DistError, init_process_group};
+use kernbench::dist::{DPPolicy, DistError};
 use kernbench::spec::{SipTopology, System};
 use kernbench_systems::memory::DataMode;
 use std::sync::Mutex;
@@ -20,7 +22,7 @@ fn main() -> anyhow::Result<()> {
     let mut pg = init_process_group(
         &sys,
         &CclConfig::embedded_default(),
-        "ring",
+        "auto",
         DataMode::Functional,
     )?;
     let tp = [pg.new_group(&[0, 1, 2, 3])?, pg.new_group(&[4, 5, 6, 7])?];
@@ -46,11 +48,13 @@ fn main() -> anyhow::Result<()> {
             return Err(DistError::Run(format!("rank {r}: wrong result")));
         }
         lines.lock().unwrap().push(format!(
-            "rank {r}: TP all-reduce {:.3} us ({:.1} GB/s busbw), DP all-reduce {:.3} us ({:.1} GB/s busbw), done at tick {}",
+            "rank {r}: TP all-reduce {:.3} us ({:.1} GB/s busbw, {}), DP all-reduce {:.3} us ({:.1} GB/s busbw, {}), done at tick {}",
             t.time_ns / 1000.0,
             t.busbw_gbps,
+            t.algorithm,
             d.time_ns / 1000.0,
             d.busbw_gbps,
+            d.algorithm,
             ctx.now()
         ));
         Ok(())

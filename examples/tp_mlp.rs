@@ -1,12 +1,13 @@
 //! The seed's tensor-parallel MLP written against the library (ADR-0027
 //! D6): two ranks, fc1 column-parallel, fc2 row-parallel, seeded weights;
 //! prints rank 0's output head, its max error against a single-device f32
-//! reference, and its time breakdown.
+//! reference, its time breakdown and the configuration its all-reduce ran
+//! (`auto`: the autotuner's pick, as `kernbench tp-mlp` by default).
 //!
 //! Run: cargo run --release --example tp_mlp
 
+use kernbench::autotune::init_process_group;
 use kernbench::ccl::CclConfig;
-use kernbench::dist::init_process_group;
 use kernbench::spec::System;
 use kernbench::tp::{
     self, BiasPolicy, ColumnParallelLinear, RowParallelLinear, Timeline, seeded_matrix,
@@ -21,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut pg = init_process_group(
         &sys,
         &CclConfig::embedded_default(),
-        "ring",
+        "auto",
         DataMode::Functional,
     )?;
     let mp = tp::initialize_model_parallel(&mut pg, 2)?;
@@ -43,11 +44,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let h = fc1.forward(ctx, tp::copy_to(&input), &mut time)?;
         let y = fc2.forward(ctx, &mp, &h, &mut time)?;
         if ctx.rank() == 0 {
-            *out.lock().unwrap() = Some((ctx.read(&y)?, time.breakdown(ctx)));
+            let ran = time.collective_configs().join("+");
+            *out.lock().unwrap() = Some((ctx.read(&y)?, time.breakdown(ctx), ran));
         }
         Ok(())
     })?;
-    let (y, b) = out.into_inner().unwrap().expect("rank 0 ran");
+    let (y, b, ran) = out.into_inner().unwrap().expect("rank 0 ran");
 
     // The single-device f32 reference from the same seeds.
     let (w1, w2, b2) = (
@@ -73,7 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("y[0, 0..4] = {:?} (reference {:?})", &y[..4], &want[..4]);
     println!("max |y - reference| = {err:.3e}");
     println!(
-        "rank 0, ticks: total {} = compute {} + exposed communication {} + launch and wait {} (communication {}, hidden {})",
+        "rank 0, ticks: total {} = compute {} + exposed communication {} + launch and wait {} (communication {}, hidden {}; all-reduce {ran})",
         b.total,
         b.compute,
         b.communication - b.hidden,

@@ -92,7 +92,8 @@ enum Command {
     /// that many SIPs: the max abs error against a single-device f32 reference
     /// (with its first-order f16 bound) and rank 0's time broken down into
     /// compute, communication (hidden behind compute, exposed), and launch +
-    /// wait. Units: µs.
+    /// wait, then the configuration the all-reduce ran (by default the
+    /// autotuner's pick, `--algorithm auto`). Units: µs.
     ///
     /// Example: kernbench tp-mlp --tp 1,2,4,8 --batch 16
     TpMlp(cmd::tp_mlp::TpMlpArgs),

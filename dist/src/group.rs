@@ -7,7 +7,7 @@ use super::barrier::EpochBarrier;
 use super::layout;
 use kernbench_ccl::estimate::{Budget, Estimate};
 use kernbench_ccl::{AUTO, AlgoConfig, CclConfig, CclError, Collective, Communicator, Group, Job};
-use kernbench_runtime::machine::{Machine, Tables};
+use kernbench_runtime::machine::{InstallError, Machine, Tables};
 use kernbench_spec::spec::System;
 use kernbench_systems::Tick;
 use kernbench_systems::memory::DataMode;
@@ -20,9 +20,12 @@ pub struct RankGroup {
     /// The participants its collectives run on.
     pub members: Group,
     /// Its installed communicators: the entry's, or under `algorithm: auto`
-    /// one per configuration the tuner has picked for it so far, each
-    /// installed when first picked (the first holds for a fixed entry).
+    /// the configurations the tuner has picked for it that are still
+    /// installed, least recently used first (see `ProcessGroup::comm_for`).
+    /// Empty once [`ProcessGroup::release`]d.
     pub comms: Vec<Communicator>,
+    /// Auto communicators released to make room for a new pick, ever.
+    pub releases: usize,
     pub(super) barrier: EpochBarrier,
 }
 
@@ -273,6 +276,7 @@ impl ProcessGroup {
             ranks: ranks.clone(),
             members,
             comms,
+            releases: 0,
             barrier: EpochBarrier::new(ranks),
         });
         GroupId(self.groups.len() - 1)
@@ -289,6 +293,14 @@ impl ProcessGroup {
     /// shape-keeping turn's communicator is prepared here (its slot areas
     /// placed, no simulated time) and its neighbour tables returned: they
     /// land when the collective is handed to the engine.
+    ///
+    /// Under `auto` a group's communicators stay installed while they fit,
+    /// most recently used last in [`RankGroup::comms`]: a new one whose slot
+    /// areas do not fit releases the group's least recently used ones, one
+    /// at a time, until it does (every member has joined this collective,
+    /// so none of them is running); a pick released and chosen again is
+    /// installed again and pays its install time again. A fixed group keeps
+    /// its own communicator first and adds one per other root it serves.
     pub(super) fn comm_for(
         &mut self,
         g: GroupId,
@@ -296,51 +308,107 @@ impl ProcessGroup {
         job: &Job,
     ) -> Result<(Communicator, Option<Tables>), DistError> {
         let rg = &self.groups[g.0];
-        if root == 0 && self.tuner.is_none() {
-            return Ok((rg.comms[0].clone(), None));
+        let auto = self.tuner.is_some();
+        if root == 0 && !auto {
+            let comm = rg.comms.first().ok_or_else(|| released(rg))?;
+            return Ok((comm.clone(), None));
         }
         let turns = [rg.members.rooted_at(root), rg.members.ring_from(root)];
         let config = match &mut self.tuner {
             Some(tuner) => tuner.pick(&turns[0], job.collective, job.bytes())?,
-            None => &rg.comms[0].config,
-        };
-        let installed: Vec<&Communicator> = rg
+            None => &rg.comms.first().ok_or_else(|| released(rg))?.config,
+        }
+        .clone();
+        let of_config = |c: &Communicator| c.config.name == config.name;
+        let exact = rg
             .comms
             .iter()
-            .filter(|c| c.config.name == config.name)
-            .collect();
-        let exact = turns
-            .iter()
-            .find_map(|t| installed.iter().find(|c| c.group == *t));
-        if let Some(c) = exact {
-            return Ok(((*c).clone(), None));
-        }
-        let view = turns.iter().find_map(|t| {
-            let c = installed.iter().find(|c| same_queues(c, t))?;
-            Some(Communicator {
-                group: t.clone(),
-                ..(*c).clone()
+            .position(|c| of_config(c) && turns.iter().any(|t| c.group == *t))
+            .map(|i| (i, None));
+        let view = || {
+            turns.iter().find_map(|t| {
+                let i = rg
+                    .comms
+                    .iter()
+                    .position(|c| of_config(c) && same_queues(c, t))?;
+                Some((i, Some(t.clone())))
             })
-        });
-        let (comm, tables) = match view {
-            Some(view) => (view, None),
-            None => {
-                let config = config.clone();
-                let mut name = rg.name.clone();
-                if self.tuner.is_some() {
-                    name += &format!("/auto:{}", config.name);
-                }
-                if root > 0 {
-                    name += &format!("/root:{}", rg.ranks[root as usize]);
-                }
-                let [members, _] = turns;
-                let (comm, tables) =
-                    Communicator::prepare(&mut self.machine, &config, members, &name, None)?;
-                (comm, Some(tables))
-            }
         };
-        self.groups[g.0].comms.push(comm.clone());
-        Ok((comm, tables))
+        if let Some((i, turn)) = exact.or_else(view) {
+            let comms = &mut self.groups[g.0].comms;
+            let i = if auto {
+                let used = comms.remove(i);
+                comms.push(used);
+                comms.len() - 1
+            } else {
+                i
+            };
+            let comm = comms[i].clone();
+            let comm = match turn {
+                Some(group) => Communicator { group, ..comm },
+                None => comm,
+            };
+            return Ok((comm, None));
+        }
+        let mut name = rg.name.clone();
+        if auto {
+            name += &format!("/auto:{}", config.name);
+        }
+        if root > 0 {
+            name += &format!("/root:{}", rg.ranks[root as usize]);
+        }
+        let [members, _] = turns;
+        self.install_fitting(g, &config, members, &name)
+    }
+
+    /// Prepares a communicator of `config` over `members` for group `g`;
+    /// under `auto`, releases the group's least recently used ones while
+    /// its slot areas do not fit.
+    fn install_fitting(
+        &mut self,
+        g: GroupId,
+        config: &AlgoConfig,
+        members: Group,
+        name: &str,
+    ) -> Result<(Communicator, Option<Tables>), DistError> {
+        let auto = self.tuner.is_some();
+        loop {
+            let rg = &mut self.groups[g.0];
+            match Communicator::prepare(&mut self.machine, config, members.clone(), name, None) {
+                Ok((comm, tables)) => {
+                    rg.comms.push(comm.clone());
+                    return Ok((comm, Some(tables)));
+                }
+                Err(CclError::Install(InstallError::Memory(_))) if auto && !rg.comms.is_empty() => {
+                    let lru = rg.comms.remove(0);
+                    rg.releases += 1;
+                    self.machine
+                        .release_scope(lru.scope)
+                        .map_err(CclError::from)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Releases group `g`'s communicators: their slot areas are freed and
+    /// their neighbour tables leave the PEs (see [`Machine::release_scope`]).
+    /// A later collective of a fixed group is refused; under `auto` the
+    /// next pick installs itself again. Call it between collectives.
+    pub fn release(&mut self, g: GroupId) -> Result<(), DistError> {
+        let count = self.groups.len();
+        let rg = self.groups.get_mut(g.0).ok_or_else(|| {
+            DistError::Config(format!(
+                "release: group {} is not one of this process group's {count} groups; allowed: WORLD or a GroupId new_group returned",
+                g.0
+            ))
+        })?;
+        for comm in std::mem::take(&mut rg.comms) {
+            self.machine
+                .release_scope(comm.scope)
+                .map_err(CclError::from)?;
+        }
+        Ok(())
     }
 
     /// A group of every rank whose communicator runs `config` (instead of
@@ -394,4 +462,12 @@ fn same_queues(comm: &Communicator, group: &Group) -> bool {
         tables
     };
     wired(&comm.group) == wired(group)
+}
+
+/// A fixed group whose communicator was released: what to do instead.
+fn released(rg: &RankGroup) -> DistError {
+    DistError::Config(format!(
+        "group '{}' has no communicator: it was released (ProcessGroup::release); allowed: collectives on groups not released, or a new group over ranks {:?}",
+        rg.name, rg.ranks
+    ))
 }

@@ -5,13 +5,13 @@ use crate::kernel::{Kernel, trace};
 use crate::memory_map::MemoryMap;
 use half::f16;
 use kernbench_spec::spec::System;
-use kernbench_spec::topology::address::{AddressResolver, Location};
+use kernbench_spec::topology::address::{AddressResolver, Location, Space};
 use kernbench_spec::topology::{Node, Topology, TopologyError, memory_classes, ns_to_ticks};
 use kernbench_systems::exec::ExecParams;
 use kernbench_systems::exec::{HostQueue, LaunchId, Launches};
 use kernbench_systems::hierarchy::Hardware;
 use kernbench_systems::hierarchy::{HardwareNodes, PeRate, spawn_hardware};
-use kernbench_systems::ipcq::{Entry, NeighborTables, QueueParams, Scope};
+use kernbench_systems::ipcq::{Entry, NeighborTables, QueueParams, Queues, Scope};
 use kernbench_systems::memory::MemoryStore;
 use kernbench_systems::memory::{DataMode, MemPorts};
 use kernbench_systems::program::Launch;
@@ -28,9 +28,20 @@ pub struct Machine {
     pub addresses: AddressResolver,
     /// What tensors and IPCQ slot areas occupy in each memory instance.
     pub memory: MemoryMap,
-    /// Communicator names, by scope (scope 0 is `default`, for wiring
-    /// installed without a communicator).
-    scopes: Vec<String>,
+    /// Communicators by scope (scope 0 is `default`, for wiring installed
+    /// without a communicator).
+    scopes: Vec<ScopeRecord>,
+}
+
+/// What a communicator scope holds on the machine, so that releasing it
+/// gives everything back.
+#[derive(Debug, Clone, Default)]
+struct ScopeRecord {
+    name: String,
+    /// The PEs whose neighbour tables it placed.
+    pes: Vec<PeIdx>,
+    /// Its IPCQ slot areas: (memory, instance, offset).
+    areas: Vec<(Space, u32, u64)>,
 }
 
 /// A submitted launch: pass it to [`Machine::wait`].
@@ -64,6 +75,9 @@ pub enum InstallError {
     /// A PE already holds the communicator's table.
     #[error("{0}")]
     Duplicate(String),
+    /// A scope that was never opened.
+    #[error("{0}")]
+    NoSuchScope(String),
     #[error(transparent)]
     Run(#[from] RunError),
 }
@@ -151,7 +165,10 @@ impl Machine {
             engine,
             addresses,
             memory: MemoryMap::new(sys),
-            scopes: vec!["default".into()],
+            scopes: vec![ScopeRecord {
+                name: "default".into(),
+                ..ScopeRecord::default()
+            }],
         })
     }
 
@@ -171,13 +188,67 @@ impl Machine {
 impl Machine {
     /// Opens a communicator scope named `name`: its queues are its own.
     pub fn open_scope(&mut self, name: &str) -> Scope {
-        self.scopes.push(name.into());
+        self.scopes.push(ScopeRecord {
+            name: name.into(),
+            ..ScopeRecord::default()
+        });
         Scope((self.scopes.len() - 1) as u32)
     }
 
     /// The name of a communicator scope.
     pub fn scope_name(&self, scope: Scope) -> &str {
-        self.scopes.get(scope.0 as usize).map_or("?", |s| s)
+        self.scopes.get(scope.0 as usize).map_or("?", |s| &s.name)
+    }
+
+    /// Bytes of `space` that the slot areas of `scope` hold in all.
+    pub fn scope_bytes(&self, scope: Scope, space: Space) -> u64 {
+        self.scopes.get(scope.0 as usize).map_or(0, |s| {
+            s.areas
+                .iter()
+                .filter(|a| a.0 == space)
+                .map(|&(sp, instance, offset)| self.memory.allocation(sp, instance, offset))
+                .sum()
+        })
+    }
+
+    /// Gives back what communicator `scope` holds: its slot areas are freed
+    /// for later allocations and its neighbour tables leave its PEs, so
+    /// nothing can run on it any more (installing it again is a new scope,
+    /// whose tables take their install time again). Call it only when no
+    /// launch of the scope is running. Returns the bytes freed.
+    pub fn release_scope(&mut self, scope: Scope) -> Result<u64, InstallError> {
+        let record = self
+            .scopes
+            .get_mut(scope.0 as usize)
+            .map(std::mem::take)
+            .ok_or_else(|| {
+                InstallError::NoSuchScope(format!(
+                    "communicator scope {scope} was never opened (this machine has scopes 0..{}); release only a scope a communicator holds",
+                    self.scopes.len()
+                ))
+            })?;
+        let mut freed = 0;
+        for &(space, instance, offset) in &record.areas {
+            freed += self.memory.allocation(space, instance, offset);
+            self.memory
+                .free(space, instance, offset)
+                .map_err(InstallError::Memory)?;
+        }
+        let world = &mut self.engine.world;
+        for &pe in &record.pes {
+            let entity = world.resource::<Hardware>().pe_entity(pe);
+            if let Some(mut tables) = world.get_mut::<NeighborTables>(entity) {
+                tables.0.retain(|(s, _)| *s != scope);
+            }
+        }
+        for q in &mut world.resource_mut::<Queues>().list {
+            if q.scope == scope {
+                q.installed = false;
+                q.slots = Vec::new();
+            }
+        }
+        self.scopes[scope.0 as usize].name = format!("{} (released)", record.name);
+        Ok(freed)
     }
 
     /// [`Machine::install_scope`] on the default scope.
@@ -206,7 +277,9 @@ impl Machine {
     ) -> Result<Tables, InstallError> {
         self.check_install(scope, &tables)?;
         let mut memory = self.memory.clone();
+        let mut placed = ScopeRecord::default();
         for (pe, entries) in &mut tables {
+            placed.pes.push(*pe);
             for e in entries.iter_mut() {
                 let instance = memory.instance_of(e.buffer, *pe);
                 let bytes = u64::from(e.n_slots).saturating_mul(e.slot_size);
@@ -222,9 +295,14 @@ impl Machine {
                 e.base = memory
                     .alloc_top(e.buffer, instance, bytes, &what)
                     .map_err(InstallError::Memory)?;
+                placed.areas.push((e.buffer, instance, e.base));
             }
         }
         self.memory = memory;
+        if let Some(record) = self.scopes.get_mut(scope.0 as usize) {
+            record.pes.extend(placed.pes);
+            record.areas.extend(placed.areas);
+        }
         Ok(tables)
     }
 

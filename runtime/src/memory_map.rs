@@ -161,6 +161,15 @@ impl MemoryMap {
         self.alloc(space, instance, bytes, 1, End::Top, what)
     }
 
+    /// The bytes of the allocation at `offset` (0 when there is none).
+    pub fn allocation(&self, space: Space, instance: u32, offset: u64) -> u64 {
+        self.used
+            .get(&(space, instance))
+            .and_then(|m| m.get(&offset))
+            .copied()
+            .unwrap_or(0)
+    }
+
     /// Frees the allocation at `offset`; an offset that holds no allocation
     /// is an error naming the instance.
     pub fn free(&mut self, space: Space, instance: u32, offset: u64) -> Result<(), String> {

@@ -36,8 +36,10 @@ pub struct TpMlpArgs {
     /// before the all-reduce), replicate (every rank adds it after), none.
     #[arg(long, default_value = "rank0", value_parser = ["rank0", "replicate", "none"])]
     bias: String,
-    /// The ccl.yaml entry whose algorithm the all-reduce runs.
-    #[arg(long, default_value = "ring")]
+    /// The ccl.yaml entry whose algorithm the all-reduce runs; auto (the
+    /// default): the autotuner's pick for its size and TP group, tuned on
+    /// first use, named in the table's last column.
+    #[arg(long, default_value = "auto")]
     algorithm: String,
     #[command(flatten)]
     budget: BudgetArg,
@@ -65,7 +67,7 @@ pub fn run(a: TpMlpArgs) -> Result<()> {
         anyhow::anyhow!("--algorithm: {problem}; allowed: {allowed}")
     })?;
     check_hidden_split(&a, base.cubes_per_sip())?;
-    let cost = kernbench::command_costs::tp_mlp(&base, config, &a.tp, a.dp, shape)
+    let cost = kernbench::command_costs::tp_mlp(&base, &ccl, config, &a.tp, a.dp, shape)
         .map_err(anyhow::Error::msg)?;
     cost.check("tp-mlp", &a.budget.budget(), TP_MLP_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", base.origin))?;

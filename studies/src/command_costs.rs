@@ -108,12 +108,38 @@ pub fn buckets_to_tune(
         .collect()
 }
 
+/// A collective of `job` on `sys` under ccl entry `config`: its run and
+/// the seconds of tuning it first. Under `auto` the tuning simulates every
+/// candidate of `ccl` that runs it here, one after the other, each on a
+/// machine of its own, and the costliest candidate stands for the pick (as
+/// for a sweep's auto point); a fixed entry tunes nothing.
+fn collective_and_tuning(
+    sys: &System,
+    ccl: &kernbench_ccl::CclConfig,
+    config: &AlgoConfig,
+    job: &Job,
+    verify: bool,
+) -> (Estimate, f64) {
+    if config.algorithm != kernbench_ccl::AUTO {
+        return (Estimate::collective(sys, config, job, verify, false), 0.0);
+    }
+    let tuning = autotune(sys, &ccl.candidates, job.collective, &[job.bytes()]);
+    let run = ccl
+        .candidates
+        .iter()
+        .map(|c| Estimate::collective(sys, c, job, verify, false))
+        .max_by(|a, b| a.seconds.total_cmp(&b.seconds))
+        .unwrap_or_else(|| Estimate::build(sys));
+    (run, tuning.seconds())
+}
+
 /// `tp-mlp`: per TP size, a functional process group of TP × `dp` SIPs,
 /// both layers' GEMMs with values, `dp` all-reduces over TP SIPs, and the
 /// f32 host reference. Errors name `--tp`/`--dp` when their product is
 /// not a system.
 pub fn tp_mlp(
     base: &System,
+    ccl: &kernbench_ccl::CclConfig,
     config: &AlgoConfig,
     tps: &[u32],
     dp: u32,
@@ -144,9 +170,10 @@ pub fn tp_mlp(
                 op: ReduceOp::Sum,
                 elems,
             };
-            let ar = Estimate::collective(&group, config, &job, true, false);
+            let (ar, tuning) = collective_and_tuning(&group, ccl, config, &job, true);
             let run_bytes = ar.peak_bytes - Estimate::build(&group).peak_bytes;
             e = timed(e, ar.messages * replicas, ar.packet_hops * replicas, 1.0);
+            e.seconds += tuning;
             e.peak_bytes += run_bytes * replicas;
         }
         let layer_macs = b * (din * dh + dh * dout);
@@ -194,8 +221,9 @@ pub fn tp_study(plan: &crate::tp::study::TpPlan, base: &System) -> Result<Cost, 
                 elems: plan.tokens.saturating_mul(hidden).min(1 << 40),
             };
             let build = Estimate::build(&sys);
-            let ar = Estimate::collective(&sys, config, &job, false, false);
-            e.seconds += 2.0 * (ar.seconds - build.seconds);
+            // Two all-reduces of one size: under auto, tuned once.
+            let (ar, tuning) = collective_and_tuning(&sys, &ccl, config, &job, false);
+            e.seconds += 2.0 * (ar.seconds - build.seconds) + tuning;
             e.peak_bytes += ar.peak_bytes - build.peak_bytes;
         }
         cost.add(what, e);

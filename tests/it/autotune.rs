@@ -358,3 +358,235 @@ fn a_sweep_point_under_auto_runs_the_cached_pick() {
     let small = tuner.cache_key(Collective::AllReduce, &all, 1024);
     assert!(matches!(cache.get(&small), Lookup::Hit(_)));
 }
+
+/// A long program under `auto`: all six collectives at 1 KiB, 64 KiB and
+/// 16 MiB per participant, twice over, on one process group of 4 SIPs of
+/// 2 cubes with 3 MiB of TCM per PE. Every new pick installs a
+/// communicator, and the picks need more TCM together (3.5 MiB on a cube
+/// leader) than a PE has: the group keeps those that fit and
+/// releases the least recently used when a new one does not. What that
+/// guarantees, asserted here: the program completes; some communicators
+/// were released; and what each TCM holds for the group's communicators is
+/// exactly the slot areas of those still installed (a released one holds
+/// nothing), at most the TCM's size.
+#[test]
+fn a_long_auto_program_releases_the_least_recently_used_communicator() {
+    use kernbench::autotune::init_process_group;
+    use kernbench::dist::{DPPolicy, WORLD};
+    use kernbench::spec::SipTopology;
+    use kernbench_systems::memory::DataMode;
+    use kernbench_systems::program::Space;
+    let mut spec = common::sweep_base(4, SipTopology::Ring1d, 2, (2, 1)).spec;
+    spec.memory.tcm.size_bytes = 3 << 20;
+    let sys = System::from_spec(spec, "3 MiB of TCM").unwrap();
+    let ccl = CclConfig::embedded_default();
+    let mut pg = init_process_group(&sys, &ccl, "auto", DataMode::TimingOnly).unwrap();
+    let cubes = sys.cubes_per_sip() as usize;
+    let collectives = [
+        Collective::AllReduce,
+        Collective::ReduceScatter,
+        Collective::AllGather,
+        Collective::Broadcast,
+        Collective::Reduce,
+        Collective::AllToAll,
+    ];
+    pg.spawn(pg.world_size, |ctx| {
+        for _ in 0..2 {
+            for &elems in &[512usize, 32_768, 8 << 20] {
+                let t = ctx.empty((cubes, elems), DPPolicy::cube_rows(cubes as u32))?;
+                for &c in &collectives {
+                    ctx.collective(WORLD, c, &t, ReduceOp::Sum)?;
+                }
+                ctx.free(t)?;
+            }
+        }
+        Ok(())
+    })
+    .unwrap();
+    let world = pg.group(WORLD);
+    assert!(world.releases > 0, "every pick fit: nothing was released");
+    let m = &pg.machine;
+    let tcm = m.memory.size(Space::Tcm);
+    let mut used = 0;
+    for pe in 0..m.topology.n_pes() as u32 {
+        let free: u64 = m
+            .memory
+            .free_ranges(Space::Tcm, pe)
+            .iter()
+            .map(|r| r.1)
+            .sum();
+        used += tcm - free;
+    }
+    let held: u64 = world
+        .comms
+        .iter()
+        .map(|c| m.scope_bytes(c.scope, Space::Tcm))
+        .sum();
+    assert_eq!(
+        used, held,
+        "TCM bytes in use against those of installed communicators"
+    );
+    assert!(held > 0 && world.comms.len() > 1, "{}", world.comms.len());
+}
+
+/// Picks `ring` for all-reduce and `tree` for everything else.
+struct RingOrTree(Vec<kernbench::ccl::AlgoConfig>);
+
+impl kernbench::dist::ConfigPicker for RingOrTree {
+    fn pick(
+        &mut self,
+        _: &Group,
+        collective: Collective,
+        _: u64,
+    ) -> Result<&kernbench::ccl::AlgoConfig, kernbench::ccl::CclError> {
+        Ok(&self.0[usize::from(collective != Collective::AllReduce)])
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The tick at which `calls` end, run one after another over the world
+/// of a process group of `sys` under entry `entry` (`auto`: picked by
+/// [`RingOrTree`]), and how many communicators the world released.
+fn end_of(sys: &System, entry: &str, calls: &[Collective]) -> (u64, usize) {
+    use kernbench::dist::{DPPolicy, WORLD};
+    use kernbench_systems::memory::DataMode;
+    let ccl = CclConfig::embedded_default();
+    let configs = ["ring", "tree"].map(|n| ccl.entry(n).unwrap().clone());
+    let mut pg = autotune::init_process_group(sys, &ccl, entry, DataMode::TimingOnly).unwrap();
+    if pg.tuner.is_some() {
+        pg.tuner = Some(Box::new(RingOrTree(configs.to_vec())));
+    }
+    let start = pg.machine.engine.now();
+    pg.spawn(pg.world_size, |ctx| {
+        let t = ctx.empty((1, 2048), DPPolicy::cube_rows(1))?;
+        for &c in calls {
+            ctx.collective(WORLD, c, &t, ReduceOp::Sum)?;
+        }
+        ctx.barrier(WORLD)?;
+        Ok(())
+    })
+    .unwrap();
+    (pg.machine.engine.now() - start, pg.group(WORLD).releases)
+}
+
+/// Releasing is honest: ring's and tree's slot areas take 512 KiB of each
+/// PE's TCM. On a TCM of 768 KiB, all-reduce (ring), broadcast (tree),
+/// all-reduce releases ring for tree and tree for ring, and the program
+/// ends later than on 1 MiB (no release) by exactly ring's install: what
+/// an all-reduce under auto takes beyond one on a ring installed up front.
+#[test]
+fn a_released_communicator_pays_its_install_again() {
+    use kernbench::spec::SipTopology;
+    let with_tcm = |bytes: u64| {
+        let mut spec = common::sweep_base(4, SipTopology::Ring1d, 2, (1, 1)).spec;
+        spec.memory.tcm.size_bytes = bytes;
+        System::from_spec(spec, "tcm").unwrap()
+    };
+    let (roomy, tight) = (with_tcm(1 << 20), with_tcm(768 << 10));
+    let (ar, bc) = (Collective::AllReduce, Collective::Broadcast);
+    let install = end_of(&roomy, "auto", &[ar]).0 - end_of(&roomy, "ring", &[ar]).0;
+    assert!(install > 0);
+    let program = [ar, bc, ar];
+    let (kept, no_release) = end_of(&roomy, "auto", &program);
+    let (reinstalled, releases) = end_of(&tight, "auto", &program);
+    assert_eq!((no_release, releases), (0, 2));
+    assert_eq!(reinstalled, kept + install);
+}
+
+/// Kinds that omit `capabilities` support every candidate: the protocol
+/// times every one of the embedded ccl.yaml's 14 that has the collective,
+/// each on its own communicator released after its timing, so their slot
+/// areas never pile up in TCM.
+#[test]
+fn kinds_without_capabilities_tune_every_candidate() {
+    let yaml = kernbench::spec::DEFAULT_SYSTEM_YAML.replace(
+        "    topology: ring_1d          # ring_1d | torus_2d | mesh_2d_no_wrap",
+        "    topology: ring_1d\n    kinds: { fast: [0, 1] }",
+    ) + "sip_kinds:\n  fast: { memory: { hbm: { bandwidth_gbps: 512.0 } } }\n";
+    let mut spec = System::from_yaml(&yaml, "no capabilities").unwrap().spec;
+    (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h) = (1, 1);
+    let sys = System::from_spec(spec, "no capabilities").unwrap();
+    let ccl = CclConfig::embedded_default();
+    let o = hetero::autotune(&sys, &ccl, Collective::AllReduce, 4096).unwrap();
+    let names: Vec<&str> = ccl.candidates.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(o.unified, names);
+    assert!(o.available.iter().flatten().all(|&has| has));
+    // Timed exactly when the algorithm has the collective (the all-to-all
+    // and broadcast-only ones are skipped on every rank).
+    for (c, t) in ccl.candidates.iter().zip(&o.timings) {
+        let runs = kernbench::ccl::Communicator::supports(c, Collective::AllReduce).is_ok();
+        assert_eq!(t.is_some(), runs, "{}", c.name);
+    }
+    assert_eq!(o.timings.iter().flatten().count(), 10);
+    assert_eq!(o.ran, vec![o.unified[o.best].clone(); 4]);
+    assert_eq!(o.correct, Some(true));
+}
+
+/// The YAML block of docs/guide.md §Heterogeneous systems, verbatim.
+fn guide_sip_kinds_example() -> String {
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide.md"))
+        .expect("docs/guide.md");
+    let section = &guide[guide
+        .find("### Heterogeneous systems: SIP kinds")
+        .expect("the guide has its SIP kinds section")..];
+    let start = section.find("```yaml\n").expect("a yaml block") + "```yaml\n".len();
+    let end = start + section[start..].find("```").expect("the block ends");
+    section[start..end].to_string()
+}
+
+/// `over`'s keys replace `base`'s, mappings merged key by key.
+fn merge_yaml(base: &mut serde_yaml::Value, over: serde_yaml::Value) {
+    match (base, over) {
+        (serde_yaml::Value::Mapping(b), serde_yaml::Value::Mapping(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge_yaml(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// The guide's SIP kinds example, exactly as written, on the default spec
+/// (made one cube per SIP to stay cheap), autotuned for an all-reduce of
+/// 256 KiB with the embedded ccl.yaml: the capabilities it names are
+/// candidates there, and the ranks whose kind lacks the pick run its
+/// same-algorithm fallback.
+#[test]
+fn the_guides_sip_kinds_example_autotunes_as_written() {
+    let mut spec: serde_yaml::Value =
+        serde_yaml::from_str(kernbench::spec::DEFAULT_SYSTEM_YAML).unwrap();
+    merge_yaml(
+        &mut spec,
+        serde_yaml::from_str(&guide_sip_kinds_example()).unwrap(),
+    );
+    let yaml = serde_yaml::to_string(&spec).unwrap();
+    let mut spec = System::from_yaml(&yaml, "docs/guide.md").unwrap().spec;
+    (spec.sip.cube_mesh.w, spec.sip.cube_mesh.h) = (1, 1);
+    let sys = System::from_spec(spec, "docs/guide.md").unwrap();
+    let ccl = CclConfig::embedded_default();
+    let o = hetero::autotune(&sys, &ccl, Collective::AllReduce, 256 << 10).unwrap();
+    assert_eq!(o.unified, ["ring", "bidir_ring", "bidir_ring_deep"]);
+    let (h100, a100) = ([true, true, true], [true, true, false]);
+    assert_eq!(o.available, [h100, h100, a100, a100]);
+    // 16 slots of 16 KiB beat 4 of 64 KiB on the h100s; the a100s, which
+    // lack them, run bidir_ring with their own queues.
+    assert_eq!(o.unified[o.best], "bidir_ring_deep", "{:?}", o.timings);
+    assert!(o.timings[2] < o.timings[1] && o.timings[1] < o.timings[0]);
+    assert_eq!(
+        o.ran,
+        [
+            "bidir_ring_deep",
+            "bidir_ring_deep",
+            "bidir_ring",
+            "bidir_ring"
+        ]
+    );
+    assert_eq!(o.correct, Some(true));
+}

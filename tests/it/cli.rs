@@ -824,18 +824,21 @@ fn run_all_to_all_pairwise_verifies_and_refuses_sizes_that_do_not_split() {
     }
 }
 
-/// `tp-mlp` prints one row per TP size with the error and the breakdown;
-/// a TP size that does not fit the layer sizes is a user error naming them.
+/// `tp-mlp` prints one row per TP size with the error, the breakdown and
+/// the configuration its all-reduce ran: by default the autotuner's pick
+/// (`auto`, here dims); a TP size that does not fit the layer sizes is a
+/// user error naming them.
 #[test]
 fn tp_mlp_prints_error_and_breakdown() {
     let r = kernbench(&["tp-mlp", "--tp", "1,2"]);
     r.expect_code(0);
+    assert!(r.stdout.contains("; all-reduce 'auto';"), "{}", r.stdout);
     let rows: Vec<&str> = r.stdout.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(rows.len(), 3, "{}", r.stdout);
-    assert!(rows[0].contains("max|err|") && rows[0].contains("launch+wait"));
+    assert!(rows[0].contains("max|err|") && rows[0].ends_with("launch+wait  all-reduce"));
     let tp2: Vec<&str> = rows[2].split_whitespace().collect();
     assert_eq!(&tp2[..2], ["2", "2"]);
-    assert_eq!(tp2[2], "4.805e-3", "{}", r.stdout);
+    assert_eq!((tp2[2], tp2[10]), ("1.810e-3", "dims"), "{}", r.stdout);
     let r = kernbench(&["tp-mlp", "--tp", "3"]);
     r.expect_user_error();
     assert!(
@@ -1263,13 +1266,13 @@ fn tp_mlp_refuses_worlds_and_shapes_over_the_memory_budget() {
     use kernbench::tp::mlp::MlpShape;
     let base = System::embedded_default();
     let ccl = kernbench::ccl::CclConfig::embedded_default();
-    let ring = ccl.entry("ring").unwrap();
+    let auto = ccl.entry("auto").unwrap();
     // --d-hidden splits over 65536 ranks x 16 cubes.
     let shape = MlpShape {
         d_hidden: 1 << 20,
         ..MlpShape::default()
     };
-    let cost = kernbench::command_costs::tp_mlp(&base, ring, &[65536], 1, shape).unwrap();
+    let cost = kernbench::command_costs::tp_mlp(&base, &ccl, auto, &[65536], 1, shape).unwrap();
     let run = kernbench(&[
         "tp-mlp",
         "--tp",

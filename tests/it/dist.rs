@@ -825,3 +825,29 @@ fn a_grid_algorithm_refuses_a_subgroup_and_auto_picks_another() {
         "{picked:?}"
     );
 }
+
+/// A released group gives its slot areas back (the TCM is as before it was
+/// made), and a collective on it afterwards is refused by name.
+#[test]
+fn a_released_group_frees_its_memory_and_refuses_collectives() {
+    let sys = sips(2, 1, 1);
+    let mut pg = pg(&sys, "ring", DataMode::TimingOnly);
+    let free = |pg: &ProcessGroup| pg.machine.memory.free_below(Space::Tcm, 0);
+    let before = free(&pg);
+    let pair = pg.new_group(&[0, 1]).unwrap();
+    assert!(free(&pg) < before);
+    pg.release(pair).unwrap();
+    assert_eq!(free(&pg), before);
+    let e = pg
+        .spawn(2, |ctx| {
+            let t = ctx.empty((1, 64), DPPolicy::cube_rows(1))?;
+            ctx.collective(pair, Collective::AllReduce, &t, ReduceOp::Sum)?;
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("group 'group1[0, 1]' has no communicator: it was released (ProcessGroup::release); allowed: collectives on groups not released, or a new group over ranks [0, 1]"),
+        "{e}"
+    );
+}

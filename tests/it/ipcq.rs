@@ -265,6 +265,36 @@ fn installing_twice_names_the_pe() {
     );
 }
 
+/// Releasing a scope frees its slot areas and takes its tables off the
+/// PEs, so the same wiring installs again (as a new scope) into the same
+/// memory; a scope never opened is refused by number.
+#[test]
+fn a_released_scope_gives_its_memory_and_tables_back() {
+    use kernbench_systems::ipcq::NeighborTables;
+    let sys = pair();
+    let mut m = Machine::build(&sys).unwrap();
+    let tables = || ring(&[PeIdx(0), PeIdx(1)], QDir::E, cfg(2, 256)).unwrap();
+    let size = m.memory.size(Space::Tcm);
+    let first = m.open_scope("first");
+    m.install_scope(first, tables()).unwrap();
+    let held = m.scope_bytes(first, Space::Tcm);
+    assert_eq!(held, 2 * 2 * 2 * 256, "2 PEs x 2 queues x 2 slots x 256 B");
+    assert_eq!(m.release_scope(first).unwrap(), held);
+    assert_eq!(m.memory.free_below(Space::Tcm, 0), size);
+    let pe0 = m.engine.world.resource::<Hardware>().pe_entity(PeIdx(0));
+    let on_pe0 = m.engine.world.get::<NeighborTables>(pe0).unwrap();
+    assert!(on_pe0.get(first).is_none());
+    assert_eq!(m.scope_name(first), "first (released)");
+    let again = m.open_scope("again");
+    m.install_scope(again, tables()).unwrap();
+    assert_eq!(m.scope_bytes(again, Space::Tcm), held);
+    let e = m.release_scope(Scope(9)).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "communicator scope 9 was never opened (this machine has scopes 0..3); release only a scope a communicator holds"
+    );
+}
+
 /// Every queue's settings, sorted: the observable result of an install.
 fn ipcq_state(m: &Machine) -> Vec<String> {
     let mut v: Vec<String> = m

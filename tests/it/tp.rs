@@ -256,7 +256,7 @@ fn block_breakdown_sums_and_its_all_reduces_match_a_lone_run() {
         tokens: 64,
         hidden: 1024,
     };
-    let r = run_block(&sys, &ccl(), "ring", 2, shape).unwrap();
+    let r = run_block(&sys, &ccl(), "ring", 2, shape, None).unwrap();
     let b = r.breakdown;
     assert_eq!(b.compute + b.communication - b.hidden + b.launch, b.total);
     assert_eq!(r.allreduce_ticks.len(), 2);
@@ -326,6 +326,41 @@ fn tp_plans_run_and_bad_ones_name_the_field() {
     // Not a TP plan: left to the collective sweep.
     assert!(TpPlan::find("default").unwrap().is_none());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A TP plan that names no `algorithm` runs its all-reduces under `auto`:
+/// the row says `auto` and names, for each of the block's two all-reduces,
+/// the tuner's pick for its size over the TP group; a plan naming `ring`
+/// says `ring+ring`.
+#[test]
+fn a_tp_plan_without_an_algorithm_runs_the_autotuners_picks() {
+    use kernbench::autotune::Tuner;
+    use kernbench::ccl::{Collective, Group};
+    use kernbench::tp::study::TpPlan;
+    let d = tempfile::tempdir().unwrap();
+    let body = "name: small\nworkload: tp_block\ntokens: 32\ngrid:\n  topology: [ring_1d]\n  hidden: [512]\n  tp: [2]\n";
+    let (auto, ring) = (d.path().join("auto.yaml"), d.path().join("ring.yaml"));
+    std::fs::write(&auto, body).unwrap();
+    std::fs::write(&ring, body.replace("tokens", "algorithm: ring\ntokens")).unwrap();
+    let row = |path: &std::path::PathBuf, out: &str| {
+        let plan = TpPlan::find(path.to_str().unwrap()).unwrap().unwrap();
+        let outcome = run_tp(&plan, &d.path().join(out), false);
+        outcome.rows.into_iter().next().unwrap().row.unwrap()
+    };
+    let (tuned, fixed) = (row(&auto, "a"), row(&ring, "r"));
+    assert_eq!(
+        (fixed.algorithm.as_str(), fixed.all_reduces.as_str()),
+        ("ring", "ring+ring")
+    );
+    let sys = sips(2);
+    let pick = Tuner::new(&sys, &ccl())
+        .decide_in(&Group::new(&sys), Collective::AllReduce, 32 * 512 * 2)
+        .unwrap()
+        .config;
+    assert_eq!(tuned.algorithm, "auto");
+    assert_eq!(tuned.all_reduces, format!("{pick}+{pick}"));
+    assert_ne!(pick, "ring");
+    assert!(tuned.comm_us < fixed.comm_us, "{tuned:?}\n{fixed:?}");
 }
 
 /// Runs a TP plan on the default system through the sweep runner into

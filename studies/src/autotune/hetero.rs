@@ -32,7 +32,7 @@
 use std::sync::Mutex;
 
 use super::Timing;
-use kernbench_ccl::{AlgoConfig, CclConfig, Collective, ReduceOp, algorithms};
+use kernbench_ccl::{AlgoConfig, CclConfig, Collective, Communicator, ReduceOp, algorithms};
 use kernbench_dist::{DPPolicy, DistError, GroupId, Rank, WORLD};
 use kernbench_spec::spec::System;
 use kernbench_systems::Tick;
@@ -185,7 +185,45 @@ pub fn autotune(
             sys.n_sips()
         )));
     }
-    // Steps 1-3, on the machine.
+    let (configs, available) = declare(&mut pg, &caps, ccl)?;
+    let (measured, timings) = time_all(&mut pg, &configs, &available, collective, bytes)?;
+    // Step 5: the same pick everywhere; step 6: smart fallbacks.
+    let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
+    let (best, _) = crate::autotune::fastest(&table(&names, &timings)).ok_or_else(|| {
+        DistError::Config(
+            "no config runs on every rank (each needs its algorithm, with the same chunks, in some config of every rank's kind); allowed: capabilities that share at least one algorithm".into(),
+        )
+    })?;
+    let runs: Vec<usize> = available
+        .iter()
+        .map(|has| {
+            fallback(&configs, has, best, |j| (timings[j], j))
+                .expect("the picked config ran, so every rank has a fallback")
+        })
+        .collect();
+    let final_group = install(&mut pg, "tuned", &configs[best], &configs, &runs)?;
+    let (ticks, correct) = run_final(&mut pg, final_group, collective, bytes)?;
+    Ok(ProtocolOutcome {
+        unified: names,
+        available,
+        measured,
+        timings,
+        best,
+        ran: runs.iter().map(|&j| configs[j].name.clone()).collect(),
+        ticks,
+        correct,
+    })
+}
+
+/// Steps 1-3, on the machine: each rank declares its configs, they
+/// all-gather the lists and agree on the unified configs and on which rank
+/// has which.
+fn declare(
+    pg: &mut kernbench_dist::ProcessGroup,
+    caps: &[Vec<usize>],
+    ccl: &CclConfig,
+) -> Result<(Vec<AlgoConfig>, Vec<Vec<bool>>), DistError> {
+    let n = pg.world_size;
     type Merged = (Vec<String>, Vec<Vec<bool>>);
     let merged: Mutex<Vec<Merged>> = Mutex::new(vec![Default::default(); n as usize]);
     pg.spawn(n, |rank| {
@@ -224,28 +262,71 @@ pub fn autotune(
                 .clone()
         })
         .collect();
-    // Step 4: one group per runnable config, ranks lacking it on their
-    // first same-algorithm fallback.
-    let mut groups: Vec<Option<GroupId>> = Vec::new();
+    Ok((configs, available))
+}
+
+/// Per unified config: each rank's own time, and the MAX they agreed on.
+type Timed = (Vec<Vec<Option<Tick>>>, Vec<Option<Tick>>);
+
+/// Step 4: every config timed by all ranks; per config, each rank's own
+/// time (`measured`) and the MAX they agreed on (None: skipped).
+fn time_all(
+    pg: &mut kernbench_dist::ProcessGroup,
+    configs: &[AlgoConfig],
+    available: &[Vec<bool>],
+    collective: Collective,
+    bytes: u64,
+) -> Result<Timed, DistError> {
+    let n = pg.world_size;
+    // Step 4: one config at a time, on a group of its own (ranks lacking
+    // it on their first same-algorithm fallback), released once timed so
+    // that the configs' slot areas never pile up.
+    let mut measured = vec![vec![None; n as usize]; configs.len()];
+    let mut agreed: Vec<Vec<Option<Tick>>> = vec![Vec::new(); n as usize];
     for (i, c) in configs.iter().enumerate() {
         let picks: Option<Vec<usize>> = available
             .iter()
-            .map(|has| fallback(&configs, has, i, |j| (None, j)))
+            .map(|has| fallback(configs, has, i, |j| (None, j)))
             .collect();
-        groups.push(match picks {
-            Some(p) => Some(install(
-                &mut pg,
-                &format!("tune:{}", c.name),
-                c,
-                &configs,
-                &p,
-            )?),
+        // A config that cannot run here (another collective, another
+        // topology, slot areas that do not fit) is skipped on every rank.
+        let runnable = Communicator::supports(c, collective).is_ok();
+        let group = match picks.filter(|_| runnable) {
+            Some(picks) => install(pg, &format!("tune:{}", c.name), c, configs, &picks).ok(),
             None => None,
-        });
+        };
+        let Some(g) = group else {
+            agreed.iter_mut().for_each(|a| a.push(None));
+            continue;
+        };
+        let times = time_config(pg, g, collective, bytes, available, i)?;
+        pg.release(g)?;
+        for (r, (mine, max)) in times.into_iter().enumerate() {
+            measured[i][r] = mine;
+            agreed[r].push(Some(max));
+        }
     }
-    let measured: Mutex<Vec<Vec<Option<Tick>>>> =
-        Mutex::new(vec![vec![None; n as usize]; configs.len()]);
-    let agreed: Mutex<Vec<Vec<Option<Tick>>>> = Mutex::new(vec![Vec::new(); n as usize]);
+    let timings = agreed[0].clone();
+    if agreed.iter().any(|t| *t != timings) {
+        return Err(DistError::Collective(
+            "ranks received different timings from the all-reduce".into(),
+        ));
+    }
+    Ok((measured, timings))
+}
+
+/// Config `i` timed on group `g`: per rank, its own time when it has the
+/// config, and the all-reduce MAX every rank receives.
+fn time_config(
+    pg: &mut kernbench_dist::ProcessGroup,
+    g: GroupId,
+    collective: Collective,
+    bytes: u64,
+    available: &[Vec<bool>],
+    i: usize,
+) -> Result<Vec<(Option<Tick>, Tick)>, DistError> {
+    let n = pg.world_size;
+    let times: Mutex<Vec<(Option<Tick>, Tick)>> = Mutex::new(vec![(None, 0); n as usize]);
     pg.spawn(n, |rank| {
         let r = rank.rank() as usize;
         let cubes = rank.sip_shape().0;
@@ -255,59 +336,17 @@ pub fn autotune(
             DPPolicy::cube_rows(cubes),
         )?;
         rank.write(&t, &vec![1.0; elems])?;
-        let mut times = Vec::new();
-        for (i, g) in groups.iter().enumerate() {
-            rank.barrier(WORLD)?;
-            let Some(g) = *g else {
-                times.push(None);
-                continue;
-            };
-            let start = rank.now();
-            rank.collective(g, collective, &t, ReduceOp::Sum)?;
-            let mine = rank.now() - start;
-            let has = available[r][i];
-            if has {
-                measured.lock().expect("no worker panics holding it")[i][r] = Some(mine);
-            }
-            times.push(Some(all_reduce_max(rank, if has { mine } else { 0 })?));
-        }
+        rank.barrier(WORLD)?;
+        let start = rank.now();
+        rank.collective(g, collective, &t, ReduceOp::Sum)?;
+        let mine = rank.now() - start;
+        let has = available[r][i];
+        let max = all_reduce_max(rank, if has { mine } else { 0 })?;
         rank.free(t)?;
-        agreed.lock().expect("no worker panics holding it")[r] = times;
+        times.lock().expect("no worker panics holding it")[r] = (has.then_some(mine), max);
         Ok(())
     })?;
-    let agreed = agreed.into_inner().expect("workers are done");
-    let timings = agreed[0].clone();
-    if agreed.iter().any(|t| *t != timings) {
-        return Err(DistError::Collective(
-            "ranks received different timings from the all-reduce".into(),
-        ));
-    }
-    // Step 5: the same pick everywhere; step 6: smart fallbacks.
-    let names: Vec<String> = configs.iter().map(|c| c.name.clone()).collect();
-    let (best, _) = crate::autotune::fastest(&table(&names, &timings)).ok_or_else(|| {
-        DistError::Config(
-            "no config runs on every rank (each needs its algorithm, with the same chunks, in some config of every rank's kind); allowed: capabilities that share at least one algorithm".into(),
-        )
-    })?;
-    let runs: Vec<usize> = available
-        .iter()
-        .map(|has| {
-            fallback(&configs, has, best, |j| (timings[j], j))
-                .expect("the picked config ran, so every rank has a fallback")
-        })
-        .collect();
-    let final_group = install(&mut pg, "tuned", &configs[best], &configs, &runs)?;
-    let (ticks, correct) = run_final(&mut pg, final_group, collective, bytes)?;
-    Ok(ProtocolOutcome {
-        unified: names,
-        available,
-        measured: measured.into_inner().expect("workers are done"),
-        timings,
-        best,
-        ran: runs.iter().map(|&j| configs[j].name.clone()).collect(),
-        ticks,
-        correct,
-    })
+    Ok(times.into_inner().expect("workers are done"))
 }
 
 /// A world group running `configs[pick]`'s kernels with each rank's queues

@@ -350,6 +350,23 @@ pub fn init_process_group(
     kernbench_dist::init_process_group_picking(sys, ccl, algorithm, mode, &budget, Some(&new_tuner))
 }
 
+/// [`init_process_group`] whose tuner, under `algorithm: auto`, reads and
+/// stores its decisions in `cache` when given (as `sweep --autotune-cache`
+/// does for its auto points).
+pub fn init_process_group_cached(
+    sys: &System,
+    ccl: &CclConfig,
+    algorithm: &str,
+    mode: DataMode,
+    cache: Option<&std::path::Path>,
+) -> Result<kernbench_dist::ProcessGroup, kernbench_dist::DistError> {
+    let mut pg = init_process_group(sys, ccl, algorithm, mode)?;
+    if let (Some(dir), Some(_)) = (cache, &pg.tuner) {
+        pg.tuner = Some(Box::new(Tuner::new(sys, ccl).with_cache(dir, false)));
+    }
+    Ok(pg)
+}
+
 /// How a cache key names a group: its SIPs in order, their arrangement and
 /// participants per cube (the whole machine's group of one topology is the
 /// same string on every spec of that shape; the spec's own digest tells

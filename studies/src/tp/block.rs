@@ -9,11 +9,12 @@ use super::{
     BiasPolicy, Breakdown, ColumnParallelLinear, RowParallelLinear, Timeline, cube_cols,
     initialize_model_parallel, replicated,
 };
-use crate::autotune::init_process_group;
+use crate::autotune::init_process_group_cached;
 use kernbench_ccl::CclConfig;
 use kernbench_dist::DistError;
 use kernbench_spec::spec::System;
 use kernbench_systems::memory::DataMode;
+use std::path::Path;
 use std::sync::Mutex;
 
 /// Tokens (sequence × micro-batch) and the model width; the MLP is 4× wide.
@@ -23,22 +24,28 @@ pub struct BlockShape {
     pub hidden: usize,
 }
 
-/// Rank 0's breakdown of one block and the ticks of its two all-reduces.
+/// Rank 0's breakdown of one block, the ticks of its two all-reduces and
+/// the configuration each ran.
 #[derive(Debug, Clone, PartialEq)]
 pub struct BlockReport {
     pub breakdown: Breakdown,
     pub allreduce_ticks: Vec<u64>,
+    pub allreduce_configs: Vec<String>,
 }
 
-/// Runs one block with TP = `tp` on every rank of `sys` (DP = SIPs / tp).
+/// Runs one block with TP = `tp` on every rank of `sys` (DP = SIPs / tp),
+/// its all-reduces on ccl entry `algorithm` (under `auto`, the tuner's
+/// picks, with decisions read from and stored in `autotune_cache` if given).
 pub fn run_block(
     sys: &System,
     ccl: &CclConfig,
     algorithm: &str,
     tp: u32,
     shape: BlockShape,
+    autotune_cache: Option<&Path>,
 ) -> Result<BlockReport, DistError> {
-    let mut pg = init_process_group(sys, ccl, algorithm, DataMode::TimingOnly)?;
+    let mut pg =
+        init_process_group_cached(sys, ccl, algorithm, DataMode::TimingOnly, autotune_cache)?;
     let mp = initialize_model_parallel(&mut pg, tp)?;
     let (h, s) = (shape.hidden, shape.tokens);
     let cubes = sys.cubes_per_sip();
@@ -61,6 +68,7 @@ pub fn run_block(
             *report.lock().unwrap() = Some(BlockReport {
                 breakdown: time.breakdown(ctx),
                 allreduce_ticks: time.collective_ticks(),
+                allreduce_configs: time.collective_configs(),
             });
         }
         for t in [q, y, f, z, attn, x] {

@@ -92,6 +92,8 @@ pub struct MlpReport {
     pub breakdown: Breakdown,
     /// Rank 0's all-reduce (its own time), ticks.
     pub allreduce_ticks: Tick,
+    /// The configuration it ran (under `auto`, the tuner's pick).
+    pub allreduce_config: String,
     /// Every rank's output, row-major.
     pub outputs: Vec<Vec<f32>>,
 }
@@ -168,7 +170,7 @@ pub fn run_mlp(
     let cubes = sys.cubes_per_sip();
     let x = kernbench_runtime::seeded::uniform(SEED_X, shape.batch * shape.d_in);
     let outputs = Mutex::new(vec![Vec::new(); world as usize]);
-    let rank0 = Mutex::new((Breakdown::default(), 0));
+    let rank0 = Mutex::new((Breakdown::default(), 0, String::new()));
     pg.spawn(world, |ctx| {
         let fc1 = ColumnParallelLinear::new(
             ctx,
@@ -190,7 +192,11 @@ pub fn run_mlp(
         let h = fc1.forward(ctx, &input, &mut time)?;
         let y = fc2.forward(ctx, &mp, &h, &mut time)?;
         if ctx.rank() == 0 {
-            *rank0.lock().unwrap() = (time.breakdown(ctx), time.collective_ticks()[0]);
+            *rank0.lock().unwrap() = (
+                time.breakdown(ctx),
+                time.collective_ticks()[0],
+                time.collective_configs().swap_remove(0),
+            );
         }
         outputs.lock().unwrap()[ctx.rank() as usize] = ctx.read(&y)?;
         Ok(())
@@ -207,7 +213,7 @@ pub fn run_mlp(
             }
         }
     }
-    let (breakdown, allreduce_ticks) = rank0.into_inner().unwrap();
+    let (breakdown, allreduce_ticks, allreduce_config) = rank0.into_inner().unwrap();
     Ok(MlpReport {
         tp,
         world,
@@ -217,6 +223,7 @@ pub fn run_mlp(
         within_bound: within,
         breakdown,
         allreduce_ticks,
+        allreduce_config,
         outputs,
     })
 }
@@ -231,7 +238,7 @@ pub fn table_head(shape: MlpShape, bias: &str, algorithm: &str, sys: &System) ->
         d_out,
     } = shape;
     format!(
-        "# tp-mlp: X ({batch} x {d_in}) -> fc1 ColumnParallel -> ({batch} x {d_hidden}) -> fc2 RowParallel -> ({batch} x {d_out}); bias {bias}; all-reduce '{algorithm}'; {} cubes x {} PEs per SIP; times of rank 0 in us\n{:>3} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}\n",
+        "# tp-mlp: X ({batch} x {d_in}) -> fc1 ColumnParallel -> ({batch} x {d_hidden}) -> fc2 RowParallel -> ({batch} x {d_out}); bias {bias}; all-reduce '{algorithm}'; {} cubes x {} PEs per SIP; times of rank 0 in us\n{:>3} {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>12}  {}\n",
         sys.cubes_per_sip(),
         sys.pes_per_cube(),
         "tp",
@@ -243,16 +250,18 @@ pub fn table_head(shape: MlpShape, bias: &str, algorithm: &str, sys: &System) ->
         "comm",
         "hidden",
         "exposed",
-        "launch+wait"
+        "launch+wait",
+        "all-reduce"
     )
 }
 
-/// One TP size's line of the table; `tick_us` converts ticks to µs.
+/// One TP size's line of the table, ending with the configuration its
+/// all-reduce ran; `tick_us` converts ticks to µs.
 pub fn table_row(r: &MlpReport, tick_us: f64) -> String {
     let b = r.breakdown;
     let us = |t: Tick| t as f64 * tick_us;
     format!(
-        "{:>3} {:>5} {:>10.3e} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3}\n",
+        "{:>3} {:>5} {:>10.3e} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>12.3}  {}\n",
         r.tp,
         r.world,
         r.max_abs_err,
@@ -262,7 +271,8 @@ pub fn table_row(r: &MlpReport, tick_us: f64) -> String {
         us(b.communication),
         us(b.hidden),
         us(b.communication - b.hidden),
-        us(b.launch)
+        us(b.launch),
+        r.allreduce_config
     )
 }
 
@@ -283,11 +293,11 @@ mod tests {
             d_hidden: 128,
             d_out: 64,
         };
-        let head = table_head(shape, "rank0", "ring", &System::embedded_default());
+        let head = table_head(shape, "rank0", "auto", &System::embedded_default());
         assert_eq!(
             head,
-            "# tp-mlp: X (2 x 64) -> fc1 ColumnParallel -> (2 x 128) -> fc2 RowParallel -> (2 x 64); bias rank0; all-reduce 'ring'; 16 cubes x 8 PEs per SIP; times of rank 0 in us\n \
-             tp world   max|err|   max|ref|      total    compute       comm     hidden    exposed  launch+wait\n"
+            "# tp-mlp: X (2 x 64) -> fc1 ColumnParallel -> (2 x 128) -> fc2 RowParallel -> (2 x 64); bias rank0; all-reduce 'auto'; 16 cubes x 8 PEs per SIP; times of rank 0 in us\n \
+             tp world   max|err|   max|ref|      total    compute       comm     hidden    exposed  launch+wait  all-reduce\n"
         );
         let report = MlpReport {
             tp: 2,
@@ -304,11 +314,12 @@ mod tests {
                 launch: 3050,
             },
             allreduce_ticks: 11204,
+            allreduce_config: "dims".into(),
             outputs: Vec::new(),
         };
         assert_eq!(
             table_row(&report, 1e-3),
-            "  2     2   1.761e-3      1.362     15.416      1.162     11.204      0.000     11.204        3.050\n"
+            "  2     2   1.761e-3      1.362     15.416      1.162     11.204      0.000     11.204        3.050  dims\n"
         );
     }
 }

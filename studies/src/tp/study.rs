@@ -39,10 +39,17 @@ pub struct TpPlan {
     /// Spec fields set on every point (dotted paths), as in sweep plans.
     #[serde(default)]
     pub base: Mapping,
-    /// The ccl.yaml entry of the all-reduces.
+    /// The ccl.yaml entry of the all-reduces; omitted: `auto`, each
+    /// all-reduce the autotuner's pick for its size and TP group.
+    #[serde(default = "auto_entry")]
     pub algorithm: String,
     pub tokens: usize,
     pub grid: TpGrid,
+}
+
+/// A TP plan's default `algorithm`.
+fn auto_entry() -> String {
+    kernbench_ccl::AUTO.into()
 }
 
 /// One point's result; times in µs, of rank 0.
@@ -53,7 +60,12 @@ pub struct TpRow {
     pub tp: u32,
     pub hidden: usize,
     pub tokens: usize,
+    /// The ccl.yaml entry the plan names (`auto` by default).
     pub algorithm: String,
+    /// The configuration each all-reduce ran, in order, `+`-joined (under
+    /// `auto`, the tuner's picks; at TP = 1 the all-reduces are over the
+    /// cubes of one SIP).
+    pub all_reduces: String,
     pub time_us: f64,
     pub compute_us: f64,
     pub comm_us: f64,
@@ -196,7 +208,7 @@ impl<'a> TpStudy<'a> {
     }
 
     /// A point's row: the block on a system of TP SIPs of its topology.
-    fn block_row(&self, p: &TpPoint) -> Result<TpRow, String> {
+    fn block_row(&self, p: &TpPoint, autotune_cache: Option<&Path>) -> Result<TpRow, String> {
         let (topology, hidden, tp) = (p.topology, p.hidden, p.tp);
         let mut spec = self.base.spec.clone();
         spec.system.sips.topology = topology;
@@ -207,8 +219,15 @@ impl<'a> TpStudy<'a> {
             tokens: self.plan.tokens,
             hidden,
         };
-        let r = run_block(&sys, &self.ccl, &self.plan.algorithm, tp, shape)
-            .map_err(|e| format!("{} x{tp}, hidden {hidden}: {e}", topology.name()))?;
+        let r = run_block(
+            &sys,
+            &self.ccl,
+            &self.plan.algorithm,
+            tp,
+            shape,
+            autotune_cache,
+        )
+        .map_err(|e| format!("{} x{tp}, hidden {hidden}: {e}", topology.name()))?;
         let b = r.breakdown;
         let tick_us = self.base.spec.system.tick_ns / 1e3;
         let us = |t: u64| t as f64 * tick_us;
@@ -218,6 +237,7 @@ impl<'a> TpStudy<'a> {
             hidden,
             tokens: self.plan.tokens,
             algorithm: self.plan.algorithm.clone(),
+            all_reduces: r.allreduce_configs.join("+"),
             time_us: us(b.total),
             compute_us: us(b.compute),
             comm_us: us(b.communication),
@@ -260,8 +280,8 @@ impl Study for TpStudy<'_> {
         ]
     }
 
-    fn run_point(&self, p: &TpPoint, _env: &PointEnv) -> TpRecord {
-        Record::of(p, self.block_row(p))
+    fn run_point(&self, p: &TpPoint, env: &PointEnv) -> TpRecord {
+        Record::of(p, self.block_row(p, env.autotune_cache))
     }
 
     fn failed(&self, p: &TpPoint, error: String) -> TpRecord {
@@ -332,13 +352,22 @@ pub fn with_speedups(files: &[PointFile<TpRecord>]) -> Vec<TpRecord> {
 /// The table a TP sweep prints: one line per point, times in µs.
 pub fn table(rows: &[TpRow]) -> String {
     let mut out = format!(
-        "{:>16} {:>6} {:>3} {:>12} {:>12} {:>12} {:>12} {:>8} {:>6}\n",
-        "topology", "hidden", "tp", "time(us)", "compute", "comm", "launch+wait", "speedup", "eff"
+        "{:>16} {:>6} {:>3} {:>12} {:>12} {:>12} {:>12} {:>8} {:>6}  {}\n",
+        "topology",
+        "hidden",
+        "tp",
+        "time(us)",
+        "compute",
+        "comm",
+        "launch+wait",
+        "speedup",
+        "eff",
+        "all-reduces"
     );
     for r in rows {
         let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.2}"));
         out.push_str(&format!(
-            "{:>16} {:>6} {:>3} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>8} {:>6}\n",
+            "{:>16} {:>6} {:>3} {:>12.1} {:>12.1} {:>12.1} {:>12.1} {:>8} {:>6}  {}\n",
             r.topology,
             r.hidden,
             r.tp,
@@ -347,7 +376,12 @@ pub fn table(rows: &[TpRow]) -> String {
             r.comm_us,
             r.launch_wait_us,
             opt(r.speedup),
-            opt(r.efficiency)
+            opt(r.efficiency),
+            if r.all_reduces.is_empty() {
+                "-"
+            } else {
+                &r.all_reduces
+            }
         ));
     }
     out
@@ -429,7 +463,12 @@ mod tests {
             tp,
             hidden: 1024,
             tokens: 64,
-            algorithm: "ring".into(),
+            algorithm: "auto".into(),
+            all_reduces: if tp > 1 {
+                "dims+dims".into()
+            } else {
+                String::new()
+            },
             time_us,
             compute_us: 20.238,
             comm_us: 26.356,
@@ -448,9 +487,9 @@ mod tests {
         let rows = [row(2, 52.789, Some(0.7963780333023925)), row(4, 40.0, None)];
         assert_eq!(
             table(&rows),
-            "        topology hidden  tp     time(us)      compute         comm  launch+wait  speedup    eff\n\
-             \x20        ring_1d   1024   2         52.8         20.2         26.4          6.2     0.80   0.40\n\
-             \x20        ring_1d   1024   4         40.0         20.2         26.4          6.2        -      -\n"
+            "        topology hidden  tp     time(us)      compute         comm  launch+wait  speedup    eff  all-reduces\n\
+             \x20        ring_1d   1024   2         52.8         20.2         26.4          6.2     0.80   0.40  dims+dims\n\
+             \x20        ring_1d   1024   4         40.0         20.2         26.4          6.2        -      -  dims+dims\n"
         );
     }
 }

@@ -12,6 +12,8 @@ pub struct Timeline {
     begin: Tick,
     compute: Vec<(Tick, Tick)>,
     comm: Vec<(Tick, Tick)>,
+    /// The configuration each collective ran (under `auto`, the pick).
+    ran: Vec<String>,
 }
 
 /// A rank's wall time split four ways, in ticks:
@@ -53,6 +55,7 @@ impl Timeline {
             begin: ctx.now(),
             compute: Vec::new(),
             comm: Vec::new(),
+            ran: Vec::new(),
         }
     }
 
@@ -67,7 +70,14 @@ impl Timeline {
     pub fn collective(&mut self, ctx: &Rank, r: CollResult) -> CollResult {
         let end = ctx.now();
         self.comm.push((end - r.ticks, end));
+        self.ran.push(r.algorithm.clone());
         r
+    }
+
+    /// The configuration each collective ran, in order (under `auto`, the
+    /// tuner's pick).
+    pub fn collective_configs(&self) -> Vec<String> {
+        self.ran.clone()
     }
 
     /// The collectives' own times, in order.
