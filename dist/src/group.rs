@@ -323,7 +323,7 @@ impl ProcessGroup {
         let exact = rg
             .comms
             .iter()
-            .position(|c| of_config(c) && turns.iter().any(|t| c.group == *t))
+            .position(|c| of_config(c) && turns.contains(&c.group))
             .map(|i| (i, None));
         let view = || {
             turns.iter().find_map(|t| {
