@@ -3,7 +3,7 @@
 
 use super::Queries;
 use crate::RunErrors;
-use crate::exec::{HostQueue, KernelCalendar, OpsIssued, PeEvents, PeExec, PeState};
+use crate::exec::{HostQueue, KernelCalendar, OpsIssued, PeEvent, PeEvents, PeExec, PeState};
 use crate::hierarchy::Hardware;
 use crate::ids::{MsgId, PeIdx};
 use crate::ipcq::{DmaCalendar, Queues};
@@ -93,6 +93,7 @@ impl Snapshot {
             sig.word((*slot).into());
         }
         sig.word(u64::MAX);
+        pe_events(&world.resource::<PeEvents>().0, &mut sig);
         let loops = execs(world, &mut q.execs, &mut sig);
         queues(world.resource::<Queues>(), &mut sig);
         world.resource::<MemPorts>().steady_words(&mut sig);
@@ -137,10 +138,30 @@ fn quiet(w: &World) -> bool {
         && w.resource::<HostQueue>().host_idle()
         && w.resource::<Inbox>().is_empty()
         && w.resource::<Outbox>().is_empty()
-        && w.resource::<PeEvents>().0.is_empty()
         && q.credit_due.is_empty()
         && q.kick.is_empty()
         && w.resource::<FlowLinks>().settled()
+}
+
+/// Results waiting for the next schedule run at this tick (same-tick re-runs).
+fn pe_events(events: &[PeEvent], sig: &mut Sig) {
+    sig.word(events.len() as u64);
+    for ev in events {
+        match ev {
+            PeEvent::Resolve { pe, reg, at, data } => {
+                for w in [0, pe.0.into(), (*reg).into(), u64::from(data.is_some())] {
+                    sig.word(w);
+                }
+                sig.at(*at);
+            }
+            PeEvent::Complete { pe, at } => {
+                for w in [1, pe.0.into()] {
+                    sig.word(w);
+                }
+                sig.at(*at);
+            }
+        }
+    }
 }
 
 /// Every launched PE's execution state, in PE order; the PEs in a loop.
@@ -388,6 +409,11 @@ pub(crate) fn apply(world: &mut World, q: &mut Queries, plan: &Plan) {
     }
     for qu in &mut world.resource_mut::<Queues>().list {
         qu.recvs.iter_mut().for_each(|j| later(&mut j.ready, d));
+    }
+    for ev in &mut world.resource_mut::<PeEvents>().0 {
+        match ev {
+            PeEvent::Resolve { at, .. } | PeEvent::Complete { at, .. } => later(at, d),
+        }
     }
     world.resource_mut::<MemPorts>().steady_shift(d);
     world.resource_mut::<LinkTable>().steady_shift(d);
