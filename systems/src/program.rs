@@ -202,6 +202,18 @@ pub struct AtomExpr {
 }
 
 impl AtomExpr {
+    /// Whether every atom has the same length (every level splits evenly),
+    /// whatever the PE and iteration.
+    pub fn uniform(&self) -> bool {
+        let mut len = self.elems;
+        self.digits.iter().all(|&(_, radix)| {
+            let r = u64::from(radix).max(1);
+            let even = len % r == 0;
+            len /= r;
+            even
+        })
+    }
+
     /// The atom's location and length for a PE with `params` at loop iteration `iter`.
     pub fn eval(
         &self,

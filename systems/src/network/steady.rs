@@ -20,8 +20,8 @@ pub(crate) fn steady_words(world: &World, query: &mut MessageQuery, sig: &mut Si
     let mut live: Vec<(&Message, Option<&Flow>)> = Vec::new();
     let mut ids: FxHashMap<Entity, MsgId> = FxHashMap::default();
     for (e, m, f) in query.iter(world) {
-        ids.insert(e, m.id);
         if m.delivered < m.packets {
+            ids.insert(e, m.id);
             live.push((m, f));
         }
     }
@@ -42,14 +42,12 @@ pub(crate) fn steady_words(world: &World, query: &mut MessageQuery, sig: &mut Si
         }
     }
     sig.word(u64::MAX);
-    let flows: FxHashMap<Entity, (MsgId, u32)> = query
-        .iter(world)
-        .filter_map(|(e, m, f)| f.map(|f| (e, (m.id, f.generation))))
-        .collect();
     for (t, ev) in world.resource::<FlowCalendar>().0.iter() {
         sig.at(t);
         let stale = match ev.step {
-            FlowStep::Drained(g) => flows.get(&ev.entity) != Some(&(ev.msg, g)),
+            FlowStep::Drained(g) => !query
+                .get(world, ev.entity)
+                .is_ok_and(|(_, m, f)| m.id == ev.msg && f.is_some_and(|f| f.generation == g)),
             _ => false,
         };
         if stale {

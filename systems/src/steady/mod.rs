@@ -43,9 +43,9 @@ use std::collections::VecDeque;
 pub(crate) use state::{Sig, later};
 
 /// Snapshots kept to compare with: periods of up to this many snapshots are found.
-const HISTORY: usize = 128;
-/// Words all kept snapshots may hold together (8 bytes each: 32 MiB).
-const HISTORY_WORDS: usize = 4 << 20;
+const HISTORY: usize = 64;
+/// Words all kept snapshots may hold together (8 bytes each: 16 MiB).
+const HISTORY_WORDS: usize = 2 << 20;
 /// Units of work (ops issued, packet hops, deliveries) a snapshot's words
 /// must be outweighed by: encoding a word costs about a fiftieth of a unit.
 const WORK_PER_WORD: u64 = 32;

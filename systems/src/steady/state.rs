@@ -313,22 +313,31 @@ impl Plan {
         if let Some(max) = world.resource::<RunLimits>().max_ticks {
             periods = max.saturating_sub(now.now) / ticks;
         }
+        if now.loops.len() != then.loops.len() {
+            return None;
+        }
         let mut iters = Vec::new();
         for (&(pe, at, count), &(pe0, at0, _)) in now.loops.iter().zip(&then.loops) {
             let step = at.checked_sub(at0).filter(|_| pe == pe0)?;
-            if step == 0 {
-                continue;
+            if step > 0 {
+                periods = periods.min(u64::from(count - 1 - at) / u64::from(step));
+                iters.push((pe, at0, step));
             }
-            let left = u64::from(count - 1 - at) / u64::from(step);
+        }
+        // The ops ahead must have the sizes they had over the period.
+        for &(pe, at0, step) in &iters {
+            if periods == 0 {
+                return None;
+            }
             let e = world.resource::<Hardware>().pe_entity(pe);
             let ex = q.execs.get(world, e).ok()?;
-            let last = u64::from(at) + left * u64::from(step);
+            let at = at0 + step;
+            let last = u64::from(at) + periods * u64::from(step);
             let same = same_sizes_until(ex, at0, last as u32);
-            let fits = (u64::from(same).saturating_sub(u64::from(at))) / u64::from(step);
-            periods = periods.min(left).min(fits);
-            iters.push((pe, step));
+            periods = periods.min(u64::from(same.saturating_sub(at)) / u64::from(step));
         }
-        if iters.is_empty() || periods == 0 || now.loops.len() != then.loops.len() {
+        let iters: Vec<(PeIdx, u32)> = iters.into_iter().map(|(pe, _, step)| (pe, step)).collect();
+        if iters.is_empty() || periods == 0 {
             return None;
         }
         let growth = now
@@ -354,6 +363,7 @@ fn same_sizes_until(ex: &PeExec, from: u32, last: u32) -> u32 {
         return from;
     };
     let p = &ex.program;
+    let varying = |k: u32| !p.atoms[k as usize].uniform();
     let atoms: Vec<u32> = p.ops[f.start as usize..f.end as usize]
         .iter()
         .filter_map(|op| match *op {
@@ -368,10 +378,13 @@ fn same_sizes_until(ex: &PeExec, from: u32, last: u32) -> u32 {
             | Op::Recv {
                 size: Place::Atom(k),
                 ..
-            } => Some(k),
+            } => Some(k).filter(|&k| varying(k)),
             _ => None,
         })
         .collect();
+    if atoms.is_empty() {
+        return last;
+    }
     let shape = |i: u32| {
         atoms.iter().map(move |&k| {
             let (loc, elems) = p.place(Place::Atom(k), &ex.params, i);
