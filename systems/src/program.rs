@@ -208,7 +208,7 @@ impl AtomExpr {
         let mut len = self.elems;
         self.digits.iter().all(|&(_, radix)| {
             let r = u64::from(radix).max(1);
-            let even = len % r == 0;
+            let even = len.is_multiple_of(r);
             len /= r;
             even
         })
