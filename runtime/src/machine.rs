@@ -108,6 +108,7 @@ impl Machine {
         let links = topology.links(sys)?;
         let mut engine = Engine::new(links, Box::new(topology.clone()));
         engine.set_network_model(sys.spec.network.model);
+        engine.set_fast_forward(sys.spec.simulation.fast_forward);
         let t = &topology;
         let nodes = HardwareNodes {
             host: t.id(Node::Host),

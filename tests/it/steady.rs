@@ -103,3 +103,29 @@ fn skipping_periods_changes_no_tick_and_no_statistic() {
         skipped.len()
     );
 }
+
+/// `simulation: { fast_forward: false }` in the spec simulates every
+/// period (and changes no result); the default skips.
+#[test]
+fn the_spec_turns_the_fast_forward_off() {
+    let sys = sweep_base(8, SipTopology::Ring1d, 0, (1, 1));
+    let mut off = sys.spec.clone();
+    off.simulation.fast_forward = false;
+    let off = System::from_spec(off, "test").unwrap();
+    let (m_on, m_off) = [&sys, &off]
+        .map(|s| {
+            let config = common::algo_config("ring", Space::Tcm, 4);
+            let (mut m, c) = common::communicator(s, &config, DataMode::TimingOnly).unwrap();
+            let job = Job {
+                collective: Collective::AllReduce,
+                op: ReduceOp::Sum,
+                elems: 1 << 19,
+            };
+            let ticks = c.run(&mut m, job).unwrap().ticks;
+            (ticks, m.engine.world.resource::<Steady>().skipped_periods)
+        })
+        .into();
+    assert_eq!(m_on.0, m_off.0);
+    assert!(m_on.1 > 0, "the default skips");
+    assert_eq!(m_off.1, 0, "off simulates every period");
+}

@@ -27,6 +27,37 @@ pub struct SystemSpec {
     /// How the simulator moves messages (default: packets).
     #[serde(default, skip_serializing_if = "NetworkSpec::is_default")]
     pub network: NetworkSpec,
+    /// How the simulator advances time (default: periods skipped when a
+    /// run repeats).
+    #[serde(default, skip_serializing_if = "SimulationSpec::is_default")]
+    pub simulation: SimulationSpec,
+}
+
+/// `simulation: { fast_forward: true | false }`: whether a timing-only run
+/// whose whole state repeats skips the repeating periods (exact either way:
+/// docs/model.md §Fast-forward); `false` simulates every period, to check
+/// that or to time the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimulationSpec {
+    #[serde(default = "default_fast_forward")]
+    pub fast_forward: bool,
+}
+
+fn default_fast_forward() -> bool {
+    true
+}
+
+impl Default for SimulationSpec {
+    fn default() -> Self {
+        Self { fast_forward: true }
+    }
+}
+
+impl SimulationSpec {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// The network fidelity of a run: `network: { model: packet | flow }`.
