@@ -18,6 +18,7 @@ use kernbench_runtime::report::Usage;
 use kernbench_spec::spec::System;
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::network::NetworkModel;
+use kernbench_systems::steady::Steady;
 
 /// Knobs that shrink a collective run, the ones that help most first.
 pub const RUN_KNOBS: &str = "larger packet_bytes (links.*) or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, no --trace/--verify";
@@ -465,13 +466,22 @@ fn ccl_line(config: &AlgoConfig) -> String {
     )
 }
 
-/// The link and memory-port utilization of the largest size's in-place run.
+/// The link and memory-port utilization of the largest size's in-place
+/// run, and what the fast-forward skipped over the table's runs.
 fn write_usage(out: &mut dyn Write, machine: &Machine, last: Option<(Usage, u64)>) -> Result<()> {
     if let Some((before, ticks)) = last {
         write!(
             out,
             "\nlargest size in place, {}",
             Usage::snapshot(machine).summary(&before, machine, ticks)
+        )?;
+    }
+    let skipped = machine.engine.world.resource::<Steady>();
+    if skipped.skipped_periods > 0 {
+        writeln!(
+            out,
+            "fast-forward: {} repeating periods ({} ticks) skipped over these runs, exactly (docs/model.md §Fast-forward)",
+            skipped.skipped_periods, skipped.skipped_ticks
         )?;
     }
     Ok(())
