@@ -229,14 +229,11 @@ impl Study for GemmStudy<'_> {
     /// their process group; no input files are saved.
     fn inputs(&self, _ccl_text: &str, _ccl_origin: &str) -> Inputs {
         let grid: Vec<String> = self.points().iter().map(|p| p.label()).collect();
-        Inputs {
-            plan_text: grid.join("\n"),
-            plan_origin: "the gemm-sweep grid".into(),
-            system_yaml: self.system.to_yaml(),
-            ccl_text: kernbench_ccl::config::DEFAULT_CCL_YAML.into(),
-            ccl_origin: "<embedded ccl.yaml>".into(),
-            files: Vec::new(),
-        }
+        Inputs::with_embedded_ccl(
+            grid.join("\n"),
+            "the gemm-sweep grid".into(),
+            self.system.to_yaml(),
+        )
     }
 
     fn write_tables(

@@ -84,6 +84,21 @@ pub struct Inputs {
     pub files: Vec<(&'static str, String)>,
 }
 
+impl Inputs {
+    /// The inputs of a study that runs on the embedded ccl config and
+    /// writes no extra files.
+    pub fn with_embedded_ccl(plan_text: String, plan_origin: String, system_yaml: String) -> Self {
+        Inputs {
+            plan_text,
+            plan_origin,
+            system_yaml,
+            ccl_text: kernbench_ccl::config::DEFAULT_CCL_YAML.into(),
+            ccl_origin: "<embedded ccl.yaml>".into(),
+            files: Vec::new(),
+        }
+    }
+}
+
 /// What a point's run may use besides the point: its share of the memory
 /// budget, and where `auto` collectives keep the tuner's decisions.
 pub struct PointEnv<'a> {

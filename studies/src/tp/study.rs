@@ -295,14 +295,11 @@ impl Study for TpStudy<'_> {
     /// The plan as parsed, the base system and the embedded ccl config
     /// (TP plans take no --ccl); no input files are saved.
     fn inputs(&self, _ccl_text: &str, _ccl_origin: &str) -> Inputs {
-        Inputs {
-            plan_text: serde_yaml::to_string(self.plan).expect("TP plans serialize"),
-            plan_origin: self.plan.name.clone(),
-            system_yaml: self.base.to_yaml(),
-            ccl_text: kernbench_ccl::config::DEFAULT_CCL_YAML.into(),
-            ccl_origin: "<embedded ccl.yaml>".into(),
-            files: Vec::new(),
-        }
+        Inputs::with_embedded_ccl(
+            serde_yaml::to_string(self.plan).expect("TP plans serialize"),
+            self.plan.name.clone(),
+            self.base.to_yaml(),
+        )
     }
 
     fn write_tables(

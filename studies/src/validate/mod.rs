@@ -266,14 +266,11 @@ impl Study for ValidateStudy {
 
     fn inputs(&self, _ccl_text: &str, _ccl_origin: &str) -> Inputs {
         let labels: Vec<String> = self.cases.iter().map(Case::label).collect();
-        Inputs {
-            plan_text: labels.join("\n"),
-            plan_origin: format!("the {} validation matrix", self.matrix.name()),
-            system_yaml: System::embedded_default().to_yaml(),
-            ccl_text: kernbench_ccl::config::DEFAULT_CCL_YAML.into(),
-            ccl_origin: "<embedded ccl.yaml>".into(),
-            files: Vec::new(),
-        }
+        Inputs::with_embedded_ccl(
+            labels.join("\n"),
+            format!("the {} validation matrix", self.matrix.name()),
+            System::embedded_default().to_yaml(),
+        )
     }
 
     fn write_tables(

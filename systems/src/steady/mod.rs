@@ -160,12 +160,12 @@ fn work(world: &World) -> u64 {
 /// After a tick: if the pacer marked it, compares the state with the
 /// earlier marked ticks and skips the periods a match allows.
 pub fn observe(world: &mut World) {
-    let Some(mut st) = world.get_resource_mut::<Steady>() else {
-        return;
-    };
-    if !std::mem::take(&mut st.mark) {
+    // Read first: most schedule runs end without a mark.
+    if !world.get_resource::<Steady>().is_some_and(|st| st.mark) {
         return;
     }
+    let mut st = world.resource_mut::<Steady>();
+    st.mark = false;
     // Taken out and put back by value: the world keeps the resource's slot
     // (a resource scope leaves bookkeeping behind at every use).
     let mut st = std::mem::take(&mut *st);
