@@ -22,6 +22,7 @@ pub mod estimate;
 pub mod group;
 pub mod kernels;
 mod load;
+pub mod p2p;
 pub mod placement;
 pub mod verify;
 
