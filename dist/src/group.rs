@@ -79,6 +79,8 @@ pub struct ProcessGroup {
     /// Tick at which the default communicator's wiring had landed.
     pub init_tick: Tick,
     pub turn_order: TurnOrder,
+    /// Point-to-point links, unmatched messages and joining group transfers.
+    pub(super) p2p: super::p2p::P2p,
 }
 
 /// What a rank is.
@@ -197,6 +199,7 @@ pub fn init_process_group_picking(
         groups: Vec::new(),
         init_tick: 0,
         turn_order: TurnOrder::default(),
+        p2p: Default::default(),
     };
     let ranks: Vec<u32> = (0..n).collect();
     let group = match unit {
@@ -438,8 +441,10 @@ impl ProcessGroup {
         &self.groups[g.0]
     }
 
-    /// Forgets every half-joined collective (after a failed spawn).
+    /// Forgets every half-joined collective and unmatched message (after a
+    /// failed spawn).
     pub(super) fn reset_barriers(&mut self) {
+        self.p2p.reset();
         for g in &mut self.groups {
             g.barrier.reset();
         }

@@ -31,6 +31,7 @@
 mod barrier;
 mod group;
 pub mod layout;
+mod p2p;
 mod rank;
 mod spawn;
 pub mod tensor;
@@ -40,6 +41,7 @@ pub use group::{
     ConfigPicker, GroupId, ProcessGroup, RankGroup, RankUnit, TurnOrder, WORLD, init_process_group,
     init_process_group_picking, init_process_group_within, process_group_estimate, world_size,
 };
+pub use p2p::Side;
 pub use rank::{Rank, Work};
 pub(crate) use spawn::WORKER_STACK;
 pub use tensor::{Block, DPPolicy, Shard, Split, Tensor};

@@ -44,7 +44,7 @@ impl<'p> Rank<'_, 'p> {
     }
 
     /// Takes the lock; fails if the spawn is being aborted.
-    fn enter(&self) -> Result<MutexGuard<'_, Sched<'p>>, DistError> {
+    pub(super) fn enter(&self) -> Result<MutexGuard<'_, Sched<'p>>, DistError> {
         let g = self.shared.lock();
         match &g.abort {
             Some(why) => Err(DistError::Aborted(why.clone())),
@@ -536,32 +536,5 @@ impl<'p> Rank<'_, 'p> {
             )));
         }
         Ok(root)
-    }
-
-    /// Waits until every rank of `group` has reached it: an epoch with no
-    /// data, which costs no simulated time beyond the latest member's clock.
-    pub fn barrier(&mut self, group: GroupId) -> Result<Tick, DistError> {
-        let g = self.enter()?;
-        let call = Call {
-            what: "barrier",
-            bytes: 0,
-            op: "",
-            root: None,
-            base: 0,
-            pe_stride: 0,
-        };
-        let rank = self.rank;
-        let mut g = g;
-        let joined = g.join_epoch(group.0, rank, call)?;
-        if !joined.complete {
-            let (_g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
-            return Ok(r?.end);
-        }
-        // The last member releases the others at the latest clock.
-        let at = g.latest_clock(group.0);
-        g.works.remove(&joined.work);
-        g.complete(joined.work, LaunchReport { start: at, end: at });
-        g.host[rank as usize] = at;
-        Ok(at)
     }
 }

@@ -271,8 +271,9 @@ impl Sched<'_> {
                 ));
             }
         }
+        out.extend(self.p2p_waits());
         format!(
-            "the ranks can never go on: {}; every member must make the same collective calls",
+            "the ranks can never go on: {}; every member must make the same collective calls, and every recv needs its matching send",
             out.join("; ")
         )
     }

@@ -22,6 +22,7 @@ mod mutants;
 mod mutated_inputs;
 mod network;
 mod network_model;
+mod p2p;
 mod registry;
 mod result_sets;
 mod sip_kinds;
