@@ -26,7 +26,8 @@
 //!
 //! Files: `group` (init, world size, subgroups), `spawn` (the cooperative
 //! scheduler), `rank` (a worker's calls), `tensor` (DPPolicy and shards),
-//! `layout` (mapper and validator registries), `barrier` (collective epochs).
+//! `layout` (mapper and validator registries), `barrier` (collective epochs),
+//! `p2p` (send/recv, scatter/gather, all_to_all_single, the barrier's rounds).
 
 mod barrier;
 mod group;
@@ -41,7 +42,6 @@ pub use group::{
     ConfigPicker, GroupId, ProcessGroup, RankGroup, RankUnit, TurnOrder, WORLD, init_process_group,
     init_process_group_picking, init_process_group_within, process_group_estimate, world_size,
 };
-pub use p2p::Side;
 pub use rank::{Rank, Work};
 pub(crate) use spawn::WORKER_STACK;
 pub use tensor::{Block, DPPolicy, Shard, Split, Tensor};

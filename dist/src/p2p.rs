@@ -32,7 +32,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// Which end of a point-to-point message a rank is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Side {
+pub(crate) enum Side {
     Send,
     Recv,
 }
@@ -99,8 +99,8 @@ impl ProcessGroup {
     }
 }
 
-/// Where in the tensor a row starts in its shard's memory: the shard holding
-/// row `row` with columns `cols`, preferring one on (cube, pe) `near`.
+/// The index of the shard of `t` holding row `row` with columns `cols`,
+/// preferring one on (cube, pe) `near` (a replica on the receiver's PE).
 fn shard_with(t: &Tensor, row: usize, cols: (usize, usize), near: (u32, u32)) -> Option<usize> {
     let holds = |s: &super::tensor::Shard| {
         s.block.cols == cols && (s.block.rows.0..s.block.rows.0 + s.block.rows.1).contains(&row)
@@ -254,7 +254,7 @@ impl Rank<'_, '_> {
     }
 
     /// Waits for a transfer [`Rank::post`] returned; its start and end tick.
-    pub fn wait_transfer(&mut self, work: u64) -> Result<LaunchReport, DistError> {
+    pub(crate) fn wait_transfer(&mut self, work: u64) -> Result<LaunchReport, DistError> {
         let g = self.enter()?;
         if !g.works.contains_key(&work) {
             return Err(DistError::Config(format!(
@@ -269,7 +269,7 @@ impl Rank<'_, '_> {
     /// Posts this rank's end of a message to or from `peer` without
     /// waiting: returns the work both ends wait on. The second end to post
     /// submits the transfer.
-    pub fn post(&mut self, side: Side, t: &Tensor, peer: u32) -> Result<u64, DistError> {
+    pub(crate) fn post(&mut self, side: Side, t: &Tensor, peer: u32) -> Result<u64, DistError> {
         let mut g = self.enter()?;
         let (me, n) = (self.rank, g.pg.world_size);
         let call = match side {
@@ -408,7 +408,7 @@ impl Rank<'_, '_> {
     /// The rows of `t` as one equal block per member of a group of `n`.
     fn block_rows(what: &str, t: &Tensor, n: usize, group: &str) -> Result<usize, DistError> {
         let rows = t.shape.0;
-        if rows % n != 0 {
+        if !rows.is_multiple_of(n) {
             let below = rows / n * n;
             let near = if below == 0 {
                 format!("{n}")
@@ -492,7 +492,7 @@ impl Rank<'_, '_> {
     /// `dist.barrier(group)`: every member waits for every other, through
     /// a dissemination barrier on the machine: `⌈log2 n⌉` rounds of a
     /// one-element token between the members' first PEs (docs/model.md
-    /// §Host runtime clocks). Returns the tick every member leaves at.
+    /// §Kernels, *Barrier*). Returns the tick every member leaves at.
     pub fn barrier(&mut self, group: GroupId) -> Result<Tick, DistError> {
         let mut g = self.enter()?;
         let call = Call {
@@ -635,7 +635,7 @@ fn splits_of(
 ) -> Result<Vec<usize>, DistError> {
     let rows = t.shape.0;
     let Some(given) = given else {
-        if rows % n != 0 {
+        if !rows.is_multiple_of(n) {
             return Err(DistError::Config(format!(
                 "all_to_all_single without {field} cuts rank {}'s {rows} rows into {n} equal blocks (group '{group}'); allowed: rows a multiple of {n}, or {field} giving each rank's rows",
                 t.rank

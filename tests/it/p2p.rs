@@ -6,7 +6,9 @@
 use crate::common;
 use kernbench::ccl::CclConfig;
 use kernbench::ccl::verify::value;
-use kernbench::dist::{DPPolicy, DistError, ProcessGroup, Rank, Tensor, WORLD, init_process_group};
+use kernbench::dist::{
+    DPPolicy, DistError, ProcessGroup, Rank, Tensor, TurnOrder, WORLD, init_process_group,
+};
 use kernbench::spec::System;
 use kernbench_systems::memory::DataMode;
 use std::sync::Mutex;
@@ -54,7 +56,7 @@ fn filled(ctx: &mut Rank, rows: usize, cols: usize) -> Result<Tensor, DistError>
     Ok(t)
 }
 
-/// docs/model.md §IPCQ, closed forms: a message of `b` bytes in `c` chunks
+/// docs/model.md §Kernels, *Point to point*: a message of `b` bytes in `c` chunks
 /// of a slot `S` over `k` hops, with enough slots, takes
 /// `k·L + (c − 1)·⌈S/B⌉ + ⌈S_last/B⌉ + (k − 1)·⌈min(S, b)/B⌉`, from the
 /// first PE's start to the last store; the receiver gets the data.
@@ -104,34 +106,42 @@ fn one_message_takes_the_closed_form_of_its_route() {
 }
 
 /// Blocking sends round a ring need an order: even ranks send to r + 1
-/// first, odd ranks receive from r − 1 first. Every rank ends with its
-/// predecessor's tensor, shard by shard over two cubes.
+/// first, odd ranks receive first. Every rank ends with its predecessor's
+/// tensor, shard by shard over two cubes; each rank's (message start, end,
+/// clock) are the same whatever order the workers take turns in.
 #[test]
 fn a_ring_of_sends_on_8_ranks_moves_the_right_data() {
-    let sys = sips(8, 2, 1);
-    let mut pg = pg(&sys, DataMode::Functional);
-    let (rows, cols) = (6, 40);
-    pg.spawn(8, |ctx| {
-        let r = ctx.rank();
-        let (next, prev) = ((r + 1) % 8, (r + 7) % 8);
-        let mine = filled(ctx, rows, cols)?;
-        let got = ctx.empty((rows, cols), DPPolicy::cube_rows(2))?;
-        if r % 2 == 0 {
-            ctx.send(&mine, next)?;
-            ctx.recv(&got, prev)?;
-        } else {
-            ctx.recv(&got, prev)?;
-            ctx.send(&mine, next)?;
-        }
-        assert_eq!(ctx.read(&got)?, input_of(prev, rows * cols), "rank {r}");
-        assert_eq!(
-            ctx.read(&mine)?,
-            input_of(r, rows * cols),
-            "rank {r} kept its own"
-        );
-        Ok(())
-    })
-    .unwrap();
+    let ring = |order: TurnOrder| {
+        let mut pg = pg(&sips(8, 2, 1), DataMode::Functional);
+        pg.turn_order = order;
+        let (rows, cols) = (6, 40);
+        let ticks = Mutex::new(Vec::new());
+        pg.spawn(8, |ctx| {
+            let r = ctx.rank();
+            let (next, prev) = ((r + 1) % 8, (r + 7) % 8);
+            let mine = filled(ctx, rows, cols)?;
+            let got = ctx.empty((rows, cols), DPPolicy::cube_rows(2))?;
+            let (sent, received) = if r % 2 == 0 {
+                (ctx.send(&mine, next)?, ctx.recv(&got, prev)?)
+            } else {
+                let received = ctx.recv(&got, prev)?;
+                (ctx.send(&mine, next)?, received)
+            };
+            assert_eq!(ctx.read(&got)?, input_of(prev, rows * cols), "rank {r}");
+            assert_eq!(
+                ctx.read(&mine)?,
+                input_of(r, rows * cols),
+                "rank {r} kept its own"
+            );
+            ticks.lock().unwrap().push((r, sent, received, ctx.now()));
+            Ok(())
+        })
+        .unwrap();
+        let mut ticks = ticks.into_inner().unwrap();
+        ticks.sort_by_key(|t| t.0);
+        ticks
+    };
+    assert_eq!(ring(TurnOrder::Ascending), ring(TurnOrder::Descending));
 }
 
 /// A recv whose send never comes, or a send whose recv never comes, ends
@@ -421,7 +431,7 @@ fn bad_scatter_gather_and_split_inputs_are_named() {
     );
 }
 
-/// docs/model.md §Host runtime clocks: on idle PEs a barrier of `n` ranks
+/// docs/model.md §Kernels, *Barrier*: on idle PEs a barrier of `n` ranks
 /// costs the launch overhead plus `K = ⌈log2 n⌉` rounds, round k a token of
 /// 2 B over `min(2^k, n − 2^k)` ring hops of `L + ⌈2/B⌉`; when the last
 /// round runs the other way round the ring (`2^(K−1) > n/2`), its token
@@ -470,4 +480,24 @@ fn a_barrier_costs_its_dissemination_rounds() {
         Ok(())
     })
     .unwrap();
+}
+
+/// On two ranks a scatter or a gather is one message of a block: its time
+/// is that message's closed form, `L + ⌈b/B⌉` for a block of one slot or less.
+#[test]
+fn scatter_and_gather_on_two_ranks_take_one_message() {
+    let sys = common::lean_links(2, B, L);
+    let (rows, cols) = (2, 300);
+    let want = L + (cols as u64 * 2).div_ceil(B);
+    let mut pg = pg(&sys, DataMode::TimingOnly);
+    let ticks = Mutex::new(Vec::new());
+    pg.spawn(2, |ctx| {
+        let t = ctx.empty((rows, cols), DPPolicy::cube_rows(1))?;
+        let scatter = ctx.scatter(WORLD, &t, 1)?.ticks();
+        let gather = ctx.gather(WORLD, &t, 0)?.ticks();
+        ticks.lock().unwrap().push((scatter, gather));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(ticks.into_inner().unwrap(), [(want, want); 2]);
 }
