@@ -231,6 +231,18 @@ impl Sched<'_> {
     }
 }
 
+/// A rank passes only tensors it allocated: another rank's shards live on
+/// that rank's device.
+fn own(what: &str, rank: u32, t: &Tensor) -> Result<(), DistError> {
+    if t.rank == rank {
+        return Ok(());
+    }
+    Err(DistError::Config(format!(
+        "{what} on rank {rank} with a {}x{} tensor of rank {}: a rank moves only its own tensors; allowed: a tensor this rank allocated (ctx.empty)",
+        t.shape.0, t.shape.1, t.rank
+    )))
+}
+
 fn tensor_bytes(t: &Tensor) -> u64 {
     t.elems() as u64 * 2
 }
@@ -281,6 +293,7 @@ impl Rank<'_, '_> {
                 "{call} of rank {me} with rank {peer}: the peer must be another rank of the world's 0..{n}; allowed: a rank below {n} other than {me}"
             )));
         }
+        own(call, me, t)?;
         g.seq[me as usize] += 1;
         let (src, dst) = match side {
             Side::Send => (me, peer),
@@ -355,6 +368,9 @@ impl Rank<'_, '_> {
     /// builds the transfer from every member's tensors and submits it at
     /// the latest member clock. Returns when it has run.
     fn group_transfer(&mut self, call: GroupCall, build: Build) -> Result<LaunchReport, DistError> {
+        for t in &call.tensors {
+            own(call.what, self.rank, t)?;
+        }
         let mut g = self.enter()?;
         let epoch = Call {
             what: call.what,

@@ -7,7 +7,7 @@ use crate::common;
 use kernbench::ccl::CclConfig;
 use kernbench::ccl::verify::value;
 use kernbench::dist::{
-    DPPolicy, DistError, ProcessGroup, Rank, Tensor, TurnOrder, WORLD, init_process_group,
+    DPPolicy, DistError, ProcessGroup, Rank, Split, Tensor, TurnOrder, WORLD, init_process_group,
 };
 use kernbench::spec::System;
 use kernbench_systems::memory::DataMode;
@@ -221,6 +221,19 @@ fn bad_messages_name_the_ranks_and_the_fix() {
     assert!(e.contains("recv of rank 0 with rank 7"), "{e}");
     let e = pg
         .spawn(2, |ctx| {
+            let mut t = ctx.empty((1, 32), DPPolicy::cube_rows(1))?;
+            t.rank = 1 - ctx.rank();
+            ctx.send(&t, 1 - ctx.rank())?;
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("send on rank 0 with a 1x32 tensor of rank 1: a rank moves only its own tensors; allowed: a tensor this rank allocated (ctx.empty)"),
+        "{e}"
+    );
+    let e = pg
+        .spawn(2, |ctx| {
             if ctx.rank() == 0 {
                 let t = ctx.empty((1, 32), DPPolicy::cube_rows(1))?;
                 ctx.send(&t, 1)?;
@@ -234,6 +247,29 @@ fn bad_messages_name_the_ranks_and_the_fix() {
         .to_string();
     assert!(
         e.contains("message #0 from rank 0 to rank 1: rank 0 sends a 1x32 tensor but rank 1 receives into a 2x16 one; allowed: the same shape on both ends"),
+        "{e}"
+    );
+    // Columns split over two cubes on the sender, rows on the receiver.
+    let mut pg = self::pg(&sips(2, 2, 1), DataMode::TimingOnly);
+    let e = pg
+        .spawn(2, |ctx| {
+            if ctx.rank() == 0 {
+                let by_columns = DPPolicy {
+                    cube: Split::ColumnWise,
+                    ..DPPolicy::cube_rows(2)
+                };
+                let t = ctx.empty((2, 16), by_columns)?;
+                ctx.send(&t, 1)?;
+            } else {
+                let t = ctx.empty((2, 16), DPPolicy::cube_rows(2))?;
+                ctx.recv(&t, 0)?;
+            }
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("message #0 from rank 0 to rank 1: rank 0's 2x16 tensor has no shard holding row 0 with columns 0..16 together, as rank 1's does on cube 0 pe 0; allowed: tensors split the same way across columns on both ranks (the same DPPolicy)"),
         "{e}"
     );
 }
