@@ -34,6 +34,15 @@ impl Buffers {
     }
 }
 
+/// What a collective runs on: where the buffers are and, for a lane-wise
+/// communicator ([`crate::Communicator::lanes`]), the lanes that take part,
+/// as (cube, pe) (`None`: every participant of the communicator's group).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operand {
+    pub buffers: Buffers,
+    pub lanes: Option<Vec<(u32, u32)>>,
+}
+
 /// What a kernel of an algorithm receives.
 #[derive(Debug, Clone)]
 pub struct KernelArgs {

@@ -25,10 +25,10 @@ mod load;
 pub mod placement;
 pub mod verify;
 
-pub use algorithm::{ANY_TOPOLOGY, Algorithm, Buffers, KernelArgs};
+pub use algorithm::{ANY_TOPOLOGY, Algorithm, Buffers, KernelArgs, Operand};
 pub use collective::{Collective, Job, ReduceOp};
 pub use communicator::{CollResult, Communicator};
 pub use config::{AUTO, AlgoConfig, CclConfig, Chunks, PieceLimits};
 pub use error::CclError;
-pub use group::Group;
+pub use group::{Group, Lane};
 pub use placement::Placement;

@@ -8,7 +8,7 @@ use super::layout;
 use super::spawn::{Sched, Shared, Submission, WorkState};
 use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
 use half::f16;
-use kernbench_ccl::{Buffers, CollResult, Collective, Job, ReduceOp};
+use kernbench_ccl::{Buffers, CollResult, Collective, Job, Operand, ReduceOp};
 use kernbench_runtime::kernel::Kernel;
 use kernbench_runtime::machine::LaunchReport;
 use kernbench_runtime::memory_map::{BUFFER_ALIGN, End};
@@ -348,22 +348,22 @@ impl<'p> Rank<'_, 'p> {
         root: u32,
     ) -> Result<CollResult, DistError> {
         let g = self.enter()?;
-        let (job, buffers) = Self::check_tensor(&g, t)?;
+        let (job, operand) = Self::check_tensor(&g, t)?;
         let has_root = matches!(collective, Collective::Broadcast | Collective::Reduce);
         let call = Call {
             what: collective.name(),
             bytes: job.bytes(),
             op: if collective.reduces() { op.name() } else { "" },
             root: has_root.then(|| g.pg.group(group).ranks[root as usize]),
-            base: buffers.base,
-            pe_stride: buffers.pe_stride,
+            base: operand.buffers.base,
+            pe_stride: operand.buffers.pe_stride,
         };
         let job = Job {
             collective,
             op,
             ..job
         };
-        self.join(g, group, call, (job, root), buffers)
+        self.join(g, group, call, (job, root), operand)
     }
 
     /// Joins a collective's epoch; the last member submits it.
@@ -373,7 +373,7 @@ impl<'p> Rank<'_, 'p> {
         group: GroupId,
         call: Call,
         (job, root): (Job, u32),
-        buffers: Buffers,
+        operand: Operand,
     ) -> Result<CollResult, DistError> {
         let rank = self.rank;
         let joined = g.join_epoch(group.0, rank, call)?;
@@ -382,10 +382,10 @@ impl<'p> Rank<'_, 'p> {
         if joined.complete {
             let first = rg.ranks[0];
             let at = s.latest_clock(group.0);
-            let (comm, install) = s.pg.comm_for(group, root, &job)?;
+            let (comm, install) = s.pg.comm_for(group, root, &job, &operand)?;
             // The first member waits in this collective: its count is still its join's.
             let seq = s.seq[first as usize];
-            let programs = comm.trace_job(&s.pg.machine, job, buffers)?;
+            let programs = comm.trace_operand(&s.pg.machine, job, &operand)?;
             s.works.insert(joined.work, WorkState::Pending);
             s.pending.push(Submission {
                 at,
@@ -419,9 +419,15 @@ impl<'p> Rank<'_, 'p> {
         Ok(res)
     }
 
-    /// The tensor's layout must pass the configured validator; every shard
-    /// is one participant's buffer, at one HBM offset.
-    fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, Buffers), DistError> {
+    /// What a collective on `t` runs: one shard's job and the operand.
+    /// A tensor without `DPPolicy::replicas` runs lane-wise (each shard
+    /// position its own collective over the ranks, see [`DPPolicy`]): its
+    /// shards must be the same size. A replicas tensor runs on every
+    /// participant of the group (the replica reduction): its shards must be
+    /// the mapper's participants (the default validator). Either way the
+    /// tensor lives in HBM, shard (cube, pe) at one offset per pe, and passes
+    /// the validator ccl.yaml names, if any.
+    fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, Operand), DistError> {
         let elems = (t.shards[0].nbytes / 2) as usize;
         let job = Job {
             collective: Collective::AllReduce,
@@ -443,25 +449,45 @@ impl<'p> Rank<'_, 'p> {
                 base: t.shards[0].addr,
                 pe_stride: 0,
             };
-            return Ok((job, buffers));
+            let lanes = None;
+            return Ok((job, Operand { buffers, lanes }));
         }
         let cfg = &g.pg.config;
-        let name = cfg
-            .validator
-            .clone()
-            .unwrap_or_else(|| layout::default_validator(&cfg.mapper).into());
+        let validator = match &cfg.validator {
+            Some(name) => Some(name.as_str()),
+            None => t
+                .policy
+                .replicas
+                .then(|| layout::default_validator(&cfg.mapper)),
+        };
         let m = &g.pg.machine;
         let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
-        layout::validator(&name).map_err(DistError::Config)?(t, cps, ppc)
-            .map_err(DistError::Layout)?;
+        if let Some(name) = validator {
+            layout::validator(name).map_err(DistError::Config)?(t, cps, ppc)
+                .map_err(DistError::Layout)?;
+        }
         if t.space != Space::Hbm {
             return Err(DistError::Layout(format!(
-                "the tensor of rank {} lives in {}; collectives read their buffers from HBM: create it with Rank::empty",
+                "the tensor of rank {} ({}) lives in {}; collectives read their buffers from HBM: create it with Rank::empty",
                 t.rank,
+                t.policy.describe(),
                 t.space.name()
             )));
         }
-        // Shard of (cube, pe) at base + pe · stride, the same in every cube.
+        let buffers = Self::shard_offsets(t)?;
+        let lanes = if t.policy.replicas {
+            None
+        } else {
+            layout::lanes(t).map_err(DistError::Layout)?;
+            Some(t.shards.iter().map(|s| (s.cube, s.pe)).collect())
+        };
+        Ok((job, Operand { buffers, lanes }))
+    }
+
+    /// The buffers of `t`'s shards: shard (cube, pe) at base + pe · stride,
+    /// the same in every cube (so one offset per lane on every rank that
+    /// allocated in the same order).
+    fn shard_offsets(t: &Tensor) -> Result<Buffers, DistError> {
         let base = t.shards[0].addr;
         let stride = t
             .shards
@@ -471,15 +497,16 @@ impl<'p> Rank<'_, 'p> {
         let at = |pe: u32| base + u64::from(pe) * stride;
         if let Some(s) = t.shards.iter().find(|s| s.addr != at(s.pe)) {
             return Err(DistError::Layout(format!(
-                "the shard of rank {}'s tensor on cube {} pe {} sits at HBM offset {}, not {}: collective buffers must sit at the same offsets in every cube (pe0's at {base}, pe q's {stride} B further per q): allocate collective tensors first, in the same order on every rank",
+                "the shard of rank {}'s tensor ({}) on cube {} pe {} sits at HBM offset {}, not {}: collective buffers must sit at the same offsets in every cube (pe0's at {base}, pe q's {stride} B further per q): allocate collective tensors first, in the same order on every rank",
                 t.rank,
+                t.policy.describe(),
                 s.cube,
                 s.pe,
                 s.addr,
                 at(s.pe)
             )));
         }
-        Ok((job, Buffers::hbm(base, stride)))
+        Ok(Buffers::hbm(base, stride))
     }
 
     /// `all_reduce` over every rank.
