@@ -377,8 +377,8 @@ impl Communicator {
     }
 
     /// The programs of `job` on `operand`: on its lanes, each lane's kernel
-    /// on its own buffer (a lane (cube, pe) reads `base + pe · pe_stride`),
-    /// when lane-wise; else [`Communicator::trace_job`] on its buffers.
+    /// on its own buffer, when lane-wise; else [`Communicator::trace_job`]
+    /// on its buffers.
     pub fn trace_operand(
         &self,
         machine: &Machine,
@@ -389,16 +389,19 @@ impl Communicator {
             return self.trace_job(machine, job, operand.buffers);
         };
         Self::check_before_build(&machine.system, &self.config, &job)?;
-        let b = operand.buffers;
         let mut programs = Vec::new();
-        for &(cube, pe) in lanes {
+        for l in lanes {
             let lane = Self {
-                group: self.group.lane_of(cube, pe),
+                group: self.group.lane_of(l.cube, l.pe),
                 lanes: false,
                 ..self.clone()
             };
-            let at = b.base + u64::from(pe) * b.pe_stride;
-            programs.extend(lane.trace_job(machine, job, Buffers { base: at, ..b })?);
+            let buffers = Buffers {
+                base: l.base,
+                pe_stride: 0,
+                ..operand.buffers
+            };
+            programs.extend(lane.trace_job(machine, job, buffers)?);
         }
         Ok(programs)
     }

@@ -25,7 +25,7 @@ mod load;
 pub mod placement;
 pub mod verify;
 
-pub use algorithm::{ANY_TOPOLOGY, Algorithm, Buffers, KernelArgs, Operand};
+pub use algorithm::{ANY_TOPOLOGY, Algorithm, Buffers, KernelArgs, LaneBuffer, Operand};
 pub use collective::{Collective, Job, ReduceOp};
 pub use communicator::{CollResult, Communicator};
 pub use config::{AUTO, AlgoConfig, CclConfig, Chunks, PieceLimits};

@@ -316,13 +316,16 @@ impl ProcessGroup {
     ) -> Result<(Communicator, Option<Tables>), DistError> {
         let rg = &self.groups[g.0];
         let auto = self.tuner.is_some();
-        let lanes = operand.lanes.as_deref();
+        // With one participant per SIP, the lane at (0, 0) is the group.
+        let one_per_sip = rg.members.cubes_per_sip() * rg.members.pes == 1;
+        let lanes = (operand.lanes.as_deref())
+            .filter(|l| !one_per_sip || l.iter().any(|lane| (lane.cube, lane.pe) != (0, 0)));
         if root == 0 && !auto && lanes.is_none() {
             let comm = rg.comms.first().ok_or_else(|| released(rg))?;
             return Ok((comm.clone(), None));
         }
         let members = match lanes {
-            Some(l) if l.iter().any(|&(_, pe)| pe >= rg.members.pes) => {
+            Some(l) if l.iter().any(|lane| lane.pe >= rg.members.pes) => {
                 rg.members.clone().every_pe()
             }
             _ => rg.members.clone(),

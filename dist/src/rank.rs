@@ -8,7 +8,7 @@ use super::layout;
 use super::spawn::{Sched, Shared, Submission, WorkState};
 use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
 use half::f16;
-use kernbench_ccl::{Buffers, CollResult, Collective, Job, Operand, ReduceOp};
+use kernbench_ccl::{Buffers, CollResult, Collective, Job, LaneBuffer, Operand, ReduceOp};
 use kernbench_runtime::kernel::Kernel;
 use kernbench_runtime::machine::LaunchReport;
 use kernbench_runtime::memory_map::{BUFFER_ALIGN, End};
@@ -421,12 +421,13 @@ impl<'p> Rank<'_, 'p> {
 
     /// What a collective on `t` runs: one shard's job and the operand.
     /// A tensor without `DPPolicy::replicas` runs lane-wise (each shard
-    /// position its own collective over the ranks, see [`DPPolicy`]): its
-    /// shards must be the same size. A replicas tensor runs on every
-    /// participant of the group (the replica reduction): its shards must be
-    /// the mapper's participants (the default validator). Either way the
-    /// tensor lives in HBM, shard (cube, pe) at one offset per pe, and passes
-    /// the validator ccl.yaml names, if any.
+    /// position its own collective over the ranks, on the shard's own
+    /// offset, see [`DPPolicy`]): its shards must be the same size. A
+    /// replicas tensor runs on every participant of the group (the replica
+    /// reduction): its shards must be the mapper's participants (the
+    /// default validator), shard (cube, pe) at one offset per pe. Either
+    /// way the tensor lives in HBM and passes the validator ccl.yaml names,
+    /// if any.
     fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, Operand), DistError> {
         let elems = (t.shards[0].nbytes / 2) as usize;
         let job = Job {
@@ -474,13 +475,18 @@ impl<'p> Rank<'_, 'p> {
                 t.space.name()
             )));
         }
-        let buffers = Self::shard_offsets(t)?;
-        let lanes = if t.policy.replicas {
-            None
-        } else {
-            layout::lanes(t).map_err(DistError::Layout)?;
-            Some(t.shards.iter().map(|s| (s.cube, s.pe)).collect())
+        if t.policy.replicas {
+            let buffers = Self::shard_offsets(t)?;
+            return Ok((job, Operand { buffers, lanes: None }));
+        }
+        layout::lanes(t).map_err(DistError::Layout)?;
+        let lane = |s: &super::tensor::Shard| LaneBuffer {
+            cube: s.cube,
+            pe: s.pe,
+            base: s.addr,
         };
+        let lanes = Some(t.shards.iter().map(lane).collect());
+        let buffers = Buffers::hbm(t.shards[0].addr, 0);
         Ok((job, Operand { buffers, lanes }))
     }
 
