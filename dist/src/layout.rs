@@ -69,15 +69,19 @@ fn expect_layout(t: &Tensor, want: &[(u32, u32)], what: &str) -> Result<(), Stri
     let got: Vec<(u32, u32)> = t.shards.iter().map(|s| (s.cube, s.pe)).collect();
     if got != want {
         return Err(format!(
-            "the tensor of rank {} has shards on (cube, pe) {:?}, but {what} expects {:?}: create it with a DPPolicy that gives that layout (e.g. DPPolicy::cube_rows(cubes) with shape (cubes, n))",
-            t.rank, got, want
+            "the tensor of rank {} ({}) has shards on (cube, pe) {:?}, but {what} expects {:?}: create it with a DPPolicy that gives that layout (e.g. DPPolicy::cube_replicas(cubes) with shape (cubes, n))",
+            t.rank,
+            t.policy.describe(),
+            got,
+            want
         ));
     }
     let sizes: Vec<u64> = t.shards.iter().map(|s| s.nbytes).collect();
     if sizes.windows(2).any(|w| w[0] != w[1]) {
         return Err(format!(
-            "the tensor of rank {} has shards of unequal sizes {sizes:?} B; {what} expects every shard the same size: give the split level a multiple of its parts",
-            t.rank
+            "the tensor of rank {} ({}) has shards of unequal sizes {sizes:?} B; {what} expects every shard the same size: give the split level a multiple of its parts",
+            t.rank,
+            t.policy.describe()
         ));
     }
     Ok(())
@@ -171,7 +175,7 @@ mod tests {
         assert!(
             validator("x")
                 .unwrap_err()
-                .contains("cube_leaders, single_shard_per_rank")
+                .contains("cube_leaders, cube_replicas, single_shard_per_rank")
         );
     }
 
@@ -180,7 +184,7 @@ mod tests {
         let leaders = tensor((4, 8), DPPolicy::cube_rows(4));
         cube_leaders(&leaders, 4, 2).unwrap();
         let e = multi_pe_sip_local(&leaders, 4, 2).unwrap_err();
-        assert!(e.starts_with("the tensor of rank 1 has shards on (cube, pe) [(0, 0), (1, 0), (2, 0), (3, 0)], but validator multi_pe_sip_local expects [(0, 0), (0, 1)"), "{e}");
+        assert!(e.starts_with("the tensor of rank 1 (DPPolicy { cube: row_wise, pe: replicate, num_cubes: 4, num_pes: 1, replicas: false }) has shards on (cube, pe) [(0, 0), (1, 0), (2, 0), (3, 0)], but validator multi_pe_sip_local expects [(0, 0), (0, 1)"), "{e}");
         multi_pe_sip_local(&tensor((8, 8), DPPolicy::pe_rows(4, 2)), 4, 2).unwrap();
         let e = cube_leaders(&tensor((5, 8), DPPolicy::cube_rows(4)), 4, 2).unwrap_err();
         assert!(e.contains("unequal sizes [32, 16, 16, 16] B"), "{e}");

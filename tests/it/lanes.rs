@@ -5,7 +5,9 @@
 
 use crate::common::system;
 use kernbench::ccl::{AUTO, CclConfig, Collective, ReduceOp};
-use kernbench::dist::{DPPolicy, GroupId, ProcessGroup, Rank, Split, init_process_group};
+use kernbench::dist::{
+    DPPolicy, GroupId, ProcessGroup, Rank, Split, WORLD, init_process_group,
+};
 use kernbench::spec::System;
 use kernbench_systems::memory::DataMode;
 
@@ -123,5 +125,127 @@ fn a_dp_all_reduce_sums_each_element_over_the_group_for_every_policy() {
             }
         }
     }
-    panic!("{}", refused.join("\n"));
+    // Why an entry refuses: all-to-all only, no room for a second
+    // communicator's 16 x 32 KiB slots in TCM, ADR-0032's replica layout,
+    // a grid algorithm on a ring.
+    let why = [
+        ("bruck", "does not support the all_reduce collective"),
+        ("pairwise", "does not support the all_reduce collective"),
+        ("hier_lanes_deep", "cannot hold the IPCQ slot area of queue"),
+        ("adr0032", "but validator cube_replicas (ADR-0032's layout"),
+        ("torus_trees", "does not support SIP topology ring_1d"),
+    ];
+    for r in &refused {
+        let known = why.iter().find(|(e, _)| r.starts_with(e));
+        assert!(known.is_some_and(|(_, m)| r.contains(m)), "{r}");
+    }
+    let entries_refusing = |e: &str| refused.iter().filter(|r| r.starts_with(e)).count();
+    // 15 entries: 8 serve every policy, 7 refuse all of them (torus_trees
+    // at init).
+    assert_eq!(refused.len(), 6 * policies().len() + 1, "{refused:#?}");
+    assert_eq!(entries_refusing("ring,"), 0);
+    assert_eq!(entries_refusing("hier_lanes,"), 0);
+}
+
+/// The replica reduction, by name: `DPPolicy::cube_replicas` makes every
+/// cube a data-parallel replica, so the all-reduce over {0, 2} sums over
+/// ranks x cubes (ADR-0032's result), on ring and on the adr0032 entry
+/// (whose validator asks for exactly this layout).
+#[test]
+fn cube_replicas_sum_over_ranks_and_cubes() {
+    let sys = four_sips();
+    let ccl = CclConfig::embedded_default();
+    let shape = (2, 8);
+    for entry in ["ring", "adr0032"] {
+        let mut pg = init_process_group(&sys, &ccl, entry, DataMode::Functional).unwrap();
+        let dp = pg.new_group(&[0, 2]).unwrap();
+        let p = DPPolicy::cube_replicas(2);
+        let got = run_on(&mut pg, (dp, &[0, 2]), Collective::AllReduce, p, shape).unwrap();
+        // Row c of a rank is cube c's replica: every row becomes the sum of
+        // both rows of both ranks.
+        let cols = shape.1;
+        let sum = |j: usize| -> f32 {
+            [0, 2]
+                .iter()
+                .flat_map(|&r| (0..2).map(move |c| value(r, c * cols + j)))
+                .sum()
+        };
+        let want: Vec<f32> = (0..2 * cols).map(|i| sum(i % cols)).collect();
+        for (r, got) in got {
+            assert_eq!(got, want, "{entry}: rank {r}");
+        }
+    }
+}
+
+/// The other collectives lane by lane, on rows over cubes (cube c's
+/// shard, elements [16c, 16c + 16) of the logical tensor, is lane c): in
+/// each lane, group member k (rank 0, then rank 2) owns block k of 2.
+#[test]
+fn every_collective_acts_shard_by_shard() {
+    let sys = four_sips();
+    let ccl = CclConfig::embedded_default();
+    let (shape, lane, block) = ((4, 8), 16, 8);
+    let p = DPPolicy::cube_rows(2);
+    let members = [0u32, 2];
+    let elems = shape.0 * shape.1;
+    // The member owning element i within its lane, and i's place in it.
+    let owner = |i: usize| members[(i % lane) / block];
+    let cases: [(&str, Collective, &dyn Fn(u32, usize) -> Option<f32>); 5] = [
+        ("ring", Collective::ReduceScatter, &|r, i| {
+            (owner(i) == r).then(|| value(0, i) + value(2, i))
+        }),
+        ("ring", Collective::AllGather, &|_, i| Some(value(owner(i), i))),
+        ("ring", Collective::Broadcast, &|_, i| Some(value(0, i))),
+        ("tree", Collective::Reduce, &|r, i| {
+            (r == 0).then(|| value(0, i) + value(2, i))
+        }),
+        ("pairwise", Collective::AllToAll, &|r, i| {
+            // Block k of member r's lane comes from member k's block r.
+            let k = members[(i % lane) / block];
+            let me = members.iter().position(|&m| m == r).unwrap();
+            Some(value(k, i - (i % lane) + me * block + i % block))
+        }),
+    ];
+    for (entry, collective, want) in cases {
+        let mut pg = init_process_group(&sys, &ccl, entry, DataMode::Functional).unwrap();
+        let dp = pg.new_group(&members).unwrap();
+        let got = run_on(&mut pg, (dp, &members), collective, p, shape).unwrap();
+        for (r, got) in got {
+            for i in 0..elems {
+                if let Some(w) = want(r, i) {
+                    assert_eq!(got[i], w, "{entry} {collective}: rank {r} element {i}");
+                }
+            }
+        }
+    }
+}
+
+/// Layouts a collective cannot run are refused naming the tensor's policy
+/// and what the collective needs.
+#[test]
+fn bad_layouts_name_the_policy_and_the_need() {
+    let sys = four_sips();
+    let ccl = CclConfig::embedded_default();
+    let refusal = |entry: &str, p: DPPolicy, shape| {
+        let mut pg = init_process_group(&sys, &ccl, entry, DataMode::TimingOnly).unwrap();
+        run_on(&mut pg, (WORLD, &[0, 1, 2, 3]), Collective::AllReduce, p, shape).unwrap_err()
+    };
+    // 5 rows over 2 cubes: lanes of 3 and 2 rows.
+    let e = refusal("ring", DPPolicy::cube_rows(2), (5, 8));
+    assert!(
+        e.contains("the 5x8 tensor of rank 0 (DPPolicy { cube: row_wise, pe: replicate, num_cubes: 2, num_pes: 1, replicas: false }) has shards of [48, 32] B; a collective runs shard by shard (one lane per shard position, every lane the same size)"),
+        "{e}"
+    );
+    // Replicas must be the mapper's participants: every cube leader.
+    let e = refusal("ring", DPPolicy::cube_replicas(1), (1, 8));
+    assert!(
+        e.contains("(DPPolicy { cube: row_wise, pe: replicate, num_cubes: 1, num_pes: 1, replicas: true }) has shards on (cube, pe) [(0, 0)], but validator cube_leaders expects [(0, 0), (1, 0)]"),
+        "{e}"
+    );
+    // adr0032's layout is the replica one.
+    let e = refusal("adr0032", DPPolicy::cube_rows(2), (2, 8));
+    assert!(
+        e.contains("validator cube_replicas (ADR-0032's layout: every cube a data-parallel replica, reduced over ranks x cubes) expects replicas: create it with DPPolicy::cube_replicas(2)"),
+        "{e}"
+    );
 }
