@@ -322,7 +322,10 @@ impl<'p> Rank<'_, 'p> {
         r
     }
 
-    /// A collective over `group` on tensor `t`, like torch.distributed's: joins
+    /// A collective over `group` on tensor `t`, like torch.distributed's,
+    /// element-wise over the group's ranks shard by shard (one lane per
+    /// shard position; over every shard of every member for a
+    /// `DPPolicy::replicas` tensor, see [`DPPolicy`]): joins
     /// the group's next epoch and returns once every member has joined and the
     /// collective has run; the result's time is the collective's own. A
     /// broadcast or reduce roots at the group's first rank.
@@ -520,26 +523,32 @@ impl<'p> Rank<'_, 'p> {
         self.collective(WORLD, Collective::AllReduce, t, op)
     }
 
-    /// `reduce_scatter` over every rank (participant p keeps block p).
+    /// `reduce_scatter` over every rank, shard by shard: rank k keeps block
+    /// k (of one per member) of each shard's reduction (with
+    /// `DPPolicy::replicas`: participant p, rank · cubes + cube, keeps block p).
     pub fn reduce_scatter(&mut self, t: &Tensor, op: ReduceOp) -> Result<CollResult, DistError> {
         self.collective(WORLD, Collective::ReduceScatter, t, op)
     }
 
-    /// `all_gather` over every rank (participant p contributes block p).
+    /// `all_gather` over every rank, shard by shard: rank k contributes block
+    /// k (of one per member) of each shard (with `DPPolicy::replicas`:
+    /// participant p contributes block p).
     pub fn all_gather(&mut self, t: &Tensor) -> Result<CollResult, DistError> {
         self.collective(WORLD, Collective::AllGather, t, ReduceOp::Sum)
     }
 
-    /// `all_to_all` over every rank: the buffer is one block per
-    /// participant, and participant p's block j becomes participant j's
-    /// block p (nccl's ncclAllToAll, in place).
+    /// `all_to_all` over every rank, shard by shard: each shard is one block
+    /// per member, and rank k's block j becomes rank j's block k of the same
+    /// shard (nccl's ncclAllToAll, in place; with `DPPolicy::replicas`, per
+    /// participant instead of per rank).
     pub fn all_to_all(&mut self, t: &Tensor) -> Result<CollResult, DistError> {
         self.collective(WORLD, Collective::AllToAll, t, ReduceOp::Sum)
     }
 
     /// `broadcast` from rank `root` over every rank: every rank's `t` ends
-    /// as the root's (the root's first cube's buffer, as the library's
-    /// broadcast sends participant 0's).
+    /// as the root's, each shard from the root's same shard (with
+    /// `DPPolicy::replicas`: every shard as the root's first cube's, as the
+    /// library's broadcast sends participant 0's).
     pub fn broadcast(&mut self, t: &Tensor, root: u32) -> Result<CollResult, DistError> {
         let root = self.world_member(Collective::Broadcast, root)?;
         self.rooted(WORLD, Collective::Broadcast, t, ReduceOp::Sum, root)
