@@ -480,7 +480,13 @@ impl<'p> Rank<'_, 'p> {
         }
         if t.policy.replicas {
             let buffers = Self::shard_offsets(t)?;
-            return Ok((job, Operand { buffers, lanes: None }));
+            return Ok((
+                job,
+                Operand {
+                    buffers,
+                    lanes: None,
+                },
+            ));
         }
         layout::lanes(t).map_err(DistError::Layout)?;
         let lane = |s: &super::tensor::Shard| LaneBuffer {

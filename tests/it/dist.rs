@@ -461,7 +461,10 @@ fn every_pe_layout_all_reduces_element_by_element() {
         let elems = 300;
         pg.spawn(2, |ctx| {
             let rows = cubes * pes;
-            let t = ctx.empty((rows, elems), DPPolicy::pe_rows(cubes as u32, pes as u32).as_replicas())?;
+            let t = ctx.empty(
+                (rows, elems),
+                DPPolicy::pe_rows(cubes as u32, pes as u32).as_replicas(),
+            )?;
             let r = ctx.rank() as usize;
             // Row k (cube k / pes, pe k % pes) of rank r: (r·rows + k) · 3 + i, mod 11.
             let value = |r: usize, k: usize, i: usize| (((r * rows + k) * 3 + i) % 11) as f32;

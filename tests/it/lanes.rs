@@ -5,9 +5,7 @@
 
 use crate::common::system;
 use kernbench::ccl::{AUTO, CclConfig, Collective, ReduceOp};
-use kernbench::dist::{
-    DPPolicy, GroupId, ProcessGroup, Rank, Split, WORLD, init_process_group,
-};
+use kernbench::dist::{DPPolicy, GroupId, ProcessGroup, Rank, Split, WORLD, init_process_group};
 use kernbench::spec::System;
 use kernbench_systems::memory::DataMode;
 
@@ -43,12 +41,32 @@ fn policies() -> Vec<(&'static str, DPPolicy, (usize, usize))> {
     use Split::{ColumnWise, Replicate, RowWise};
     vec![
         ("rows over cubes", policy(RowWise, Replicate, 2, 1), (4, 8)),
-        ("columns over cubes", policy(ColumnWise, Replicate, 2, 1), (2, 16)),
-        ("replicated over cubes", policy(Replicate, Replicate, 2, 1), (2, 8)),
+        (
+            "columns over cubes",
+            policy(ColumnWise, Replicate, 2, 1),
+            (2, 16),
+        ),
+        (
+            "replicated over cubes",
+            policy(Replicate, Replicate, 2, 1),
+            (2, 8),
+        ),
         ("one cube", policy(RowWise, Replicate, 1, 1), (2, 8)),
-        ("rows over cubes and PEs", policy(RowWise, RowWise, 2, 2), (8, 8)),
-        ("columns over PEs", policy(Replicate, ColumnWise, 1, 2), (2, 16)),
-        ("replicated over PEs", policy(RowWise, Replicate, 2, 2), (4, 8)),
+        (
+            "rows over cubes and PEs",
+            policy(RowWise, RowWise, 2, 2),
+            (8, 8),
+        ),
+        (
+            "columns over PEs",
+            policy(Replicate, ColumnWise, 1, 2),
+            (2, 16),
+        ),
+        (
+            "replicated over PEs",
+            policy(RowWise, Replicate, 2, 2),
+            (4, 8),
+        ),
     ]
 }
 
@@ -177,6 +195,9 @@ fn cube_replicas_sum_over_ranks_and_cubes() {
     }
 }
 
+/// What rank r's element i must be after a collective (None: anything).
+type Expected<'a> = dyn Fn(u32, usize) -> Option<f32> + 'a;
+
 /// The other collectives lane by lane, on rows over cubes (cube c's
 /// shard, elements [16c, 16c + 16) of the logical tensor, is lane c): in
 /// each lane, group member k (rank 0, then rank 2) owns block k of 2.
@@ -190,11 +211,13 @@ fn every_collective_acts_shard_by_shard() {
     let elems = shape.0 * shape.1;
     // The member owning element i within its lane, and i's place in it.
     let owner = |i: usize| members[(i % lane) / block];
-    let cases: [(&str, Collective, &dyn Fn(u32, usize) -> Option<f32>); 5] = [
+    let cases: [(&str, Collective, &Expected<'_>); 5] = [
         ("ring", Collective::ReduceScatter, &|r, i| {
             (owner(i) == r).then(|| value(0, i) + value(2, i))
         }),
-        ("ring", Collective::AllGather, &|_, i| Some(value(owner(i), i))),
+        ("ring", Collective::AllGather, &|_, i| {
+            Some(value(owner(i), i))
+        }),
         ("ring", Collective::Broadcast, &|_, i| Some(value(0, i))),
         ("tree", Collective::Reduce, &|r, i| {
             (r == 0).then(|| value(0, i) + value(2, i))
@@ -211,9 +234,9 @@ fn every_collective_acts_shard_by_shard() {
         let dp = pg.new_group(&members).unwrap();
         let got = run_on(&mut pg, (dp, &members), collective, p, shape).unwrap();
         for (r, got) in got {
-            for i in 0..elems {
+            for (i, &g) in got.iter().enumerate().take(elems) {
                 if let Some(w) = want(r, i) {
-                    assert_eq!(got[i], w, "{entry} {collective}: rank {r} element {i}");
+                    assert_eq!(g, w, "{entry} {collective}: rank {r} element {i}");
                 }
             }
         }
@@ -228,7 +251,14 @@ fn bad_layouts_name_the_policy_and_the_need() {
     let ccl = CclConfig::embedded_default();
     let refusal = |entry: &str, p: DPPolicy, shape| {
         let mut pg = init_process_group(&sys, &ccl, entry, DataMode::TimingOnly).unwrap();
-        run_on(&mut pg, (WORLD, &[0, 1, 2, 3]), Collective::AllReduce, p, shape).unwrap_err()
+        run_on(
+            &mut pg,
+            (WORLD, &[0, 1, 2, 3]),
+            Collective::AllReduce,
+            p,
+            shape,
+        )
+        .unwrap_err()
     };
     // 5 rows over 2 cubes: lanes of 3 and 2 rows.
     let e = refusal("ring", DPPolicy::cube_rows(2), (5, 8));
