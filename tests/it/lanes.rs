@@ -279,3 +279,26 @@ fn bad_layouts_name_the_policy_and_the_need() {
         "{e}"
     );
 }
+
+/// Under `auto` the tuner picks each lane's configuration among the
+/// entries that serve one lane, and the all-reduce is still the sum over
+/// the group's ranks shard by shard.
+#[test]
+fn auto_picks_a_lane_configuration_and_sums_over_the_group() {
+    let sys = four_sips();
+    let ccl = CclConfig::embedded_default();
+    let mut pg =
+        kernbench::autotune::init_process_group(&sys, &ccl, "auto", DataMode::Functional).unwrap();
+    let dp = pg.new_group(&[0, 2]).unwrap();
+    let (p, shape) = (DPPolicy::cube_rows(2), (4, 8));
+    let got = run_on(&mut pg, (dp, &[0, 2]), Collective::AllReduce, p, shape).unwrap();
+    let want: Vec<f32> = (0..32).map(|i| value(0, i) + value(2, i)).collect();
+    for (r, got) in got {
+        assert_eq!(got, want, "rank {r}");
+    }
+    let comms = &pg.group(dp).comms;
+    assert!(
+        comms.len() == 1 && comms[0].lanes,
+        "one lane-wise communicator"
+    );
+}
