@@ -481,6 +481,22 @@ impl Communicator {
         }
     }
 
+    /// [`Communicator::result`] of a run on `operand`: lane-wise, its
+    /// participants are the lanes run times the group's SIPs.
+    pub fn operand_result(
+        &self,
+        machine: &Machine,
+        job: Job,
+        operand: &Operand,
+        ticks: Tick,
+    ) -> CollResult {
+        let mut res = self.result(machine, job, ticks, None);
+        if let (Some(lanes), true) = (&operand.lanes, self.lanes) {
+            res.participants = lanes.len() * self.group.sips.len();
+        }
+        res
+    }
+
     /// Participant `p`'s buffer of a run whose buffers start at HBM offset
     /// `base`.
     pub(crate) fn hbm_at(&self, p: usize, job: &Job, base: u64) -> Location {

@@ -407,7 +407,7 @@ impl<'p> Rank<'_, 'p> {
         let s = &mut *g;
         let members = s.pg.groups[group.0].ranks.len();
         if let Some(comm) = s.comms.remove(&joined.work) {
-            let res = comm.result(&s.pg.machine, job, report.ticks(), None);
+            let res = comm.operand_result(&s.pg.machine, job, &operand, report.ticks());
             s.results.insert(joined.work, (res, members));
         }
         let (res, left) = s

@@ -302,3 +302,35 @@ fn auto_picks_a_lane_configuration_and_sums_over_the_group() {
         "one lane-wise communicator"
     );
 }
+
+/// A lane-wise result counts the lanes that ran times the group's SIPs:
+/// one cube's shard over {0, 2} is 2 participants, both cubes' 4; a
+/// replica reduction counts every cube leader of every member.
+#[test]
+fn participants_are_the_lanes_run_times_the_members() {
+    let sys = four_sips();
+    let ccl = CclConfig::embedded_default();
+    let mut pg = init_process_group(&sys, &ccl, "ring", DataMode::TimingOnly).unwrap();
+    let dp = pg.new_group(&[0, 2]).unwrap();
+    let seen = std::sync::Mutex::new(Vec::new());
+    pg.spawn(4, |ctx| {
+        if ctx.rank() % 2 == 1 {
+            return Ok(());
+        }
+        // Replicas first: their shards need one offset in every cube.
+        for p in [
+            DPPolicy::cube_replicas(2),
+            DPPolicy::cube_rows(1),
+            DPPolicy::cube_rows(2),
+        ] {
+            let t = ctx.empty((p.num_cubes as usize, 64), p)?;
+            let res = ctx.collective(dp, Collective::AllReduce, &t, ReduceOp::Sum)?;
+            seen.lock().unwrap().push((ctx.rank(), res.participants));
+        }
+        Ok(())
+    })
+    .unwrap();
+    let mut seen = seen.into_inner().unwrap();
+    seen.sort();
+    assert_eq!(seen, [(0, 2), (0, 4), (0, 4), (2, 2), (2, 4), (2, 4)]);
+}
