@@ -8,7 +8,10 @@
 //! layout of each collective). An [`Algorithm`] declares what it supports,
 //! its IPCQ wiring and its kernel; a [`Communicator`] installs the wiring
 //! once on a machine (like NCCL communicator creation), in a queue scope of
-//! its own, and runs collectives on it.
+//! its own, and runs collectives on it. A communicator can also be
+//! lane-wise: every lane of its group (one (cube, pe) of each SIP, a
+//! [`Group::lane_of`]) wired and run as a collective of its own, all in one
+//! scope — what a collective on a rank's sharded tensor runs.
 
 pub mod algorithm;
 pub mod algorithms;

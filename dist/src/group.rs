@@ -316,31 +316,23 @@ impl ProcessGroup {
     ) -> Result<(Communicator, Option<Tables>), DistError> {
         let rg = &self.groups[g.0];
         let auto = self.tuner.is_some();
-        // With one participant per SIP, the lane at (0, 0) is the group.
-        let one_per_sip = rg.members.cubes_per_sip() * rg.members.pes == 1;
-        let lanes = (operand.lanes.as_deref())
-            .filter(|l| !one_per_sip || l.iter().any(|lane| (lane.cube, lane.pe) != (0, 0)));
-        if root == 0 && !auto && lanes.is_none() {
+        let (members, lanes) = arrangement(&rg.members, operand);
+        if root == 0 && !auto && !lanes {
             let comm = rg.comms.first().ok_or_else(|| released(rg))?;
             return Ok((comm.clone(), None));
         }
-        let members = match lanes {
-            Some(l) if l.iter().any(|lane| lane.pe >= rg.members.pes) => {
-                rg.members.clone().every_pe()
-            }
-            _ => rg.members.clone(),
-        };
         let turns = [members.rooted_at(root), members.ring_from(root)];
-        let tuned = match lanes {
-            Some(_) => turns[0].lane_of(0, 0),
-            None => turns[0].clone(),
+        // Lane-wise, the tuner picks what serves one lane best.
+        let tuned = if lanes {
+            turns[0].lane_of(0, 0)
+        } else {
+            turns[0].clone()
         };
         let config = match &mut self.tuner {
             Some(tuner) => tuner.pick(&tuned, job.collective, job.bytes())?,
             None => &rg.comms.first().ok_or_else(|| released(rg))?.config,
         }
         .clone();
-        let lanes = lanes.is_some();
         let of_config = |c: &Communicator| c.config.name == config.name && c.lanes == lanes;
         let exact = rg
             .comms
@@ -474,6 +466,24 @@ impl ProcessGroup {
         for g in &mut self.groups {
             g.barrier.reset();
         }
+    }
+}
+
+/// The participants a collective on `operand` of a group of `members`
+/// runs on, and whether lane by lane: a lane-wise operand runs on the
+/// group's lanes, over every PE of each cube when a lane sits past the
+/// members' PEs; with one participant per SIP, the lane at (0, 0) is the
+/// group itself.
+fn arrangement(members: &Group, operand: &Operand) -> (Group, bool) {
+    let one_per_sip = members.cubes_per_sip() * members.pes == 1;
+    let lanes = (operand.lanes.as_deref())
+        .filter(|l| !one_per_sip || l.iter().any(|lane| (lane.cube, lane.pe) != (0, 0)));
+    match lanes {
+        Some(l) if l.iter().any(|lane| lane.pe >= members.pes) => {
+            (members.clone().every_pe(), true)
+        }
+        Some(_) => (members.clone(), true),
+        None => (members.clone(), false),
     }
 }
 
