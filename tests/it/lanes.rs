@@ -7,6 +7,7 @@ use crate::common::system;
 use kernbench::ccl::{AUTO, CclConfig, Collective, ReduceOp};
 use kernbench::dist::{DPPolicy, GroupId, ProcessGroup, Rank, Split, WORLD, init_process_group};
 use kernbench::spec::System;
+use kernbench::topology::address::Space;
 use kernbench_systems::memory::DataMode;
 
 /// 4 SIPs on a ring, each a 2x1 cube mesh.
@@ -270,6 +271,19 @@ fn bad_layouts_name_the_policy_and_the_need() {
     let e = refusal("ring", DPPolicy::cube_replicas(1), (1, 8));
     assert!(
         e.contains("(DPPolicy { cube: row_wise, pe: replicate, num_cubes: 1, num_pes: 1, replicas: true }) has shards on (cube, pe) [(0, 0)], but validator cube_leaders expects [(0, 0), (1, 0)]"),
+        "{e}"
+    );
+    // Collective buffers live in HBM.
+    let mut pg = init_process_group(&sys, &ccl, "ring", DataMode::TimingOnly).unwrap();
+    let e = pg
+        .spawn(4, |ctx| {
+            let t = ctx.empty_in(Space::Sram, (2, 8), DPPolicy::cube_rows(2))?;
+            ctx.all_reduce(&t, ReduceOp::Sum).map(|_| ())
+        })
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("(DPPolicy { cube: row_wise, pe: replicate, num_cubes: 2, num_pes: 1, replicas: false }) lives in sram; collectives read their buffers from HBM: create it with Rank::empty"),
         "{e}"
     );
     // adr0032's layout is the replica one.
