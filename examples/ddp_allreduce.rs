@@ -38,7 +38,7 @@ fn main() -> anyhow::Result<()> {
     let n = pg.world_size;
     pg.spawn(n, |ctx| {
         let r = ctx.rank() as usize;
-        let grad = ctx.empty((cubes, elems), DPPolicy::cube_rows(cubes as u32))?;
+        let grad = ctx.empty((cubes, elems), DPPolicy::cube_replicas(cubes as u32))?;
         // Cube c of rank r holds (r + c + i) mod 4: small integers, exact in f16.
         let value = |r: usize, c: usize, i: usize| ((r + c + i) % 4) as f32;
         let data: Vec<f32> = (0..cubes * elems)

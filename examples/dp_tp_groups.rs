@@ -35,8 +35,8 @@ fn main() -> anyhow::Result<()> {
     let lines = Mutex::new(Vec::new());
     pg.spawn(8, |ctx| {
         let r = ctx.rank();
-        let act = ctx.empty((cubes as usize, elems), DPPolicy::cube_rows(cubes))?;
-        let grad = ctx.empty((cubes as usize, elems), DPPolicy::cube_rows(cubes))?;
+        let act = ctx.empty((cubes as usize, elems), DPPolicy::cube_replicas(cubes))?;
+        let grad = ctx.empty((cubes as usize, elems), DPPolicy::cube_replicas(cubes))?;
         ctx.write(&act, &vec![r as f32; cubes as usize * elems])?;
         ctx.write(&grad, &vec![1.0; cubes as usize * elems])?;
         let t = ctx.collective(tp[(r / 4) as usize], Collective::AllReduce, &act, ReduceOp::Sum)?;

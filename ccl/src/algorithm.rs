@@ -34,6 +34,25 @@ impl Buffers {
     }
 }
 
+/// What a collective runs on: where the buffers are and, for a lane-wise
+/// communicator ([`crate::Communicator::lanes`]), the lanes that take part
+/// (`None`: every participant of the communicator's group, at `buffers`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operand {
+    pub buffers: Buffers,
+    pub lanes: Option<Vec<LaneBuffer>>,
+}
+
+/// One lane of a lane-wise collective: PE `pe` of cube `cube` of every SIP,
+/// its buffer at offset `base` of `Operand::buffers`' space (the same on
+/// every SIP; lanes may differ).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LaneBuffer {
+    pub cube: u32,
+    pub pe: u32,
+    pub base: u64,
+}
+
 /// What a kernel of an algorithm receives.
 #[derive(Debug, Clone)]
 pub struct KernelArgs {

@@ -4,7 +4,7 @@
 //! (writing inputs and checking outputs in functional mode) and measures it
 //! as a [`CollResult`].
 
-use crate::algorithm::{Algorithm, Buffers, KernelArgs};
+use crate::algorithm::{Algorithm, Buffers, KernelArgs, Operand};
 use crate::collective::{Collective, Job, ReduceOp};
 use crate::config::{AlgoConfig, PieceLimits};
 use crate::error::CclError;
@@ -65,6 +65,10 @@ pub struct Communicator {
     pub algorithm: &'static dyn Algorithm,
     /// The queue scope its wiring and launches use.
     pub scope: Scope,
+    /// Lane-wise: each lane of `group` ([`Group::lanes`]: one (cube, pe)
+    /// of every SIP) is a collective of its own, all wired in this one
+    /// scope (their PEs are disjoint) and run together on the SIP links.
+    pub lanes: bool,
 }
 
 impl Communicator {
@@ -114,8 +118,30 @@ impl Communicator {
         name: &str,
         queues: Option<&dyn Fn(u32) -> QueueConfig>,
     ) -> Result<(Self, Tables), CclError> {
+        Self::prepare_as(machine, config, (group, false), name, queues)
+    }
+
+    /// As [`Communicator::prepare`], lane-wise: every lane of `group` wired
+    /// as a one-participant-per-SIP group in one scope (see
+    /// [`Communicator::lanes`]).
+    pub fn prepare_lanes(
+        machine: &mut Machine,
+        config: &AlgoConfig,
+        group: Group,
+        name: &str,
+    ) -> Result<(Self, Tables), CclError> {
+        Self::prepare_as(machine, config, (group, true), name, None)
+    }
+
+    fn prepare_as(
+        machine: &mut Machine,
+        config: &AlgoConfig,
+        (group, lanes): (Group, bool),
+        name: &str,
+        queues: Option<&dyn Fn(u32) -> QueueConfig>,
+    ) -> Result<(Self, Tables), CclError> {
         let algorithm = algorithms::find(&config.algorithm)?;
-        if group.pes > 1 && !algorithm.every_pe() {
+        if group.pes > 1 && !lanes && !algorithm.every_pe() {
             return Err(CclError::Unsupported {
                 algorithm: config.algorithm.clone(),
                 what: "every PE of a cube as a participant (mapper all_pes)".into(),
@@ -137,15 +163,19 @@ impl Communicator {
                     .join(", "),
             });
         }
-        algorithm.check_group(&group).map_err(|e| {
-            CclError::Config(format!("{} ({}): {e}", config.name, config.algorithm))
-        })?;
+        let comm = Self {
+            group,
+            config: config.clone(),
+            algorithm,
+            scope: Scope::DEFAULT,
+            lanes,
+        };
+        comm.check_arrangement()?;
         let q = config.queues();
-        let scope = machine.open_scope(name);
-        let mut tables = algorithm.wiring(&group, &q);
+        let mut tables = comm.wiring(&comm.group, &q);
         if let Some(queues) = queues {
             // A queue's slots, credits and chunk size are its receiver's own.
-            let per_sip = (group.cubes_per_sip() * group.pes_per_cube).max(1);
+            let per_sip = (comm.group.machine_cubes() * comm.group.pes_per_cube).max(1);
             for (pe, entries) in &mut tables {
                 let own = queues(pe.0 / per_sip);
                 for e in entries.iter_mut() {
@@ -153,14 +183,45 @@ impl Communicator {
                 }
             }
         }
+        let scope = machine.open_scope(name);
         let tables = machine.place_scope(scope, tables)?;
-        let comm = Self {
-            group,
-            config: config.clone(),
-            algorithm,
-            scope,
-        };
-        Ok((comm, tables))
+        Ok((Self { scope, ..comm }, tables))
+    }
+
+    /// The groups one kernel runs on: every lane of `group` when lane-wise,
+    /// else `group` itself.
+    pub fn arrangements(&self, group: &Group) -> Vec<Group> {
+        if self.lanes {
+            group.lanes()
+        } else {
+            vec![group.clone()]
+        }
+    }
+
+    /// The neighbour tables of this communicator's algorithm on `group`
+    /// (the union of its lanes' when lane-wise).
+    pub fn wiring(&self, group: &Group, q: &QueueConfig) -> Tables {
+        self.arrangements(group)
+            .iter()
+            .flat_map(|g| self.algorithm.wiring(g, q))
+            .collect()
+    }
+
+    /// Whether the algorithm serves the group (each lane, when lane-wise:
+    /// they all have the same shape, so the first answers for all).
+    pub fn check_arrangement(&self) -> Result<(), CclError> {
+        let first = self.arrangements(&self.group).swap_remove(0);
+        self.algorithm.check_group(&first).map_err(|e| {
+            let lane = if self.lanes {
+                "each lane (one PE of every SIP, run lane by lane): "
+            } else {
+                ""
+            };
+            CclError::Config(format!(
+                "{} ({}): {lane}{e}",
+                self.config.name, self.config.algorithm
+            ))
+        })
     }
 
     /// Refuses a job this communicator cannot run (see
@@ -315,6 +376,36 @@ impl Communicator {
         Ok(machine.trace(self.algorithm.kernel(), &args, &pes)?)
     }
 
+    /// The programs of `job` on `operand`: on its lanes, each lane's kernel
+    /// on its own buffer, when lane-wise; else [`Communicator::trace_job`]
+    /// on its buffers.
+    pub fn trace_operand(
+        &self,
+        machine: &Machine,
+        job: Job,
+        operand: &Operand,
+    ) -> Result<Vec<(PeIdx, Launch)>, CclError> {
+        let (Some(lanes), true) = (&operand.lanes, self.lanes) else {
+            return self.trace_job(machine, job, operand.buffers);
+        };
+        Self::check_before_build(&machine.system, &self.config, &job)?;
+        let mut programs = Vec::new();
+        for l in lanes {
+            let lane = Self {
+                group: self.group.lane_of(l.cube, l.pe),
+                lanes: false,
+                ..self.clone()
+            };
+            let buffers = Buffers {
+                base: l.base,
+                pe_stride: 0,
+                ..operand.buffers
+            };
+            programs.extend(lane.trace_job(machine, job, buffers)?);
+        }
+        Ok(programs)
+    }
+
     /// Runs one collective on buffers at HBM offset 0, after everything
     /// submitted before it; in functional mode also writes inputs and
     /// checks outputs.
@@ -346,7 +437,10 @@ impl Communicator {
         Ok(functional)
     }
 
-    /// The measures of a run of `job` that took `ticks`.
+    /// The measures of a run of `job` that took `ticks`. Lane-wise, the
+    /// bound and bus factor are one lane's (each lane is a collective over
+    /// the SIPs; the lanes share the SIP links, so the run takes at least
+    /// that) and `participants` counts every lane's.
     pub fn result(
         &self,
         machine: &Machine,
@@ -355,10 +449,11 @@ impl Communicator {
         verified: Option<bool>,
     ) -> CollResult {
         let sys = &machine.system;
-        let bound = bound::lower_bound(machine, sys, &self.group, &job);
+        let measured = self.arrangements(&self.group).swap_remove(0);
+        let bound = bound::lower_bound(machine, sys, &measured, &job);
         let bound_ticks = bound.ticks;
         let time_ns = ticks as f64 * sys.spec.system.tick_ns;
-        let n = self.group.size();
+        let n = measured.size();
         let algbw = if time_ns > 0.0 {
             job.bytes() as f64 / time_ns
         } else {
@@ -368,7 +463,7 @@ impl Communicator {
             collective: job.collective,
             algorithm: self.config.name.clone(),
             op: job.op,
-            participants: n,
+            participants: self.group.size(),
             bytes: job.bytes(),
             elems: job.elems,
             ticks,
@@ -384,6 +479,22 @@ impl Communicator {
             },
             verified,
         }
+    }
+
+    /// [`Communicator::result`] of a run on `operand`: lane-wise, its
+    /// participants are the lanes run times the group's SIPs.
+    pub fn operand_result(
+        &self,
+        machine: &Machine,
+        job: Job,
+        operand: &Operand,
+        ticks: Tick,
+    ) -> CollResult {
+        let mut res = self.result(machine, job, ticks, None);
+        if let (Some(lanes), true) = (&operand.lanes, self.lanes) {
+            res.participants = lanes.len() * self.group.sips.len();
+        }
+        res
     }
 
     /// Participant `p`'s buffer of a run whose buffers start at HBM offset

@@ -1,6 +1,7 @@
 //! [`Group`]: the participants of a collective and their arrangement (which
 //! SIPs in which order, which PEs of each cube, the SIP grid), and the
 //! arithmetic between a participant's number and its physical (sip, cube, pe).
+//! A group can also be one [`Lane`]: the same (cube, pe) of each of its SIPs.
 
 use crate::config::AlgoConfig;
 use crate::kernels::grid_cycle;
@@ -32,6 +33,20 @@ pub struct Group {
     /// Cube mesh (w, h) of every SIP.
     pub cubes: (u32, u32),
     pub pes_per_cube: u32,
+    /// Some when the group is one lane ([`Group::lane_of`]): its
+    /// participants are PE `pe` of cube `cube` of each of its SIPs, one per
+    /// SIP (`cubes` is then (1, 1) and `pes` 1, so every algorithm sees
+    /// one-cube SIPs).
+    pub lane: Option<Lane>,
+}
+
+/// Where the participants of a one-lane group sit in their SIPs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lane {
+    pub cube: u32,
+    pub pe: u32,
+    /// Cubes per SIP of the machine, for the global PE numbering.
+    pub machine_cubes: u32,
 }
 
 impl Group {
@@ -44,7 +59,38 @@ impl Group {
             grid: sys.sip_grid,
             cubes: (s.sip.cube_mesh.w, s.sip.cube_mesh.h),
             pes_per_cube: s.cube.pe_layout.pes(),
+            lane: None,
         }
+    }
+
+    /// The lane of PE `pe` of cube `cube`: one participant per SIP of this
+    /// group, in its order and arrangement (a lane-wise collective runs one
+    /// collective per lane, all lanes at once).
+    pub fn lane_of(&self, cube: u32, pe: u32) -> Self {
+        Self {
+            cubes: (1, 1),
+            pes: 1,
+            lane: Some(Lane {
+                cube,
+                pe,
+                machine_cubes: self.machine_cubes(),
+            }),
+            ..self.clone()
+        }
+    }
+
+    /// Every lane of this group: each cube's participating PEs, in (cube,
+    /// pe) order; they use disjoint PEs.
+    pub fn lanes(&self) -> Vec<Self> {
+        (0..self.cubes_per_sip())
+            .flat_map(|c| (0..self.pes).map(move |p| (c, p)))
+            .map(|(c, p)| self.lane_of(c, p))
+            .collect()
+    }
+
+    /// Cubes per SIP of the machine (of the arrangement, unless one lane).
+    pub fn machine_cubes(&self) -> u32 {
+        self.lane.map_or(self.cubes_per_sip(), |l| l.machine_cubes)
     }
 
     /// Every participant's neighbour-table entries, `entries(p)` for
@@ -186,18 +232,25 @@ impl Group {
     /// Global PE index of participant `p`.
     pub fn pe(&self, p: usize) -> PeIdx {
         let (sip, cube, pe) = self.coords(p);
-        PeIdx((sip * self.cubes_per_sip() + cube) * self.pes_per_cube + pe)
+        PeIdx((sip * self.machine_cubes() + cube) * self.pes_per_cube + pe)
     }
 
     /// Physical (sip, cube, pe) of participant `p`.
     pub fn coords(&self, p: usize) -> (u32, u32, u32) {
         let (c, q) = (self.cubes_per_sip(), p as u32 / self.pes);
-        (self.sip(q / c), q % c, p as u32 % self.pes)
+        match self.lane {
+            Some(l) => (self.sip(q / c), l.cube, l.pe),
+            None => (self.sip(q / c), q % c, p as u32 % self.pes),
+        }
     }
 
-    /// Participant of physical (sip, cube, pe).
+    /// Participant of physical (sip, cube, pe) (in a one-lane group, of
+    /// the lane's PE of `sip`).
     pub fn participant_at(&self, sip: u32, cube: u32, pe: u32) -> usize {
-        self.participant(self.sip_index(sip), cube) + pe as usize
+        match self.lane {
+            Some(_) => self.participant(self.sip_index(sip), 0),
+            None => self.participant(self.sip_index(sip), cube) + pe as usize,
+        }
     }
 
     /// Participant of (the group's SIP `sip`, cube), its cube's first.

@@ -8,7 +8,10 @@
 //! layout of each collective). An [`Algorithm`] declares what it supports,
 //! its IPCQ wiring and its kernel; a [`Communicator`] installs the wiring
 //! once on a machine (like NCCL communicator creation), in a queue scope of
-//! its own, and runs collectives on it.
+//! its own, and runs collectives on it. A communicator can also be
+//! lane-wise: every lane of its group (one (cube, pe) of each SIP, a
+//! [`Group::lane_of`]) wired and run as a collective of its own, all in one
+//! scope — what a collective on a rank's sharded tensor runs.
 
 pub mod algorithm;
 pub mod algorithms;
@@ -26,10 +29,10 @@ pub mod p2p;
 pub mod placement;
 pub mod verify;
 
-pub use algorithm::{ANY_TOPOLOGY, Algorithm, Buffers, KernelArgs};
+pub use algorithm::{ANY_TOPOLOGY, Algorithm, Buffers, KernelArgs, LaneBuffer, Operand};
 pub use collective::{Collective, Job, ReduceOp};
 pub use communicator::{CollResult, Communicator};
 pub use config::{AUTO, AlgoConfig, CclConfig, Chunks, PieceLimits};
 pub use error::CclError;
-pub use group::Group;
+pub use group::{Group, Lane};
 pub use placement::Placement;

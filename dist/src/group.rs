@@ -6,7 +6,9 @@ use super::DistError;
 use super::barrier::EpochBarrier;
 use super::layout;
 use kernbench_ccl::estimate::{Budget, Estimate};
-use kernbench_ccl::{AUTO, AlgoConfig, CclConfig, CclError, Collective, Communicator, Group, Job};
+use kernbench_ccl::{
+    AUTO, AlgoConfig, CclConfig, CclError, Collective, Communicator, Group, Job, Operand,
+};
 use kernbench_runtime::machine::{InstallError, Machine, Tables};
 use kernbench_spec::spec::System;
 use kernbench_systems::Tick;
@@ -285,10 +287,14 @@ impl ProcessGroup {
         GroupId(self.groups.len() - 1)
     }
 
-    /// The communicator a collective `job` of group `g` rooted at its member
-    /// `root` (its place in the group's ranks; 0 for a collective without a
-    /// root) runs on: the group's own, or under `auto` the tuner's pick for
-    /// the job's size bucket, over the group turned to start at the root.
+    /// The communicator a collective `job` on `operand` of group `g` rooted
+    /// at its member `root` (its place in the group's ranks; 0 for a
+    /// collective without a root) runs on: the group's own, or under `auto`
+    /// the tuner's pick for the job's size bucket (for one lane, when
+    /// lane-wise), over the group turned to start at the root. A lane-wise
+    /// operand runs on a lane-wise communicator of the same configuration
+    /// over the group's participants (every PE of each cube when a lane
+    /// sits past them), installed at its first use like a new root's.
     /// A turn whose queues an installed communicator of that configuration
     /// already has runs on them: the shape-keeping turn
     /// ([`Group::rooted_at`]: lanes on a shifted torus) or the ring along the
@@ -309,20 +315,28 @@ impl ProcessGroup {
         g: GroupId,
         root: u32,
         job: &Job,
+        operand: &Operand,
     ) -> Result<(Communicator, Option<Tables>), DistError> {
         let rg = &self.groups[g.0];
         let auto = self.tuner.is_some();
-        if root == 0 && !auto {
+        let (members, lanes) = arrangement(&rg.members, operand);
+        if root == 0 && !auto && !lanes {
             let comm = rg.comms.first().ok_or_else(|| released(rg))?;
             return Ok((comm.clone(), None));
         }
-        let turns = [rg.members.rooted_at(root), rg.members.ring_from(root)];
+        let turns = [members.rooted_at(root), members.ring_from(root)];
+        // Lane-wise, the tuner picks what serves one lane best.
+        let tuned = if lanes {
+            turns[0].lane_of(0, 0)
+        } else {
+            turns[0].clone()
+        };
         let config = match &mut self.tuner {
-            Some(tuner) => tuner.pick(&turns[0], job.collective, job.bytes())?,
+            Some(tuner) => tuner.pick(&tuned, job.collective, job.bytes())?,
             None => &rg.comms.first().ok_or_else(|| released(rg))?.config,
         }
         .clone();
-        let of_config = |c: &Communicator| c.config.name == config.name;
+        let of_config = |c: &Communicator| c.config.name == config.name && c.lanes == lanes;
         let exact = rg
             .comms
             .iter()
@@ -360,24 +374,33 @@ impl ProcessGroup {
         if root > 0 {
             name += &format!("/root:{}", rg.ranks[root as usize]);
         }
+        if lanes {
+            name += "/lanes";
+        }
         let [members, _] = turns;
-        self.install_fitting(g, &config, members, &name)
+        self.install_fitting(g, &config, (members, lanes), &name)
     }
 
-    /// Prepares a communicator of `config` over `members` for group `g`;
-    /// under `auto`, releases the group's least recently used ones while
-    /// its slot areas do not fit.
+    /// Prepares a communicator of `config` over `members` (lane-wise when
+    /// `lanes`) for group `g`; under `auto`, releases the group's least
+    /// recently used ones while its slot areas do not fit.
     fn install_fitting(
         &mut self,
         g: GroupId,
         config: &AlgoConfig,
-        members: Group,
+        (members, lanes): (Group, bool),
         name: &str,
     ) -> Result<(Communicator, Option<Tables>), DistError> {
         let auto = self.tuner.is_some();
         loop {
             let rg = &mut self.groups[g.0];
-            match Communicator::prepare(&mut self.machine, config, members.clone(), name, None) {
+            let m = &mut self.machine;
+            let prepared = if lanes {
+                Communicator::prepare_lanes(m, config, members.clone(), name)
+            } else {
+                Communicator::prepare(m, config, members.clone(), name, None)
+            };
+            match prepared {
                 Ok((comm, tables)) => {
                     rg.comms.push(comm.clone());
                     return Ok((comm, Some(tables)));
@@ -451,22 +474,44 @@ impl ProcessGroup {
     }
 }
 
+/// The participants a collective on `operand` of a group of `members`
+/// runs on, and whether lane by lane: a lane-wise operand runs on the
+/// group's lanes, over every PE of each cube when a lane sits past the
+/// members' PEs; with one participant per SIP, the lane at (0, 0) is the
+/// group itself.
+fn arrangement(members: &Group, operand: &Operand) -> (Group, bool) {
+    let one_per_sip = members.cubes_per_sip() * members.pes == 1;
+    let lanes = (operand.lanes.as_deref())
+        .filter(|l| !one_per_sip || l.iter().any(|lane| (lane.cube, lane.pe) != (0, 0)));
+    match lanes {
+        Some(l) if l.iter().any(|lane| lane.pe >= members.pes) => {
+            (members.clone().every_pe(), true)
+        }
+        Some(_) => (members.clone(), true),
+        None => (members.clone(), false),
+    }
+}
+
 /// Whether `comm`'s algorithm accepts `group` and wires on it the queues
-/// `comm` has (every PE the same peers in the same directions): then
-/// `group`, the same participants numbered from another root, runs on them
-/// as they are.
+/// `comm` has (every PE the same peers in the same directions; lane by lane
+/// for a lane-wise one): then `group`, the same participants numbered from
+/// another root, runs on them as they are.
 fn same_queues(comm: &Communicator, group: &Group) -> bool {
-    if comm.algorithm.check_group(group).is_err() {
+    let turned = Communicator {
+        group: group.clone(),
+        ..comm.clone()
+    };
+    if turned.check_arrangement().is_err() {
         return false;
     }
     let q = comm.config.queues();
-    let wired = |g: &Group| {
-        let mut tables = comm.algorithm.wiring(g, &q);
+    let wired = |c: &Communicator| {
+        let mut tables = c.wiring(&c.group, &q);
         tables.iter_mut().for_each(|(_, entries)| entries.sort());
         tables.sort();
         tables
     };
-    wired(&comm.group) == wired(group)
+    wired(comm) == wired(&turned)
 }
 
 /// A fixed group whose communicator was released: what to do instead.

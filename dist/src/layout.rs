@@ -1,9 +1,11 @@
 //! Mappers and validators, chosen by name in ccl.yaml.
 //!
-//! A *mapper* says which PEs of a rank's SIP take part in its collectives; a
-//! *validator* checks that a tensor handed to a collective has the shard
-//! layout the algorithm reads. The registries below are the extension point:
-//! add a function and its name.
+//! A *mapper* says which PEs of a rank's SIP take part in a replica
+//! reduction (a tensor whose `DPPolicy::replicas` is set: every shard one
+//! participant); a *validator* checks that a tensor handed to a collective
+//! has the shard layout the entry needs. A tensor without `replicas` runs
+//! lane-wise whatever the mapper ([`lanes`] checks it). The registries
+//! below are the extension point: add a function and its name.
 
 use super::tensor::Tensor;
 use kernbench_ccl::config::{MAPPERS, VALIDATORS};
@@ -43,6 +45,7 @@ pub fn mapper(name: &str) -> Result<Mapper, String> {
 pub fn validator(name: &str) -> Result<Validator, String> {
     match name {
         "cube_leaders" => Ok(cube_leaders),
+        "cube_replicas" => Ok(cube_replicas),
         "single_shard_per_rank" => Ok(single_shard_per_rank),
         "multi_pe_sip_local" => Ok(multi_pe_sip_local),
         _ => Err(format!(
@@ -52,7 +55,8 @@ pub fn validator(name: &str) -> Result<Validator, String> {
     }
 }
 
-/// The validator a mapper implies when ccl.yaml names none.
+/// The validator a mapper implies for a replica reduction when ccl.yaml
+/// names none (a lane-wise collective needs none beyond [`lanes`]).
 pub fn default_validator(mapper: &str) -> &'static str {
     match mapper {
         "all_pes" => "multi_pe_sip_local",
@@ -65,15 +69,19 @@ fn expect_layout(t: &Tensor, want: &[(u32, u32)], what: &str) -> Result<(), Stri
     let got: Vec<(u32, u32)> = t.shards.iter().map(|s| (s.cube, s.pe)).collect();
     if got != want {
         return Err(format!(
-            "the tensor of rank {} has shards on (cube, pe) {:?}, but {what} expects {:?}: create it with a DPPolicy that gives that layout (e.g. DPPolicy::cube_rows(cubes) with shape (cubes, n))",
-            t.rank, got, want
+            "the tensor of rank {} ({}) has shards on (cube, pe) {:?}, but {what} expects {:?}: create it with a DPPolicy that gives that layout (e.g. DPPolicy::cube_replicas(cubes) with shape (cubes, n))",
+            t.rank,
+            t.policy.describe(),
+            got,
+            want
         ));
     }
     let sizes: Vec<u64> = t.shards.iter().map(|s| s.nbytes).collect();
     if sizes.windows(2).any(|w| w[0] != w[1]) {
         return Err(format!(
-            "the tensor of rank {} has shards of unequal sizes {sizes:?} B; {what} expects every shard the same size: give the split level a multiple of its parts",
-            t.rank
+            "the tensor of rank {} ({}) has shards of unequal sizes {sizes:?} B; {what} expects every shard the same size: give the split level a multiple of its parts",
+            t.rank,
+            t.policy.describe()
         ));
     }
     Ok(())
@@ -83,6 +91,36 @@ fn expect_layout(t: &Tensor, want: &[(u32, u32)], what: &str) -> Result<(), Stri
 /// collective library works in).
 fn cube_leaders(t: &Tensor, cubes: u32, pes: u32) -> Result<(), String> {
     expect_layout(t, &leader_only(cubes, pes), "validator cube_leaders")
+}
+
+/// ADR-0032's layout: one shard per cube on its leader PE, every cube a
+/// data-parallel replica (`DPPolicy::cube_replicas`), so collectives run
+/// over every cube of every member (the ccl.yaml `adr0032` entries').
+fn cube_replicas(t: &Tensor, cubes: u32, pes: u32) -> Result<(), String> {
+    if !t.policy.replicas {
+        return Err(format!(
+            "the tensor of rank {} has {}, but validator cube_replicas (ADR-0032's layout: every cube a data-parallel replica, reduced over ranks x cubes) expects replicas: create it with DPPolicy::cube_replicas({cubes}), or use a ccl entry without this validator to run the collective shard by shard",
+            t.rank,
+            t.policy.describe()
+        ));
+    }
+    expect_layout(t, &leader_only(cubes, pes), "validator cube_replicas")
+}
+
+/// What a lane-wise collective needs of a tensor: every shard the same
+/// size, since each lane (shard position) runs the same job.
+pub fn lanes(t: &Tensor) -> Result<(), String> {
+    let sizes: Vec<u64> = t.shards.iter().map(|s| s.nbytes).collect();
+    if sizes.windows(2).any(|w| w[0] != w[1]) {
+        return Err(format!(
+            "the {}x{} tensor of rank {} ({}) has shards of {sizes:?} B; a collective runs shard by shard (one lane per shard position, every lane the same size): split each level into parts that divide its rows or columns evenly",
+            t.shape.0,
+            t.shape.1,
+            t.rank,
+            t.policy.describe()
+        ));
+    }
+    Ok(())
 }
 
 /// Exactly one shard per rank (SIPs of one cube).
@@ -137,7 +175,7 @@ mod tests {
         assert!(
             validator("x")
                 .unwrap_err()
-                .contains("cube_leaders, single_shard_per_rank")
+                .contains("cube_leaders, cube_replicas, single_shard_per_rank")
         );
     }
 
@@ -146,7 +184,7 @@ mod tests {
         let leaders = tensor((4, 8), DPPolicy::cube_rows(4));
         cube_leaders(&leaders, 4, 2).unwrap();
         let e = multi_pe_sip_local(&leaders, 4, 2).unwrap_err();
-        assert!(e.starts_with("the tensor of rank 1 has shards on (cube, pe) [(0, 0), (1, 0), (2, 0), (3, 0)], but validator multi_pe_sip_local expects [(0, 0), (0, 1)"), "{e}");
+        assert!(e.starts_with("the tensor of rank 1 (DPPolicy { cube: row_wise, pe: replicate, num_cubes: 4, num_pes: 1, replicas: false }) has shards on (cube, pe) [(0, 0), (1, 0), (2, 0), (3, 0)], but validator multi_pe_sip_local expects [(0, 0), (0, 1)"), "{e}");
         multi_pe_sip_local(&tensor((8, 8), DPPolicy::pe_rows(4, 2)), 4, 2).unwrap();
         let e = cube_leaders(&tensor((5, 8), DPPolicy::cube_rows(4)), 4, 2).unwrap_err();
         assert!(e.contains("unequal sizes [32, 16, 16, 16] B"), "{e}");

@@ -14,11 +14,21 @@
 //! pg.spawn(n, |ctx| {
 //!     // A (cubes, 256) tensor: one row of 256 on each cube leader.
 //!     let t = ctx.empty((cubes as usize, 256), DPPolicy::cube_rows(cubes))?;
-//!     ctx.write(&t, &vec![ctx.rank() as f32; cubes as usize * 256])?;
+//!     let row = |c: u32| (ctx.rank() + c) as f32;
+//!     let data: Vec<f32> = (0..cubes * 256).map(|i| row(i / 256)).collect();
+//!     ctx.write(&t, &data)?;
+//!     // torch's meaning: element-wise over the ranks, cube c's row meeting
+//!     // cube c's row of every other rank.
 //!     ctx.all_reduce(&t, ReduceOp::Sum)?;
-//!     // Every cube of every rank held its rank: the sum over ranks and cubes.
-//!     let want = (0..n).sum::<u32>() as f32 * cubes as f32;
-//!     assert!(ctx.read(&t)?.iter().all(|&v| v == want));
+//!     let got = ctx.read(&t)?;
+//!     let ranks = (0..n).sum::<u32>();
+//!     assert!((0..cubes * 256).all(|i| got[i as usize] == (ranks + n * (i / 256)) as f32));
+//!     // ADR-0032's meaning, by name: every cube a replica, summed over
+//!     // ranks x cubes.
+//!     let r = ctx.empty((cubes as usize, 256), DPPolicy::cube_replicas(cubes))?;
+//!     ctx.write(&r, &vec![ctx.rank() as f32; cubes as usize * 256])?;
+//!     ctx.all_reduce(&r, ReduceOp::Sum)?;
+//!     assert!(ctx.read(&r)?.iter().all(|&v| v == ranks as f32 * cubes as f32));
 //!     Ok(())
 //! })
 //! .unwrap();

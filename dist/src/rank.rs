@@ -8,7 +8,7 @@ use super::layout;
 use super::spawn::{Sched, Shared, Submission, WorkState};
 use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
 use half::f16;
-use kernbench_ccl::{Buffers, CollResult, Collective, Job, ReduceOp};
+use kernbench_ccl::{Buffers, CollResult, Collective, Job, LaneBuffer, Operand, ReduceOp};
 use kernbench_runtime::kernel::Kernel;
 use kernbench_runtime::machine::LaunchReport;
 use kernbench_runtime::memory_map::{BUFFER_ALIGN, End};
@@ -322,7 +322,10 @@ impl<'p> Rank<'_, 'p> {
         r
     }
 
-    /// A collective over `group` on tensor `t`, like torch.distributed's: joins
+    /// A collective over `group` on tensor `t`, like torch.distributed's,
+    /// element-wise over the group's ranks shard by shard (one lane per
+    /// shard position; over every shard of every member for a
+    /// `DPPolicy::replicas` tensor, see [`DPPolicy`]): joins
     /// the group's next epoch and returns once every member has joined and the
     /// collective has run; the result's time is the collective's own. A
     /// broadcast or reduce roots at the group's first rank.
@@ -348,22 +351,22 @@ impl<'p> Rank<'_, 'p> {
         root: u32,
     ) -> Result<CollResult, DistError> {
         let g = self.enter()?;
-        let (job, buffers) = Self::check_tensor(&g, t)?;
+        let (job, operand) = Self::check_tensor(&g, t)?;
         let has_root = matches!(collective, Collective::Broadcast | Collective::Reduce);
         let call = Call {
             what: collective.name(),
             bytes: job.bytes(),
             op: if collective.reduces() { op.name() } else { "" },
             root: has_root.then(|| g.pg.group(group).ranks[root as usize]),
-            base: buffers.base,
-            pe_stride: buffers.pe_stride,
+            base: operand.buffers.base,
+            pe_stride: operand.buffers.pe_stride,
         };
         let job = Job {
             collective,
             op,
             ..job
         };
-        self.join(g, group, call, (job, root), buffers)
+        self.join(g, group, call, (job, root), operand)
     }
 
     /// Joins a collective's epoch; the last member submits it.
@@ -373,7 +376,7 @@ impl<'p> Rank<'_, 'p> {
         group: GroupId,
         call: Call,
         (job, root): (Job, u32),
-        buffers: Buffers,
+        operand: Operand,
     ) -> Result<CollResult, DistError> {
         let rank = self.rank;
         let joined = g.join_epoch(group.0, rank, call)?;
@@ -382,10 +385,10 @@ impl<'p> Rank<'_, 'p> {
         if joined.complete {
             let first = rg.ranks[0];
             let at = s.latest_clock(group.0);
-            let (comm, install) = s.pg.comm_for(group, root, &job)?;
+            let (comm, install) = s.pg.comm_for(group, root, &job, &operand)?;
             // The first member waits in this collective: its count is still its join's.
             let seq = s.seq[first as usize];
-            let programs = comm.trace_job(&s.pg.machine, job, buffers)?;
+            let programs = comm.trace_operand(&s.pg.machine, job, &operand)?;
             s.works.insert(joined.work, WorkState::Pending);
             s.pending.push(Submission {
                 at,
@@ -404,7 +407,7 @@ impl<'p> Rank<'_, 'p> {
         let s = &mut *g;
         let members = s.pg.groups[group.0].ranks.len();
         if let Some(comm) = s.comms.remove(&joined.work) {
-            let res = comm.result(&s.pg.machine, job, report.ticks(), None);
+            let res = comm.operand_result(&s.pg.machine, job, &operand, report.ticks());
             s.results.insert(joined.work, (res, members));
         }
         let (res, left) = s
@@ -419,9 +422,16 @@ impl<'p> Rank<'_, 'p> {
         Ok(res)
     }
 
-    /// The tensor's layout must pass the configured validator; every shard
-    /// is one participant's buffer, at one HBM offset.
-    fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, Buffers), DistError> {
+    /// What a collective on `t` runs: one shard's job and the operand.
+    /// A tensor without `DPPolicy::replicas` runs lane-wise (each shard
+    /// position its own collective over the ranks, on the shard's own
+    /// offset, see [`DPPolicy`]): its shards must be the same size. A
+    /// replicas tensor runs on every participant of the group (the replica
+    /// reduction): its shards must be the mapper's participants (the
+    /// default validator), shard (cube, pe) at one offset per pe. Either
+    /// way the tensor lives in HBM and passes the validator ccl.yaml names,
+    /// if any.
+    fn check_tensor(g: &Sched, t: &Tensor) -> Result<(Job, Operand), DistError> {
         let elems = (t.shards[0].nbytes / 2) as usize;
         let job = Job {
             collective: Collective::AllReduce,
@@ -443,25 +453,56 @@ impl<'p> Rank<'_, 'p> {
                 base: t.shards[0].addr,
                 pe_stride: 0,
             };
-            return Ok((job, buffers));
+            let lanes = None;
+            return Ok((job, Operand { buffers, lanes }));
         }
         let cfg = &g.pg.config;
-        let name = cfg
-            .validator
-            .clone()
-            .unwrap_or_else(|| layout::default_validator(&cfg.mapper).into());
+        let validator = match &cfg.validator {
+            Some(name) => Some(name.as_str()),
+            None => t
+                .policy
+                .replicas
+                .then(|| layout::default_validator(&cfg.mapper)),
+        };
         let m = &g.pg.machine;
         let (cps, ppc) = (m.topology.cubes_per_sip(), m.topology.pes_per_cube);
-        layout::validator(&name).map_err(DistError::Config)?(t, cps, ppc)
-            .map_err(DistError::Layout)?;
+        if let Some(name) = validator {
+            layout::validator(name).map_err(DistError::Config)?(t, cps, ppc)
+                .map_err(DistError::Layout)?;
+        }
         if t.space != Space::Hbm {
             return Err(DistError::Layout(format!(
-                "the tensor of rank {} lives in {}; collectives read their buffers from HBM: create it with Rank::empty",
+                "the tensor of rank {} ({}) lives in {}; collectives read their buffers from HBM: create it with Rank::empty",
                 t.rank,
+                t.policy.describe(),
                 t.space.name()
             )));
         }
-        // Shard of (cube, pe) at base + pe · stride, the same in every cube.
+        if t.policy.replicas {
+            let buffers = Self::shard_offsets(t)?;
+            return Ok((
+                job,
+                Operand {
+                    buffers,
+                    lanes: None,
+                },
+            ));
+        }
+        layout::lanes(t).map_err(DistError::Layout)?;
+        let lane = |s: &super::tensor::Shard| LaneBuffer {
+            cube: s.cube,
+            pe: s.pe,
+            base: s.addr,
+        };
+        let lanes = Some(t.shards.iter().map(lane).collect());
+        let buffers = Buffers::hbm(t.shards[0].addr, 0);
+        Ok((job, Operand { buffers, lanes }))
+    }
+
+    /// The buffers of `t`'s shards: shard (cube, pe) at base + pe · stride,
+    /// the same in every cube (so one offset per lane on every rank that
+    /// allocated in the same order).
+    fn shard_offsets(t: &Tensor) -> Result<Buffers, DistError> {
         let base = t.shards[0].addr;
         let stride = t
             .shards
@@ -471,15 +512,16 @@ impl<'p> Rank<'_, 'p> {
         let at = |pe: u32| base + u64::from(pe) * stride;
         if let Some(s) = t.shards.iter().find(|s| s.addr != at(s.pe)) {
             return Err(DistError::Layout(format!(
-                "the shard of rank {}'s tensor on cube {} pe {} sits at HBM offset {}, not {}: collective buffers must sit at the same offsets in every cube (pe0's at {base}, pe q's {stride} B further per q): allocate collective tensors first, in the same order on every rank",
+                "the shard of rank {}'s tensor ({}) on cube {} pe {} sits at HBM offset {}, not {}: collective buffers must sit at the same offsets in every cube (pe0's at {base}, pe q's {stride} B further per q): allocate collective tensors first, in the same order on every rank",
                 t.rank,
+                t.policy.describe(),
                 s.cube,
                 s.pe,
                 s.addr,
                 at(s.pe)
             )));
         }
-        Ok((job, Buffers::hbm(base, stride)))
+        Ok(Buffers::hbm(base, stride))
     }
 
     /// `all_reduce` over every rank.
@@ -487,26 +529,32 @@ impl<'p> Rank<'_, 'p> {
         self.collective(WORLD, Collective::AllReduce, t, op)
     }
 
-    /// `reduce_scatter` over every rank (participant p keeps block p).
+    /// `reduce_scatter` over every rank, shard by shard: rank k keeps block
+    /// k (of one per member) of each shard's reduction (with
+    /// `DPPolicy::replicas`: participant p, rank · cubes + cube, keeps block p).
     pub fn reduce_scatter(&mut self, t: &Tensor, op: ReduceOp) -> Result<CollResult, DistError> {
         self.collective(WORLD, Collective::ReduceScatter, t, op)
     }
 
-    /// `all_gather` over every rank (participant p contributes block p).
+    /// `all_gather` over every rank, shard by shard: rank k contributes block
+    /// k (of one per member) of each shard (with `DPPolicy::replicas`:
+    /// participant p contributes block p).
     pub fn all_gather(&mut self, t: &Tensor) -> Result<CollResult, DistError> {
         self.collective(WORLD, Collective::AllGather, t, ReduceOp::Sum)
     }
 
-    /// `all_to_all` over every rank: the buffer is one block per
-    /// participant, and participant p's block j becomes participant j's
-    /// block p (nccl's ncclAllToAll, in place).
+    /// `all_to_all` over every rank, shard by shard: each shard is one block
+    /// per member, and rank k's block j becomes rank j's block k of the same
+    /// shard (nccl's ncclAllToAll, in place; with `DPPolicy::replicas`, per
+    /// participant instead of per rank).
     pub fn all_to_all(&mut self, t: &Tensor) -> Result<CollResult, DistError> {
         self.collective(WORLD, Collective::AllToAll, t, ReduceOp::Sum)
     }
 
     /// `broadcast` from rank `root` over every rank: every rank's `t` ends
-    /// as the root's (the root's first cube's buffer, as the library's
-    /// broadcast sends participant 0's).
+    /// as the root's, each shard from the root's same shard (with
+    /// `DPPolicy::replicas`: every shard as the root's first cube's, as the
+    /// library's broadcast sends participant 0's).
     pub fn broadcast(&mut self, t: &Tensor, root: u32) -> Result<CollResult, DistError> {
         let root = self.world_member(Collective::Broadcast, root)?;
         self.rooted(WORLD, Collective::Broadcast, t, ReduceOp::Sum, root)

@@ -26,25 +26,50 @@ impl Split {
 
 /// The data-parallel placement of a tensor inside one SIP: over the first
 /// `num_cubes` cubes, then over the first `num_pes` PEs of each cube.
+///
+/// What a collective on the tensor means follows from `replicas`: without
+/// it (the default, torch.distributed's meaning) a collective acts on the
+/// rank's logical tensor element-wise over the group's ranks, shard by
+/// shard: the shard at (cube c, pe p) meets the shard at (c, p) of the
+/// other ranks, one collective per shard position ("lane"), all lanes at
+/// once on the SIP links. A replicated level is no exception: each copy is
+/// a lane and every copy gets the same answer. With `replicas`, every
+/// shard is a data-parallel replica of its own (ADR-0032's layout: every
+/// cube a replica): the collective runs over every shard of every member,
+/// as if each were a rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DPPolicy {
     pub cube: Split,
     pub pe: Split,
     pub num_cubes: u32,
     pub num_pes: u32,
+    /// Every shard is a replica of its own: collectives run over all the
+    /// shards of all member ranks (the replica reduction), not lane-wise.
+    #[serde(default)]
+    pub replicas: bool,
 }
 
 impl DPPolicy {
-    /// One row block per cube, held by its leader PE: the per-cube replica
-    /// layout, the layout of the `leader_only` mapper (a tensor of shape
-    /// (cubes, n) gives each cube leader a vector of n).
+    /// One row block per cube, held by its leader PE (a tensor of shape
+    /// (cubes, n) gives each cube leader a vector of n); collectives run
+    /// lane-wise: cube c's rows meet cube c's rows of the other ranks.
     pub fn cube_rows(num_cubes: u32) -> Self {
         Self {
             cube: Split::RowWise,
             pe: Split::Replicate,
             num_cubes,
             num_pes: 1,
+            replicas: false,
         }
+    }
+
+    /// ADR-0032's per-cube replica layout: [`DPPolicy::cube_rows`] with
+    /// every cube a data-parallel replica, so a collective runs over every
+    /// cube leader of every member rank (an all-reduce sums over ranks x
+    /// cubes). The layout of the `leader_only` mapper and of validator
+    /// `cube_replicas`.
+    pub fn cube_replicas(num_cubes: u32) -> Self {
+        Self::cube_rows(num_cubes).as_replicas()
     }
 
     /// One row block per PE of every cube: the `all_pes` mapper's layout.
@@ -54,7 +79,29 @@ impl DPPolicy {
             pe: Split::RowWise,
             num_cubes,
             num_pes,
+            replicas: false,
         }
+    }
+
+    /// The same placement with every shard a replica (see
+    /// [`DPPolicy::replicas`]).
+    pub fn as_replicas(self) -> Self {
+        Self {
+            replicas: true,
+            ..self
+        }
+    }
+
+    /// The policy as code would spell it, for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "DPPolicy {{ cube: {}, pe: {}, num_cubes: {}, num_pes: {}, replicas: {} }}",
+            self.cube.name(),
+            self.pe.name(),
+            self.num_cubes,
+            self.num_pes,
+            self.replicas
+        )
     }
 }
 
@@ -127,6 +174,16 @@ pub struct Tensor {
 impl Tensor {
     pub fn elems(&self) -> usize {
         self.shape.0 * self.shape.1
+    }
+
+    /// The same memory read as replicas by collectives (see
+    /// [`DPPolicy::replicas`]): e.g. per-cube partial sums that an
+    /// all-reduce must add over cubes and ranks.
+    pub fn as_replicas(&self) -> Tensor {
+        Tensor {
+            policy: self.policy.as_replicas(),
+            ..self.clone()
+        }
     }
 }
 
@@ -226,6 +283,7 @@ mod tests {
             pe: Split::ColumnWise,
             num_cubes: 2,
             num_pes: 3,
+            replicas: false,
         };
         let s = place((5, 7), &p, 3, 4, 8).unwrap();
         assert_eq!(s.len(), 6);

@@ -46,7 +46,7 @@ fn twenty_runs_of_one_collective_leave_the_heap_where_the_first_left_it() {
     pg.spawn(pg.world_size, |ctx| {
         let t = ctx.empty(
             (cubes as usize, 128 << 10),
-            kernbench::dist::DPPolicy::cube_rows(cubes),
+            kernbench::dist::DPPolicy::cube_replicas(cubes),
         )?;
         for _ in 0..80 {
             ctx.all_reduce(&t, ReduceOp::Sum)?;

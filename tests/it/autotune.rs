@@ -236,7 +236,7 @@ fn a_process_group_under_auto_runs_each_buckets_pick() {
     pg.spawn(n, |ctx| {
         let mut mine = Vec::new();
         for &elems in &sizes {
-            let t = ctx.empty((cubes, elems), DPPolicy::cube_rows(cubes as u32))?;
+            let t = ctx.empty((cubes, elems), DPPolicy::cube_replicas(cubes as u32))?;
             ctx.write(&t, &vec![ctx.rank() as f32 + 1.0; cubes * elems])?;
             let r = ctx.all_reduce(&t, ReduceOp::Sum)?;
             let want = (1..=n).sum::<u32>() as f32 * cubes as f32;
@@ -245,7 +245,7 @@ fn a_process_group_under_auto_runs_each_buckets_pick() {
         }
         if ctx.rank() < 2 {
             let elems = 32_768;
-            let t = ctx.empty((cubes, elems), DPPolicy::cube_rows(cubes as u32))?;
+            let t = ctx.empty((cubes, elems), DPPolicy::cube_replicas(cubes as u32))?;
             ctx.write(&t, &vec![1.0; cubes * elems])?;
             let r = ctx.collective(pair, Collective::AllReduce, &t, ReduceOp::Sum)?;
             assert!(ctx.read(&t)?.iter().all(|&v| v == 2.0 * cubes as f32));
@@ -393,7 +393,7 @@ fn a_long_auto_program_releases_the_least_recently_used_communicator() {
     pg.spawn(pg.world_size, |ctx| {
         for _ in 0..2 {
             for &elems in &[512usize, 32_768, 8 << 20] {
-                let t = ctx.empty((cubes, elems), DPPolicy::cube_rows(cubes as u32))?;
+                let t = ctx.empty((cubes, elems), DPPolicy::cube_replicas(cubes as u32))?;
                 for &c in &collectives {
                     ctx.collective(WORLD, c, &t, ReduceOp::Sum)?;
                 }

@@ -152,7 +152,7 @@ fn process_group_all_reduce_matches_the_run_path_tick_for_tick() {
         let results = Mutex::new(Vec::new());
         pg.spawn(n, |ctx| {
             let cubes = 16usize;
-            let t = ctx.empty((cubes, elems), DPPolicy::cube_rows(16))?;
+            let t = ctx.empty((cubes, elems), DPPolicy::cube_replicas(16))?;
             // Row c of rank r: (r·16 + c + i) mod 7.
             let r = ctx.rank() as usize;
             let data: Vec<f32> = (0..cubes * elems)
@@ -417,7 +417,7 @@ fn results_do_not_depend_on_the_order_workers_take_turns() {
         let out = Mutex::new(Vec::new());
         pg.spawn(4, |ctx| {
             let r = ctx.rank() as usize;
-            let t = ctx.empty((2, 256), DPPolicy::cube_rows(2))?;
+            let t = ctx.empty((2, 256), DPPolicy::cube_replicas(2))?;
             ctx.write(
                 &t,
                 &(0..512)
@@ -461,7 +461,10 @@ fn every_pe_layout_all_reduces_element_by_element() {
         let elems = 300;
         pg.spawn(2, |ctx| {
             let rows = cubes * pes;
-            let t = ctx.empty((rows, elems), DPPolicy::pe_rows(cubes as u32, pes as u32))?;
+            let t = ctx.empty(
+                (rows, elems),
+                DPPolicy::pe_rows(cubes as u32, pes as u32).as_replicas(),
+            )?;
             let r = ctx.rank() as usize;
             // Row k (cube k / pes, pe k % pes) of rank r: (r·rows + k) · 3 + i, mod 11.
             let value = |r: usize, k: usize, i: usize| (((r * rows + k) * 3 + i) % 11) as f32;
@@ -587,7 +590,7 @@ fn process_group_all_to_all_exchanges_blocks() {
     // Element i of participant p's input: (p · 7 + i) mod 13.
     let value = |p: usize, i: usize| ((p * 7 + i) % 13) as f32;
     pg.spawn(2, |ctx| {
-        let t = ctx.empty((cubes, elems), DPPolicy::cube_rows(cubes as u32))?;
+        let t = ctx.empty((cubes, elems), DPPolicy::cube_replicas(cubes as u32))?;
         let r = ctx.rank() as usize;
         let data: Vec<f32> = (0..cubes * elems)
             .map(|x| value(r * cubes + x / elems, x % elems))

@@ -143,18 +143,21 @@ fn operands_on_other_cubes_are_read_remotely() {
             pe: Split::Replicate,
             num_cubes: 2,
             num_pes: 1,
+            replicas: false,
         },
         b: DPPolicy {
             cube: Split::RowWise,
             pe: Split::Replicate,
             num_cubes: 2,
             num_pes: 1,
+            replicas: false,
         },
         c: DPPolicy {
             cube: Split::RowWise,
             pe: Split::ColumnWise,
             num_cubes: 4,
             num_pes: 2,
+            replicas: false,
         },
     };
     let got = run(&sys, (m, k, n), layout, Some((&a, &b))).c;
@@ -219,6 +222,7 @@ fn c_replicated_over_cubes_gets_each_cubes_partial_product() {
         pe: Split::Replicate,
         num_cubes: 4,
         num_pes: 1,
+        replicas: false,
     };
     let mut pg = init_process_group(
         &sys,

@@ -17,6 +17,7 @@ mod estimate;
 mod flow;
 mod gemm;
 mod ipcq;
+mod lanes;
 mod layers;
 mod mutants;
 mod mutated_inputs;

@@ -114,7 +114,7 @@ fn communication_equals_the_collective_run_alone() {
     pg.spawn(2, |ctx| {
         let z = ctx.empty((1, 512), tp::replicated(16))?;
         ctx.write(&z, &[0.5; 512])?;
-        let res = ctx.all_reduce(&z, ReduceOp::Sum)?;
+        let res = ctx.all_reduce(&z.as_replicas(), ReduceOp::Sum)?;
         *alone.lock().unwrap() = res.ticks;
         Ok(())
     })
@@ -265,7 +265,7 @@ fn block_breakdown_sums_and_its_all_reduces_match_a_lone_run() {
     let alone = Mutex::new(0);
     pg.spawn(2, |ctx| {
         let z = ctx.empty((64, 1024), tp::replicated(16))?;
-        *alone.lock().unwrap() = ctx.all_reduce(&z, ReduceOp::Sum)?.ticks;
+        *alone.lock().unwrap() = ctx.all_reduce(&z.as_replicas(), ReduceOp::Sum)?.ticks;
         Ok(())
     })
     .unwrap();

@@ -17,6 +17,7 @@ pub const MAPPERS: &[&str] = &["leader_only", "all_pes"];
 /// implements each).
 pub const VALIDATORS: &[&str] = &[
     "cube_leaders",
+    "cube_replicas",
     "single_shard_per_rank",
     "multi_pe_sip_local",
 ];

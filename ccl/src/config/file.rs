@@ -63,8 +63,9 @@ pub struct EntrySpec {
     /// Which PEs of a rank's SIP take part (`leader_only`, `all_pes`).
     pub mapper: Option<String>,
     /// The shard layout a collective's tensor must have (`cube_leaders`,
-    /// `single_shard_per_rank`, `multi_pe_sip_local`; default: the mapper's
-    /// own).
+    /// `cube_replicas`, `single_shard_per_rank`, `multi_pe_sip_local`;
+    /// default: none for a lane-wise collective, the mapper's own for a
+    /// replica reduction).
     pub validator: Option<String>,
 }
 

@@ -333,7 +333,7 @@ fn time_config(
         let elems = cubes as usize * (bytes / 2) as usize;
         let t = rank.empty(
             (cubes as usize, (bytes / 2) as usize),
-            DPPolicy::cube_rows(cubes),
+            DPPolicy::cube_replicas(cubes),
         )?;
         rank.write(&t, &vec![1.0; elems])?;
         rank.barrier(WORLD)?;
@@ -376,7 +376,7 @@ fn run_final(
         let r = rank.rank();
         let cubes = rank.sip_shape().0;
         let cols = (bytes / 2) as usize;
-        let t = rank.empty((cubes as usize, cols), DPPolicy::cube_rows(cubes))?;
+        let t = rank.empty((cubes as usize, cols), DPPolicy::cube_replicas(cubes))?;
         let value = |sip: u32, i: usize| ((7 * sip as usize + 3 * i) % 5) as f32;
         let data: Vec<f32> = (0..cubes as usize * cols).map(|i| value(r, i)).collect();
         rank.write(&t, &data)?;
@@ -411,7 +411,7 @@ fn exchange(rank: &mut Rank, text: &str) -> Result<Vec<String>, DistError> {
     let participants = n * cubes as usize;
     let t = rank.empty(
         (cubes as usize, participants * block),
-        DPPolicy::cube_rows(cubes),
+        DPPolicy::cube_replicas(cubes),
     )?;
     let mut data = vec![0f32; cubes as usize * participants * block];
     for cube in 0..cubes as usize {
@@ -446,7 +446,7 @@ fn all_reduce_max(rank: &mut Rank, value: u64) -> Result<u64, DistError> {
         "{value} needs more than {DIGITS} digits"
     );
     let (cubes, _) = rank.sip_shape();
-    let t = rank.empty((cubes as usize, 1), DPPolicy::cube_rows(cubes))?;
+    let t = rank.empty((cubes as usize, 1), DPPolicy::cube_replicas(cubes))?;
     let (mut max, mut tied) = (0u64, true);
     for d in (0..DIGITS).rev() {
         let unit = DIGIT.pow(d);

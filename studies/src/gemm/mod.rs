@@ -133,12 +133,14 @@ impl Layout {
             pe: Split::Replicate,
             num_cubes,
             num_pes: 1,
+            replicas: false,
         };
         let split = |cube, num_cubes| DPPolicy {
             cube,
             pe: Split::Replicate,
             num_cubes,
             num_pes: 1,
+            replicas: false,
         };
         let (rows, nc) = if m >= n {
             (true, cap(m, cubes))
@@ -177,6 +179,7 @@ impl Layout {
                 pe,
                 num_cubes: nc,
                 num_pes: np,
+                replicas: false,
             },
         }
     }

@@ -370,7 +370,9 @@ impl VocabParallelEmbedding {
     }
 }
 
-/// A collective over the rank's TP group, timed.
+/// A collective over the rank's TP group, timed. It runs over every cube
+/// of every TP rank (the replica reduction, `Tensor::as_replicas`): each
+/// cube holds its own partial sum (or block) of the layer's output.
 pub(super) fn tp_collective(
     ctx: &mut Rank,
     mp: &ModelParallel,
@@ -379,7 +381,7 @@ pub(super) fn tp_collective(
     op: ReduceOp,
     time: &mut Timeline,
 ) -> Result<(), DistError> {
-    let r = ctx.collective(mp.tp_group(ctx.rank()), c, x, op)?;
+    let r = ctx.collective(mp.tp_group(ctx.rank()), c, &x.as_replicas(), op)?;
     time.collective(ctx, r);
     Ok(())
 }

@@ -65,6 +65,7 @@ pub fn replicated(cubes: u32) -> DPPolicy {
         pe: Split::Replicate,
         num_cubes: cubes,
         num_pes: 1,
+        replicas: false,
     }
 }
 
@@ -75,6 +76,7 @@ pub fn cube_cols(cubes: u32) -> DPPolicy {
         pe: Split::Replicate,
         num_cubes: cubes,
         num_pes: 1,
+        replicas: false,
     }
 }
 
