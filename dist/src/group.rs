@@ -417,6 +417,29 @@ impl ProcessGroup {
         }
     }
 
+    /// Under `auto`, releases the least recently used communicator of the
+    /// group that holds the most, to make room for another installation;
+    /// false when there is none to release (or the group is not `auto`).
+    pub(super) fn release_least_used_pick(&mut self) -> Result<bool, DistError> {
+        if self.tuner.is_none() {
+            return Ok(false);
+        }
+        let Some(rg) = self
+            .groups
+            .iter_mut()
+            .filter(|rg| !rg.comms.is_empty())
+            .max_by_key(|rg| rg.comms.len())
+        else {
+            return Ok(false);
+        };
+        let lru = rg.comms.remove(0);
+        rg.releases += 1;
+        self.machine
+            .release_scope(lru.scope)
+            .map_err(CclError::from)?;
+        Ok(true)
+    }
+
     /// Releases group `g`'s communicators: their slot areas are freed and
     /// their neighbour tables leave the PEs (see [`Machine::release_scope`]).
     /// A later collective of a fixed group is refused; under `auto` the

@@ -21,9 +21,10 @@ use super::group::{GroupId, ProcessGroup, RankUnit};
 use super::rank::Rank;
 use super::spawn::{Sched, Status, Submission, WorkState};
 use super::tensor::Tensor;
+use kernbench_ccl::CclError;
 use kernbench_ccl::p2p::{End, Links, Move, barrier_pairs, pairs_of};
 use kernbench_runtime::kernel::wiring::QueueConfig;
-use kernbench_runtime::machine::{LaunchReport, Machine, Tables};
+use kernbench_runtime::machine::{InstallError, LaunchReport, Machine, Tables};
 use kernbench_spec::topology::address::Space;
 use kernbench_systems::ipcq::Scope;
 use kernbench_systems::program::Launch;
@@ -93,9 +94,21 @@ impl ProcessGroup {
         if let Some(links) = self.p2p.links.get(&key) {
             return Ok((links.clone(), None));
         }
-        let (links, tables) = Links::prepare(&mut self.machine, q, &key.0, name)?;
-        self.p2p.links.insert(key, links.clone());
-        Ok((links, Some(tables)))
+        loop {
+            match Links::prepare(&mut self.machine, q, &key.0, name) {
+                Ok((links, tables)) => {
+                    self.p2p.links.insert(key, links.clone());
+                    return Ok((links, Some(tables)));
+                }
+                Err(CclError::Install(InstallError::Memory(e))) => {
+                    // Under auto, the tuner's picks make room, least recently used first.
+                    if !self.release_least_used_pick()? {
+                        return Err(CclError::Install(InstallError::Memory(e)).into());
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 }
 

@@ -464,7 +464,6 @@ fn end_of(sys: &System, entry: &str, calls: &[Collective]) -> (u64, usize) {
         for &c in calls {
             ctx.collective(WORLD, c, &t, ReduceOp::Sum)?;
         }
-        ctx.barrier(WORLD)?;
         Ok(())
     })
     .unwrap();
@@ -589,4 +588,30 @@ fn the_guides_sip_kinds_example_autotunes_as_written() {
         ]
     );
     assert_eq!(o.correct, Some(true));
+}
+
+/// A barrier's token links make room under `auto` like a pick does: on a
+/// TCM that ring and tree fill (1 MiB), a barrier after both releases the
+/// least recently used pick instead of failing for memory.
+#[test]
+fn a_barrier_after_picks_that_fill_tcm_releases_one() {
+    use kernbench::dist::{DPPolicy, WORLD};
+    use kernbench::spec::SipTopology;
+    use kernbench_systems::memory::DataMode;
+    let mut spec = common::sweep_base(4, SipTopology::Ring1d, 2, (1, 1)).spec;
+    spec.memory.tcm.size_bytes = 1 << 20;
+    let sys = System::from_spec(spec, "tcm").unwrap();
+    let ccl = CclConfig::embedded_default();
+    let configs = ["ring", "tree"].map(|n| ccl.entry(n).unwrap().clone());
+    let mut pg = autotune::init_process_group(&sys, &ccl, "auto", DataMode::TimingOnly).unwrap();
+    pg.tuner = Some(Box::new(RingOrTree(configs.to_vec())));
+    pg.spawn(pg.world_size, |ctx| {
+        let t = ctx.empty((1, 2048), DPPolicy::cube_rows(1))?;
+        ctx.all_reduce(&t, ReduceOp::Sum)?;
+        ctx.broadcast(&t, 0)?;
+        ctx.barrier(WORLD)?;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(pg.group(WORLD).releases, 1);
 }
