@@ -12,12 +12,13 @@
 
 use super::DistError;
 use super::group::{ProcessGroup, TurnOrder};
+use super::work::{Stream, StreamKind};
 use kernbench_runtime::machine::{LaunchHandle, LaunchReport};
 use kernbench_systems::PeIdx;
 use kernbench_systems::Tick;
 use kernbench_systems::ipcq::Scope;
 use kernbench_systems::program::Launch;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// Stack of each worker thread: room for kernels traced inside it.
@@ -26,9 +27,10 @@ pub(crate) const WORKER_STACK: usize = 1 << 20;
 /// A launch a worker submitted: kernels or a collective, by work id.
 pub(super) struct Submission {
     pub at: Tick,
+    /// With `seq`, an order that does not depend on turn order: the
+    /// launching rank, or a collective's lowest member rank.
     pub rank: u32,
-    /// The rank's count of submissions and collective joins so far: with
-    /// `at` and `rank`, an order that does not depend on turn order.
+    /// That rank's count of submissions and collective joins so far.
     pub seq: u64,
     pub work: u64,
     pub programs: Vec<(PeIdx, Launch)>,
@@ -36,6 +38,30 @@ pub(super) struct Submission {
     /// The neighbour tables of `scope` to land first: a communicator the
     /// autotuner picked for this collective, used here for the first time.
     pub install: Option<kernbench_runtime::machine::Tables>,
+    /// The ranks whose order it keeps: the launching rank, or a
+    /// collective's members.
+    pub members: Vec<u32>,
+    /// (work, rank): the work each member ran last on the stream this goes
+    /// on; it leaves the host once they have all ended.
+    pub after: Vec<(u64, u32)>,
+}
+
+/// One entry of a rank's submission order not yet handed to the engine:
+/// a work and the PEs it runs on (a collective's: its group's participants).
+pub(super) struct Queued {
+    pub work: u64,
+    /// Sorted.
+    pub pes: Vec<PeIdx>,
+    pub what: String,
+}
+
+/// A collective some members have joined: what its submission will carry.
+pub(super) struct Gather {
+    /// The latest host clock of the members at their joins.
+    pub at: Tick,
+    /// (rank, seq) of the lowest member rank that joined, for the order.
+    pub key: (u32, u64),
+    pub after: Vec<(u64, u32)>,
 }
 
 /// Where a piece of work is.
@@ -78,6 +104,23 @@ pub(super) struct Sched<'p> {
     pub results: BTreeMap<u64, (kernbench_ccl::CollResult, usize)>,
     pub next_work: u64,
     pub pending: Vec<Submission>,
+    /// Each rank's submissions not yet handed to the engine, in its order.
+    pub queued: Vec<Vec<Queued>>,
+    /// Collectives being joined, by work.
+    pub gathers: BTreeMap<u64, Gather>,
+    /// Each rank's streams: the work submitted last on each (by stream id).
+    pub tails: Vec<BTreeMap<u32, u64>>,
+    /// Each rank's current compute and communication streams.
+    pub current: Vec<[Stream; 2]>,
+    /// Each rank's streams made so far (2: the two defaults).
+    pub streams: Vec<u32>,
+    /// When each finished work ran.
+    pub ended: BTreeMap<u64, LaunchReport>,
+    /// (work, rank): works their rank has waited for.
+    pub waited: BTreeSet<(u64, u32)>,
+    /// The tick the last launch message to each PE left the host: later
+    /// ones leave no earlier, so each PE receives them in hand-over order.
+    pub pe_sent: BTreeMap<PeIdx, Tick>,
     /// Set when a worker failed: every later call of every worker fails.
     pub abort: Option<String>,
     /// The rank that ran last, and the order ranks take turns in.
@@ -207,30 +250,6 @@ impl Sched<'_> {
             .find(|&r| matches!(self.status[r as usize], Status::Runnable))
     }
 
-    /// Hands every pending submission to the engine, by (time, rank, work).
-    /// A submission on a communicator not yet installed goes last: its
-    /// tables leave the host at its time and the engine runs (everything
-    /// else already submitted alongside) until they land; then its launch
-    /// leaves. Err: the install failed.
-    fn flush(&mut self) -> Result<(), String> {
-        let mut subs = std::mem::take(&mut self.pending);
-        subs.sort_by_key(|s| (s.install.is_some(), s.at, s.rank, s.seq));
-        for s in subs {
-            let mut at = s.at;
-            if let Some(tables) = s.install {
-                at = at.max(
-                    self.pg
-                        .machine
-                        .land_scope(s.scope, tables, s.at)
-                        .map_err(|e| e.to_string())?,
-                );
-            }
-            let h = self.pg.machine.submit_programs(s.programs, s.scope, at);
-            self.works.insert(s.work, WorkState::Running(h));
-        }
-        Ok(())
-    }
-
     /// Wakes every waiting worker with `e` (the run is failing).
     fn fail_waiters(&mut self, e: &str) {
         for r in 0..self.status.len() {
@@ -244,6 +263,9 @@ impl Sched<'_> {
     /// Why the waiting workers can never go on: who waits in which
     /// collective, and where the members it lacks are.
     fn stuck(&self) -> String {
+        if let Some(why) = self.conflict() {
+            return why;
+        }
         let mut out = Vec::new();
         for g in &self.pg.groups {
             if let Some((epoch, e)) = g.barrier.waiting() {
@@ -277,11 +299,12 @@ impl Sched<'_> {
         )
     }
 
-    /// Runs the engine until some awaited launch finishes, then resumes its
-    /// waiters. Err: the run failed or nothing can finish.
+    /// Runs the engine until some awaited work finishes, then resumes its
+    /// waiters; meanwhile hands the engine each submission as soon as
+    /// nothing before it (on its stream, or on its PEs in a member's
+    /// order) holds it back. Err: the run failed or nothing can finish.
     fn progress(&mut self) -> Result<(), String> {
-        self.flush()?;
-        let awaited: Vec<u64> = self
+        let awaited: BTreeSet<u64> = self
             .status
             .iter()
             .filter_map(|s| match s {
@@ -289,40 +312,66 @@ impl Sched<'_> {
                 _ => None,
             })
             .collect();
-        if awaited
-            .iter()
-            .any(|w| matches!(self.works.get(w), Some(WorkState::Gathering)))
-            && !awaited
-                .iter()
-                .any(|w| matches!(self.works.get(w), Some(WorkState::Running(_))))
-        {
-            return Err(self.stuck());
+        loop {
+            let finished = self.advance(&awaited)?;
+            let mut resumed = false;
+            for w in finished.into_iter().filter(|w| awaited.contains(w)) {
+                self.complete(w, self.ended[&w]);
+                resumed = true;
+            }
+            if resumed {
+                return Ok(());
+            }
         }
-        let machine = &mut self.pg.machine;
-        let running: Vec<(u64, &LaunchHandle)> = awaited
+    }
+
+    /// Hands over what can go, then runs the engine until one of the
+    /// works in `awaited`, or one a held-back submission follows on its
+    /// stream, finishes; returns those that did. Err: none is running.
+    fn advance(&mut self, awaited: &BTreeSet<u64>) -> Result<Vec<u64>, String> {
+        self.flush()?;
+        let held: BTreeSet<u64> = self
+            .pending
             .iter()
+            .flat_map(|s| s.after.iter().map(|a| a.0))
+            .collect();
+        let running: Vec<(u64, &LaunchHandle)> = awaited
+            .union(&held)
             .filter_map(|w| match self.works.get(w) {
                 Some(WorkState::Running(h)) => Some((*w, h)),
                 _ => None,
             })
             .collect();
-        let ids: Vec<u64> = running.iter().map(|r| r.0).collect();
+        if running.is_empty() {
+            return Err(self.stuck());
+        }
         let handles: Vec<&LaunchHandle> = running.iter().map(|r| r.1).collect();
-        machine.run_until_any(&handles).map_err(|e| e.to_string())?;
-        let finished: Vec<u64> = ids
-            .into_iter()
-            .filter(|w| match self.works.get(w) {
-                Some(WorkState::Running(h)) => self.pg.machine.finished(h),
-                _ => false,
-            })
-            .collect();
-        for w in finished {
-            let Some(WorkState::Running(h)) = self.works.remove(&w) else {
-                continue;
-            };
-            let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
-            // Every waiter gets the report now; no one asks for it later.
-            self.complete(w, report);
+        let ids: Vec<u64> = running.iter().map(|r| r.0).collect();
+        self.pg
+            .machine
+            .run_until_any(&handles)
+            .map_err(|e| e.to_string())?;
+        let mut finished = Vec::new();
+        for w in ids {
+            let done = matches!(self.works.get(&w), Some(WorkState::Running(h)) if self.pg.machine.finished(h));
+            if let (true, Some(WorkState::Running(h))) = (done, self.works.remove(&w)) {
+                let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
+                self.ended.insert(w, report);
+                finished.push(w);
+            }
+        }
+        Ok(finished)
+    }
+
+    /// After every worker returned: hands the engine every submission
+    /// (running it while some wait for their stream), and fails when a
+    /// collective was joined by some members only.
+    fn drain(&mut self) -> Result<(), String> {
+        while !self.pending.is_empty() {
+            self.advance(&BTreeSet::new())?;
+        }
+        if self.pg.groups.iter().any(|g| g.barrier.waiting().is_some()) {
+            return Err(self.stuck());
         }
         Ok(())
     }
@@ -361,6 +410,19 @@ impl ProcessGroup {
                 results: BTreeMap::new(),
                 next_work: 0,
                 pending: Vec::new(),
+                queued: (0..n).map(|_| Vec::new()).collect(),
+                gathers: BTreeMap::new(),
+                tails: vec![BTreeMap::new(); n],
+                current: (0..nprocs)
+                    .map(|r| {
+                        [StreamKind::Compute, StreamKind::Communication]
+                            .map(|k| Stream::default_of(r, k))
+                    })
+                    .collect(),
+                streams: vec![2; n],
+                ended: BTreeMap::new(),
+                waited: BTreeSet::new(),
+                pe_sent: BTreeMap::new(),
                 abort: None,
                 last: None,
                 order,
@@ -387,8 +449,10 @@ impl ProcessGroup {
             schedule(&shared);
         });
         let mut s = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
-        // Work handed to the engine but never waited for still runs; settle it.
-        if let Err(e) = s.flush() {
+        // Work never waited for still runs; hand it all to the engine.
+        if s.abort.is_none()
+            && let Err(e) = s.drain()
+        {
             s.abort.get_or_insert(e);
         }
         let failed = s.abort.is_some();

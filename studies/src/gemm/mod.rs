@@ -23,7 +23,7 @@
 //!     let b = ctx.empty((1024, 1024), l.b)?;
 //!     let c = ctx.empty((1024, 1024), l.c)?;
 //!     let work = matmul(ctx, &a, &b, &c)?;
-//!     let ran = ctx.wait(work)?;
+//!     let ran = ctx.wait(&work)?;
 //!     assert!(ran.ticks() > 0);
 //!     Ok(())
 //! })
