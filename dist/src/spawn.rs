@@ -293,6 +293,20 @@ impl Sched<'_> {
                 ));
             }
         }
+        if out.is_empty() {
+            let state = |w: &u64| match self.works.get(w) {
+                Some(WorkState::Gathering) => "being joined",
+                Some(WorkState::Pending) => "held back",
+                Some(WorkState::Running(_)) => "running",
+                None => "unknown",
+            };
+            for (r, st) in self.status.iter().enumerate() {
+                if let Status::Waiting(w) = st {
+                    out.push(format!("rank {r} waits for work #{w} ({})", state(w)));
+                }
+            }
+            return format!("nothing can run: {}", out.join("; "));
+        }
         format!(
             "the ranks can never go on: {}; every member must make the same collective calls",
             out.join("; ")
@@ -354,7 +368,10 @@ impl Sched<'_> {
         let mut finished = Vec::new();
         for w in ids {
             let done = matches!(self.works.get(&w), Some(WorkState::Running(h)) if self.pg.machine.finished(h));
-            if let (true, Some(WorkState::Running(h))) = (done, self.works.remove(&w)) {
+            if !done {
+                continue;
+            }
+            if let Some(WorkState::Running(h)) = self.works.remove(&w) {
                 let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
                 self.ended.insert(w, report);
                 finished.push(w);
