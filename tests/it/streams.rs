@@ -313,3 +313,45 @@ fn collectives_joined_in_contradicting_orders_are_named_never_hung() {
         "the ranks' orders contradict each other, so none of these can ever start (NCCL would hang): rank 0 submitted all_reduce #0 of group 'world' before all_reduce #0 of group 'group1[0, 1]' on its stream, but rank 1 submitted all_reduce #0 of group 'group1[0, 1]' before all_reduce #0 of group 'world' on its stream; allowed: every member submits collectives that share a stream or PEs in the same order"
     );
 }
+
+/// The reproducer's ordering bug with blocking calls only: every rank
+/// launches a kernel on pe0 at the same host time as the all-reduce after
+/// it leaves. The collective used to carry its first member's rank and go
+/// on ranks 1-3's pe0 ahead of the kernel they launched first; now each
+/// rank's pe0 runs its kernel, then its part of the all-reduce.
+#[test]
+fn a_collective_never_jumps_a_ranks_earlier_launch() {
+    let sys = sips(4, 1);
+    let mut pg = pg(&sys, DataMode::TimingOnly);
+    pg.machine.record_ops();
+    let kernels = Mutex::new(Vec::new());
+    pg.spawn(4, |ctx| {
+        let first = ctx.launch(busy, &(0, 1 << 10, 10), &[(0, 0)])?;
+        ctx.wait(&first)?;
+        let t = ctx.empty((1, 1 << 12), DPPolicy::cube_rows(1))?;
+        let k = ctx.launch(busy, &(0, 1 << 10, 10), &[(0, 0)])?;
+        ctx.all_reduce(&t, ReduceOp::Sum)?;
+        let k = ctx.wait(&k)?;
+        kernels.lock().unwrap().push((ctx.rank(), k));
+        Ok(())
+    })
+    .unwrap();
+    let ops = pg.machine.op_records();
+    for (r, k) in kernels.into_inner().unwrap() {
+        let collective = ops
+            .iter()
+            .filter(|o| (o.sip, o.cube, o.pe) == (r, 0, 0) && o.start >= k.end)
+            .count();
+        let before = ops
+            .iter()
+            .filter(|o| (o.sip, o.cube, o.pe) == (r, 0, 0) && o.flow.is_some())
+            .filter(|o| o.start < k.end)
+            .count();
+        assert!(collective > 0, "rank {r}: no op after its kernel");
+        assert_eq!(
+            before, 0,
+            "rank {r}: the all-reduce sent or received before its kernel ended at {}",
+            k.end
+        );
+    }
+}
