@@ -19,7 +19,7 @@ fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let buckets: usize = args.next().map_or(Ok(4), |a| a.parse())?;
     let kib: u64 = args.next().map_or(Ok(512), |a| a.parse())?;
-    let k: usize = args.next().map_or(Ok(256), |a| a.parse())?;
+    let k: usize = args.next().map_or(Ok(2048), |a| a.parse())?;
     let entry = args.next().unwrap_or_else(|| "ring".into());
     let sys = System::embedded_default();
     let ccl = CclConfig::embedded_default();

@@ -38,7 +38,7 @@ fn busy(tl: &mut Tl, &(at, n, rounds): &(u64, usize, usize)) {
     tl.store(Addr::tcm(at), acc[0]);
 }
 
-fn ddp(placement: Placement, overlap: bool) -> (u64, u64) {
+fn ddp(placement: Placement, overlap: bool) -> Run {
     let sys = System::embedded_default();
     let mut pg = pg(&sys, DataMode::TimingOnly);
     let step = DdpStep {
@@ -75,7 +75,10 @@ fn ddp_overlap_never_loses_and_wins_off_the_leader() {
 
 /// ((serialized, overlapped) on the owners, the same off the leader):
 /// (step ticks, rank 0's hidden communication ticks).
-const PINNED_DDP: (((u64, u64), (u64, u64)), ((u64, u64), (u64, u64))) = (
+/// (step ticks, rank 0's hidden communication ticks) of one run.
+type Run = (u64, u64);
+
+const PINNED_DDP: ((Run, Run), (Run, Run)) = (
     ((151031, 0), (149015, 1448)),
     ((149559, 0), (137162, 40340)),
 );
@@ -126,7 +129,7 @@ fn interleaved(order: TurnOrder) -> (Vec<Seen>, Vec<Vec<f32>>, Vec<OpRecord>) {
     let mut seen = seen.into_inner().unwrap();
     seen.sort_by_key(|s| s.0);
     let mut data = data.into_inner().unwrap();
-    data.sort_by(|a, b| a.0.cmp(&b.0));
+    data.sort_by_key(|d| d.0);
     let ops = pg.machine.op_records();
     (seen, data.into_iter().map(|d| d.1).collect(), ops)
 }
