@@ -17,6 +17,7 @@
 use super::spawn::{Queued, Sched, Submission, WorkState};
 use super::work::Stream;
 use kernbench_systems::{PeIdx, Tick};
+use std::collections::BTreeSet;
 
 /// Whether two sorted PE lists share a PE.
 fn shares(a: &[PeIdx], b: &[PeIdx]) -> bool {
@@ -52,7 +53,7 @@ impl Sched<'_> {
 
     /// What keeps `s` from the engine, if anything.
     fn blocker(&self, s: &Submission) -> Option<Blocker> {
-        if let Some(&(w, r)) = s.after.iter().find(|(w, _)| !self.ended.contains_key(w)) {
+        if let Some(&(w, r)) = s.after.iter().find(|(w, _)| self.works.contains_key(w)) {
             return Some((w, r, "on its stream"));
         }
         s.members.iter().find_map(|&m| {
@@ -63,6 +64,22 @@ impl Sched<'_> {
                 .find(|e| shares(&e.pes, &q[i].pes))
                 .map(|e| (e.work, m, "on shared PEs"))
         })
+    }
+
+    /// Forgets when works ended that every member has waited for and that
+    /// no submission follows, or may yet follow, on its stream: what a long
+    /// program keeps stays bounded.
+    pub(super) fn prune(&mut self) {
+        let tails = self.tails.iter().flat_map(|t| t.values());
+        let pending = self.pending.iter().flat_map(|s| &s.after);
+        let gathering = self.gathers.values().flat_map(|g| &g.after);
+        let followed: BTreeSet<u64> = tails
+            .copied()
+            .chain(pending.chain(gathering).map(|a| a.0))
+            .collect();
+        let unwaited = &self.unwaited;
+        self.ended
+            .retain(|w, _| unwaited.contains_key(w) || followed.contains(w));
     }
 
     /// When `s` leaves the host: its own time, or later when its stream's

@@ -301,6 +301,7 @@ impl<'p> Rank<'_, 'p> {
         let seq = g.seq[r];
         let what = format!("launch (submission {seq} of rank {r})");
         g.enqueue(self.rank, work, global, what);
+        g.unwaited.insert(work, vec![self.rank]);
         let at = g.host[r];
         g.pending.push(Submission {
             at,
@@ -375,8 +376,11 @@ impl<'p> Rank<'_, 'p> {
     pub fn is_completed(&self, w: &Work) -> Result<bool, DistError> {
         self.own(w)?;
         let g = self.enter()?;
-        Ok(g.ended.contains_key(&w.id)
-            || matches!(g.works.get(&w.id), Some(WorkState::Running(h)) if g.pg.machine.finished(h)))
+        Ok(match g.works.get(&w.id) {
+            None => true,
+            Some(WorkState::Running(h)) => g.pg.machine.finished(h),
+            Some(_) => false,
+        })
     }
 
     /// Waits until `w` of this rank has finished (`Work.wait`): when it ran
@@ -385,11 +389,21 @@ impl<'p> Rank<'_, 'p> {
     pub fn wait(&mut self, w: &Work) -> Result<WorkReport, DistError> {
         self.own(w)?;
         let mut g = self.enter()?;
-        if !g.waited.insert((w.id, self.rank)) {
+        let members = g.unwaited.get_mut(&w.id);
+        let Some(i) = members
+            .as_ref()
+            .and_then(|m| m.iter().position(|&r| r == self.rank))
+        else {
             return Err(DistError::Config(format!(
                 "rank {} waits a second time for {w}; a Work is waited for once: keep the WorkReport its first wait returned",
                 self.rank
             )));
+        };
+        if let Some(m) = members {
+            m.swap_remove(i);
+            if m.is_empty() {
+                g.unwaited.remove(&w.id);
+            }
         }
         let r = self.rank as usize;
         let ran = match g.ended.get(&w.id).copied() {
@@ -536,6 +550,7 @@ impl<'p> Rank<'_, 'p> {
             .map(|p| rg.members.pe(p))
             .collect();
         s.enqueue(rank, joined.work, pes, what);
+        s.unwaited.entry(joined.work).or_default().push(rank);
         let gather = s.gathers.entry(joined.work).or_insert(Gather {
             at,
             key: (rank, seq),

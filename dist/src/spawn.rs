@@ -2,12 +2,14 @@
 //! time by a cooperative scheduler, so a program gives the same clock and
 //! the same data whatever the OS does.
 //!
-//! A worker runs until it must wait: for a kernel it launched, or in a
-//! collective until every member has joined and the collective has run.
-//! Only when every worker waits does the scheduler move the simulation: it
-//! hands the engine every submission, sorted by (host time, rank), runs it
-//! until some awaited launch finishes and resumes that launch's waiters,
-//! their host clocks at its end tick. Work that ranks submit before they wait
+//! A worker runs until it must wait: for a launch or a collective it
+//! submitted (`Rank::wait`, or a blocking collective). Only when every
+//! worker waits does the scheduler move the simulation: it hands the engine
+//! every submission the ordering rules allow (`order`: a stream runs in
+//! order, a PE receives a rank's work in the rank's order), runs it until
+//! some awaited work finishes, handing over held-back submissions as their
+//! stream's previous work ends, and resumes that work's waiters, their host
+//! clocks at its end tick. Work that ranks submit before they wait
 //! therefore overlaps on the one simulated clock.
 
 use super::DistError;
@@ -114,10 +116,11 @@ pub(super) struct Sched<'p> {
     pub current: Vec<[Stream; 2]>,
     /// Each rank's streams made so far (2: the two defaults).
     pub streams: Vec<u32>,
-    /// When each finished work ran.
+    /// When each finished work ran, while a member has yet to wait for it
+    /// or a stream's next work may follow it (`Sched::prune`).
     pub ended: BTreeMap<u64, LaunchReport>,
-    /// (work, rank): works their rank has waited for.
-    pub waited: BTreeSet<(u64, u32)>,
+    /// The members yet to wait for each work.
+    pub unwaited: BTreeMap<u64, Vec<u32>>,
     /// The tick the last launch message to each PE left the host: later
     /// ones leave no earlier, so each PE receives them in hand-over order.
     pub pe_sent: BTreeMap<PeIdx, Tick>,
@@ -318,6 +321,7 @@ impl Sched<'_> {
     /// nothing before it (on its stream, or on its PEs in a member's
     /// order) holds it back. Err: the run failed or nothing can finish.
     fn progress(&mut self) -> Result<(), String> {
+        self.prune();
         let awaited: BTreeSet<u64> = self
             .status
             .iter()
@@ -438,7 +442,7 @@ impl ProcessGroup {
                     .collect(),
                 streams: vec![2; n],
                 ended: BTreeMap::new(),
-                waited: BTreeSet::new(),
+                unwaited: BTreeMap::new(),
                 pe_sent: BTreeMap::new(),
                 abort: None,
                 last: None,
