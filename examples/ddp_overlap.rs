@@ -5,6 +5,8 @@
 //! — with the GEMMs on every PE (`owners`, today's placement, sharing pe0
 //! with the collectives) or off the cube leaders' pe0 (`off-leader`).
 //! Prints rank 0's compute, exposed and hidden communication, and the step.
+//! ENTRY is the ccl.yaml entry of the all-reduce (default `auto`: the
+//! autotuner's pick for the bucket size).
 //!
 //! cargo run --release --example ddp_overlap [-- BUCKETS [BUCKET_KIB [K [ENTRY]]]]
 
@@ -20,7 +22,7 @@ fn main() -> anyhow::Result<()> {
     let buckets: usize = args.next().map_or(Ok(4), |a| a.parse())?;
     let kib: u64 = args.next().map_or(Ok(512), |a| a.parse())?;
     let k: usize = args.next().map_or(Ok(2048), |a| a.parse())?;
-    let entry = args.next().unwrap_or_else(|| "ring".into());
+    let entry = args.next().unwrap_or_else(|| "auto".into());
     let sys = System::embedded_default();
     let ccl = CclConfig::embedded_default();
     let ppc = sys.pes_per_cube();

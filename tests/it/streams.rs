@@ -358,3 +358,25 @@ fn a_collective_never_jumps_a_ranks_earlier_launch() {
         );
     }
 }
+
+/// A rank that returns with an asynchronous collective its peer never
+/// joins: spawn fails naming both, never hangs.
+#[test]
+fn an_async_collective_left_unjoined_is_named_at_the_end() {
+    let sys = sips(2, 1);
+    let mut pg = pg(&sys, DataMode::TimingOnly);
+    let e = pg
+        .spawn(2, |ctx| {
+            let t = ctx.empty((1, 1024), DPPolicy::cube_rows(1))?;
+            if ctx.rank() == 0 {
+                let _unwaited = ctx.all_reduce_async(&t, ReduceOp::Sum)?;
+            }
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "aborted: the ranks can never go on: rank(s) 0 wait in all_reduce(2048 B, sum, buffer at offset 0) (collective #0 of group 'world'), but rank 1 has finished; every member must make the same collective calls"
+    );
+}
