@@ -63,8 +63,9 @@ pub struct Joined {
 #[derive(Debug, Clone)]
 pub struct EpochBarrier {
     members: Vec<u32>,
-    /// Epochs not yet complete, by number (at most one is open at a time).
+    /// Epochs not yet complete, by number.
     open: BTreeMap<u64, Epoch>,
+    /// The number of the next epoch to open.
     next: u64,
 }
 
@@ -77,9 +78,10 @@ impl EpochBarrier {
         }
     }
 
-    /// Joins the earliest incomplete epoch with `call`; an epoch this join
-    /// opens takes `new_work` as its work id. Errors: a rank outside the
-    /// group, a second join of one epoch, a call that differs from the others'.
+    /// Joins the earliest incomplete epoch `rank` has not joined yet (a rank
+    /// may have joined several, asynchronously), with `call`; an epoch this
+    /// join opens takes `new_work` as its work id. Errors: a rank outside
+    /// the group, a call that differs from the others'.
     pub fn join(
         &mut self,
         rank: u32,
@@ -93,17 +95,19 @@ impl EpochBarrier {
                 self.members
             ));
         }
-        let epoch = self.next;
+        let epoch = self
+            .open
+            .iter()
+            .find(|(_, e)| !e.joined.contains_key(&rank))
+            .map_or(self.next, |(&k, _)| k);
         let opened = !self.open.contains_key(&epoch);
+        if opened {
+            self.next = epoch + 1;
+        }
         let e = self.open.entry(epoch).or_insert_with(|| Epoch {
             joined: BTreeMap::new(),
             work: new_work,
         });
-        if e.joined.contains_key(&rank) {
-            return Err(format!(
-                "rank {rank} joined collective #{epoch} of group '{group}' twice; each rank joins each collective once"
-            ));
-        }
         if let Some((first, theirs)) = e.joined.iter().next()
             && *theirs != call
         {
@@ -117,7 +121,6 @@ impl EpochBarrier {
         let (work, complete) = (e.work, e.joined.len() == self.members.len());
         if complete {
             self.open.remove(&epoch);
-            self.next += 1;
         }
         Ok(Joined {
             epoch,
@@ -179,15 +182,12 @@ mod tests {
     }
 
     #[test]
-    fn a_duplicate_join_and_a_mismatch_are_named() {
+    fn a_second_join_opens_the_next_epoch_and_a_mismatch_is_named() {
         let mut b = EpochBarrier::new(vec![0, 1, 2]);
         let w = 0;
         b.join(0, call("all_reduce", 8), "world", w).unwrap();
-        let e = b.join(0, call("all_reduce", 8), "world", w).unwrap_err();
-        assert_eq!(
-            e,
-            "rank 0 joined collective #0 of group 'world' twice; each rank joins each collective once"
-        );
+        let again = b.join(0, call("all_reduce", 8), "world", 1).unwrap();
+        assert_eq!((again.epoch, again.work, again.opened), (1, 1, true));
         let e = b.join(2, call("all_gather", 8), "world", w).unwrap_err();
         assert_eq!(
             e,

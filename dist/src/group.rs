@@ -54,8 +54,8 @@ pub struct GroupId(pub(super) usize);
 pub const WORLD: GroupId = GroupId(0);
 
 /// In which order runnable workers take turns. Results never depend on it
-/// (submissions reach the engine sorted by time and rank); tests flip it to
-/// show so.
+/// (submissions reach the engine in an order fixed by their times, ranks
+/// and each rank's own order); tests flip it to show so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TurnOrder {
     #[default]

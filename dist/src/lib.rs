@@ -42,19 +42,22 @@
 mod barrier;
 mod group;
 pub mod layout;
+mod order;
 mod p2p;
 mod rank;
 mod spawn;
 pub mod tensor;
+mod work;
 
 pub use barrier::{Call, EpochBarrier, Joined};
 pub use group::{
     ConfigPicker, GroupId, ProcessGroup, RankGroup, RankUnit, TurnOrder, WORLD, init_process_group,
     init_process_group_picking, init_process_group_within, process_group_estimate, world_size,
 };
-pub use rank::{Rank, Work};
+pub use rank::Rank;
 pub(crate) use spawn::WORKER_STACK;
 pub use tensor::{Block, DPPolicy, Shard, Split, Tensor};
+pub use work::{Stream, StreamKind, Work, WorkReport};
 
 /// Why a distributed program failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -21,6 +21,7 @@ use super::group::{GroupId, ProcessGroup, RankUnit};
 use super::rank::Rank;
 use super::spawn::{Sched, Status, Submission, WorkState};
 use super::tensor::Tensor;
+use super::work::{Work, WorkKind};
 use kernbench_ccl::CclError;
 use kernbench_ccl::p2p::{End, Links, Move, barrier_pairs, pairs_of};
 use kernbench_runtime::kernel::wiring::QueueConfig;
@@ -48,6 +49,8 @@ struct Posted {
     tensors: Vec<Tensor>,
     /// all_to_all_single's input and output split sizes, in rows.
     splits: [Vec<usize>; 2],
+    /// A message end's predecessor on its rank's communication stream.
+    after: Option<(u64, u32)>,
 }
 
 /// The messages from one rank to another: those posted and not yet
@@ -198,7 +201,12 @@ fn transfer(g: &mut Sched, moves: &[Move], name: &str, q: QueueConfig) -> Result
 /// Hands `launch` to the scheduler as work `work` of `rank` (whose count
 /// orders it among submissions of the same tick), leaving the host at `at`.
 /// An empty launch finishes as soon as the engine sees it.
-fn submit(g: &mut Sched, (scope, install, programs): Ready, (rank, at, work): (u32, Tick, u64)) {
+fn submit(
+    g: &mut Sched,
+    (scope, install, programs): Ready,
+    (rank, at, work): (u32, Tick, u64),
+    (members, after): (Vec<u32>, Vec<(u64, u32)>),
+) {
     g.works.insert(work, WorkState::Pending);
     let seq = g.seq[rank as usize];
     g.pending.push(Submission {
@@ -209,6 +217,8 @@ fn submit(g: &mut Sched, (scope, install, programs): Ready, (rank, at, work): (u
         programs,
         scope,
         install,
+        members,
+        after,
     });
 }
 
@@ -267,34 +277,44 @@ impl Rank<'_, '_> {
     /// send to each other in a cycle must order their calls (even ranks send
     /// first, odd ranks receive first).
     pub fn send(&mut self, t: &Tensor, dst: u32) -> Result<LaunchReport, DistError> {
-        let work = self.post(Side::Send, t, dst)?;
-        self.wait_transfer(work)
+        let w = self.isend(t, dst)?;
+        self.wait(&w).map(|r| LaunchReport {
+            start: r.start,
+            end: r.end,
+        })
     }
 
     /// `dist.recv(tensor, src)`: receives into `t` what rank `src` sends
     /// (the same shape and column split); returns when it has landed.
     pub fn recv(&mut self, t: &Tensor, src: u32) -> Result<LaunchReport, DistError> {
-        let work = self.post(Side::Recv, t, src)?;
-        self.wait_transfer(work)
+        let w = self.irecv(t, src)?;
+        self.wait(&w).map(|r| LaunchReport {
+            start: r.start,
+            end: r.end,
+        })
     }
 
-    /// Waits for a transfer [`Rank::post`] returned; its start and end tick.
-    pub(crate) fn wait_transfer(&mut self, work: u64) -> Result<LaunchReport, DistError> {
-        let g = self.enter()?;
-        if !g.works.contains_key(&work) {
-            return Err(DistError::Config(format!(
-                "wait for transfer {work}: no such transfer is under way for rank {}; allowed: a number Rank::post returned, waited for once",
-                self.rank
-            )));
-        }
-        let (_g, r) = Sched::wait_for(self.shared, g, self.rank, work);
-        r
+    /// `dist.isend(tensor, dst)`: posts the send and returns at once;
+    /// [`Rank::wait`] gives when the message ran. The message leaves once
+    /// both ends are posted, after the work each end's current
+    /// communication stream held then (as torch's NCCL backend, which sends
+    /// on a stream of the peer pair); later work on that stream does not
+    /// wait for it. A PE runs one launch at a time, so messages sharing a
+    /// PE run one after another, in the order they were matched.
+    pub fn isend(&mut self, t: &Tensor, dst: u32) -> Result<Work, DistError> {
+        self.post(Side::Send, t, dst)
+    }
+
+    /// `dist.irecv(tensor, src)`: posts the receive and returns at once.
+    pub fn irecv(&mut self, t: &Tensor, src: u32) -> Result<Work, DistError> {
+        self.post(Side::Recv, t, src)
     }
 
     /// Posts this rank's end of a message to or from `peer` without
-    /// waiting: returns the work both ends wait on. The second end to post
-    /// submits the transfer.
-    pub(crate) fn post(&mut self, side: Side, t: &Tensor, peer: u32) -> Result<u64, DistError> {
+    /// waiting, after the work on its current communication stream: returns
+    /// the work both ends wait on. The second end to
+    /// post submits the transfer.
+    fn post(&mut self, side: Side, t: &Tensor, peer: u32) -> Result<Work, DistError> {
         let mut g = self.enter()?;
         let (me, n) = (self.rank, g.pg.world_size);
         let call = match side {
@@ -308,6 +328,7 @@ impl Rank<'_, '_> {
         }
         own(call, me, t)?;
         g.seq[me as usize] += 1;
+        let (stream, seq) = (g.current[me as usize][1], g.seq[me as usize]);
         let (src, dst) = match side {
             Side::Send => (me, peer),
             Side::Recv => (peer, me),
@@ -317,21 +338,39 @@ impl Rank<'_, '_> {
             Side::Send => pair.recvs.pop_front(),
             Side::Recv => pair.sends.pop_front(),
         };
+        let work = match &partner {
+            Some(p) => p.work,
+            None => g.new_work(WorkState::Gathering),
+        };
+        // As torch's NCCL sends on a stream of each peer pair: the message
+        // waits for the work put on the current stream before it, but does
+        // not hold back what comes after (else a ring of isends would wait
+        // on itself). On the PEs, transfers queue in hand-over order.
+        let after = g.tails[me as usize].get(&stream.id).map(|&w| (w, me));
+        g.unwaited.entry(work).or_default().push(me);
+        let handle = Work {
+            id: work,
+            rank: me,
+            kind: WorkKind::Transfer { what: call },
+            stream,
+            seq,
+        };
         let Some(partner) = partner else {
-            let work = g.new_work(WorkState::Gathering);
             let posted = Posted {
                 rank: me,
                 work,
                 tensors: vec![t.clone()],
                 splits: Default::default(),
+                after,
             };
             let pair = g.pg.p2p.pairs.entry((src, dst)).or_default();
             match side {
                 Side::Send => pair.sends.push_back(posted),
                 Side::Recv => pair.recvs.push_back(posted),
             }
-            return Ok(work);
+            return Ok(handle);
         };
+        let pair = g.pg.p2p.pairs.entry((src, dst)).or_default();
         let message = pair.matched;
         pair.matched += 1;
         let (sent, received) = match side {
@@ -354,9 +393,9 @@ impl Rank<'_, '_> {
         let q = g.pg.config.queues();
         let launch = transfer(&mut g, &moves, &name, q)?;
         let at = g.host[src as usize].max(g.host[dst as usize]);
-        let work = partner.work;
-        submit(&mut g, launch, (src, at, work));
-        Ok(work)
+        let after = after.into_iter().chain(partner.after).collect();
+        submit(&mut g, launch, (src, at, work), (vec![src, dst], after));
+        Ok(handle)
     }
 }
 
@@ -399,6 +438,7 @@ impl Rank<'_, '_> {
             work: joined.work,
             tensors: call.tensors.into_iter().cloned().collect(),
             splits: call.splits,
+            after: None,
         };
         g.pg.p2p.calls.entry(joined.work).or_default().push(posted);
         if joined.complete {
@@ -410,7 +450,12 @@ impl Rank<'_, '_> {
             let q = g.pg.config.queues();
             let launch = transfer(&mut g, &moves, &name, q)?;
             let at = g.latest_clock(call.group.0);
-            submit(&mut g, launch, (ranks[0], at, joined.work));
+            submit(
+                &mut g,
+                launch,
+                (ranks[0], at, joined.work),
+                (ranks, Vec::new()),
+            );
         }
         let (_g, r) = Sched::wait_for(self.shared, g, self.rank, joined.work);
         r
@@ -551,7 +596,12 @@ impl Rank<'_, '_> {
                 (links.scope, install, programs)
             };
             let at = g.latest_clock(group.0);
-            submit(&mut g, launch, (ranks[0], at, joined.work));
+            submit(
+                &mut g,
+                launch,
+                (ranks[0], at, joined.work),
+                (ranks, Vec::new()),
+            );
         }
         let (g, r) = Sched::wait_for(self.shared, g, self.rank, joined.work);
         r?;

@@ -5,8 +5,9 @@ use super::DistError;
 use super::barrier::Call;
 use super::group::{GroupId, RankUnit, WORLD};
 use super::layout;
-use super::spawn::{Sched, Shared, Submission, WorkState};
+use super::spawn::{Gather, Sched, Shared, Submission, WorkState};
 use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
+use super::work::{Stream, StreamKind, Work, WorkKind, WorkReport};
 use half::f16;
 use kernbench_ccl::{Buffers, CollResult, Collective, Job, LaneBuffer, Operand, ReduceOp};
 use kernbench_runtime::kernel::Kernel;
@@ -17,11 +18,6 @@ use kernbench_systems::PeIdx;
 use kernbench_systems::Tick;
 use kernbench_systems::ipcq::Scope;
 use std::sync::MutexGuard;
-
-/// A kernel launch of this rank: pass it to [`Rank::wait`].
-#[derive(Debug, PartialEq, Eq)]
-#[must_use = "wait for a launch to learn when it ran"]
-pub struct Work(u64);
 
 /// One worker's view of the process group.
 pub struct Rank<'s, 'p> {
@@ -299,9 +295,14 @@ impl<'p> Rank<'_, 'p> {
         let programs = m.trace(kernel, args, &global)?;
         let work = g.new_work(WorkState::Pending);
         let r = self.rank as usize;
-        let at = g.host[r];
+        let stream = g.current[r][0];
+        let after = g.follow(stream, work).into_iter().collect();
         g.seq[r] += 1;
         let seq = g.seq[r];
+        let what = format!("launch (submission {seq} of rank {r})");
+        g.enqueue(self.rank, work, global, what);
+        g.unwaited.insert(work, vec![self.rank]);
+        let at = g.host[r];
         g.pending.push(Submission {
             at,
             rank: self.rank,
@@ -310,16 +311,144 @@ impl<'p> Rank<'_, 'p> {
             programs,
             scope: Scope::DEFAULT,
             install: None,
+            members: vec![self.rank],
+            after,
         });
-        Ok(Work(work))
+        Ok(Work {
+            id: work,
+            rank: self.rank,
+            kind: WorkKind::Launch,
+            stream,
+            seq,
+        })
     }
 
-    /// Waits until a launch of this rank has finished; its start and end tick.
-    pub fn wait(&mut self, w: Work) -> Result<LaunchReport, DistError> {
+    /// A new stream of `kind` on this rank (`torch.cuda.Stream()`): make it
+    /// current with [`Rank::set_stream`].
+    pub fn new_stream(&mut self, kind: StreamKind) -> Result<Stream, DistError> {
+        let mut g = self.enter()?;
+        let r = self.rank as usize;
+        let id = g.streams[r];
+        g.streams[r] += 1;
+        Ok(Stream {
+            rank: self.rank,
+            id,
+            kind,
+        })
+    }
+
+    /// The stream this rank's launches (`Compute`) or collectives
+    /// (`Communication`) go on now.
+    pub fn current_stream(&self, kind: StreamKind) -> Stream {
+        self.shared.lock().current[self.rank as usize][kind as usize]
+    }
+
+    /// Makes `stream` current for its kind (`torch.cuda.set_stream`): later
+    /// launches (a compute stream) or collectives (a communication stream)
+    /// of this rank go on it.
+    pub fn set_stream(&mut self, stream: Stream) -> Result<(), DistError> {
+        let mut g = self.enter()?;
+        if stream.rank != self.rank {
+            return Err(DistError::Config(format!(
+                "rank {} set_stream({stream}): a stream belongs to the rank that made it; allowed: a stream of rank {} (Rank::new_stream)",
+                self.rank, self.rank
+            )));
+        }
+        g.current[self.rank as usize][stream.kind as usize] = stream;
+        Ok(())
+    }
+
+    /// A work this rank may wait for or ask about: its own.
+    fn own(&self, w: &Work) -> Result<(), DistError> {
+        if w.rank != self.rank {
+            return Err(DistError::Config(format!(
+                "rank {} asked about {w}: a Work belongs to the rank that submitted it; allowed: wait for it on rank {}",
+                self.rank, w.rank
+            )));
+        }
+        Ok(())
+    }
+
+    /// Whether `w` has finished, without moving the simulation
+    /// (`Work.is_completed`): true once the engine has run past its end.
+    /// Never true before some worker waits (only then does the simulation
+    /// move), so poll it between waits, never in a loop by itself.
+    pub fn is_completed(&self, w: &Work) -> Result<bool, DistError> {
+        self.own(w)?;
         let g = self.enter()?;
-        let (mut g, r) = Sched::wait_for(self.shared, g, self.rank, w.0);
-        g.works.remove(&w.0);
-        r
+        Ok(match g.works.get(&w.id) {
+            None => true,
+            Some(WorkState::Running(h)) => g.pg.machine.finished(h),
+            Some(_) => false,
+        })
+    }
+
+    /// Waits until `w` of this rank has finished (`Work.wait`): when it ran
+    /// and, for a collective, its measures. This rank's clock moves to its
+    /// end if later. A work is waited for once.
+    pub fn wait(&mut self, w: &Work) -> Result<WorkReport, DistError> {
+        self.own(w)?;
+        let mut g = self.enter()?;
+        let members = g.unwaited.get_mut(&w.id);
+        let Some(i) = members
+            .as_ref()
+            .and_then(|m| m.iter().position(|&r| r == self.rank))
+        else {
+            return Err(DistError::Config(format!(
+                "rank {} waits a second time for {w}; a Work is waited for once: keep the WorkReport its first wait returned",
+                self.rank
+            )));
+        };
+        if let Some(m) = members {
+            m.swap_remove(i);
+            if m.is_empty() {
+                g.unwaited.remove(&w.id);
+            }
+        }
+        let r = self.rank as usize;
+        let ran = match g.ended.get(&w.id).copied() {
+            Some(ran) => {
+                g.host[r] = g.host[r].max(ran.end);
+                ran
+            }
+            None => {
+                let (g2, ran) = Sched::wait_for(self.shared, g, self.rank, w.id);
+                g = g2;
+                ran?
+            }
+        };
+        let collective = match w.kind {
+            WorkKind::Launch | WorkKind::Transfer { .. } => None,
+            WorkKind::Collective { group, job } => Self::measures(&mut g, w.id, group, job, ran),
+        };
+        Ok(WorkReport {
+            start: ran.start,
+            end: ran.end,
+            collective,
+        })
+    }
+
+    /// A finished collective's measures: its first member to ask computes
+    /// them (the bound is not free), every member reads them.
+    fn measures(
+        g: &mut Sched,
+        work: u64,
+        group: usize,
+        job: Job,
+        ran: LaunchReport,
+    ) -> Option<CollResult> {
+        let members = g.pg.groups[group].ranks.len();
+        if let Some((comm, operand)) = g.comms.remove(&work) {
+            let res = comm.operand_result(&g.pg.machine, job, &operand, ran.ticks());
+            g.results.insert(work, (res, members));
+        }
+        let (res, left) = g.results.get_mut(&work)?;
+        let res = res.clone();
+        *left -= 1;
+        if *left == 0 {
+            g.results.remove(&work);
+        }
+        Some(res)
     }
 
     /// A collective over `group` on tensor `t`, like torch.distributed's,
@@ -336,12 +465,38 @@ impl<'p> Rank<'_, 'p> {
         t: &Tensor,
         op: ReduceOp,
     ) -> Result<CollResult, DistError> {
+        let w = self.collective_async(group, collective, t, op)?;
+        self.wait_collective(&w)
+    }
+
+    /// [`Rank::collective`] with `async_op=True`: joins the group's next
+    /// epoch on this rank's current communication stream and returns at
+    /// once. The collective leaves the host when its last member joins (at
+    /// the latest member clock), after the work each member put before it on
+    /// that stream has ended; [`Rank::wait`] gives its measures.
+    pub fn collective_async(
+        &mut self,
+        group: GroupId,
+        collective: Collective,
+        t: &Tensor,
+        op: ReduceOp,
+    ) -> Result<Work, DistError> {
         self.rooted(group, collective, t, op, 0)
     }
 
-    /// [`Rank::collective`] rooted at the group's member `root` (its place
-    /// in the group's ranks): the collective runs on the group turned to
-    /// start there (see the process group's `comm_for`).
+    /// Waits for a collective of this rank and gives its measures.
+    fn wait_collective(&mut self, w: &Work) -> Result<CollResult, DistError> {
+        let done = self.wait(w)?;
+        done.collective.ok_or_else(|| {
+            DistError::Run(format!(
+                "{w} finished without its measures: a collective's measures are read by each member once"
+            ))
+        })
+    }
+
+    /// [`Rank::collective_async`] rooted at the group's member `root` (its
+    /// place in the group's ranks): the collective runs on the group turned
+    /// to start there (see the process group's `comm_for`).
     fn rooted(
         &mut self,
         group: GroupId,
@@ -349,7 +504,7 @@ impl<'p> Rank<'_, 'p> {
         t: &Tensor,
         op: ReduceOp,
         root: u32,
-    ) -> Result<CollResult, DistError> {
+    ) -> Result<Work, DistError> {
         let g = self.enter()?;
         let (job, operand) = Self::check_tensor(&g, t)?;
         let has_root = matches!(collective, Collective::Broadcast | Collective::Reduce);
@@ -369,7 +524,9 @@ impl<'p> Rank<'_, 'p> {
         self.join(g, group, call, (job, root), operand)
     }
 
-    /// Joins a collective's epoch; the last member submits it.
+    /// Joins a collective's epoch on the current communication stream and
+    /// puts it in this rank's order (on its group's participants of this
+    /// rank's SIP); the last member submits it.
     fn join(
         &self,
         mut g: MutexGuard<'_, Sched<'p>>,
@@ -377,49 +534,80 @@ impl<'p> Rank<'_, 'p> {
         call: Call,
         (job, root): (Job, u32),
         operand: Operand,
-    ) -> Result<CollResult, DistError> {
-        let rank = self.rank;
+    ) -> Result<Work, DistError> {
+        let (rank, r) = (self.rank, self.rank as usize);
+        let (sip, _, _) = self.device_sip(&g);
         let joined = g.join_epoch(group.0, rank, call)?;
         let s = &mut *g;
+        let (stream, seq, at) = (s.current[r][1], s.seq[r], s.host[r]);
+        let prev = s.follow(stream, joined.work);
         let rg = &s.pg.groups[group.0];
+        let what = format!(
+            "{} #{} of group '{}'",
+            job.collective.name(),
+            joined.epoch,
+            rg.name
+        );
+        let pes: Vec<PeIdx> = (0..rg.members.size())
+            .filter(|&p| rg.members.coords(p).0 == sip)
+            .map(|p| rg.members.pe(p))
+            .collect();
+        s.enqueue(rank, joined.work, pes, what);
+        s.unwaited.entry(joined.work).or_default().push(rank);
+        let gather = s.gathers.entry(joined.work).or_insert(Gather {
+            at,
+            key: (rank, seq),
+            after: Vec::new(),
+        });
+        gather.at = gather.at.max(at);
+        gather.key = gather.key.min((rank, seq));
+        gather.after.extend(prev);
         if joined.complete {
-            let first = rg.ranks[0];
-            let at = s.latest_clock(group.0);
-            let (comm, install) = s.pg.comm_for(group, root, &job, &operand)?;
-            // The first member waits in this collective: its count is still its join's.
-            let seq = s.seq[first as usize];
-            let programs = comm.trace_operand(&s.pg.machine, job, &operand)?;
-            s.works.insert(joined.work, WorkState::Pending);
-            s.pending.push(Submission {
-                at,
-                rank: first,
-                seq,
-                work: joined.work,
-                programs,
-                scope: comm.scope,
-                install,
-            });
-            s.comms.insert(joined.work, comm);
+            self.submit_collective(s, group, joined.work, (job, root), operand)?;
         }
-        let (mut g, r) = Sched::wait_for(self.shared, g, rank, joined.work);
-        let report = r?;
-        // One member computes the measures (the bound is not free); all read them.
-        let s = &mut *g;
-        let members = s.pg.groups[group.0].ranks.len();
-        if let Some(comm) = s.comms.remove(&joined.work) {
-            let res = comm.operand_result(&s.pg.machine, job, &operand, report.ticks());
-            s.results.insert(joined.work, (res, members));
-        }
-        let (res, left) = s
-            .results
-            .get_mut(&joined.work)
-            .expect("the first member to resume computed the measures");
-        let res = res.clone();
-        *left -= 1;
-        if *left == 0 {
-            s.results.remove(&joined.work);
-        }
-        Ok(res)
+        Ok(Work {
+            id: joined.work,
+            rank,
+            kind: WorkKind::Collective {
+                group: group.0,
+                job,
+            },
+            stream,
+            seq,
+        })
+    }
+
+    /// The last member's join: the collective's programs on the
+    /// communicator that runs it, submitted at the latest member clock.
+    fn submit_collective(
+        &self,
+        s: &mut Sched<'p>,
+        group: GroupId,
+        work: u64,
+        (job, root): (Job, u32),
+        operand: Operand,
+    ) -> Result<(), DistError> {
+        let gather = s.gathers.remove(&work).unwrap_or(Gather {
+            at: s.host[self.rank as usize],
+            key: (self.rank, s.seq[self.rank as usize]),
+            after: Vec::new(),
+        });
+        let (comm, install) = s.pg.comm_for(group, root, &job, &operand)?;
+        let programs = comm.trace_operand(&s.pg.machine, job, &operand)?;
+        s.works.insert(work, WorkState::Pending);
+        s.pending.push(Submission {
+            at: gather.at,
+            rank: gather.key.0,
+            seq: gather.key.1,
+            work,
+            programs,
+            scope: comm.scope,
+            install,
+            members: s.pg.groups[group.0].ranks.clone(),
+            after: gather.after,
+        });
+        s.comms.insert(work, (comm, operand));
+        Ok(())
     }
 
     /// What a collective on `t` runs: one shard's job and the operand.
@@ -526,21 +714,39 @@ impl<'p> Rank<'_, 'p> {
 
     /// `all_reduce` over every rank.
     pub fn all_reduce(&mut self, t: &Tensor, op: ReduceOp) -> Result<CollResult, DistError> {
-        self.collective(WORLD, Collective::AllReduce, t, op)
+        let w = self.all_reduce_async(t, op)?;
+        self.wait_collective(&w)
+    }
+
+    /// [`Rank::all_reduce`] with `async_op=True`: a [`Work`] to wait for.
+    pub fn all_reduce_async(&mut self, t: &Tensor, op: ReduceOp) -> Result<Work, DistError> {
+        self.collective_async(WORLD, Collective::AllReduce, t, op)
     }
 
     /// `reduce_scatter` over every rank, shard by shard: rank k keeps block
     /// k (of one per member) of each shard's reduction (with
     /// `DPPolicy::replicas`: participant p, rank · cubes + cube, keeps block p).
     pub fn reduce_scatter(&mut self, t: &Tensor, op: ReduceOp) -> Result<CollResult, DistError> {
-        self.collective(WORLD, Collective::ReduceScatter, t, op)
+        let w = self.reduce_scatter_async(t, op)?;
+        self.wait_collective(&w)
+    }
+
+    /// [`Rank::reduce_scatter`] with `async_op=True`.
+    pub fn reduce_scatter_async(&mut self, t: &Tensor, op: ReduceOp) -> Result<Work, DistError> {
+        self.collective_async(WORLD, Collective::ReduceScatter, t, op)
     }
 
     /// `all_gather` over every rank, shard by shard: rank k contributes block
     /// k (of one per member) of each shard (with `DPPolicy::replicas`:
     /// participant p contributes block p).
     pub fn all_gather(&mut self, t: &Tensor) -> Result<CollResult, DistError> {
-        self.collective(WORLD, Collective::AllGather, t, ReduceOp::Sum)
+        let w = self.all_gather_async(t)?;
+        self.wait_collective(&w)
+    }
+
+    /// [`Rank::all_gather`] with `async_op=True`.
+    pub fn all_gather_async(&mut self, t: &Tensor) -> Result<Work, DistError> {
+        self.collective_async(WORLD, Collective::AllGather, t, ReduceOp::Sum)
     }
 
     /// `all_to_all` over every rank, shard by shard: each shard is one block
@@ -548,7 +754,13 @@ impl<'p> Rank<'_, 'p> {
     /// shard (nccl's ncclAllToAll, in place; with `DPPolicy::replicas`, per
     /// participant instead of per rank).
     pub fn all_to_all(&mut self, t: &Tensor) -> Result<CollResult, DistError> {
-        self.collective(WORLD, Collective::AllToAll, t, ReduceOp::Sum)
+        let w = self.all_to_all_async(t)?;
+        self.wait_collective(&w)
+    }
+
+    /// [`Rank::all_to_all`] with `async_op=True`.
+    pub fn all_to_all_async(&mut self, t: &Tensor) -> Result<Work, DistError> {
+        self.collective_async(WORLD, Collective::AllToAll, t, ReduceOp::Sum)
     }
 
     /// `broadcast` from rank `root` over every rank: every rank's `t` ends
@@ -556,6 +768,12 @@ impl<'p> Rank<'_, 'p> {
     /// `DPPolicy::replicas`: every shard as the root's first cube's, as the
     /// library's broadcast sends participant 0's).
     pub fn broadcast(&mut self, t: &Tensor, root: u32) -> Result<CollResult, DistError> {
+        let w = self.broadcast_async(t, root)?;
+        self.wait_collective(&w)
+    }
+
+    /// [`Rank::broadcast`] with `async_op=True`.
+    pub fn broadcast_async(&mut self, t: &Tensor, root: u32) -> Result<Work, DistError> {
         let root = self.world_member(Collective::Broadcast, root)?;
         self.rooted(WORLD, Collective::Broadcast, t, ReduceOp::Sum, root)
     }
@@ -563,6 +781,12 @@ impl<'p> Rank<'_, 'p> {
     /// `reduce` to rank `root` over every rank: the root's `t` ends as the
     /// reduction of every rank's.
     pub fn reduce(&mut self, t: &Tensor, op: ReduceOp, root: u32) -> Result<CollResult, DistError> {
+        let w = self.reduce_async(t, op, root)?;
+        self.wait_collective(&w)
+    }
+
+    /// [`Rank::reduce`] with `async_op=True`.
+    pub fn reduce_async(&mut self, t: &Tensor, op: ReduceOp, root: u32) -> Result<Work, DistError> {
         let root = self.world_member(Collective::Reduce, root)?;
         self.rooted(WORLD, Collective::Reduce, t, op, root)
     }

@@ -2,22 +2,25 @@
 //! time by a cooperative scheduler, so a program gives the same clock and
 //! the same data whatever the OS does.
 //!
-//! A worker runs until it must wait: for a kernel it launched, or in a
-//! collective until every member has joined and the collective has run.
-//! Only when every worker waits does the scheduler move the simulation: it
-//! hands the engine every submission, sorted by (host time, rank), runs it
-//! until some awaited launch finishes and resumes that launch's waiters,
-//! their host clocks at its end tick. Work that ranks submit before they wait
+//! A worker runs until it must wait: for a launch or a collective it
+//! submitted (`Rank::wait`, or a blocking collective). Only when every
+//! worker waits does the scheduler move the simulation: it hands the engine
+//! every submission the ordering rules allow (`order`: a stream runs in
+//! order, a PE receives a rank's work in the rank's order), runs it until
+//! some awaited work finishes, handing over held-back submissions as their
+//! stream's previous work ends, and resumes that work's waiters, their host
+//! clocks at its end tick. Work that ranks submit before they wait
 //! therefore overlaps on the one simulated clock.
 
 use super::DistError;
 use super::group::{ProcessGroup, TurnOrder};
+use super::work::{Stream, StreamKind};
 use kernbench_runtime::machine::{LaunchHandle, LaunchReport};
 use kernbench_systems::PeIdx;
 use kernbench_systems::Tick;
 use kernbench_systems::ipcq::Scope;
 use kernbench_systems::program::Launch;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 /// Stack of each worker thread: room for kernels traced inside it.
@@ -26,9 +29,10 @@ pub(crate) const WORKER_STACK: usize = 1 << 20;
 /// A launch a worker submitted: kernels or a collective, by work id.
 pub(super) struct Submission {
     pub at: Tick,
+    /// With `seq`, an order that does not depend on turn order: the
+    /// launching rank, or a collective's lowest member rank.
     pub rank: u32,
-    /// The rank's count of submissions and collective joins so far: with
-    /// `at` and `rank`, an order that does not depend on turn order.
+    /// That rank's count of submissions and collective joins so far.
     pub seq: u64,
     pub work: u64,
     pub programs: Vec<(PeIdx, Launch)>,
@@ -36,6 +40,30 @@ pub(super) struct Submission {
     /// The neighbour tables of `scope` to land first: a communicator the
     /// autotuner picked for this collective, used here for the first time.
     pub install: Option<kernbench_runtime::machine::Tables>,
+    /// The ranks whose order it keeps: the launching rank, or a
+    /// collective's members.
+    pub members: Vec<u32>,
+    /// (work, rank): the work each member ran last on the stream this goes
+    /// on; it leaves the host once they have all ended.
+    pub after: Vec<(u64, u32)>,
+}
+
+/// One entry of a rank's submission order not yet handed to the engine:
+/// a work and the PEs it runs on (a collective's: its group's participants).
+pub(super) struct Queued {
+    pub work: u64,
+    /// Sorted.
+    pub pes: Vec<PeIdx>,
+    pub what: String,
+}
+
+/// A collective some members have joined: what its submission will carry.
+pub(super) struct Gather {
+    /// The latest host clock of the members at their joins.
+    pub at: Tick,
+    /// (rank, seq) of the lowest member rank that joined, for the order.
+    pub key: (u32, u64),
+    pub after: Vec<(u64, u32)>,
 }
 
 /// Where a piece of work is.
@@ -72,12 +100,30 @@ pub(super) struct Sched<'p> {
     pub works: BTreeMap<u64, WorkState>,
     /// The communicator each submitted collective runs on, until its first
     /// member to resume computes the measures.
-    pub comms: BTreeMap<u64, kernbench_ccl::Communicator>,
+    pub comms: BTreeMap<u64, (kernbench_ccl::Communicator, kernbench_ccl::Operand)>,
     /// A finished collective's measures, computed by its first member to
     /// resume, with the members yet to read them.
     pub results: BTreeMap<u64, (kernbench_ccl::CollResult, usize)>,
     pub next_work: u64,
     pub pending: Vec<Submission>,
+    /// Each rank's submissions not yet handed to the engine, in its order.
+    pub queued: Vec<Vec<Queued>>,
+    /// Collectives being joined, by work.
+    pub gathers: BTreeMap<u64, Gather>,
+    /// Each rank's streams: the work submitted last on each (by stream id).
+    pub tails: Vec<BTreeMap<u32, u64>>,
+    /// Each rank's current compute and communication streams.
+    pub current: Vec<[Stream; 2]>,
+    /// Each rank's streams made so far (2: the two defaults).
+    pub streams: Vec<u32>,
+    /// When each finished work ran, while a member has yet to wait for it
+    /// or a stream's next work may follow it (`Sched::prune`).
+    pub ended: BTreeMap<u64, LaunchReport>,
+    /// The members yet to wait for each work.
+    pub unwaited: BTreeMap<u64, Vec<u32>>,
+    /// The tick the last launch message to each PE left the host: later
+    /// ones leave no earlier, so each PE receives them in hand-over order.
+    pub pe_sent: BTreeMap<PeIdx, Tick>,
     /// Set when a worker failed: every later call of every worker fails.
     pub abort: Option<String>,
     /// The rank that ran last, and the order ranks take turns in.
@@ -207,30 +253,6 @@ impl Sched<'_> {
             .find(|&r| matches!(self.status[r as usize], Status::Runnable))
     }
 
-    /// Hands every pending submission to the engine, by (time, rank, work).
-    /// A submission on a communicator not yet installed goes last: its
-    /// tables leave the host at its time and the engine runs (everything
-    /// else already submitted alongside) until they land; then its launch
-    /// leaves. Err: the install failed.
-    fn flush(&mut self) -> Result<(), String> {
-        let mut subs = std::mem::take(&mut self.pending);
-        subs.sort_by_key(|s| (s.install.is_some(), s.at, s.rank, s.seq));
-        for s in subs {
-            let mut at = s.at;
-            if let Some(tables) = s.install {
-                at = at.max(
-                    self.pg
-                        .machine
-                        .land_scope(s.scope, tables, s.at)
-                        .map_err(|e| e.to_string())?,
-                );
-            }
-            let h = self.pg.machine.submit_programs(s.programs, s.scope, at);
-            self.works.insert(s.work, WorkState::Running(h));
-        }
-        Ok(())
-    }
-
     /// Wakes every waiting worker with `e` (the run is failing).
     fn fail_waiters(&mut self, e: &str) {
         for r in 0..self.status.len() {
@@ -244,6 +266,9 @@ impl Sched<'_> {
     /// Why the waiting workers can never go on: who waits in which
     /// collective, and where the members it lacks are.
     fn stuck(&self) -> String {
+        if let Some(why) = self.conflict() {
+            return why;
+        }
         let mut out = Vec::new();
         for g in &self.pg.groups {
             if let Some((epoch, e)) = g.barrier.waiting() {
@@ -272,17 +297,33 @@ impl Sched<'_> {
             }
         }
         out.extend(self.p2p_waits());
+        if out.is_empty() {
+            let state = |w: &u64| match self.works.get(w) {
+                Some(WorkState::Gathering) => "being joined",
+                Some(WorkState::Pending) => "held back",
+                Some(WorkState::Running(_)) => "running",
+                None => "unknown",
+            };
+            for (r, st) in self.status.iter().enumerate() {
+                if let Status::Waiting(w) = st {
+                    out.push(format!("rank {r} waits for work #{w} ({})", state(w)));
+                }
+            }
+            return format!("nothing can run: {}", out.join("; "));
+        }
         format!(
             "the ranks can never go on: {}; every member must make the same collective calls, and every recv needs its matching send",
             out.join("; ")
         )
     }
 
-    /// Runs the engine until some awaited launch finishes, then resumes its
-    /// waiters. Err: the run failed or nothing can finish.
+    /// Runs the engine until some awaited work finishes, then resumes its
+    /// waiters; meanwhile hands the engine each submission as soon as
+    /// nothing before it (on its stream, or on its PEs in a member's
+    /// order) holds it back. Err: the run failed or nothing can finish.
     fn progress(&mut self) -> Result<(), String> {
-        self.flush()?;
-        let awaited: Vec<u64> = self
+        self.prune();
+        let awaited: BTreeSet<u64> = self
             .status
             .iter()
             .filter_map(|s| match s {
@@ -290,40 +331,69 @@ impl Sched<'_> {
                 _ => None,
             })
             .collect();
-        if awaited
-            .iter()
-            .any(|w| matches!(self.works.get(w), Some(WorkState::Gathering)))
-            && !awaited
-                .iter()
-                .any(|w| matches!(self.works.get(w), Some(WorkState::Running(_))))
-        {
-            return Err(self.stuck());
+        loop {
+            let finished = self.advance(&awaited)?;
+            let mut resumed = false;
+            for w in finished.into_iter().filter(|w| awaited.contains(w)) {
+                self.complete(w, self.ended[&w]);
+                resumed = true;
+            }
+            if resumed {
+                return Ok(());
+            }
         }
-        let machine = &mut self.pg.machine;
-        let running: Vec<(u64, &LaunchHandle)> = awaited
+    }
+
+    /// Hands over what can go, then runs the engine until one of the
+    /// works in `awaited`, or one a held-back submission follows on its
+    /// stream, finishes; returns those that did. Err: none is running.
+    fn advance(&mut self, awaited: &BTreeSet<u64>) -> Result<Vec<u64>, String> {
+        self.flush()?;
+        let held: BTreeSet<u64> = self
+            .pending
             .iter()
+            .flat_map(|s| s.after.iter().map(|a| a.0))
+            .collect();
+        let running: Vec<(u64, &LaunchHandle)> = awaited
+            .union(&held)
             .filter_map(|w| match self.works.get(w) {
                 Some(WorkState::Running(h)) => Some((*w, h)),
                 _ => None,
             })
             .collect();
-        let ids: Vec<u64> = running.iter().map(|r| r.0).collect();
+        if running.is_empty() {
+            return Err(self.stuck());
+        }
         let handles: Vec<&LaunchHandle> = running.iter().map(|r| r.1).collect();
-        machine.run_until_any(&handles).map_err(|e| e.to_string())?;
-        let finished: Vec<u64> = ids
-            .into_iter()
-            .filter(|w| match self.works.get(w) {
-                Some(WorkState::Running(h)) => self.pg.machine.finished(h),
-                _ => false,
-            })
-            .collect();
-        for w in finished {
-            let Some(WorkState::Running(h)) = self.works.remove(&w) else {
+        let ids: Vec<u64> = running.iter().map(|r| r.0).collect();
+        self.pg
+            .machine
+            .run_until_any(&handles)
+            .map_err(|e| e.to_string())?;
+        let mut finished = Vec::new();
+        for w in ids {
+            let done = matches!(self.works.get(&w), Some(WorkState::Running(h)) if self.pg.machine.finished(h));
+            if !done {
                 continue;
-            };
-            let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
-            // Every waiter gets the report now; no one asks for it later.
-            self.complete(w, report);
+            }
+            if let Some(WorkState::Running(h)) = self.works.remove(&w) {
+                let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
+                self.ended.insert(w, report);
+                finished.push(w);
+            }
+        }
+        Ok(finished)
+    }
+
+    /// After every worker returned: hands the engine every submission
+    /// (running it while some wait for their stream), and fails when a
+    /// collective was joined by some members only.
+    fn drain(&mut self) -> Result<(), String> {
+        while !self.pending.is_empty() {
+            self.advance(&BTreeSet::new())?;
+        }
+        if self.pg.groups.iter().any(|g| g.barrier.waiting().is_some()) {
+            return Err(self.stuck());
         }
         Ok(())
     }
@@ -362,6 +432,19 @@ impl ProcessGroup {
                 results: BTreeMap::new(),
                 next_work: 0,
                 pending: Vec::new(),
+                queued: (0..n).map(|_| Vec::new()).collect(),
+                gathers: BTreeMap::new(),
+                tails: vec![BTreeMap::new(); n],
+                current: (0..nprocs)
+                    .map(|r| {
+                        [StreamKind::Compute, StreamKind::Communication]
+                            .map(|k| Stream::default_of(r, k))
+                    })
+                    .collect(),
+                streams: vec![2; n],
+                ended: BTreeMap::new(),
+                unwaited: BTreeMap::new(),
+                pe_sent: BTreeMap::new(),
                 abort: None,
                 last: None,
                 order,
@@ -388,8 +471,10 @@ impl ProcessGroup {
             schedule(&shared);
         });
         let mut s = shared.state.into_inner().unwrap_or_else(|e| e.into_inner());
-        // Work handed to the engine but never waited for still runs; settle it.
-        if let Err(e) = s.flush() {
+        // Work never waited for still runs; hand it all to the engine.
+        if s.abort.is_none()
+            && let Err(e) = s.drain()
+        {
             s.abort.get_or_insert(e);
         }
         let failed = s.abort.is_some();

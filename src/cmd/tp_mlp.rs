@@ -3,6 +3,7 @@
 use super::args::{BudgetArg, SystemArg, parse_count};
 use anyhow::{Result, bail};
 use clap::Args;
+use kernbench::gemm::Placement;
 use kernbench::tp::{BiasPolicy, mlp};
 
 #[derive(Args)]
@@ -41,6 +42,11 @@ pub struct TpMlpArgs {
     /// first use, named in the table's last column.
     #[arg(long, default_value = "auto")]
     algorithm: String,
+    /// Which PEs compute the GEMMs and bias adds: owners (the default: the
+    /// PEs holding each output, pe0 included) or off-leader (every PE of a
+    /// cube but pe0, where the all-reduce runs).
+    #[arg(long, default_value = "owners", value_parser = ["owners", "off-leader"])]
+    placement: String,
     #[command(flatten)]
     budget: BudgetArg,
 }
@@ -74,11 +80,18 @@ pub fn run(a: TpMlpArgs) -> Result<()> {
     let weights = cost.weights();
     let progress = kernbench::progress::Progress::new("tp-mlp", "TP sizes", &weights);
     let tick_us = base.spec.system.tick_ns / 1e3;
+    let placement = match a.placement.as_str() {
+        "off-leader" => {
+            println!("# compute placement: off-leader (every PE of a cube but pe0)");
+            Placement::off_leader(base.pes_per_cube())
+        }
+        _ => Placement::Owners,
+    };
     print!("{}", mlp::table_head(shape, &a.bias, &a.algorithm, &base));
     for (k, &tp) in a.tp.iter().enumerate() {
         // The estimate has built this system already: the product fits.
         let sys = base.with_sips(tp * a.dp)?;
-        let r = mlp::run_mlp(&sys, &ccl, &a.algorithm, tp, shape, bias)?;
+        let r = mlp::run_mlp_placed(&sys, &ccl, &a.algorithm, (tp, shape, bias), &placement)?;
         progress.tick(weights[k], &cost.parts[k].0);
         print!("{}", mlp::table_row(&r, tick_us));
         if !r.within_bound {

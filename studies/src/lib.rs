@@ -7,6 +7,7 @@ pub mod bench;
 pub mod catalog;
 pub mod collective_run;
 pub mod command_costs;
+pub mod ddp;
 pub mod gemm;
 pub mod nccl_table;
 pub mod sweep;

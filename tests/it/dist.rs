@@ -357,7 +357,7 @@ fn overlap_run(compute: bool, collective: bool) -> u64 {
         }
         let mut finish = ctx.now();
         if let Some(w) = work {
-            finish = finish.max(ctx.wait(w)?.end);
+            finish = finish.max(ctx.wait(&w)?.end);
         }
         let mut e = end.lock().unwrap();
         *e = (*e).max(finish - start);
@@ -430,7 +430,7 @@ fn results_do_not_depend_on_the_order_workers_take_turns() {
             ctx.write(&scratch, &vec![1.0; 2 << 10])?;
             let w = ctx.launch(busy, &(1 << 10, 20 + 10 * r), &[(0, 1)])?;
             let a = ctx.all_reduce(&t, ReduceOp::Sum)?;
-            let k = ctx.wait(w)?;
+            let k = ctx.wait(&w)?;
             out.lock()
                 .unwrap()
                 .push((r, a.ticks, k, ctx.now(), ctx.read(&t)?));

@@ -64,7 +64,7 @@ fn run(
         }
         let r = roofline(&sys.spec, &a, &b, &c);
         let w = matmul(ctx, &a, &b, &c)?;
-        let ran = ctx.wait(w)?;
+        let ran = ctx.wait(&w)?;
         let cv = if data.is_some() {
             ctx.read(&c)?
         } else {
@@ -240,7 +240,7 @@ fn c_replicated_over_cubes_gets_each_cubes_partial_product() {
         ctx.write(&tb, &b)?;
         assert_eq!(roofline(&sys.spec, &ta, &tb, &tc).pes, 32);
         let w = matmul(ctx, &ta, &tb, &tc)?;
-        ctx.wait(w)?;
+        ctx.wait(&w)?;
         for c in 0..4 {
             let one = Tensor {
                 shards: vec![tc.shards[c]],

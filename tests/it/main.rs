@@ -29,6 +29,7 @@ mod result_sets;
 mod sip_kinds;
 mod spec_errors;
 mod steady;
+mod streams;
 mod sweep;
 mod topology;
 mod tp;

@@ -144,6 +144,61 @@ fn a_ring_of_sends_on_8_ranks_moves_the_right_data() {
     assert_eq!(ring(TurnOrder::Ascending), ring(TurnOrder::Descending));
 }
 
+/// isend/irecv round a ring need no order: every rank posts both ends and
+/// waits. Every rank ends with its predecessor's tensor; messages that
+/// share a PE run one after another (a PE runs one launch at a time), in
+/// the order they were matched; the ring ends no later than the blocking
+/// one, with the same ticks in either turn order.
+#[test]
+fn a_ring_of_isends_on_8_ranks_needs_no_order_and_moves_the_right_data() {
+    let ring = |order: TurnOrder, blocking: bool| {
+        let mut pg = pg(&sips(8, 2, 1), DataMode::Functional);
+        pg.turn_order = order;
+        let (rows, cols) = (6, 40);
+        let ends = Mutex::new(Vec::new());
+        pg.spawn(8, |ctx| {
+            let r = ctx.rank();
+            let (next, prev) = ((r + 1) % 8, (r + 7) % 8);
+            let mine = filled(ctx, rows, cols)?;
+            let got = ctx.empty((rows, cols), DPPolicy::cube_rows(2))?;
+            let end = if blocking {
+                if r % 2 == 0 {
+                    ctx.send(&mine, next)?;
+                    ctx.recv(&got, prev)?.end
+                } else {
+                    let end = ctx.recv(&got, prev)?.end;
+                    ctx.send(&mine, next)?;
+                    end
+                }
+            } else {
+                let sent = ctx.isend(&mine, next)?;
+                let received = ctx.irecv(&got, prev)?;
+                assert!(!ctx.is_completed(&received)?, "rank {r}: nothing ran yet");
+                ctx.wait(&sent)?;
+                ctx.wait(&received)?.end
+            };
+            assert_eq!(ctx.read(&got)?, input_of(prev, rows * cols), "rank {r}");
+            ends.lock().unwrap().push((r, end));
+            Ok(())
+        })
+        .unwrap();
+        let mut ends = ends.into_inner().unwrap();
+        ends.sort_by_key(|t| t.0);
+        ends.into_iter().map(|e| e.1).collect::<Vec<u64>>()
+    };
+    let at_once = ring(TurnOrder::Ascending, false);
+    assert_eq!(at_once, ring(TurnOrder::Descending, false));
+    let blocking = ring(TurnOrder::Ascending, true);
+    let (last, last_blocking) = (at_once.iter().max(), blocking.iter().max());
+    println!("isend ring {at_once:?}, blocking {blocking:?}");
+    assert!(last <= last_blocking, "{at_once:?} against {blocking:?}");
+    assert_eq!(at_once, PINNED_ISEND_RING);
+}
+
+/// Each rank's receive end in the isend ring above: the blocking ring's
+/// (both run the messages in the same order on the shared PEs).
+const PINNED_ISEND_RING: [u64; 8] = [6432, 2162, 4602, 2772, 5212, 3382, 5822, 3992];
+
 /// A recv whose send never comes, or a send whose recv never comes, ends
 /// the spawn naming the waiting rank, the message and its peer: never a hang.
 #[test]

@@ -3,8 +3,9 @@
 
 use kernbench::ccl::{CclConfig, ReduceOp};
 use kernbench::dist::{DistError, Tensor, init_process_group};
+use kernbench::gemm::Placement;
 use kernbench::spec::System;
-use kernbench::tp::mlp::{MlpShape, run_mlp};
+use kernbench::tp::mlp::{MlpShape, run_mlp, run_mlp_placed};
 use kernbench::tp::{
     self, BiasPolicy, ColumnParallelLinear, Timeline, VocabParallelEmbedding, seeded_matrix,
 };
@@ -101,6 +102,41 @@ fn tp_inside_dp_gives_the_pure_tp_result() {
     for (r, out) in grid.outputs.iter().enumerate() {
         assert!(*out == pure.outputs[r % 2], "rank {r} differs from pure TP");
     }
+}
+
+/// The MLP's kernels placed off pe0 (where the cube leaders' all-reduce
+/// runs) give the same outputs; its hidden communication is measured from
+/// when each kernel and the all-reduce ran, and stays 0: the all-reduce
+/// needs fc2's GEMM done, and nothing else runs meanwhile.
+#[test]
+fn the_mlp_placed_off_the_leaders_gives_the_same_outputs() {
+    let shape = MlpShape::default();
+    let owners = run_mlp(&sips(2), &ccl(), "ring", 2, shape, None).unwrap();
+    let off = run_mlp_placed(
+        &sips(2),
+        &ccl(),
+        "ring",
+        (2, shape, None),
+        &Placement::off_leader(8),
+    )
+    .unwrap();
+    assert!(off.within_bound);
+    assert_eq!(off.outputs, owners.outputs);
+    assert_eq!(off.breakdown.hidden, 0);
+    assert_ne!(off.breakdown.compute, owners.breakdown.compute);
+    let e = run_mlp_placed(
+        &sips(2),
+        &ccl(),
+        "ring",
+        (2, shape, None),
+        &Placement::Pes(vec![8]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("placement on PEs [8]: a cube has no PE 8; allowed: distinct PEs of 0..8"),
+        "{e}"
+    );
 }
 
 /// The MLP's communication is the all-reduce's own time: the same

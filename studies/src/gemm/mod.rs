@@ -23,7 +23,7 @@
 //!     let b = ctx.empty((1024, 1024), l.b)?;
 //!     let c = ctx.empty((1024, 1024), l.c)?;
 //!     let work = matmul(ctx, &a, &b, &c)?;
-//!     let ran = ctx.wait(work)?;
+//!     let ran = ctx.wait(&work)?;
 //!     assert!(ran.ticks() > 0);
 //!     Ok(())
 //! })
@@ -31,11 +31,13 @@
 //! ```
 
 mod kernel;
+mod placement;
 mod roofline;
 pub mod sweep;
 mod tiling;
 
 pub use kernel::{GemmArgs, gemm_kernel};
+pub use placement::Placement;
 pub use roofline::{Roofline, roofline};
 pub use tiling::{
     OutTile, ShardRect, Step, TCM_TILES, TILE_GRAIN, TileShape, Worker, plan, workers,
@@ -95,9 +97,21 @@ pub fn check(a: &Tensor, b: &Tensor, c: &Tensor) -> Result<(), DistError> {
 /// are overwritten; when C is replicated over cubes, each cube's copy gets
 /// the partial product over that cube's part of k (split-K).
 pub fn matmul(ctx: &mut Rank, a: &Tensor, b: &Tensor, c: &Tensor) -> Result<Work, DistError> {
+    matmul_placed(ctx, a, b, c, &Placement::Owners)
+}
+
+/// [`matmul`] computed by the PEs `placement` names in each cube holding
+/// C (C one shard per cube; `Placement::Owners` is `matmul`).
+pub fn matmul_placed(
+    ctx: &mut Rank,
+    a: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    placement: &Placement,
+) -> Result<Work, DistError> {
     check(a, b, c)?;
     let spec = ctx.system_spec();
-    let workers = workers(a, c, spec.cube.pe_layout.pes());
+    let workers = workers(a, c, spec.cube.pe_layout.pes(), placement)?;
     let pes: Vec<(u32, u32)> = workers.iter().map(|w| (w.cube, w.pe)).collect();
     let tcm = ctx.largest_free_tcm(&pes)?;
     let tile = TileShape::of(&spec, tcm).map_err(DistError::Config)?;

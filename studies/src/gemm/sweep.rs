@@ -127,7 +127,7 @@ pub fn run_shape(sys: &System, s: Shape) -> Result<GemmRow, DistError> {
         let c = ctx.empty((s.m, s.n), l.c)?;
         let r = roofline(&spec, &a, &b, &c);
         let w = matmul(ctx, &a, &b, &c)?;
-        let ran = ctx.wait(w)?;
+        let ran = ctx.wait(&w)?;
         *out.lock().expect("one worker") = Some((r, ran.ticks()));
         Ok(())
     })?;

@@ -1,7 +1,8 @@
 //! How a GEMM is cut for the PEs: the tile shape the TCM allows, and each
 //! PE's output tiles with the operand rectangles that feed them.
 
-use kernbench_dist::{Block, Split, Tensor};
+use super::placement::Placement;
+use kernbench_dist::{Block, DistError, Split, Tensor};
 use kernbench_spec::spec::SystemSpec;
 use kernbench_spec::topology::address::Location;
 
@@ -166,10 +167,18 @@ pub struct Worker {
 
 /// Who computes C = A · B: one PE per shard of C, except that a cube
 /// holding its block of C as one shard in HBM or SRAM (`num_pes == 1`)
-/// shares it among up to `pes_per_cube` PEs, cut along its longer side. When
-/// C is replicated over cubes (split-K), each cube sums over its own part of
-/// k (A's columns there), so its copy of C is a partial product.
-pub fn workers(a: &Tensor, c: &Tensor, pes_per_cube: u32) -> Vec<Worker> {
+/// shares it among the PEs `placement` names (by default its first
+/// `pes_per_cube`), cut along its longer side. When C is replicated over
+/// cubes (split-K), each cube sums over its own part of k (A's columns
+/// there), so its copy of C is a partial product. Err: a placement on
+/// chosen PEs for a C split over PEs (each shard has its PE).
+pub fn workers(
+    a: &Tensor,
+    c: &Tensor,
+    pes_per_cube: u32,
+    placement: &Placement,
+) -> Result<Vec<Worker>, DistError> {
+    placement.check(pes_per_cube)?;
     let split_k = c.policy.cube == Split::Replicate && c.policy.num_cubes > 1;
     let k_of = |cube: u32| {
         if !split_k {
@@ -184,6 +193,16 @@ pub fn workers(a: &Tensor, c: &Tensor, pes_per_cube: u32) -> Vec<Worker> {
         (lo, hi - lo)
     };
     let shared = c.policy.num_pes == 1 && c.space != kernbench_spec::topology::address::Space::Tcm;
+    if !shared && *placement != Placement::Owners {
+        return Err(DistError::Config(format!(
+            "matmul placed on {placement:?}: C ({}x{}, {} over {} PEs in {}) has a shard per PE, which that PE computes; allowed: Placement::Owners, or C with one shard per cube (num_pes 1) in HBM or SRAM, which the placed PEs share",
+            c.shape.0,
+            c.shape.1,
+            c.policy.pe.name(),
+            c.policy.num_pes,
+            c.space.name()
+        )));
+    }
     let mut out = Vec::new();
     for s in &c.shards {
         let k = k_of(s.cube);
@@ -201,17 +220,18 @@ pub fn workers(a: &Tensor, c: &Tensor, pes_per_cube: u32) -> Vec<Worker> {
         } else {
             (Split::ColumnWise, s.block.cols.1)
         };
-        let parts = pes_per_cube.min(len as u32).max(1);
-        for (pe, block) in s.block.split(split, parts).into_iter().enumerate() {
+        let pes = placement.sharing(len, pes_per_cube);
+        let blocks = s.block.split(split, pes.len() as u32);
+        for (pe, block) in pes.into_iter().zip(blocks) {
             out.push(Worker {
                 cube: s.cube,
-                pe: pe as u32,
+                pe,
                 block,
                 k,
             });
         }
     }
-    out
+    Ok(out)
 }
 
 /// The rectangle of `t` at (row, col) of `rows` × `cols`, read from a shard

@@ -1,6 +1,7 @@
 //! The TP layers' kernels besides GEMM: a bias row added to every row of a
 //! matrix, and the masked embedding lookup of a vocabulary slice.
 
+use crate::gemm::Placement;
 use kernbench_dist::{Block, Shard, Split, Tensor};
 use kernbench_runtime::kernel::{Addr, Tl};
 use kernbench_spec::topology::address::{Location, Space};
@@ -46,10 +47,13 @@ pub struct BiasArgs {
     /// columns of `out`'s shard there.
     pub bias: Tensor,
     pub pes_per_cube: u32,
+    /// Which PEs of each cube share its rows.
+    pub placement: Placement,
 }
 
 /// `out[r, :] += bias` for every row, on the cubes where `bias` has a shard
-/// holding `out`'s columns; the cube's PEs share the rows. The bias row is
+/// holding `out`'s columns; the PEs of the cube its placement names share
+/// the rows. The bias row is
 /// read with a zero pitch, so one transfer broadcasts it over a tile's rows.
 pub fn bias_add_kernel(tl: &mut Tl, g: &BiasArgs) {
     let (cube, pe) = (tl.program_id(1), tl.program_id(2));
@@ -61,11 +65,11 @@ pub fn bias_add_kernel(tl: &mut Tl, g: &BiasArgs) {
     let Some(b) = g.bias.shards.iter().filter(|b| b.cube == cube).find(holds) else {
         return;
     };
-    let parts = sharing(s.block.rows.1, g.pes_per_cube);
-    if pe >= parts {
+    let pes = g.placement.sharing(s.block.rows.1, g.pes_per_cube);
+    let Some(part) = pes.iter().position(|&p| p == pe) else {
         return;
-    }
-    let mine = rows_of(s.block, parts, pe);
+    };
+    let mine = rows_of(s.block, pes.len() as u32, part as u32);
     let pitch = s.block.cols.1;
     for (r, rn) in pieces(mine.rows.0, mine.rows.1, BIAS_TILE.0) {
         for (c, n) in pieces(c0, cn, BIAS_TILE.1) {

@@ -8,7 +8,7 @@
 
 use super::kernels::{BiasArgs, EmbedArgs, bias_add_kernel, embedding_kernel, sharing};
 use super::{ModelParallel, Timeline, cube_cols, cubes, replicated};
-use crate::gemm::matmul;
+use crate::gemm::{Placement, matmul_placed};
 use kernbench_ccl::{Collective, ReduceOp};
 use kernbench_dist::{DPPolicy, DistError, Rank, Tensor, Work};
 
@@ -103,19 +103,28 @@ fn expect(x: &Tensor, want: DPPolicy, what: &str, name: &str) -> Result<(), Dist
     Ok(())
 }
 
-/// Launches `out[r, :] += bias` on the PEs of the cubes where `bias` lies.
-pub fn bias_add(ctx: &mut Rank, out: &Tensor, bias: &Tensor) -> Result<Work, DistError> {
+/// Launches `out[r, :] += bias` on the cubes where `bias` lies, on the PEs
+/// `placement` names there.
+pub fn bias_add(
+    ctx: &mut Rank,
+    out: &Tensor,
+    bias: &Tensor,
+    placement: &Placement,
+) -> Result<Work, DistError> {
     let ppc = ctx.sip_shape().1;
+    placement.check(ppc)?;
     let mut pes = Vec::new();
     for s in &out.shards {
         if bias.shards.iter().any(|b| b.cube == s.cube) {
-            pes.extend((0..sharing(s.block.rows.1, ppc)).map(|p| (s.cube, p)));
+            let sharing = placement.sharing(s.block.rows.1, ppc);
+            pes.extend(sharing.into_iter().map(|p| (s.cube, p)));
         }
     }
     let args = BiasArgs {
         out: out.clone(),
         bias: bias.clone(),
         pes_per_cube: ppc,
+        placement: placement.clone(),
     };
     ctx.launch(bias_add_kernel, &args, &pes)
 }
@@ -123,11 +132,11 @@ pub fn bias_add(ctx: &mut Rank, out: &Tensor, bias: &Tensor) -> Result<Work, Dis
 /// [`bias_add`], waited for and timed.
 fn add_bias(
     ctx: &mut Rank,
-    out: &Tensor,
-    bias: &Tensor,
+    (out, bias): (&Tensor, &Tensor),
+    placement: &Placement,
     time: &mut Timeline,
 ) -> Result<(), DistError> {
-    let w = bias_add(ctx, out, bias)?;
+    let w = bias_add(ctx, out, bias, placement)?;
     time.kernel(ctx, w)?;
     Ok(())
 }
@@ -148,6 +157,8 @@ pub struct ColumnParallelLinear {
     /// (in, out / tp): this rank's columns, split again over its cubes.
     pub weight: Tensor,
     pub bias: Option<Tensor>,
+    /// Which PEs compute (the model parallel state's at `new`).
+    pub placement: Placement,
 }
 
 impl ColumnParallelLinear {
@@ -195,6 +206,7 @@ impl ColumnParallelLinear {
             out_features,
             weight,
             bias,
+            placement: mp.placement.clone(),
         })
     }
 
@@ -213,10 +225,10 @@ impl ColumnParallelLinear {
             "replicated",
         )?;
         let y = ctx.empty((x.shape.0, self.weight.shape.1), cube_cols(c))?;
-        let w = matmul(ctx, x, &self.weight, &y)?;
+        let w = matmul_placed(ctx, x, &self.weight, &y, &self.placement)?;
         time.kernel(ctx, w)?;
         if let Some(b) = &self.bias {
-            add_bias(ctx, &y, b, time)?;
+            add_bias(ctx, (&y, b), &self.placement, time)?;
         }
         Ok(y)
     }
@@ -232,6 +244,8 @@ pub struct RowParallelLinear {
     pub weight: Tensor,
     /// (1, out): on TP rank 0's cube 0 (`Rank0`) or every cube (`Replicate`).
     pub bias: Option<(Tensor, BiasPolicy)>,
+    /// Which PEs compute (the model parallel state's at `new`).
+    pub placement: Placement,
 }
 
 impl RowParallelLinear {
@@ -269,6 +283,7 @@ impl RowParallelLinear {
             out_features,
             weight,
             bias,
+            placement: mp.placement.clone(),
         })
     }
 
@@ -283,14 +298,14 @@ impl RowParallelLinear {
         let c = cubes(ctx);
         expect(x, cube_cols(c), "RowParallelLinear.forward", "cube_cols")?;
         let z = ctx.empty((x.shape.0, self.out_features), replicated(c))?;
-        let w = matmul(ctx, x, &self.weight, &z)?;
+        let w = matmul_placed(ctx, x, &self.weight, &z, &self.placement)?;
         time.kernel(ctx, w)?;
         if let Some((b, BiasPolicy::Rank0)) = &self.bias {
-            add_bias(ctx, &z, b, time)?;
+            add_bias(ctx, (&z, b), &self.placement, time)?;
         }
         super::reduce_from(ctx, mp, &z, time)?;
         if let Some((b, BiasPolicy::Replicate)) = &self.bias {
-            add_bias(ctx, &z, b, time)?;
+            add_bias(ctx, (&z, b), &self.placement, time)?;
         }
         Ok(z)
     }

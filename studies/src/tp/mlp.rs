@@ -8,6 +8,7 @@ use super::{
     initialize_model_parallel, replicated, seeded_matrix,
 };
 use crate::autotune::init_process_group;
+use crate::gemm::Placement;
 use kernbench_ccl::CclConfig;
 use kernbench_dist::DistError;
 use kernbench_spec::spec::System;
@@ -163,9 +164,21 @@ pub fn run_mlp(
     shape: MlpShape,
     bias: Option<BiasPolicy>,
 ) -> Result<MlpReport, DistError> {
+    run_mlp_placed(sys, ccl, algorithm, (tp, shape, bias), &Placement::Owners)
+}
+
+/// [`run_mlp`] with the layers' kernels on the PEs `placement` names.
+pub fn run_mlp_placed(
+    sys: &System,
+    ccl: &CclConfig,
+    algorithm: &str,
+    (tp, shape, bias): (u32, MlpShape, Option<BiasPolicy>),
+    placement: &Placement,
+) -> Result<MlpReport, DistError> {
     shape.check()?;
     let mut pg = init_process_group(sys, ccl, algorithm, DataMode::Functional)?;
-    let mp = initialize_model_parallel(&mut pg, tp)?;
+    let mut mp = initialize_model_parallel(&mut pg, tp)?;
+    mp.placement = placement.clone();
     let world = pg.world_size;
     let cubes = sys.cubes_per_sip();
     let x = kernbench_runtime::seeded::uniform(SEED_X, shape.batch * shape.d_in);

@@ -1,6 +1,7 @@
 //! `parallel_state`, named after Megatron's: tensor-parallel groups over the
 //! ranks of a process group, so TP may be smaller than the world (DP × TP).
 
+use crate::gemm::Placement;
 use kernbench_dist::{DistError, GroupId, ProcessGroup, WORLD};
 
 /// The tensor-parallel layout of a world: `tp` consecutive ranks form a TP
@@ -12,6 +13,9 @@ pub struct ModelParallel {
     world: u32,
     /// TP group of replica d (ranks d·tp .. (d+1)·tp).
     groups: Vec<GroupId>,
+    /// Which PEs of each cube the layers made after setting it compute on
+    /// (`Placement::Owners`, today's, unless set).
+    pub placement: Placement,
 }
 
 /// Installs one communicator per TP group (`initialize_model_parallel`):
@@ -39,7 +43,12 @@ pub fn initialize_model_parallel(
             .map(|d| pg.new_group(&(d * tp..(d + 1) * tp).collect::<Vec<_>>()))
             .collect::<Result<_, _>>()?
     };
-    Ok(ModelParallel { tp, world, groups })
+    Ok(ModelParallel {
+        tp,
+        world,
+        groups,
+        placement: Placement::Owners,
+    })
 }
 
 impl ModelParallel {

@@ -2,8 +2,7 @@
 //! and the breakdown of its wall time they give.
 
 use kernbench_ccl::CollResult;
-use kernbench_dist::{DistError, Rank, Work};
-use kernbench_runtime::machine::LaunchReport;
+use kernbench_dist::{DistError, Rank, Work, WorkReport};
 use kernbench_systems::Tick;
 
 /// A rank's kernels and collectives since [`Timeline::start`].
@@ -60,10 +59,24 @@ impl Timeline {
     }
 
     /// Waits for a kernel launch and records when it ran.
-    pub fn kernel(&mut self, ctx: &mut Rank, w: Work) -> Result<LaunchReport, DistError> {
-        let r = ctx.wait(w)?;
+    pub fn kernel(&mut self, ctx: &mut Rank, w: Work) -> Result<WorkReport, DistError> {
+        let r = ctx.wait(&w)?;
         self.compute.push((r.start, r.end));
         Ok(r)
+    }
+
+    /// Waits for an asynchronous collective and records when it ran (its
+    /// first PE's start to its last PE's end, as the engine measured them).
+    pub fn collective_work(&mut self, ctx: &mut Rank, w: Work) -> Result<CollResult, DistError> {
+        let r = ctx.wait(&w)?;
+        let res = r.collective.ok_or_else(|| {
+            DistError::Config(format!(
+                "Timeline::collective_work of {w}, a kernel launch; allowed: a collective's Work (time launches with Timeline::kernel)"
+            ))
+        })?;
+        self.comm.push((r.start, r.end));
+        self.ran.push(res.algorithm.clone());
+        Ok(res)
     }
 
     /// Records a collective that just returned (it ended at the rank's clock).
