@@ -507,28 +507,7 @@ impl Rank<'_, '_> {
         t: &Tensor,
         root: u32,
     ) -> Result<LaunchReport, DistError> {
-        let (ranks, at, name) = self.member_of(group, "scatter", root)?;
-        let block = Self::block_rows("scatter", t, ranks.len(), &name)?;
-        let build = |m: &Machine, posted: &[Posted]| {
-            let from = same_shapes("scatter", posted, at)?;
-            let mut moves = Vec::new();
-            for (i, p) in posted.iter().enumerate().filter(|(i, _)| *i != at) {
-                let rows = (i * block, block);
-                moves.extend(
-                    row_moves(m, from, rows, &p.tensors[0], rows.0).map_err(DistError::Layout)?,
-                );
-            }
-            Ok(moves)
-        };
-        let call = GroupCall {
-            group,
-            what: "scatter",
-            root: Some(root),
-            bytes: tensor_bytes(t),
-            tensors: vec![t],
-            splits: Default::default(),
-        };
-        self.group_transfer(call, &build)
+        self.root_blocks(group, t, root, true)
     }
 
     /// `dist.gather` in place: member i's block i of rows (of one equal
@@ -539,22 +518,38 @@ impl Rank<'_, '_> {
         t: &Tensor,
         root: u32,
     ) -> Result<LaunchReport, DistError> {
-        let (ranks, at, name) = self.member_of(group, "gather", root)?;
-        let block = Self::block_rows("gather", t, ranks.len(), &name)?;
+        self.root_blocks(group, t, root, false)
+    }
+
+    /// Scatter (the root's block i to member i) or gather (member i's
+    /// block i to the root's), as one group transfer.
+    fn root_blocks(
+        &mut self,
+        group: GroupId,
+        t: &Tensor,
+        root: u32,
+        scatter: bool,
+    ) -> Result<LaunchReport, DistError> {
+        let what = if scatter { "scatter" } else { "gather" };
+        let (ranks, at, name) = self.member_of(group, what, root)?;
+        let block = Self::block_rows(what, t, ranks.len(), &name)?;
         let build = |m: &Machine, posted: &[Posted]| {
-            let to = same_shapes("gather", posted, at)?;
+            let root_t = same_shapes(what, posted, at)?;
             let mut moves = Vec::new();
             for (i, p) in posted.iter().enumerate().filter(|(i, _)| *i != at) {
                 let rows = (i * block, block);
-                moves.extend(
-                    row_moves(m, &p.tensors[0], rows, to, rows.0).map_err(DistError::Layout)?,
-                );
+                let (from, to) = if scatter {
+                    (root_t, &p.tensors[0])
+                } else {
+                    (&p.tensors[0], root_t)
+                };
+                moves.extend(row_moves(m, from, rows, to, rows.0).map_err(DistError::Layout)?);
             }
             Ok(moves)
         };
         let call = GroupCall {
             group,
-            what: "gather",
+            what,
             root: Some(root),
             bytes: tensor_bytes(t),
             tensors: vec![t],
