@@ -12,7 +12,9 @@ use kernbench_ccl::{
 use kernbench_runtime::machine::{InstallError, Machine, Tables};
 use kernbench_spec::spec::System;
 use kernbench_systems::Tick;
+use kernbench_systems::ipcq::Scope;
 use kernbench_systems::memory::DataMode;
+use std::collections::BTreeSet;
 
 /// A group of ranks: its participants, communicators and barrier.
 pub struct RankGroup {
@@ -305,9 +307,9 @@ impl ProcessGroup {
     ///
     /// Under `auto` a group's communicators stay installed while they fit,
     /// most recently used last in [`RankGroup::comms`]: a new one whose slot
-    /// areas do not fit releases the group's least recently used ones, one
-    /// at a time, until it does (every member has joined this collective,
-    /// so none of them is running); a pick released and chosen again is
+    /// areas do not fit releases the group's least recently used ones that
+    /// no work in flight uses (`busy`: an asynchronous collective may still
+    /// run on one), one at a time, until it does; a pick released and chosen again is
     /// installed again and pays its install time again. A fixed group keeps
     /// its own communicator first and adds one per other root it serves.
     pub(super) fn comm_for(
@@ -316,6 +318,7 @@ impl ProcessGroup {
         root: u32,
         job: &Job,
         operand: &Operand,
+        busy: &BTreeSet<Scope>,
     ) -> Result<(Communicator, Option<Tables>), DistError> {
         let rg = &self.groups[g.0];
         let auto = self.tuner.is_some();
@@ -378,20 +381,20 @@ impl ProcessGroup {
             name += "/lanes";
         }
         let [members, _] = turns;
-        self.install_fitting(g, &config, (members, lanes), &name)
+        self.install_fitting(g, &config, (members, lanes), &name, busy)
     }
 
     /// Prepares a communicator of `config` over `members` (lane-wise when
     /// `lanes`) for group `g`; under `auto`, releases the group's least
-    /// recently used ones while its slot areas do not fit.
+    /// recently used ones not `busy` while its slot areas do not fit.
     fn install_fitting(
         &mut self,
         g: GroupId,
         config: &AlgoConfig,
         (members, lanes): (Group, bool),
         name: &str,
+        busy: &BTreeSet<Scope>,
     ) -> Result<(Communicator, Option<Tables>), DistError> {
-        let auto = self.tuner.is_some();
         loop {
             let rg = &mut self.groups[g.0];
             let m = &mut self.machine;
@@ -405,34 +408,61 @@ impl ProcessGroup {
                     rg.comms.push(comm.clone());
                     return Ok((comm, Some(tables)));
                 }
-                Err(CclError::Install(InstallError::Memory(_))) if auto && !rg.comms.is_empty() => {
-                    let lru = rg.comms.remove(0);
-                    rg.releases += 1;
-                    self.machine
-                        .release_scope(lru.scope)
-                        .map_err(CclError::from)?;
+                Err(CclError::Install(InstallError::Memory(e))) => {
+                    if !self.release_least_used_pick(Some(g), busy)? {
+                        return Err(self.memory_held(g, e, busy));
+                    }
                 }
                 Err(e) => return Err(e.into()),
             }
         }
     }
 
-    /// Under `auto`, releases the least recently used communicator of the
-    /// group that holds the most, to make room for another installation;
-    /// false when there is none to release (or the group is not `auto`).
-    pub(super) fn release_least_used_pick(&mut self) -> Result<bool, DistError> {
+    /// A communicator that does not fit: the install's error, and which of
+    /// the group's communicators work in flight holds installed.
+    fn memory_held(&self, g: GroupId, e: String, busy: &BTreeSet<Scope>) -> DistError {
+        let rg = &self.groups[g.0];
+        let held: Vec<&str> = rg
+            .comms
+            .iter()
+            .filter(|c| busy.contains(&c.scope))
+            .map(|c| c.config.name.as_str())
+            .collect();
+        if self.tuner.is_none() || held.is_empty() {
+            return CclError::Install(InstallError::Memory(e)).into();
+        }
+        DistError::Run(format!(
+            "{e}; communicator(s) {} of group '{}' run work in flight and stay installed until it ends: wait for that work (Rank::wait) before this collective",
+            held.join(", "),
+            rg.name
+        ))
+    }
+
+    /// Under `auto`, releases the least recently used communicator of group
+    /// `only` (or of the group that holds the most) that no work in flight
+    /// uses (`busy` scopes), to make room for another installation; false
+    /// when there is none (or the groups are not `auto`).
+    pub(super) fn release_least_used_pick(
+        &mut self,
+        only: Option<GroupId>,
+        busy: &BTreeSet<Scope>,
+    ) -> Result<bool, DistError> {
         if self.tuner.is_none() {
             return Ok(false);
         }
-        let Some(rg) = self
+        let idle = |rg: &RankGroup| rg.comms.iter().position(|c| !busy.contains(&c.scope));
+        let Some((rg, i)) = self
             .groups
             .iter_mut()
-            .filter(|rg| !rg.comms.is_empty())
-            .max_by_key(|rg| rg.comms.len())
+            .enumerate()
+            .filter(|(k, _)| only.is_none_or(|g| g.0 == *k))
+            .filter_map(|(_, rg)| Some((idle(rg)?, rg)))
+            .max_by_key(|(_, rg)| rg.comms.len())
+            .map(|(i, rg)| (rg, i))
         else {
             return Ok(false);
         };
-        let lru = rg.comms.remove(0);
+        let lru = rg.comms.remove(i);
         rg.releases += 1;
         self.machine
             .release_scope(lru.scope)

@@ -133,7 +133,7 @@ impl Sched<'_> {
             self.queued[m as usize].retain(|e| e.work != s.work);
         }
         let h = self.pg.machine.submit_programs(s.programs, s.scope, at);
-        self.works.insert(s.work, WorkState::Running(h));
+        self.works.insert(s.work, WorkState::Running(h, s.scope));
         Ok(())
     }
 

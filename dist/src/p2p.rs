@@ -30,7 +30,7 @@ use kernbench_spec::topology::address::Space;
 use kernbench_systems::ipcq::Scope;
 use kernbench_systems::program::Launch;
 use kernbench_systems::{PeIdx, Tick};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Which end of a point-to-point message a rank is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +92,7 @@ impl ProcessGroup {
         pairs: Vec<(PeIdx, PeIdx)>,
         name: &str,
         q: QueueConfig,
+        busy: &BTreeSet<Scope>,
     ) -> Result<(Links, Option<Tables>), DistError> {
         let key = (pairs, (q.buffer, q.n_slots, q.slot_size));
         if let Some(links) = self.p2p.links.get(&key) {
@@ -105,7 +106,7 @@ impl ProcessGroup {
                 }
                 Err(CclError::Install(InstallError::Memory(e))) => {
                     // Under auto, the tuner's picks make room, least recently used first.
-                    if !self.release_least_used_pick()? {
+                    if !self.release_least_used_pick(None, busy)? {
                         return Err(CclError::Install(InstallError::Memory(e)).into());
                     }
                 }
@@ -191,7 +192,8 @@ fn transfer(g: &mut Sched, moves: &[Move], name: &str, q: QueueConfig) -> Result
     if moves.iter().all(|m| m.elems == 0) {
         return Ok((Scope::DEFAULT, None, Vec::new()));
     }
-    let (links, install) = g.pg.links_for(pairs_of(moves), name, q)?;
+    let busy = g.busy_scopes();
+    let (links, install) = g.pg.links_for(pairs_of(moves), name, q, &busy)?;
     // One slot per piece: a queue always has room for the next one.
     let piece = (q.slot_size / 2).max(1) as usize;
     let programs = links.programs(&g.pg.machine, moves, piece)?;
@@ -586,7 +588,8 @@ impl Rank<'_, '_> {
                     slot_size: 2,
                 };
                 let name = format!("barrier{ranks:?}");
-                let (links, install) = g.pg.links_for(barrier_pairs(&members), &name, q)?;
+                let busy = g.busy_scopes();
+                let (links, install) = g.pg.links_for(barrier_pairs(&members), &name, q, &busy)?;
                 let programs = links.barrier_programs(&g.pg.machine, &members, Space::Hbm)?;
                 (links.scope, install, programs)
             };

@@ -378,7 +378,7 @@ impl<'p> Rank<'_, 'p> {
         let g = self.enter()?;
         Ok(match g.works.get(&w.id) {
             None => true,
-            Some(WorkState::Running(h)) => g.pg.machine.finished(h),
+            Some(WorkState::Running(h, _)) => g.pg.machine.finished(h),
             Some(_) => false,
         })
     }
@@ -592,7 +592,8 @@ impl<'p> Rank<'_, 'p> {
             key: (self.rank, s.seq[self.rank as usize]),
             after: Vec::new(),
         });
-        let (comm, install) = s.pg.comm_for(group, root, &job, &operand)?;
+        let busy = s.busy_scopes();
+        let (comm, install) = s.pg.comm_for(group, root, &job, &operand, &busy)?;
         let programs = comm.trace_operand(&s.pg.machine, job, &operand)?;
         s.works.insert(work, WorkState::Pending);
         s.pending.push(Submission {

@@ -72,7 +72,8 @@ pub(super) enum WorkState {
     Gathering,
     /// Submitted by a worker, not yet handed to the engine.
     Pending,
-    Running(LaunchHandle),
+    /// Handed to the engine, on the queues of its scope.
+    Running(LaunchHandle, Scope),
 }
 
 #[derive(Debug)]
@@ -204,6 +205,20 @@ impl Sched<'_> {
         Ok(joined)
     }
 
+    /// The queue scopes of work submitted and not yet ended: their
+    /// communicators must stay installed.
+    pub fn busy_scopes(&self) -> BTreeSet<Scope> {
+        let running = self.works.values().filter_map(|w| match w {
+            WorkState::Running(_, scope) => Some(*scope),
+            _ => None,
+        });
+        self.pending
+            .iter()
+            .map(|s| s.scope)
+            .chain(running)
+            .collect()
+    }
+
     /// Blocks `rank` until work `work` is done.
     pub fn wait_for<'g, 'p>(
         shared: &Shared<'p>,
@@ -301,7 +316,7 @@ impl Sched<'_> {
             let state = |w: &u64| match self.works.get(w) {
                 Some(WorkState::Gathering) => "being joined",
                 Some(WorkState::Pending) => "held back",
-                Some(WorkState::Running(_)) => "running",
+                Some(WorkState::Running(..)) => "running",
                 None => "unknown",
             };
             for (r, st) in self.status.iter().enumerate() {
@@ -357,7 +372,7 @@ impl Sched<'_> {
         let running: Vec<(u64, &LaunchHandle)> = awaited
             .union(&held)
             .filter_map(|w| match self.works.get(w) {
-                Some(WorkState::Running(h)) => Some((*w, h)),
+                Some(WorkState::Running(h, _)) => Some((*w, h)),
                 _ => None,
             })
             .collect();
@@ -372,11 +387,11 @@ impl Sched<'_> {
             .map_err(|e| e.to_string())?;
         let mut finished = Vec::new();
         for w in ids {
-            let done = matches!(self.works.get(&w), Some(WorkState::Running(h)) if self.pg.machine.finished(h));
+            let done = matches!(self.works.get(&w), Some(WorkState::Running(h, _)) if self.pg.machine.finished(h));
             if !done {
                 continue;
             }
-            if let Some(WorkState::Running(h)) = self.works.remove(&w) {
+            if let Some(WorkState::Running(h, _)) = self.works.remove(&w) {
                 let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
                 self.ended.insert(w, report);
                 finished.push(w);

@@ -615,3 +615,52 @@ fn a_barrier_after_picks_that_fill_tcm_releases_one() {
     .unwrap();
     assert_eq!(pg.group(WORLD).releases, 1);
 }
+
+/// An asynchronous collective in flight keeps its communicator installed:
+/// on a TCM that holds ring or tree but not both (768 KiB), a broadcast
+/// (tree) submitted while the all-reduce (ring) may still run is refused
+/// naming the communicator in flight and the fix; waiting first releases
+/// ring and runs it.
+#[test]
+fn a_pick_never_releases_a_communicator_with_work_in_flight() {
+    use kernbench::dist::{DPPolicy, WORLD};
+    use kernbench::spec::SipTopology;
+    use kernbench_systems::memory::DataMode;
+    let run = |wait_first: bool| {
+        let mut spec = common::sweep_base(4, SipTopology::Ring1d, 2, (1, 1)).spec;
+        spec.memory.tcm.size_bytes = 768 << 10;
+        let sys = System::from_spec(spec, "tcm").unwrap();
+        let ccl = CclConfig::embedded_default();
+        let configs = ["ring", "tree"].map(|n| ccl.entry(n).unwrap().clone());
+        let mut pg =
+            autotune::init_process_group(&sys, &ccl, "auto", DataMode::TimingOnly).unwrap();
+        pg.tuner = Some(Box::new(RingOrTree(configs.to_vec())));
+        let result = pg.spawn(pg.world_size, |ctx| {
+            let t = ctx.empty((1, 2048), DPPolicy::cube_rows(1))?;
+            let u = ctx.empty((1, 2048), DPPolicy::cube_rows(1))?;
+            let reduce = ctx.all_reduce_async(&t, ReduceOp::Sum)?;
+            if wait_first {
+                ctx.wait(&reduce)?;
+            }
+            let bcast = ctx.broadcast_async(&u, 0)?;
+            if !wait_first {
+                ctx.wait(&reduce)?;
+            }
+            ctx.wait(&bcast)?;
+            Ok(())
+        });
+        (result.map_err(|e| e.to_string()), pg.group(WORLD).releases)
+    };
+    let (ok, releases) = run(true);
+    assert_eq!((ok, releases), (Ok(()), 1));
+    let (err, releases) = run(false);
+    let err = err.unwrap_err();
+    assert_eq!(releases, 0, "{err}");
+    for part in [
+        "cannot hold",
+        "communicator(s) ring of group 'world' run work in flight",
+        "wait for that work (Rank::wait) before this collective",
+    ] {
+        assert!(err.contains(part), "{part:?} not in {err}");
+    }
+}
