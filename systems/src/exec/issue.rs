@@ -4,7 +4,7 @@ use super::*;
 use crate::ipcq::{NeighborTable, QueueAccess, QueueId, RecvJob, SendJob, pump_recv, pump_send};
 use crate::memory::{ELEM_BYTES, MemoryStore};
 use crate::network::{NewMessage, Purpose};
-use crate::program::{BinOp, Op, Place, Reg, Space};
+use crate::program::{BinOp, Op, Place, Reduce, Reg, Space};
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
 use half::f16;
@@ -57,6 +57,9 @@ pub(super) fn issue(
     match *op {
         Op::Binary { .. } | Op::Scale { .. } | Op::Copy { .. } | Op::Gemm { .. } => {
             compute(pe, ex, op, ka, qa)
+        }
+        Op::Unary { .. } | Op::RowReduce { .. } | Op::RowBroadcast { .. } => {
+            row_or_unary(pe, ex, op, ka, qa)
         }
         Op::Load { .. } => load(pe, ex, op, ka, qa),
         Op::Store { .. } => store(pe, ex, op, ka, qa),
@@ -173,6 +176,129 @@ fn compute(
         }
         _ => unreachable!("issue() sends only compute ops here"),
     }
+    Ok(())
+}
+
+/// The rows of `cols` elements a register of `elems` holds, or why it does not hold whole rows.
+fn rows_of(name: &str, elems: u64, cols: u32) -> Result<u64, String> {
+    let cols = u64::from(cols);
+    if cols == 0 || !elems.is_multiple_of(cols) {
+        return Err(format!(
+            "{name}: a register of {elems} elements is not whole rows of {cols}; allowed: a register of rows x cols elements, cols > 0"
+        ));
+    }
+    Ok(elems / cols)
+}
+
+/// Ticks of a row reduction of `rows` rows of `cols` on `lanes` lanes: per
+/// row, one pass per `lanes` elements folds it into `min(cols, lanes)`
+/// partials, then a tree of `⌈log2 min(cols, lanes)⌉` levels, a tick each.
+pub fn row_reduce_ticks(rows: u64, cols: u64, lanes: u64) -> u64 {
+    let partials = cols.min(lanes).max(1);
+    rows * (cols.div_ceil(lanes) + u64::from(partials.next_power_of_two().trailing_zeros()))
+}
+
+/// One row of `a` combined with its row's scalar of `b`, for every row.
+fn broadcast(op: BinOp, a: &[f16], b: &[f16], cols: usize) -> Vec<f16> {
+    a.chunks(cols)
+        .zip(b)
+        .flat_map(|(row, &s)| elementwise(op, row, &vec![s; row.len()]))
+        .collect()
+}
+
+/// Each row of `cols` reduced to one element (a sum accumulated in f32).
+fn reduce(op: Reduce, a: &[f16], cols: usize) -> Vec<f16> {
+    let fold = |row: &[f16]| match op {
+        Reduce::Max => row
+            .iter()
+            .map(|x| x.to_f32())
+            .fold(f32::NEG_INFINITY, f32::max),
+        Reduce::Sum => row.iter().map(|x| x.to_f32()).sum(),
+    };
+    a.chunks(cols).map(|row| f16::from_f32(fold(row))).collect()
+}
+
+/// An elementwise function, a row reduction or a row broadcast: values from
+/// f32 rounded to f16, time on the vector unit (docs/model.md §Kernels).
+fn row_or_unary(
+    pe: PeIdx,
+    ex: &mut PeExec,
+    op: &Op,
+    ka: &mut IssueCtx,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    let (now, lanes) = (qa.clock.now, ka.rate.vector_lanes);
+    let values = |r: Reg| ex.regs[r as usize].data.as_deref().unwrap_or(&[]);
+    let (dst, in_elems, out_elems, ticks, data) = match *op {
+        Op::Unary {
+            op: uop,
+            dst,
+            src,
+            shift,
+        } => {
+            let elems = ex.regs[src as usize].elems;
+            let data = ka.functional.then(|| {
+                let f = |x: &f16| f16::from_f32(uop.apply(x.to_f32() + shift));
+                values(src).iter().map(f).collect()
+            });
+            (
+                dst,
+                elems,
+                elems,
+                uop.passes() * elems.div_ceil(lanes),
+                data,
+            )
+        }
+        Op::RowReduce {
+            op: rop,
+            dst,
+            src,
+            cols,
+        } => {
+            let elems = ex.regs[src as usize].elems;
+            let rows = rows_of(rop.name(), elems, cols)?;
+            let data = ka
+                .functional
+                .then(|| reduce(rop, values(src), cols as usize));
+            let ticks = row_reduce_ticks(rows, cols.into(), lanes);
+            (dst, elems, rows, ticks, data)
+        }
+        Op::RowBroadcast {
+            op: bop,
+            dst,
+            a,
+            b,
+            cols,
+        } => {
+            let (elems, scalars) = (ex.regs[a as usize].elems, ex.regs[b as usize].elems);
+            let rows = rows_of(bop.row_name(), elems, cols)?;
+            if scalars != rows {
+                return Err(format!(
+                    "{}: {rows} rows of {cols} take one scalar per row, and the scalars are {scalars}",
+                    bop.row_name()
+                ));
+            }
+            let data = ka
+                .functional
+                .then(|| broadcast(bop, values(a), values(b), cols as usize));
+            (dst, elems, elems, elems.div_ceil(lanes), data)
+        }
+        _ => unreachable!("issue() sends only unary and row ops here"),
+    };
+    let start = now.max(ex.vector_free);
+    ex.vector_free = start + ticks;
+    let done = ex.vector_free;
+    qa.trace.op(
+        &*qa.hw,
+        pe,
+        op.name(),
+        now,
+        done,
+        in_elems * ELEM_BYTES,
+        None,
+        || format!("elems={in_elems}"),
+    );
+    set(ex, dst, done, out_elems, data);
     Ok(())
 }
 
