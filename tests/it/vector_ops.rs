@@ -22,8 +22,11 @@ use kernbench::seeded;
 use kernbench::spec::System;
 use kernbench::topology::address::{Location, Space};
 use kernbench::tp::{cube_cols, replicated};
+use kernbench_systems::ipcq::Scope;
 use kernbench_systems::memory::DataMode;
+use kernbench_systems::program::{BinOp, Launch, MemLoc, Op, Place, Program, Reduce};
 use kernbench_systems::trace::OpRecord;
+use std::sync::Arc;
 use std::sync::Mutex;
 
 /// f16 unit roundoff.
@@ -229,6 +232,76 @@ fn a_row_op_over_a_partial_row_is_refused() {
 
 /// What a kernel test launches on the tensor (its values already written).
 type Launcher<'a> = &'a (dyn Fn(&mut Rank, &Tensor) -> Result<Work, DistError> + Sync);
+
+/// A program whose row op meets a register of partial rows (sizes the
+/// tracer cannot see, as in a loop) fails the run naming the op, the sizes
+/// and what is allowed; so does a row broadcast with the wrong scalar count.
+#[test]
+fn the_engine_refuses_a_row_op_over_partial_rows() {
+    let tcm0 = |elems: u64| Place::Fixed {
+        loc: MemLoc {
+            space: Space::Tcm,
+            instance: MemLoc::LOCAL,
+            offset: 0,
+        },
+        elems,
+    };
+    let reduce = Op::RowReduce {
+        op: Reduce::Sum,
+        dst: 1,
+        src: 0,
+        cols: 7,
+    };
+    let broadcast = Op::RowBroadcast {
+        op: BinOp::Mul,
+        dst: 2,
+        a: 0,
+        b: 1,
+        cols: 10,
+    };
+    let cases = [
+        (
+            vec![
+                Op::Load {
+                    dst: 0,
+                    src: tcm0(300),
+                },
+                reduce,
+            ],
+            "row_sum: a register of 300 elements is not whole rows of 7; allowed: a register of rows x cols elements, cols > 0",
+        ),
+        (
+            vec![
+                Op::Load {
+                    dst: 0,
+                    src: tcm0(300),
+                },
+                Op::Load {
+                    dst: 1,
+                    src: tcm0(3),
+                },
+                broadcast,
+            ],
+            "row_mul: 30 rows of 10 take one scalar per row, and the scalars are 3",
+        ),
+    ];
+    for (ops, want) in cases {
+        let mut m = Machine::build_with(&one_pe(), DataMode::TimingOnly).unwrap();
+        let pe = m.pe_index(0, 0, 0);
+        let program = Program {
+            ops,
+            regs: 3,
+            ..Program::default()
+        };
+        let launch = Launch {
+            program: Arc::new(program),
+            params: Box::new([]),
+        };
+        let h = m.submit_programs(vec![(pe, launch)], Scope::DEFAULT, 0);
+        let e = m.wait(h).unwrap_err().to_string();
+        assert!(e.contains(want), "missing {want:?} in {e}");
+    }
+}
 
 /// One SIP of two cubes of the default system (8 PEs each).
 fn two_cubes() -> System {

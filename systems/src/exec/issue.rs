@@ -218,36 +218,37 @@ fn reduce(op: Reduce, a: &[f16], cols: usize) -> Vec<f16> {
     a.chunks(cols).map(|row| f16::from_f32(fold(row))).collect()
 }
 
-/// An elementwise function, a row reduction or a row broadcast: values from
-/// f32 rounded to f16, time on the vector unit (docs/model.md §Kernels).
-fn row_or_unary(
-    pe: PeIdx,
-    ex: &mut PeExec,
-    op: &Op,
-    ka: &mut IssueCtx,
-    qa: &mut QueueAccess,
-) -> Result<(), String> {
-    let (now, lanes) = (qa.clock.now, ka.rate.vector_lanes);
+/// What a vector op computes: its output register, the elements it reads
+/// and writes, its ticks on the vector unit and (functional mode) its values.
+struct VectorResult {
+    dst: Reg,
+    in_elems: u64,
+    out_elems: u64,
+    ticks: u64,
+    data: Option<Vec<f16>>,
+}
+
+/// An elementwise function, a row reduction or a row broadcast, evaluated:
+/// values from f32 rounded to f16, ticks as docs/model.md §Kernels states.
+fn evaluate(op: &Op, ex: &PeExec, functional: bool, lanes: u64) -> Result<VectorResult, String> {
     let values = |r: Reg| ex.regs[r as usize].data.as_deref().unwrap_or(&[]);
-    let (dst, in_elems, out_elems, ticks, data) = match *op {
+    let elems = |r: Reg| ex.regs[r as usize].elems;
+    Ok(match *op {
         Op::Unary {
             op: uop,
             dst,
             src,
             shift,
         } => {
-            let elems = ex.regs[src as usize].elems;
-            let data = ka.functional.then(|| {
-                let f = |x: &f16| f16::from_f32(uop.apply(x.to_f32() + shift));
-                values(src).iter().map(f).collect()
-            });
-            (
+            let f = |x: &f16| f16::from_f32(uop.apply(x.to_f32() + shift));
+            let e = elems(src);
+            VectorResult {
                 dst,
-                elems,
-                elems,
-                uop.passes() * elems.div_ceil(lanes),
-                data,
-            )
+                in_elems: e,
+                out_elems: e,
+                ticks: uop.passes() * e.div_ceil(lanes),
+                data: functional.then(|| values(src).iter().map(f).collect()),
+            }
         }
         Op::RowReduce {
             op: rop,
@@ -255,13 +256,14 @@ fn row_or_unary(
             src,
             cols,
         } => {
-            let elems = ex.regs[src as usize].elems;
-            let rows = rows_of(rop.name(), elems, cols)?;
-            let data = ka
-                .functional
-                .then(|| reduce(rop, values(src), cols as usize));
-            let ticks = row_reduce_ticks(rows, cols.into(), lanes);
-            (dst, elems, rows, ticks, data)
+            let rows = rows_of(rop.name(), elems(src), cols)?;
+            VectorResult {
+                dst,
+                in_elems: elems(src),
+                out_elems: rows,
+                ticks: row_reduce_ticks(rows, cols.into(), lanes),
+                data: functional.then(|| reduce(rop, values(src), cols as usize)),
+            }
         }
         Op::RowBroadcast {
             op: bop,
@@ -270,35 +272,52 @@ fn row_or_unary(
             b,
             cols,
         } => {
-            let (elems, scalars) = (ex.regs[a as usize].elems, ex.regs[b as usize].elems);
-            let rows = rows_of(bop.row_name(), elems, cols)?;
-            if scalars != rows {
+            let rows = rows_of(bop.row_name(), elems(a), cols)?;
+            if elems(b) != rows {
                 return Err(format!(
-                    "{}: {rows} rows of {cols} take one scalar per row, and the scalars are {scalars}",
-                    bop.row_name()
+                    "{}: {rows} rows of {cols} take one scalar per row, and the scalars are {}",
+                    bop.row_name(),
+                    elems(b)
                 ));
             }
-            let data = ka
-                .functional
-                .then(|| broadcast(bop, values(a), values(b), cols as usize));
-            (dst, elems, elems, elems.div_ceil(lanes), data)
+            VectorResult {
+                dst,
+                in_elems: elems(a),
+                out_elems: elems(a),
+                ticks: elems(a).div_ceil(lanes),
+                data: functional.then(|| broadcast(bop, values(a), values(b), cols as usize)),
+            }
         }
         _ => unreachable!("issue() sends only unary and row ops here"),
-    };
+    })
+}
+
+/// An elementwise function, a row reduction or a row broadcast: it waits
+/// for the vector unit (FIFO) and writes its register when done.
+fn row_or_unary(
+    pe: PeIdx,
+    ex: &mut PeExec,
+    op: &Op,
+    ka: &mut IssueCtx,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    let now = qa.clock.now;
+    let r = evaluate(op, ex, ka.functional, ka.rate.vector_lanes)?;
     let start = now.max(ex.vector_free);
-    ex.vector_free = start + ticks;
+    ex.vector_free = start + r.ticks;
     let done = ex.vector_free;
+    let elems = r.in_elems;
     qa.trace.op(
         &*qa.hw,
         pe,
         op.name(),
         now,
         done,
-        in_elems * ELEM_BYTES,
+        elems * ELEM_BYTES,
         None,
-        || format!("elems={in_elems}"),
+        || format!("elems={elems}"),
     );
-    set(ex, dst, done, out_elems, data);
+    set(ex, r.dst, done, r.out_elems, r.data);
     Ok(())
 }
 
