@@ -10,6 +10,7 @@ pub mod command_costs;
 pub mod ddp;
 pub mod gemm;
 pub mod nccl_table;
+pub mod ops;
 pub mod sweep;
 pub mod topo_report;
 pub mod tp;

@@ -281,6 +281,71 @@ impl BinOp {
     pub fn name(self) -> &'static str {
         ["add", "sub", "mul", "max", "min"][self as usize]
     }
+
+    /// Its name as a row-broadcast op ([`Op::RowBroadcast`]).
+    pub fn row_name(self) -> &'static str {
+        ["row_add", "row_sub", "row_mul", "row_max", "row_min"][self as usize]
+    }
+}
+
+/// Elementwise functions of one operand, computed in f32 from the f16
+/// input and rounded once to f16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum UnOp {
+    /// `e^x`.
+    Exp,
+    /// GELU, tanh form: `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
+    Gelu,
+    /// `1 / √x`.
+    Rsqrt,
+    /// `1 / x`.
+    Recip,
+}
+
+impl UnOp {
+    pub fn name(self) -> &'static str {
+        ["exp", "gelu", "rsqrt", "recip"][self as usize]
+    }
+
+    /// Passes over the vector unit, each `⌈elems / vector_lanes⌉` ticks (a
+    /// pass is one multiply-add per lane; docs/model.md §Kernels derives
+    /// each count).
+    pub fn passes(self) -> u64 {
+        match self {
+            UnOp::Exp => 4,
+            UnOp::Gelu => 12,
+            UnOp::Rsqrt => 4,
+            UnOp::Recip => 3,
+        }
+    }
+
+    /// The function on an f32.
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            UnOp::Exp => x.exp(),
+            UnOp::Gelu => {
+                let inner = (2.0 / std::f32::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+                0.5 * x * (1.0 + inner.tanh())
+            }
+            UnOp::Rsqrt => 1.0 / x.sqrt(),
+            UnOp::Recip => 1.0 / x,
+        }
+    }
+}
+
+/// Reductions of each row of a register to one element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reduce {
+    /// The row's largest element.
+    Max,
+    /// The row's sum, accumulated in f32.
+    Sum,
+}
+
+impl Reduce {
+    pub fn name(self) -> &'static str {
+        ["row_max", "row_sum"][self as usize]
+    }
 }
 
 /// One op of a program.
@@ -298,6 +363,30 @@ pub enum Op {
     Binary { op: BinOp, dst: Reg, a: Reg, b: Reg },
     /// `dst ← src · factor` (factor rounded to f16 like the data).
     Scale { dst: Reg, src: Reg, factor: f32 },
+    /// `dst ← f(src + shift)`, elementwise (`shift` in f32: layer norm's ε
+    /// under a square root).
+    Unary {
+        op: UnOp,
+        dst: Reg,
+        src: Reg,
+        shift: f32,
+    },
+    /// `dst[r] ← reduction of src[r, ..]` for a register of rows of `cols`.
+    RowReduce {
+        op: Reduce,
+        dst: Reg,
+        src: Reg,
+        cols: u32,
+    },
+    /// `dst[r, c] ← a[r, c] ∘ b[r]`: each row of `cols` elements of `a`
+    /// with its row's scalar of `b`.
+    RowBroadcast {
+        op: BinOp,
+        dst: Reg,
+        a: Reg,
+        b: Reg,
+        cols: u32,
+    },
     /// `dst ← src`.
     Copy { dst: Reg, src: Reg },
     /// `dst[m×n] ← a[m×k] · b[k×n]`, row-major, f32 accumulation.
@@ -330,6 +419,9 @@ impl Op {
             Op::Recv { .. } => "recv",
             Op::Binary { op, .. } => op.name(),
             Op::Scale { .. } => "scale",
+            Op::Unary { op, .. } => op.name(),
+            Op::RowReduce { op, .. } => op.name(),
+            Op::RowBroadcast { op, .. } => op.row_name(),
             Op::Copy { .. } => "copy",
             Op::Gemm { .. } => "gemm",
             Op::Loop { .. } => "loop",
@@ -341,7 +433,9 @@ impl Op {
         match *self {
             Op::Store { src, .. } | Op::Send { src, .. } => ([src, 0], 1),
             Op::Scale { src, .. } | Op::Copy { src, .. } => ([src, 0], 1),
+            Op::Unary { src, .. } | Op::RowReduce { src, .. } => ([src, 0], 1),
             Op::Binary { a, b, .. } | Op::Gemm { a, b, .. } => ([a, b], 2),
+            Op::RowBroadcast { a, b, .. } => ([a, b], 2),
             Op::Load { .. } | Op::Recv { .. } | Op::Loop { .. } => ([0, 0], 0),
         }
     }
@@ -353,6 +447,9 @@ impl Op {
             | Op::Recv { dst, .. }
             | Op::Binary { dst, .. }
             | Op::Scale { dst, .. }
+            | Op::Unary { dst, .. }
+            | Op::RowReduce { dst, .. }
+            | Op::RowBroadcast { dst, .. }
             | Op::Copy { dst, .. }
             | Op::Gemm { dst, .. } => Some(dst),
             Op::Store { .. } | Op::Send { .. } | Op::Loop { .. } => None,

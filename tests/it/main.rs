@@ -34,3 +34,4 @@ mod sweep;
 mod topology;
 mod tp;
 mod validate;
+mod vector_ops;

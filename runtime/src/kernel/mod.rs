@@ -38,7 +38,7 @@ use kernbench_spec::topology::Topology;
 use kernbench_spec::topology::address::{AddressResolver, Space};
 use kernbench_systems::PeIdx;
 use kernbench_systems::program::{
-    AtomExpr, BinOp, Digit, Launch, MemLoc, MemRect, Op, Place, Program, QDir,
+    AtomExpr, BinOp, Digit, Launch, MemLoc, MemRect, Op, Place, Program, QDir, Reduce, UnOp,
 };
 use regalloc::{LoopRec, Uses};
 use rustc_hash::FxHashMap;
@@ -503,6 +503,110 @@ impl<'a> Tl<'a> {
             Some(t),
         );
         t
+    }
+
+    fn unary(&mut self, op: UnOp, a: Tile, shift: f32) -> Tile {
+        let t = self.def(a.elems);
+        let op = Op::Unary {
+            op,
+            dst: 0,
+            src: 0,
+            shift,
+        };
+        self.push(op, &[a], Some(t));
+        t
+    }
+
+    /// `e^a`, elementwise (f32 from the f16 input, rounded to f16).
+    pub fn exp(&mut self, a: Tile) -> Tile {
+        self.unary(UnOp::Exp, a, 0.0)
+    }
+    /// GELU, tanh form, elementwise.
+    pub fn gelu(&mut self, a: Tile) -> Tile {
+        self.unary(UnOp::Gelu, a, 0.0)
+    }
+    /// `1 / √(a + eps)`, elementwise (`eps` added in f32).
+    pub fn rsqrt(&mut self, a: Tile, eps: f32) -> Tile {
+        self.unary(UnOp::Rsqrt, a, eps)
+    }
+    /// `1 / a`, elementwise.
+    pub fn recip(&mut self, a: Tile) -> Tile {
+        self.unary(UnOp::Recip, a, 0.0)
+    }
+
+    /// The number of rows of `cols` in `a` (None when unknown or on a
+    /// refusal, which fails the trace naming `what`).
+    fn rows(&mut self, what: &str, a: Tile, cols: usize) -> Option<(usize, u32)> {
+        let whole = |e: usize| cols > 0 && e.is_multiple_of(cols);
+        match (u32::try_from(cols), a.elems) {
+            (Ok(c), Some(e)) if whole(e) => Some((e / cols, c)),
+            (Ok(c), None) if cols > 0 => Some((0, c)),
+            _ => {
+                self.fail(format!(
+                    "{what}: a tile of {} elements is not whole rows of {cols}; allowed: rows x cols elements, 0 < cols <= {}",
+                    a.elems.unwrap_or(0),
+                    u32::MAX
+                ));
+                None
+            }
+        }
+    }
+
+    fn row_reduce(&mut self, op: Reduce, a: Tile, cols: usize) -> Tile {
+        let Some((rows, cols)) = self.rows(op.name(), a, cols) else {
+            return self.def(Some(0));
+        };
+        let t = self.def(a.elems.map(|_| rows));
+        let op = Op::RowReduce {
+            op,
+            dst: 0,
+            src: 0,
+            cols,
+        };
+        self.push(op, &[a], Some(t));
+        t
+    }
+
+    /// The largest element of each row of `cols` of `a`: one per row.
+    pub fn row_max(&mut self, a: Tile, cols: usize) -> Tile {
+        self.row_reduce(Reduce::Max, a, cols)
+    }
+    /// The sum of each row of `cols` of `a` (accumulated in f32): one per row.
+    pub fn row_sum(&mut self, a: Tile, cols: usize) -> Tile {
+        self.row_reduce(Reduce::Sum, a, cols)
+    }
+
+    fn row_broadcast(&mut self, op: BinOp, a: Tile, per_row: Tile, cols: usize) -> Tile {
+        let Some((rows, cols)) = self.rows(op.row_name(), a, cols) else {
+            return self.def(Some(0));
+        };
+        if let (Some(_), Some(n)) = (a.elems, per_row.elems)
+            && n != rows
+        {
+            self.fail(format!(
+                "{}: {rows} rows of {cols} take one scalar per row, and the scalars are {n}",
+                op.row_name()
+            ));
+        }
+        let t = self.def(a.elems);
+        let op = Op::RowBroadcast {
+            op,
+            dst: 0,
+            a: 0,
+            b: 0,
+            cols,
+        };
+        self.push(op, &[a, per_row], Some(t));
+        t
+    }
+
+    /// `a[r, c] − per_row[r]` for rows of `cols`.
+    pub fn row_sub(&mut self, a: Tile, per_row: Tile, cols: usize) -> Tile {
+        self.row_broadcast(BinOp::Sub, a, per_row, cols)
+    }
+    /// `a[r, c] · per_row[r]` for rows of `cols`.
+    pub fn row_mul(&mut self, a: Tile, per_row: Tile, cols: usize) -> Tile {
+        self.row_broadcast(BinOp::Mul, a, per_row, cols)
     }
 
     pub fn copy(&mut self, a: Tile) -> Tile {

@@ -175,11 +175,16 @@ fn set_regs(op: &mut Op, ins: [Reg; 2], dst: Option<Reg>) {
     match op {
         Op::Load { dst: d, .. } | Op::Recv { dst: d, .. } => *d = dst(),
         Op::Store { src, .. } | Op::Send { src, .. } => *src = ins[0],
-        Op::Scale { dst: d, src, .. } | Op::Copy { dst: d, src } => {
+        Op::Scale { dst: d, src, .. }
+        | Op::Copy { dst: d, src }
+        | Op::Unary { dst: d, src, .. }
+        | Op::RowReduce { dst: d, src, .. } => {
             *d = dst();
             *src = ins[0];
         }
-        Op::Binary { dst: d, a, b, .. } | Op::Gemm { dst: d, a, b, .. } => {
+        Op::Binary { dst: d, a, b, .. }
+        | Op::Gemm { dst: d, a, b, .. }
+        | Op::RowBroadcast { dst: d, a, b, .. } => {
             *d = dst();
             (*a, *b) = (ins[0], ins[1]);
         }

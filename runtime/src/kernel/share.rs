@@ -63,6 +63,20 @@ fn hash_op(op: &Op, h: &mut impl Hasher) {
         Op::Binary { op, dst, a, b } => (op, dst, a, b).hash(h),
         Op::Scale { dst, src, factor } => (dst, src, factor.to_bits()).hash(h),
         Op::Copy { dst, src } => (dst, src).hash(h),
+        Op::Unary {
+            op,
+            dst,
+            src,
+            shift,
+        } => (op, dst, src, shift.to_bits()).hash(h),
+        Op::RowReduce { op, dst, src, cols } => (op, dst, src, cols).hash(h),
+        Op::RowBroadcast {
+            op,
+            dst,
+            a,
+            b,
+            cols,
+        } => (op, dst, a, b, cols).hash(h),
         Op::Gemm { dst, a, b, m, n, k } => (dst, a, b, m, n, k).hash(h),
         Op::Loop {
             count,

@@ -11,7 +11,7 @@ use kernbench_spec::topology::address::{Location, Space};
 const BIAS_TILE: (usize, usize) = (32, 512);
 
 /// Where element (row, col) of the tensor, which shard `s` holds, lives.
-fn element(t: &Tensor, s: &Shard, row: usize, col: usize) -> Location {
+pub(crate) fn element(t: &Tensor, s: &Shard, row: usize, col: usize) -> Location {
     let at = (row - s.block.rows.0) * s.block.cols.1 + (col - s.block.cols.0);
     Location {
         space: t.space,
@@ -23,7 +23,7 @@ fn element(t: &Tensor, s: &Shard, row: usize, col: usize) -> Location {
 }
 
 /// The rows of `block` that PE `pe` of `parts` takes.
-fn rows_of(block: Block, parts: u32, pe: u32) -> Block {
+pub(crate) fn rows_of(block: Block, parts: u32, pe: u32) -> Block {
     block.split(Split::RowWise, parts)[pe as usize]
 }
 
@@ -33,7 +33,7 @@ pub fn sharing(rows: usize, pes_per_cube: u32) -> u32 {
 }
 
 /// `[lo, lo + n)` in pieces of at most `max`.
-fn pieces(lo: usize, n: usize, max: usize) -> impl Iterator<Item = (usize, usize)> {
+pub(crate) fn pieces(lo: usize, n: usize, max: usize) -> impl Iterator<Item = (usize, usize)> {
     (lo..lo + n)
         .step_by(max)
         .map(move |at| (at, max.min(lo + n - at)))

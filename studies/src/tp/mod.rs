@@ -38,7 +38,7 @@
 //! ```
 
 pub mod block;
-mod kernels;
+pub(crate) mod kernels;
 pub mod layers;
 pub mod mlp;
 mod state;

@@ -4,7 +4,7 @@ use super::*;
 use crate::ipcq::{NeighborTable, QueueAccess, QueueId, RecvJob, SendJob, pump_recv, pump_send};
 use crate::memory::{ELEM_BYTES, MemoryStore};
 use crate::network::{NewMessage, Purpose};
-use crate::program::{BinOp, Op, Place, Reg, Space};
+use crate::program::{BinOp, Op, Place, Reduce, Reg, Space};
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
 use half::f16;
@@ -57,6 +57,9 @@ pub(super) fn issue(
     match *op {
         Op::Binary { .. } | Op::Scale { .. } | Op::Copy { .. } | Op::Gemm { .. } => {
             compute(pe, ex, op, ka, qa)
+        }
+        Op::Unary { .. } | Op::RowReduce { .. } | Op::RowBroadcast { .. } => {
+            row_or_unary(pe, ex, op, ka, qa)
         }
         Op::Load { .. } => load(pe, ex, op, ka, qa),
         Op::Store { .. } => store(pe, ex, op, ka, qa),
@@ -173,6 +176,148 @@ fn compute(
         }
         _ => unreachable!("issue() sends only compute ops here"),
     }
+    Ok(())
+}
+
+/// The rows of `cols` elements a register of `elems` holds, or why it does not hold whole rows.
+fn rows_of(name: &str, elems: u64, cols: u32) -> Result<u64, String> {
+    let cols = u64::from(cols);
+    if cols == 0 || !elems.is_multiple_of(cols) {
+        return Err(format!(
+            "{name}: a register of {elems} elements is not whole rows of {cols}; allowed: a register of rows x cols elements, cols > 0"
+        ));
+    }
+    Ok(elems / cols)
+}
+
+/// Ticks of a row reduction of `rows` rows of `cols` on `lanes` lanes: per
+/// row, one pass per `lanes` elements folds it into `min(cols, lanes)`
+/// partials, then a tree of `⌈log2 min(cols, lanes)⌉` levels, a tick each.
+pub fn row_reduce_ticks(rows: u64, cols: u64, lanes: u64) -> u64 {
+    let partials = cols.min(lanes).max(1);
+    rows * (cols.div_ceil(lanes) + u64::from(partials.next_power_of_two().trailing_zeros()))
+}
+
+/// One row of `a` combined with its row's scalar of `b`, for every row.
+fn broadcast(op: BinOp, a: &[f16], b: &[f16], cols: usize) -> Vec<f16> {
+    a.chunks(cols)
+        .zip(b)
+        .flat_map(|(row, &s)| elementwise(op, row, &vec![s; row.len()]))
+        .collect()
+}
+
+/// Each row of `cols` reduced to one element (a sum accumulated in f32).
+fn reduce(op: Reduce, a: &[f16], cols: usize) -> Vec<f16> {
+    let fold = |row: &[f16]| match op {
+        Reduce::Max => row
+            .iter()
+            .map(|x| x.to_f32())
+            .fold(f32::NEG_INFINITY, f32::max),
+        Reduce::Sum => row.iter().map(|x| x.to_f32()).sum(),
+    };
+    a.chunks(cols).map(|row| f16::from_f32(fold(row))).collect()
+}
+
+/// What a vector op computes: its output register, the elements it reads
+/// and writes, its ticks on the vector unit and (functional mode) its values.
+struct VectorResult {
+    dst: Reg,
+    in_elems: u64,
+    out_elems: u64,
+    ticks: u64,
+    data: Option<Vec<f16>>,
+}
+
+/// An elementwise function, a row reduction or a row broadcast, evaluated:
+/// values from f32 rounded to f16, ticks as docs/model.md §Kernels states.
+fn evaluate(op: &Op, ex: &PeExec, functional: bool, lanes: u64) -> Result<VectorResult, String> {
+    let values = |r: Reg| ex.regs[r as usize].data.as_deref().unwrap_or(&[]);
+    let elems = |r: Reg| ex.regs[r as usize].elems;
+    Ok(match *op {
+        Op::Unary {
+            op: uop,
+            dst,
+            src,
+            shift,
+        } => {
+            let f = |x: &f16| f16::from_f32(uop.apply(x.to_f32() + shift));
+            let e = elems(src);
+            VectorResult {
+                dst,
+                in_elems: e,
+                out_elems: e,
+                ticks: uop.passes() * e.div_ceil(lanes),
+                data: functional.then(|| values(src).iter().map(f).collect()),
+            }
+        }
+        Op::RowReduce {
+            op: rop,
+            dst,
+            src,
+            cols,
+        } => {
+            let rows = rows_of(rop.name(), elems(src), cols)?;
+            VectorResult {
+                dst,
+                in_elems: elems(src),
+                out_elems: rows,
+                ticks: row_reduce_ticks(rows, cols.into(), lanes),
+                data: functional.then(|| reduce(rop, values(src), cols as usize)),
+            }
+        }
+        Op::RowBroadcast {
+            op: bop,
+            dst,
+            a,
+            b,
+            cols,
+        } => {
+            let rows = rows_of(bop.row_name(), elems(a), cols)?;
+            if elems(b) != rows {
+                return Err(format!(
+                    "{}: {rows} rows of {cols} take one scalar per row, and the scalars are {}",
+                    bop.row_name(),
+                    elems(b)
+                ));
+            }
+            VectorResult {
+                dst,
+                in_elems: elems(a),
+                out_elems: elems(a),
+                ticks: elems(a).div_ceil(lanes),
+                data: functional.then(|| broadcast(bop, values(a), values(b), cols as usize)),
+            }
+        }
+        _ => unreachable!("issue() sends only unary and row ops here"),
+    })
+}
+
+/// An elementwise function, a row reduction or a row broadcast: it waits
+/// for the vector unit (FIFO) and writes its register when done.
+fn row_or_unary(
+    pe: PeIdx,
+    ex: &mut PeExec,
+    op: &Op,
+    ka: &mut IssueCtx,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    let now = qa.clock.now;
+    let r = evaluate(op, ex, ka.functional, ka.rate.vector_lanes)?;
+    let start = now.max(ex.vector_free);
+    ex.vector_free = start + r.ticks;
+    let done = ex.vector_free;
+    let elems = r.in_elems;
+    qa.trace.op(
+        &*qa.hw,
+        pe,
+        op.name(),
+        now,
+        done,
+        elems * ELEM_BYTES,
+        None,
+        || format!("elems={elems}"),
+    );
+    set(ex, r.dst, done, r.out_elems, r.data);
     Ok(())
 }
 

@@ -209,6 +209,36 @@ impl PeExec {
                 dst: reg(dst),
                 src: reg(src),
             },
+            Op::Unary {
+                op,
+                dst,
+                src,
+                shift,
+            } => Op::Unary {
+                op,
+                dst: reg(dst),
+                src: reg(src),
+                shift,
+            },
+            Op::RowReduce { op, dst, src, cols } => Op::RowReduce {
+                op,
+                dst: reg(dst),
+                src: reg(src),
+                cols,
+            },
+            Op::RowBroadcast {
+                op,
+                dst,
+                a,
+                b,
+                cols,
+            } => Op::RowBroadcast {
+                op,
+                dst: reg(dst),
+                a: reg(a),
+                b: reg(b),
+                cols,
+            },
             Op::Gemm { dst, a, b, m, n, k } => Op::Gemm {
                 dst: reg(dst),
                 a: reg(a),
