@@ -304,7 +304,7 @@ impl Sched<'_> {
                     })
                     .collect();
                 out.push(format!(
-                    "rank(s) {} wait in {call} (collective #{epoch} of group '{}'), but {}",
+                    "rank(s) {} joined {call} (collective #{epoch} of group '{}'), but {}",
                     joined.join(", "),
                     g.name,
                     missing.join(", ")

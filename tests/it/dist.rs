@@ -291,7 +291,7 @@ fn mismatched_calls_name_the_ranks_and_never_hang() {
     });
     let s = e.to_string();
     assert!(
-        s.contains("rank(s) 0, 2, 3 wait in all_reduce(64 B, sum, buffer at offset 0) (collective #1 of group 'world'), but rank 1 has finished"),
+        s.contains("rank(s) 0, 2, 3 joined all_reduce(64 B, sum, buffer at offset 0) (collective #1 of group 'world'), but rank 1 has finished"),
         "{s}"
     );
 }

@@ -243,7 +243,7 @@ fn an_unmatched_message_names_both_ranks_and_never_hangs() {
     let s = e.to_string();
     assert!(
         s.contains("rank 0 waits in send to rank 2 (64 B, message #1 from rank 0 to rank 2), but rank 2 waits elsewhere without its matching recv from rank 0")
-            && s.contains("rank(s) 1, 2 wait in barrier"),
+            && s.contains("rank(s) 1, 2 joined barrier"),
         "{s}"
     );
 }

@@ -375,6 +375,6 @@ fn an_async_collective_left_unjoined_is_named_at_the_end() {
         .to_string();
     assert_eq!(
         e,
-        "aborted: the ranks can never go on: rank(s) 0 wait in all_reduce(2048 B, sum, buffer at offset 0) (collective #0 of group 'world'), but rank 1 has finished; every member must make the same collective calls, and every recv needs its matching send"
+        "aborted: the ranks can never go on: rank(s) 0 joined all_reduce(2048 B, sum, buffer at offset 0) (collective #0 of group 'world'), but rank 1 has finished; every member must make the same collective calls, and every recv needs its matching send"
     );
 }
