@@ -224,6 +224,14 @@ fn submit(
     });
 }
 
+/// Hands a group call's launch to the scheduler as work `work` of the
+/// group's ranks, leaving the host at the latest member clock.
+fn submit_to_group(g: &mut Sched, launch: Ready, group: GroupId, work: u64) {
+    let ranks = g.pg.group(group).ranks.clone();
+    let at = g.latest_clock(group.0);
+    submit(g, launch, (ranks[0], at, work), (ranks, Vec::new()));
+}
+
 impl Sched<'_> {
     /// What every unmatched message waits for: lines naming the rank that
     /// waits, the message, and where its partner is.
@@ -258,7 +266,7 @@ impl Sched<'_> {
 
 /// A rank passes only tensors it allocated: another rank's shards live on
 /// that rank's device.
-fn own(what: &str, rank: u32, t: &Tensor) -> Result<(), DistError> {
+fn own_tensor(what: &str, rank: u32, t: &Tensor) -> Result<(), DistError> {
     if t.rank == rank {
         return Ok(());
     }
@@ -328,7 +336,7 @@ impl Rank<'_, '_> {
                 "{call} of rank {me} with rank {peer}: the peer must be another rank of the world's 0..{n}; allowed: a rank below {n} other than {me}"
             )));
         }
-        own(call, me, t)?;
+        own_tensor(call, me, t)?;
         g.seq[me as usize] += 1;
         let (stream, seq) = (g.current[me as usize][1], g.seq[me as usize]);
         let (src, dst) = match side {
@@ -423,7 +431,7 @@ impl Rank<'_, '_> {
     /// the latest member clock. Returns when it has run.
     fn group_transfer(&mut self, call: GroupCall, build: Build) -> Result<LaunchReport, DistError> {
         for t in &call.tensors {
-            own(call.what, self.rank, t)?;
+            own_tensor(call.what, self.rank, t)?;
         }
         let mut g = self.enter()?;
         let epoch = Call {
@@ -451,13 +459,7 @@ impl Rank<'_, '_> {
             let name = format!("{}{ranks:?}", call.what);
             let q = g.pg.config.queues();
             let launch = transfer(&mut g, &moves, &name, q)?;
-            let at = g.latest_clock(call.group.0);
-            submit(
-                &mut g,
-                launch,
-                (ranks[0], at, joined.work),
-                (ranks, Vec::new()),
-            );
+            submit_to_group(&mut g, launch, call.group, joined.work);
         }
         let (_g, r) = Sched::wait_for(self.shared, g, self.rank, joined.work);
         r
@@ -593,13 +595,7 @@ impl Rank<'_, '_> {
                 let programs = links.barrier_programs(&g.pg.machine, &members, Space::Hbm)?;
                 (links.scope, install, programs)
             };
-            let at = g.latest_clock(group.0);
-            submit(
-                &mut g,
-                launch,
-                (ranks[0], at, joined.work),
-                (ranks, Vec::new()),
-            );
+            submit_to_group(&mut g, launch, group, joined.work);
         }
         let (g, r) = Sched::wait_for(self.shared, g, self.rank, joined.work);
         r?;

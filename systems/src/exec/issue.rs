@@ -303,9 +303,7 @@ fn row_or_unary(
 ) -> Result<(), String> {
     let now = qa.clock.now;
     let r = evaluate(op, ex, ka.functional, ka.rate.vector_lanes)?;
-    let start = now.max(ex.vector_free);
-    ex.vector_free = start + r.ticks;
-    let done = ex.vector_free;
+    let done = vector_for(ex, now, r.ticks);
     let elems = r.in_elems;
     qa.trace.op(
         &*qa.hw,
@@ -538,9 +536,15 @@ fn flow_id(q: QueueId, ops: &mut u32) -> Option<u64> {
 }
 
 /// Occupies the vector unit for `elems` elements; returns the completion tick.
+/// One pass over `elems` on the vector unit: when it is done.
 fn vector(ex: &mut PeExec, now: Tick, elems: u64, lanes: u64) -> Tick {
+    vector_for(ex, now, elems.div_ceil(lanes))
+}
+
+/// `ticks` of work on the vector unit, after what it already holds (FIFO).
+fn vector_for(ex: &mut PeExec, now: Tick, ticks: u64) -> Tick {
     let start = now.max(ex.vector_free);
-    ex.vector_free = start + elems.div_ceil(lanes);
+    ex.vector_free = start + ticks;
     ex.vector_free
 }
 
