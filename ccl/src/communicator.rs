@@ -198,6 +198,16 @@ impl Communicator {
         }
     }
 
+    /// One kernel's group: the first lane when lane-wise (every lane has
+    /// its shape), else the communicator's group.
+    fn first_arrangement(&self) -> Group {
+        if self.lanes {
+            self.group.lane_of(0, 0)
+        } else {
+            self.group.clone()
+        }
+    }
+
     /// The neighbour tables of this communicator's algorithm on `group`
     /// (the union of its lanes' when lane-wise).
     pub fn wiring(&self, group: &Group, q: &QueueConfig) -> Tables {
@@ -210,18 +220,19 @@ impl Communicator {
     /// Whether the algorithm serves the group (each lane, when lane-wise:
     /// they all have the same shape, so the first answers for all).
     pub fn check_arrangement(&self) -> Result<(), CclError> {
-        let first = self.arrangements(&self.group).swap_remove(0);
-        self.algorithm.check_group(&first).map_err(|e| {
-            let lane = if self.lanes {
-                "each lane (one PE of every SIP, run lane by lane): "
-            } else {
-                ""
-            };
-            CclError::Config(format!(
-                "{} ({}): {lane}{e}",
-                self.config.name, self.config.algorithm
-            ))
-        })
+        self.algorithm
+            .check_group(&self.first_arrangement())
+            .map_err(|e| {
+                let lane = if self.lanes {
+                    "each lane (one PE of every SIP, run lane by lane): "
+                } else {
+                    ""
+                };
+                CclError::Config(format!(
+                    "{} ({}): {lane}{e}",
+                    self.config.name, self.config.algorithm
+                ))
+            })
     }
 
     /// Refuses a job this communicator cannot run (see
@@ -449,7 +460,7 @@ impl Communicator {
         verified: Option<bool>,
     ) -> CollResult {
         let sys = &machine.system;
-        let measured = self.arrangements(&self.group).swap_remove(0);
+        let measured = self.first_arrangement();
         let bound = bound::lower_bound(machine, sys, &measured, &job);
         let bound_ticks = bound.ticks;
         let time_ns = ticks as f64 * sys.spec.system.tick_ns;
