@@ -265,6 +265,10 @@ pub struct MemRect {
     pub rows: u32,
     pub cols: u32,
     pub pitch: u32,
+    /// The descriptor's transpose flag: a load lands the rectangle as its
+    /// transpose (`cols` rows of `rows`), at the cost of the same load (the
+    /// DMA engine writes TCM column-wise). Loads only.
+    pub transposed: bool,
 }
 
 /// Elementwise binary operations.
@@ -300,11 +304,13 @@ pub enum UnOp {
     Rsqrt,
     /// `1 / x`.
     Recip,
+    /// The derivative of [`UnOp::Gelu`] (tanh form), for GELU's backward.
+    GeluGrad,
 }
 
 impl UnOp {
     pub fn name(self) -> &'static str {
-        ["exp", "gelu", "rsqrt", "recip"][self as usize]
+        ["exp", "gelu", "rsqrt", "recip", "gelu_grad"][self as usize]
     }
 
     /// Passes over the vector unit, each `⌈elems / vector_lanes⌉` ticks (a
@@ -316,6 +322,7 @@ impl UnOp {
             UnOp::Gelu => 12,
             UnOp::Rsqrt => 4,
             UnOp::Recip => 3,
+            UnOp::GeluGrad => 16,
         }
     }
 
@@ -329,6 +336,12 @@ impl UnOp {
             }
             UnOp::Rsqrt => 1.0 / x.sqrt(),
             UnOp::Recip => 1.0 / x,
+            UnOp::GeluGrad => {
+                let c = (2.0 / std::f32::consts::PI).sqrt();
+                let t = (c * (x + 0.044715 * x * x * x)).tanh();
+                let du = c * (1.0 + 3.0 * 0.044715 * x * x);
+                0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+            }
         }
     }
 }
@@ -502,6 +515,11 @@ impl Program {
             }
             Place::Atom(_) => None,
         }
+    }
+
+    /// Whether a load from `p` lands transposed ([`MemRect::transposed`]).
+    pub fn transposed(&self, p: Place) -> bool {
+        matches!(p, Place::Rect(k) if self.rects[k as usize].transposed)
     }
 }
 

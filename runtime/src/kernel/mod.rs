@@ -349,6 +349,26 @@ impl<'a> Tl<'a> {
         t
     }
 
+    /// [`Tl::load_rect`] with the descriptor's transpose flag: the
+    /// `rows`×`cols` rectangle lands as its `cols`×`rows` transpose, at the
+    /// cost of the same load (a GEMM operand read as Xᵀ).
+    pub fn load_rect_t(
+        &mut self,
+        at: impl Into<Addr>,
+        rows: usize,
+        cols: usize,
+        pitch: usize,
+    ) -> Tile {
+        let before = self.rects.len();
+        let t = self.load_rect(at, rows, cols, pitch);
+        if self.rects.len() > before
+            && let Some(r) = self.rects.last_mut()
+        {
+            r.transposed = true;
+        }
+        t
+    }
+
     /// Writes a `rows`×`cols` tile into a row-major matrix whose rows are
     /// `pitch` elements apart, in one transfer.
     pub fn store_rect(
@@ -388,6 +408,7 @@ impl<'a> Tl<'a> {
                     rows,
                     cols,
                     pitch,
+                    transposed: false,
                 });
                 Some(Place::Rect(self.rects.len() as u32 - 1))
             }
@@ -532,6 +553,10 @@ impl<'a> Tl<'a> {
     /// `1 / a`, elementwise.
     pub fn recip(&mut self, a: Tile) -> Tile {
         self.unary(UnOp::Recip, a, 0.0)
+    }
+    /// GELU's derivative (tanh form), elementwise.
+    pub fn gelu_grad(&mut self, a: Tile) -> Tile {
+        self.unary(UnOp::GeluGrad, a, 0.0)
     }
 
     /// The number of rows of `cols` in `a` (None when unknown or on a

@@ -340,8 +340,17 @@ fn load(
     let src = src.resolve(pe, hw.pes_per_cube);
     let elems = rows * cols;
     let bytes = elems * ELEM_BYTES;
+    let transposed = match *op {
+        Op::Load { src, .. } => ex.program.transposed(src),
+        _ => false,
+    };
     let data = if functional {
-        Some(ka.store.read_rect(src, rows, cols, pitch)?)
+        let d = ka.store.read_rect(src, rows, cols, pitch)?;
+        Some(if transposed {
+            transpose(&d, rows as usize, cols as usize)
+        } else {
+            d
+        })
     } else {
         None
     };
@@ -374,6 +383,13 @@ fn load(
         });
     }
     Ok(())
+}
+
+/// A row-major `rows`×`cols` tile as its `cols`×`rows` transpose.
+fn transpose(d: &[f16], rows: usize, cols: usize) -> Vec<f16> {
+    (0..cols)
+        .flat_map(|c| (0..rows).map(move |r| d[r * cols + c]))
+        .collect()
 }
 
 /// A store: to the PE's own TCM through its port, else to a remote memory as a message (outstanding until it completes there).
