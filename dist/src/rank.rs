@@ -93,6 +93,18 @@ impl<'p> Rank<'_, 'p> {
         self.shared.lock().pg.machine.system.spec.clone()
     }
 
+    /// Whether values travel with the timing (functional) or only sizes.
+    pub fn data_mode(&self) -> kernbench_systems::memory::DataMode {
+        *self
+            .shared
+            .lock()
+            .pg
+            .machine
+            .engine
+            .world
+            .resource::<kernbench_systems::memory::DataMode>()
+    }
+
     /// The largest free TCM range, in bytes, on the least free of PEs
     /// `(cube, pe)` of the current device (what a kernel may use as scratch).
     pub fn largest_free_tcm(&self, pes: &[(u32, u32)]) -> Result<u64, DistError> {

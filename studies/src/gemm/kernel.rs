@@ -1,7 +1,7 @@
 //! The tiled GEMM kernel: each PE computes the output tiles of its shard of
 //! C, streaming operand tiles from memory by 2-D transfers, double-buffered.
 
-use super::tiling::{OutTile, ShardRect, TileShape, Worker, plan};
+use super::tiling::{Operand, OutTile, ShardRect, TileShape, Worker, plan};
 use kernbench_dist::Tensor;
 use kernbench_runtime::kernel::{Addr, Tile, Tl};
 
@@ -9,6 +9,8 @@ use kernbench_runtime::kernel::{Addr, Tile, Tl};
 pub struct GemmArgs {
     pub a: Tensor,
     pub b: Tensor,
+    /// A and B are read as their transposes (`Operand::transposed`).
+    pub transposed: (bool, bool),
     pub c: Tensor,
     pub tile: TileShape,
     /// Who computes which block of C ([`super::workers`]).
@@ -16,7 +18,11 @@ pub struct GemmArgs {
 }
 
 fn load(tl: &mut Tl, r: &ShardRect) -> Tile {
-    tl.load_rect(Addr::At(r.at), r.rows, r.cols, r.pitch)
+    if r.transposed {
+        tl.load_rect_t(Addr::At(r.at), r.rows, r.cols, r.pitch)
+    } else {
+        tl.load_rect(Addr::At(r.at), r.rows, r.cols, r.pitch)
+    }
 }
 
 /// A product waiting to be folded into its output tile.
@@ -54,7 +60,15 @@ pub fn gemm_kernel(tl: &mut Tl, g: &GemmArgs) {
     let Some(w) = g.workers.iter().find(|w| w.cube == cube && w.pe == pe) else {
         return;
     };
-    let tiles = plan(&g.a, &g.b, &g.c, w, g.tile);
+    let a = Operand {
+        t: &g.a,
+        transposed: g.transposed.0,
+    };
+    let b = Operand {
+        t: &g.b,
+        transposed: g.transposed.1,
+    };
+    let tiles = plan(a, b, &g.c, w, g.tile);
     let steps: Vec<(usize, usize)> = tiles
         .iter()
         .enumerate()

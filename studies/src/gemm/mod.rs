@@ -40,22 +40,37 @@ pub use kernel::{GemmArgs, gemm_kernel};
 pub use placement::Placement;
 pub use roofline::{Roofline, roofline};
 pub use tiling::{
-    OutTile, ShardRect, Step, TCM_TILES, TILE_GRAIN, TileShape, Worker, plan, workers,
+    Operand, OutTile, ShardRect, Step, TCM_TILES, TILE_GRAIN, TileShape, Worker, plan, workers,
 };
 
 use kernbench_dist::{DPPolicy, DistError, Rank, Split, Tensor, Work};
 
 /// Checks that C = A · B is well formed on one SIP, with one shard of C per PE.
 pub fn check(a: &Tensor, b: &Tensor, c: &Tensor) -> Result<(), DistError> {
+    check_operands(Operand::plain(a), Operand::plain(b), c)
+}
+
+/// A split of a tensor as its transpose sees it.
+fn seen(split: Split, transposed: bool) -> Split {
+    match (split, transposed) {
+        (Split::RowWise, true) => Split::ColumnWise,
+        (Split::ColumnWise, true) => Split::RowWise,
+        (s, _) => s,
+    }
+}
+
+/// [`check`] for operands that may be read transposed.
+pub fn check_operands(a: Operand, b: Operand, c: &Tensor) -> Result<(), DistError> {
     let bad = |m: String| Err(DistError::Config(m));
-    if a.shape.1 != b.shape.0 || c.shape != (a.shape.0, b.shape.1) {
+    let (sa, sb) = (a.shape(), b.shape());
+    if sa.1 != sb.0 || c.shape != (sa.0, sb.1) {
         return bad(format!(
-            "matmul of A {:?} and B {:?} into C {:?}: need A (m, k), B (k, n), C (m, n)",
-            a.shape, b.shape, c.shape
+            "matmul of A {sa:?} and B {sb:?} into C {:?}: need A (m, k), B (k, n), C (m, n)",
+            c.shape
         ));
     }
     let sip = c.shards[0].sip;
-    if let Some(t) = [a, b, c]
+    if let Some(t) = [a.t, b.t, c]
         .into_iter()
         .find(|t| t.shards.iter().any(|s| s.sip != sip))
     {
@@ -73,17 +88,15 @@ pub fn check(a: &Tensor, b: &Tensor, c: &Tensor) -> Result<(), DistError> {
     if c.policy.cube == Split::Replicate && c.policy.num_cubes > 1 {
         // Split-K: each cube's copy of C is its part of the sum over k.
         let n = c.policy.num_cubes;
-        let (pa, pb) = (a.policy, b.policy);
-        if pa.cube != Split::ColumnWise
-            || pb.cube != Split::RowWise
-            || pa.num_cubes != n
-            || pb.num_cubes != n
+        let (pa, pb) = (a.t.policy, b.t.policy);
+        let (ca, cb) = (seen(pa.cube, a.transposed), seen(pb.cube, b.transposed));
+        if ca != Split::ColumnWise || cb != Split::RowWise || pa.num_cubes != n || pb.num_cubes != n
         {
             return bad(format!(
                 "matmul: C is replicated over {n} cubes, so each cube computes a partial product over its part of k (split-K); that needs A column_wise and B row_wise over the same {n} cubes, and A is {} over {}, B {} over {}",
-                pa.cube.name(),
+                ca.name(),
                 pa.num_cubes,
-                pb.cube.name(),
+                cb.name(),
                 pb.num_cubes
             ));
         }
@@ -109,15 +122,29 @@ pub fn matmul_placed(
     c: &Tensor,
     placement: &Placement,
 ) -> Result<Work, DistError> {
-    check(a, b, c)?;
+    matmul_operands(ctx, Operand::plain(a), Operand::plain(b), c, placement)
+}
+
+/// [`matmul_placed`] with A and B each read as itself or its transpose
+/// (`Operand::transposed`: every tile a transposing load, same cost), so
+/// Xᵀ·dY and dY·Wᵀ need no transposed copy.
+pub fn matmul_operands(
+    ctx: &mut Rank,
+    a: Operand,
+    b: Operand,
+    c: &Tensor,
+    placement: &Placement,
+) -> Result<Work, DistError> {
+    check_operands(a, b, c)?;
     let spec = ctx.system_spec();
     let workers = workers(a, c, spec.cube.pe_layout.pes(), placement)?;
     let pes: Vec<(u32, u32)> = workers.iter().map(|w| (w.cube, w.pe)).collect();
     let tcm = ctx.largest_free_tcm(&pes)?;
     let tile = TileShape::of(&spec, tcm).map_err(DistError::Config)?;
     let args = GemmArgs {
-        a: a.clone(),
-        b: b.clone(),
+        a: a.t.clone(),
+        b: b.t.clone(),
+        transposed: (a.transposed, b.transposed),
         c: c.clone(),
         tile,
         workers,

@@ -43,7 +43,12 @@ impl Roofline {
 pub fn roofline(spec: &SystemSpec, a: &Tensor, b: &Tensor, c: &Tensor) -> Roofline {
     let (m, k, n) = (a.shape.0 as u64, a.shape.1 as u64, b.shape.1 as u64);
     let macs = m * n * k;
-    let owners = super::workers(a, c, spec.cube.pe_layout.pes(), &super::Placement::Owners);
+    let owners = super::workers(
+        super::Operand::plain(a),
+        c,
+        spec.cube.pe_layout.pes(),
+        &super::Placement::Owners,
+    );
     let pes = owners.map_or(1, |w| w.len()) as u32;
     let tick = spec.system.tick_ns;
     let per_tick = spec.pe.macs_per_tick * u64::from(pes);

@@ -103,6 +103,9 @@ pub struct ShardRect {
     pub cols: usize,
     /// Elements from one row's start to the next (the shard's width).
     pub pitch: usize,
+    /// Loaded as its transpose: `rows` × `cols` are as stored, the tile
+    /// lands `cols` × `rows`.
+    pub transposed: bool,
 }
 
 /// One reduction step of an output tile: `a` (m × k) times `b` (k × n).
@@ -141,6 +144,54 @@ fn intervals(lo: usize, hi: usize, cuts: &[usize], max: usize) -> Vec<(usize, us
     out
 }
 
+/// A GEMM operand: a tensor read as itself, or as its transpose (each
+/// tile a transposing load of the stored rectangle, for Xᵀ·dY and dY·Wᵀ).
+#[derive(Debug, Clone, Copy)]
+pub struct Operand<'a> {
+    pub t: &'a Tensor,
+    pub transposed: bool,
+}
+
+impl<'a> Operand<'a> {
+    /// The tensor as stored.
+    pub fn plain(t: &'a Tensor) -> Self {
+        Operand {
+            t,
+            transposed: false,
+        }
+    }
+
+    /// The tensor read as its transpose.
+    pub fn transposed(t: &'a Tensor) -> Self {
+        Operand { t, transposed: true }
+    }
+
+    /// The shape the GEMM sees.
+    pub fn shape(&self) -> (usize, usize) {
+        let (r, c) = self.t.shape;
+        if self.transposed { (c, r) } else { (r, c) }
+    }
+
+    /// Row and column boundaries of the shards, as the GEMM sees them.
+    fn boundaries(&self) -> (Vec<usize>, Vec<usize>) {
+        let (rows, cols) = boundaries(self.t);
+        if self.transposed {
+            (cols, rows)
+        } else {
+            (rows, cols)
+        }
+    }
+
+    /// The (first, count) of the GEMM-side columns a shard holds.
+    fn cols_of(&self, s: &kernbench_dist::Shard) -> (usize, usize) {
+        if self.transposed {
+            s.block.rows
+        } else {
+            s.block.cols
+        }
+    }
+}
+
 /// Row and column boundaries of a tensor's shards.
 fn boundaries(t: &Tensor) -> (Vec<usize>, Vec<usize>) {
     let rows = t
@@ -173,7 +224,7 @@ pub struct Worker {
 /// there), so its copy of C is a partial product. Err: a placement on
 /// chosen PEs for a C split over PEs (each shard has its PE).
 pub fn workers(
-    a: &Tensor,
+    a: Operand,
     c: &Tensor,
     pes_per_cube: u32,
     placement: &Placement,
@@ -182,12 +233,15 @@ pub fn workers(
     let split_k = c.policy.cube == Split::Replicate && c.policy.num_cubes > 1;
     let k_of = |cube: u32| {
         if !split_k {
-            return (0, a.shape.1);
+            return (0, a.shape().1);
         }
-        let on = a.shards.iter().filter(|s| s.cube == cube);
-        let lo = on.clone().map(|s| s.block.cols.0).min().unwrap_or(0);
+        let on = a.t.shards.iter().filter(|s| s.cube == cube);
+        let lo = on.clone().map(|s| a.cols_of(s).0).min().unwrap_or(0);
         let hi = on
-            .map(|s| s.block.cols.0 + s.block.cols.1)
+            .map(|s| {
+                let (c0, n) = a.cols_of(s);
+                c0 + n
+            })
             .max()
             .unwrap_or(0);
         (lo, hi - lo)
@@ -234,6 +288,24 @@ pub fn workers(
     Ok(out)
 }
 
+/// The rectangle of operand `o` at (row, col) of `rows` × `cols` as the
+/// GEMM sees it: the stored rectangle, flagged to load transposed when `o` is.
+fn operand_rect(
+    o: Operand,
+    w: &Worker,
+    (row, col): (usize, usize),
+    rows: usize,
+    cols: usize,
+) -> ShardRect {
+    if !o.transposed {
+        return rect(o.t, w, (row, col), rows, cols);
+    }
+    ShardRect {
+        transposed: true,
+        ..rect(o.t, w, (col, row), cols, rows)
+    }
+}
+
 /// The rectangle of `t` at (row, col) of `rows` × `cols`, read from a shard
 /// that holds it, preferring one on the worker's own cube (and PE).
 fn rect(t: &Tensor, w: &Worker, (row, col): (usize, usize), rows: usize, cols: usize) -> ShardRect {
@@ -264,15 +336,16 @@ fn rect(t: &Tensor, w: &Worker, (row, col): (usize, usize), rows: usize, cols: u
         rows,
         cols,
         pitch,
+        transposed: false,
     }
 }
 
 /// The output tiles of worker `w`, for C = A · B, in row-major tile order;
 /// each tile's steps run over the worker's k in order. Tiles never straddle
 /// a shard of A, B or C, so every rectangle is one transfer.
-pub fn plan(a: &Tensor, b: &Tensor, c: &Tensor, w: &Worker, t: TileShape) -> Vec<OutTile> {
-    let (a_rows, a_cols) = boundaries(a);
-    let (b_rows, b_cols) = boundaries(b);
+pub fn plan(a: Operand, b: Operand, c: &Tensor, w: &Worker, t: TileShape) -> Vec<OutTile> {
+    let (a_rows, a_cols) = a.boundaries();
+    let (b_rows, b_cols) = b.boundaries();
     let k_cuts: Vec<usize> = a_cols.into_iter().chain(b_rows).collect();
     let (r0, rn) = w.block.rows;
     let (c0, cn) = w.block.cols;
@@ -292,8 +365,8 @@ pub fn plan(a: &Tensor, b: &Tensor, c: &Tensor, w: &Worker, t: TileShape) -> Vec
             let steps = ks
                 .iter()
                 .map(|&(k0, k)| Step {
-                    a: rect(a, w, (row, k0), m, k),
-                    b: rect(b, w, (k0, col), k, n),
+                    a: operand_rect(a, w, (row, k0), m, k),
+                    b: operand_rect(b, w, (k0, col), k, n),
                     k,
                 })
                 .collect();

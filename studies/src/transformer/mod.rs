@@ -1,0 +1,258 @@
+//! A GPT transformer layer, forward and backward, on a Megatron TP group
+//! with optional sequence parallelism and activation recomputation
+//! (docs/model.md §Transformer layer). `LayerStack` is what a training
+//! schedule drives: `layers` consecutive layers, a micro-batch at a time.
+//!
+//! Layout on a rank's SIP: activations (tokens, ·) in row blocks over the
+//! cubes; weights whole on every cube (`tp::replicated`), so each cube
+//! multiplies its own rows with no reduction inside the SIP, and a TP
+//! collective runs lane by lane (cube c meets cube c of the other ranks):
+//! the SIP links carry Megatron's volumes. Under SP a rank's rows of the LN
+//! and residual region are, in each cube's block, the rank's equal run
+//! (`views::sequence_shard`), the block an in-place all-gather takes from it.
+//!
+//! Files: `env` (shared state; GEMM, kernel and collective helpers),
+//! `layer` (one layer), `weights`, `kernels` (row kernels), `views`.
+
+mod env;
+mod kernels;
+mod layer;
+pub mod views;
+mod weights;
+
+pub use kernels::RowKernel;
+pub use weights::FullWeights;
+
+use env::{Env, constants};
+use kernbench_dist::{DPPolicy, DistError, Rank, Tensor};
+use kernbench_systems::memory::DataMode;
+use layer::{Layer, Saved};
+use std::collections::BTreeMap;
+
+/// A GPT layer's sizes: hidden h, attention heads, MLP width, sequence s,
+/// micro-batch b (tokens = b·s rows).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LayerShape {
+    pub hidden: usize,
+    pub heads: usize,
+    pub ffn_hidden: usize,
+    pub seq: usize,
+    pub micro_batch: usize,
+}
+
+/// Megatron's TP options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TpOptions {
+    /// LN and residual sharded on the sequence; all-gather before the
+    /// column-parallel GEMMs, reduce-scatter after the row-parallel ones.
+    pub sequence_parallel: bool,
+    /// Keep only each layer's input; backward re-runs the layer's forward.
+    pub recompute: bool,
+}
+
+/// `layers` consecutive transformer layers on this rank's TP group.
+pub struct LayerStack {
+    env: Env,
+    layers: Vec<Layer>,
+    /// What forward kept, per micro-batch, layer by layer.
+    saved: BTreeMap<usize, Vec<Saved>>,
+    /// The last input gradient returned (freed at the next backward).
+    returned: Option<Tensor>,
+    /// The weight gradients hold nothing yet (the next backward writes them).
+    fresh: bool,
+}
+
+/// Refuses a shape the TP group cannot split, naming the field and the fix.
+fn check(shape: &LayerShape, tp: usize, cubes: usize, opts: &TpOptions) -> Result<(), DistError> {
+    let bad = |m: String| Err(DistError::Config(m));
+    let LayerShape { hidden, heads, ffn_hidden, seq, micro_batch } = *shape;
+    if [hidden, heads, ffn_hidden, seq, micro_batch].contains(&0) {
+        return bad(format!("transformer layer shape {shape:?}: every size must be at least 1"));
+    }
+    if !hidden.is_multiple_of(heads) {
+        return bad(format!("transformer layer: hidden {hidden} is not divisible by heads {heads}; allowed: heads dividing hidden (each head hidden / heads wide), e.g. heads {}", (1..=heads).rev().find(|h| hidden.is_multiple_of(*h)).unwrap_or(1)));
+    }
+    if !heads.is_multiple_of(tp) {
+        return bad(format!("transformer layer: heads {heads} is not divisible by the TP size {tp}; allowed: heads a multiple of {tp}, or a TP size dividing {heads}"));
+    }
+    if !ffn_hidden.is_multiple_of(tp) {
+        return bad(format!("transformer layer: ffn_hidden {ffn_hidden} is not divisible by the TP size {tp}; allowed: ffn_hidden a multiple of {tp}"));
+    }
+    let tokens = seq * micro_batch;
+    let per = if opts.sequence_parallel { tp * cubes } else { cubes };
+    if !tokens.is_multiple_of(per) {
+        let why = if opts.sequence_parallel {
+            format!("the TP size {tp} × the {cubes} cubes of a SIP (sequence parallelism splits each cube's rows over the TP ranks)")
+        } else {
+            format!("the {cubes} cubes of a SIP (sip.cube_mesh)")
+        };
+        return bad(format!("transformer layer: seq {seq} × micro_batch {micro_batch} = {tokens} tokens is not divisible by {per}, {why}; allowed: seq × micro_batch a multiple of {per}"));
+    }
+    Ok(())
+}
+
+impl LayerStack {
+    /// Allocates `layers` layers' weights (filled from
+    /// [`FullWeights::seeded`]`(shape, seed, l)` in functional runs) and
+    /// their gradients on this rank, TP group `tp_group`.
+    pub fn new(
+        ctx: &mut Rank,
+        shape: LayerShape,
+        layers: usize,
+        tp_group: crate::tp::ModelParallel,
+        opts: TpOptions,
+        seed: u64,
+    ) -> Result<Self, DistError> {
+        let tp = tp_group.tp_size() as usize;
+        let cubes = ctx.sip_shape().0;
+        check(&shape, tp, cubes as usize, &opts)?;
+        let functional = ctx.data_mode() == DataMode::Functional;
+        let tokens = shape.seq * shape.micro_batch;
+        let region = if opts.sequence_parallel { tokens / tp } else { tokens };
+        let (mask, ones) = constants(ctx, (shape.seq, region), functional)?;
+        let env = Env {
+            shape,
+            opts,
+            tp,
+            tp_rank: tp_group.tp_rank(ctx.rank()) as usize,
+            mp: tp_group,
+            cubes,
+            mask,
+            ones,
+            flops: 0,
+            counting: false,
+            last: None,
+            retired: Vec::new(),
+        };
+        let layers = (0..layers)
+            .map(|l| {
+                let full = functional.then(|| FullWeights::seeded(&shape, seed, l));
+                Layer::new(ctx, &env, full.as_ref())
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(LayerStack { env, layers, saved: BTreeMap::new(), returned: None, fresh: true })
+    }
+
+    /// A tensor laid out as `forward` takes its input and `backward` its
+    /// output gradient: (tokens, hidden), or (tokens / tp, hidden) under SP,
+    /// row blocks over the cubes.
+    pub fn activation(&self, ctx: &mut Rank) -> Result<Tensor, DistError> {
+        ctx.empty((self.env.region_rows(), self.env.shape.hidden), self.layout())
+    }
+
+    fn layout(&self) -> DPPolicy {
+        DPPolicy::cube_rows(self.env.cubes)
+    }
+
+    /// Refuses an input of the wrong shape or layout.
+    fn expect(&self, what: &str, x: &Tensor) -> Result<(), DistError> {
+        let want = (self.env.region_rows(), self.env.shape.hidden);
+        if x.shape == want && x.policy == self.layout() {
+            return Ok(());
+        }
+        Err(DistError::Layout(format!(
+            "LayerStack.{what}: the tensor is {:?} under {}; allowed: {want:?} under {}; create it with LayerStack::activation",
+            x.shape,
+            x.policy.describe(),
+            self.layout().describe()
+        )))
+    }
+
+    /// Input activations of one micro-batch → output activations; keeps
+    /// what backward needs under `micro`. The output lives until that
+    /// micro-batch's backward; `x` must too.
+    pub fn forward(&mut self, ctx: &mut Rank, micro: usize, x: &Tensor) -> Result<Tensor, DistError> {
+        self.expect("forward", x)?;
+        if self.saved.contains_key(&micro) {
+            return Err(DistError::Config(format!("LayerStack.forward: micro-batch {micro} already ran forward and awaits its backward; allowed: a micro-batch index not in flight")));
+        }
+        self.env.counting = true;
+        self.env.flops = 0;
+        let mut kept = Vec::new();
+        let mut cur = x.clone();
+        for layer in &self.layers {
+            let mut s = layer.forward(ctx, &mut self.env, &cur)?;
+            if self.env.opts.recompute
+                && let Some(a) = s.acts.take()
+            {
+                a.retire(&mut self.env);
+            }
+            cur = self.env.mine(&s.out);
+            kept.push(s);
+        }
+        self.env.counting = false;
+        self.env.settle(ctx)?;
+        self.saved.insert(micro, kept);
+        Ok(cur)
+    }
+
+    /// Output gradient → input gradient (valid until the next backward);
+    /// accumulates weight gradients; frees what forward kept for `micro`.
+    pub fn backward(&mut self, ctx: &mut Rank, micro: usize, dy: &Tensor) -> Result<Tensor, DistError> {
+        self.expect("backward", dy)?;
+        let Some(mut kept) = self.saved.remove(&micro) else {
+            return Err(DistError::Config(format!("LayerStack.backward: micro-batch {micro} has no forward in flight; allowed: {:?}", self.saved.keys().collect::<Vec<_>>())));
+        };
+        let mut dy_buf: Option<Tensor> = None;
+        let mut cur = dy.clone();
+        for (layer, mut s) in self.layers.iter_mut().zip(kept.drain(..)).rev() {
+            if s.acts.is_none() {
+                let again = layer.forward(ctx, &mut self.env, &s.x)?;
+                self.env.retire(again.out);
+                s.acts = again.acts;
+            }
+            let dx = layer.backward(ctx, &mut self.env, &s, &cur, self.fresh)?;
+            if let Some(a) = s.acts.take() {
+                a.retire(&mut self.env);
+            }
+            self.env.retire(s.out);
+            if let Some(b) = dy_buf.replace(dx) {
+                self.env.retire(b);
+            }
+            cur = self.env.mine(dy_buf.as_ref().expect("just set"));
+        }
+        self.fresh = false;
+        if let Some(old) = self.returned.replace(dy_buf.expect("at least one layer")) {
+            self.env.retire(old);
+        }
+        self.env.settle(ctx)?;
+        Ok(cur)
+    }
+
+    /// The next backward writes the weight gradients instead of adding to them.
+    pub fn zero_grad(&mut self) {
+        self.fresh = true;
+    }
+
+    /// Weight-gradient tensors, in the order backward completes them (DP
+    /// buckets follow this order): per layer from the last, fc2, fc1, LN2's
+    /// γ and β, the output projection, the Q, K and V heads, LN1's γ and β.
+    /// Under SP the LN gradients are this rank's rows' sums: as Megatron-LM,
+    /// all-reduce them over the TP group before the optimizer step.
+    pub fn grads(&self) -> Vec<Tensor> {
+        let mut out = Vec::new();
+        for l in self.layers.iter().rev() {
+            let g = &l.g;
+            out.extend([g.fc2.clone(), g.fc1.clone(), g.ln2.0.clone(), g.ln2.1.clone(), g.out.clone()]);
+            out.extend(g.q.iter().chain(&g.k).chain(&g.v).cloned());
+            out.extend([g.ln1.0.clone(), g.ln1.1.clone()]);
+        }
+        out
+    }
+
+    /// Model FLOPs of one micro-batch's forward through these layers over
+    /// the whole TP group (Megatron's count): 24·b·s·h²·(1 + s/(6h)) per
+    /// layer, with the MLP at 4h (`ffn_hidden` enters as 16·b·s·h·f/4h).
+    pub fn forward_flops(&self) -> u64 {
+        let LayerShape { hidden: h, ffn_hidden: f, seq: s, micro_batch: b, .. } = self.env.shape;
+        let (h, f, s, b) = (h as u64, f as u64, s as u64, b as u64);
+        let per_layer = 8 * b * s * h * h + 4 * b * s * s * h + 4 * b * s * h * f;
+        per_layer * self.layers.len() as u64
+    }
+
+    /// 2·m·n·k summed over the model GEMMs this rank launched in the last
+    /// forward (the TP group's sum is [`LayerStack::forward_flops`]).
+    pub fn issued_forward_flops(&self) -> u64 {
+        self.env.flops
+    }
+}

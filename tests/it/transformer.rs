@@ -1,0 +1,302 @@
+//! A GPT layer under Megatron TP (and SP), forward and backward, against an
+//! f64 reference written here; its link volumes, FLOPs and refusals.
+
+use crate::common;
+use kernbench::ccl::CclConfig;
+use kernbench::dist::{DistError, Rank, init_process_group};
+use kernbench::spec::System;
+use kernbench::systems::memory::DataMode;
+use kernbench::tp::initialize_model_parallel;
+use kernbench::transformer::{FullWeights, LayerShape, LayerStack, TpOptions};
+use std::sync::Mutex;
+
+/// h 32, 8 heads of 4, MLP 64, 2 sequences of 8: 16 tokens.
+const SHAPE: LayerShape = LayerShape {
+    hidden: 32,
+    heads: 8,
+    ffn_hidden: 64,
+    seq: 8,
+    micro_batch: 2,
+};
+
+/// `n` SIPs on a ring, each of two cubes.
+fn sips(n: u32) -> System {
+    common::system(|s| {
+        s.system.sips.count = n;
+        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (2, 1);
+    })
+}
+
+type M = Vec<f64>;
+
+/// (m, k) · (k, n).
+fn mm(a: &[f64], b: &[f64], (m, k, n): (usize, usize, usize)) -> M {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for p in 0..k {
+            for j in 0..n {
+                c[i * n + j] += a[i * k + p] * b[p * n + j];
+            }
+        }
+    }
+    c
+}
+
+/// The (cols, rows) transpose of a (rows, cols) matrix.
+fn tr(a: &[f64], rows: usize, cols: usize) -> M {
+    (0..cols * rows).map(|i| a[(i % rows) * cols + i / rows]).collect()
+}
+
+fn f64s(v: &[f32]) -> M {
+    v.iter().map(|&x| f64::from(x)).collect()
+}
+
+/// Layer norm of each row: (out, x̂, 1/σ per row).
+fn ln(x: &[f64], g: &[f64], b: &[f64], h: usize) -> (M, M, M) {
+    let (mut out, mut xh, mut inv) = (vec![], vec![], vec![]);
+    for r in x.chunks(h) {
+        let mean = r.iter().sum::<f64>() / h as f64;
+        let var = r.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / h as f64;
+        let is = 1.0 / (var + 1e-5).sqrt();
+        for (j, v) in r.iter().enumerate() {
+            xh.push((v - mean) * is);
+            out.push((v - mean) * is * g[j] + b[j]);
+        }
+        inv.push(is);
+    }
+    (out, xh, inv)
+}
+
+/// Layer norm's backward: (dx, dγ, dβ).
+fn ln_back(dz: &[f64], xh: &[f64], inv: &[f64], g: &[f64], h: usize) -> (M, M, M) {
+    let (mut dx, mut dg, mut db) = (vec![], vec![0.0; h], vec![0.0; h]);
+    for (r, is) in inv.iter().enumerate() {
+        let row = |v: &[f64], j: usize| v[r * h + j];
+        let dxh: Vec<f64> = (0..h).map(|j| row(dz, j) * g[j]).collect();
+        let m1 = dxh.iter().sum::<f64>() / h as f64;
+        let m2 = (0..h).map(|j| dxh[j] * row(xh, j)).sum::<f64>() / h as f64;
+        for j in 0..h {
+            dx.push(is * (dxh[j] - m1 - row(xh, j) * m2));
+            dg[j] += row(dz, j) * row(xh, j);
+            db[j] += row(dz, j);
+        }
+    }
+    (dx, dg, db)
+}
+
+fn gelu(x: f64) -> f64 {
+    let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x.powi(3));
+    0.5 * x * (1.0 + u.tanh())
+}
+
+fn gelu_grad(x: f64) -> f64 {
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    let t = (c * (x + 0.044715 * x.powi(3))).tanh();
+    0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+}
+
+/// The reference's results: y, dx and the whole gradients (q, k, v, out,
+/// fc1, fc2, ln1 γ, ln1 β, ln2 γ, ln2 β), in f64.
+struct Reference {
+    y: M,
+    dx: M,
+    grads: Vec<M>,
+}
+
+/// The layer in f64 on the whole weights: forward of `x`, backward of `dy`.
+fn reference(w: &FullWeights, x: &[f64], dy: &[f64]) -> Reference {
+    let LayerShape { hidden: h, heads, ffn_hidden: f, seq: s, micro_batch: bsz } = SHAPE;
+    let (t, d) = (bsz * s, h / heads);
+    let p = |v: &[f32]| f64s(v);
+    let (wq, wk, wv, wo, w1, w2) = (p(&w.q), p(&w.k), p(&w.v), p(&w.out), p(&w.fc1), p(&w.fc2));
+    let (g1, b1, g2, b2) = (p(&w.ln1.0), p(&w.ln1.1), p(&w.ln2.0), p(&w.ln2.1));
+    let (a1, xh1, inv1) = ln(x, &g1, &b1, h);
+    let (q, k, v) = (mm(&a1, &wq, (t, h, h)), mm(&a1, &wk, (t, h, h)), mm(&a1, &wv, (t, h, h)));
+    let mut probs = vec![vec![0.0; s * s]; bsz * heads];
+    let mut ctx = vec![0.0; t * h];
+    let at = |m: &[f64], b: usize, i: usize, hd: usize, e: usize| m[(b * s + i) * h + hd * d + e];
+    for b in 0..bsz {
+        for hd in 0..heads {
+            let pr = &mut probs[b * heads + hd];
+            for i in 0..s {
+                let sc: Vec<f64> = (0..=i)
+                    .map(|j| (0..d).map(|e| at(&q, b, i, hd, e) * at(&k, b, j, hd, e)).sum::<f64>() / (d as f64).sqrt())
+                    .collect();
+                let mx = sc.iter().cloned().fold(f64::MIN, f64::max);
+                let z: f64 = sc.iter().map(|v| (v - mx).exp()).sum();
+                for j in 0..=i {
+                    pr[i * s + j] = (sc[j] - mx).exp() / z;
+                }
+                for e in 0..d {
+                    ctx[(b * s + i) * h + hd * d + e] = (0..=i).map(|j| pr[i * s + j] * at(&v, b, j, hd, e)).sum();
+                }
+            }
+        }
+    }
+    let h1: M = mm(&ctx, &wo, (t, h, h)).iter().zip(x).map(|(a, b)| a + b).collect();
+    let (a2, xh2, inv2) = ln(&h1, &g2, &b2, h);
+    let f1 = mm(&a2, &w1, (t, h, f));
+    let g: M = f1.iter().map(|&v| gelu(v)).collect();
+    let y: M = mm(&g, &w2, (t, f, h)).iter().zip(&h1).map(|(a, b)| a + b).collect();
+    // Backward.
+    let dw2 = mm(&tr(&g, t, f), dy, (f, t, h));
+    let dg = mm(dy, &tr(&w2, f, h), (t, h, f));
+    let df1: M = dg.iter().zip(&f1).map(|(a, &v)| a * gelu_grad(v)).collect();
+    let dw1 = mm(&tr(&a2, t, h), &df1, (h, t, f));
+    let da2 = mm(&df1, &tr(&w1, h, f), (t, f, h));
+    let (dln2, dg2, db2) = ln_back(&da2, &xh2, &inv2, &g2, h);
+    let dh1: M = dln2.iter().zip(dy).map(|(a, b)| a + b).collect();
+    let dwo = mm(&tr(&ctx, t, h), &dh1, (h, t, h));
+    let dctx = mm(&dh1, &tr(&wo, h, h), (t, h, h));
+    let (mut dq, mut dk, mut dv) = (vec![0.0; t * h], vec![0.0; t * h], vec![0.0; t * h]);
+    for b in 0..bsz {
+        for hd in 0..heads {
+            let pr = &probs[b * heads + hd];
+            for i in 0..s {
+                let dp: Vec<f64> = (0..s).map(|j| (0..d).map(|e| at(&dctx, b, i, hd, e) * at(&v, b, j, hd, e)).sum()).collect();
+                let dot: f64 = (0..s).map(|j| dp[j] * pr[i * s + j]).sum();
+                for j in 0..s {
+                    let ds = pr[i * s + j] * (dp[j] - dot) / (d as f64).sqrt();
+                    for e in 0..d {
+                        let (ri, rj) = ((b * s + i) * h + hd * d + e, (b * s + j) * h + hd * d + e);
+                        dv[rj] += pr[i * s + j] * dctx[ri];
+                        dq[ri] += ds * k[rj];
+                        dk[rj] += ds * q[ri];
+                    }
+                }
+            }
+        }
+    }
+    let a1t = tr(&a1, t, h);
+    let (dwq, dwk, dwv) = (mm(&a1t, &dq, (h, t, h)), mm(&a1t, &dk, (h, t, h)), mm(&a1t, &dv, (h, t, h)));
+    let da1: M = [(&dq, &wq), (&dk, &wk), (&dv, &wv)]
+        .iter()
+        .map(|(dm, wm)| mm(dm, &tr(wm, h, h), (t, h, h)))
+        .fold(vec![0.0; t * h], |acc, m| acc.iter().zip(&m).map(|(a, b)| a + b).collect());
+    let (dln1, dg1, db1) = ln_back(&da1, &xh1, &inv1, &g1, h);
+    let dx: M = dln1.iter().zip(&dh1).map(|(a, b)| a + b).collect();
+    Reference { y, dx, grads: vec![dwq, dwk, dwv, dwo, dw1, dw2, dg1, db1, dg2, db2] }
+}
+
+/// The global token of row `i` of TP rank `r`'s rows (of `tp`, SP or not)
+/// on SIPs of `cubes` cubes: under SP, in each cube's block the r-th run.
+fn token(i: usize, r: usize, (tp, sp): (usize, bool), cubes: usize) -> usize {
+    let t = SHAPE.seq * SHAPE.micro_batch;
+    if !sp {
+        return i;
+    }
+    let run = t / (cubes * tp);
+    (i / run) * (t / cubes) + r * run + i % run
+}
+
+/// What one rank hands back: its rows of y and dx, and its gradients.
+struct RankOut {
+    rank: usize,
+    y: Vec<f32>,
+    dx: Vec<f32>,
+    grads: Vec<Vec<f32>>,
+    flops: u64,
+}
+
+/// Forward then backward of one layer at TP `tp` (SP or not) on `tp`
+/// SIPs, functional: every rank's results.
+fn run(tp: u32, opts: TpOptions) -> (Vec<RankOut>, u64) {
+    let sys = sips(tp);
+    let mut pg = init_process_group(&sys, &CclConfig::embedded_default(), "ring", DataMode::Functional).unwrap();
+    let mp = initialize_model_parallel(&mut pg, tp).unwrap();
+    let (t, h) = (SHAPE.seq * SHAPE.micro_batch, SHAPE.hidden);
+    let x = kernbench::tp::seeded_matrix(7, t, h);
+    let dy = kernbench::tp::seeded_matrix(8, t, h);
+    let out = Mutex::new(Vec::new());
+    let mut expected = 0;
+    pg.spawn(tp, |ctx: &mut Rank| -> Result<(), DistError> {
+        let mut stack = LayerStack::new(ctx, SHAPE, 1, mp.clone(), opts, 3)?;
+        let r = ctx.rank() as usize;
+        let xin = stack.activation(ctx)?;
+        let rows = xin.shape.0;
+        let pick = |m: &[f32]| -> Vec<f32> {
+            (0..rows).flat_map(|i| { let g = token(i, r, (tp as usize, opts.sequence_parallel), 2); m[g * h..(g + 1) * h].to_vec() }).collect()
+        };
+        ctx.write(&xin, &pick(&x))?;
+        let y = stack.forward(ctx, 0, &xin)?;
+        let yv = ctx.read(&y)?;
+        let dyt = stack.activation(ctx)?;
+        ctx.write(&dyt, &pick(&dy))?;
+        let dx = stack.backward(ctx, 0, &dyt)?;
+        let dxv = ctx.read(&dx)?;
+        let grads = stack.grads().iter().map(|g| ctx.read(g)).collect::<Result<_, _>>()?;
+        out.lock().unwrap().push(RankOut { rank: r, y: yv, dx: dxv, grads, flops: stack.issued_forward_flops() });
+        Ok(())
+    })
+    .unwrap();
+    let _ = &mut expected;
+    let mut v = out.into_inner().unwrap();
+    v.sort_by_key(|o| o.rank);
+    (v, pg.machine.engine.links().ids().count() as u64)
+}
+
+/// The worst |got − want| over max |want| of each result, in the
+/// reference's order: y, dx, then the gradients.
+fn errors(tp: u32, sp: bool) -> Vec<f64> {
+    let (ranks, _) = run(tp, TpOptions { sequence_parallel: sp, recompute: false });
+    let (t, h, f) = (SHAPE.seq * SHAPE.micro_batch, SHAPE.hidden, SHAPE.ffn_hidden);
+    let (tp, d) = (tp as usize, h / SHAPE.heads);
+    let hl = SHAPE.heads / tp;
+    let w = FullWeights::seeded(&SHAPE, 3, 0);
+    let x = f64s(&kernbench::tp::seeded_matrix(7, t, h));
+    let dy = f64s(&kernbench::tp::seeded_matrix(8, t, h));
+    let want = reference(&w, &x, &dy);
+    let (mut y, mut dx) = (vec![0.0; t * h], vec![0.0; t * h]);
+    let mut grads: Vec<M> = want.grads.iter().map(|g| vec![0.0; g.len()]).collect();
+    for o in &ranks {
+        let r = o.rank;
+        for i in 0..o.y.len() / h {
+            let g = token(i, r, (tp, sp), 2);
+            for j in 0..h {
+                y[g * h + j] = f64::from(o.y[i * h + j]);
+                dx[g * h + j] = f64::from(o.dx[i * h + j]);
+            }
+        }
+        // grads(): fc2, fc1, ln2 γ, β, out, q heads, k heads, v heads, ln1 γ, β.
+        let gr = |i: usize| f64s(&o.grads[i]);
+        let mut put_rows = |which: usize, m: M, first: usize| {
+            grads[which][first * h..first * h + m.len()].copy_from_slice(&m);
+        };
+        put_rows(5, gr(0), r * f / tp);
+        put_rows(3, gr(4), r * h / tp);
+        let mut put_cols = |which: usize, m: M, width: usize, first: usize, cols: usize| {
+            for (i, row) in m.chunks(cols).enumerate() {
+                grads[which][i * width + first..i * width + first + cols].copy_from_slice(row);
+            }
+        };
+        put_cols(4, gr(1), f, r * f / tp, f / tp);
+        for j in 0..hl {
+            for (k, which) in [0, 1, 2].into_iter().enumerate() {
+                put_cols(which, gr(5 + k * hl + j), h, (r * hl + j) * d, d);
+            }
+        }
+        let n = o.grads.len();
+        for (which, i) in [(8, 2), (9, 3), (6, n - 2), (7, n - 1)] {
+            let add = gr(i);
+            if sp || r == 0 {
+                for (a, b) in grads[which].iter_mut().zip(&add) {
+                    *a += b;
+                }
+            }
+        }
+    }
+    let err = |got: &[f64], want: &[f64]| {
+        let top = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        got.iter().zip(want).fold(0.0f64, |m, (a, b)| m.max((a - b).abs())) / top
+    };
+    let mut out = vec![err(&y, &want.y), err(&dx, &want.dx)];
+    out.extend(grads.iter().zip(&want.grads).map(|(g, w)| err(g, w)));
+    out
+}
+
+#[test]
+fn one_layer_at_tp1_matches_f64() {
+    let e = errors(1, false);
+    eprintln!("{e:?}");
+    assert!(e.iter().all(|&v| v < 0.02), "{e:?}");
+}
