@@ -163,7 +163,10 @@ impl<'a> Operand<'a> {
 
     /// The tensor read as its transpose.
     pub fn transposed(t: &'a Tensor) -> Self {
-        Operand { t, transposed: true }
+        Operand {
+            t,
+            transposed: true,
+        }
     }
 
     /// The shape the GEMM sees.

@@ -53,13 +53,20 @@ impl Env {
 
     /// A (rows, cols) activation, row blocks over the cubes.
     pub fn act(&self, ctx: &mut Rank, rows: usize, cols: usize) -> Result<Tensor, DistError> {
-        ctx.empty((rows, cols), DPPolicy::cube_rows(self.cubes.min(rows as u32)))
+        ctx.empty(
+            (rows, cols),
+            DPPolicy::cube_rows(self.cubes.min(rows as u32)),
+        )
     }
 
     /// A (rows, cols) weight gradient: rows over the most cubes that divide
     /// them evenly (equal lanes for a data-parallel all-reduce).
     pub fn grad(&self, ctx: &mut Rank, rows: usize, cols: usize) -> Result<Tensor, DistError> {
-        let (split, n) = if rows == 1 { (false, cols) } else { (true, rows) };
+        let (split, n) = if rows == 1 {
+            (false, cols)
+        } else {
+            (true, rows)
+        };
         let parts = (1..=self.cubes)
             .rev()
             .find(|&c| n.is_multiple_of(c as usize))
@@ -169,7 +176,13 @@ pub(super) fn constants(
     let ones = ctx.parameter((1, region_rows), replicated(cubes))?;
     if functional {
         let m: Vec<f32> = (0..seq * seq)
-            .map(|i| if i % seq > i / seq { f32::NEG_INFINITY } else { 0.0 })
+            .map(|i| {
+                if i % seq > i / seq {
+                    f32::NEG_INFINITY
+                } else {
+                    0.0
+                }
+            })
             .collect();
         ctx.write(&mask, &m)?;
         ctx.write(&ones, &vec![1.0; region_rows])?;

@@ -76,7 +76,8 @@ pub fn launch_rows(
 /// operand's one row (shape (1, _)) broadcast, else the shard holding row r.
 fn row_at(t: &Tensor, cube: u32, r: usize) -> Option<(Addr, usize)> {
     let s = t.shards.iter().find(|s| {
-        s.cube == cube && (t.shape.0 == 1 || (s.block.rows.0..s.block.rows.0 + s.block.rows.1).contains(&r))
+        s.cube == cube
+            && (t.shape.0 == 1 || (s.block.rows.0..s.block.rows.0 + s.block.rows.1).contains(&r))
     })?;
     let row = if t.shape.0 == 1 { 0 } else { r };
     let pitch = if t.shape.0 == 1 { 0 } else { s.block.cols.1 };

@@ -116,7 +116,12 @@ impl Layer {
                 let mask = env.mask.clone();
                 env.rows(ctx, RowKernel::ScaleMaskSoftmax { scale }, &p, &[&mask])?;
                 let vb = rows(&v[j], b * s, s);
-                env.gemm(ctx, (O::plain(&p), O::plain(&vb)), &rows(&out[j], b * s, s), true)?;
+                env.gemm(
+                    ctx,
+                    (O::plain(&p), O::plain(&vb)),
+                    &rows(&out[j], b * s, s),
+                    true,
+                )?;
                 probs.push(p);
             }
         }
@@ -138,10 +143,19 @@ impl Layer {
                 })
                 .collect::<Result<Vec<_>, DistError>>()
         };
-        let (q, k, v) = (project(ctx, env, &w.q)?, project(ctx, env, &w.k)?, project(ctx, env, &w.v)?);
+        let (q, k, v) = (
+            project(ctx, env, &w.q)?,
+            project(ctx, env, &w.k)?,
+            project(ctx, env, &w.v)?,
+        );
         let (heads, probs) = Self::attention(ctx, env, (&q, &k, &v))?;
         let h1 = env.act(ctx, t, h)?;
-        env.gemm(ctx, (O::plain(&side_by_side(&heads)), O::plain(&w.out)), &h1, true)?;
+        env.gemm(
+            ctx,
+            (O::plain(&side_by_side(&heads)), O::plain(&w.out)),
+            &h1,
+            true,
+        )?;
         env.reduce(ctx, &h1)?;
         env.add(ctx, &env.mine(&h1), x)?;
         let a2 = Self::norm(ctx, env, &env.mine(&h1), (&w.ln2.0, &w.ln2.1))?;
@@ -236,8 +250,18 @@ impl Layer {
                 let dp = env.act(ctx, s, s)?;
                 env.gemm(ctx, (O::plain(&dc), O::transposed(&r(&a.v[j]))), &dp, false)?;
                 env.rows(ctx, RowKernel::SoftmaxGrad { scale }, &dp, &[p])?;
-                env.gemm(ctx, (O::plain(&dp), O::plain(&r(&a.k[j]))), &r(&dq[j]), false)?;
-                env.gemm(ctx, (O::transposed(&dp), O::plain(&r(&a.q[j]))), &r(&dk[j]), false)?;
+                env.gemm(
+                    ctx,
+                    (O::plain(&dp), O::plain(&r(&a.k[j]))),
+                    &r(&dq[j]),
+                    false,
+                )?;
+                env.gemm(
+                    ctx,
+                    (O::transposed(&dp), O::plain(&r(&a.q[j]))),
+                    &r(&dk[j]),
+                    false,
+                )?;
                 env.retire(dp);
             }
         }
@@ -255,7 +279,10 @@ impl Layer {
         dy: &Tensor,
         fresh: bool,
     ) -> Result<Tensor, DistError> {
-        let a = saved.acts.as_ref().expect("backward runs on kept or recomputed activations");
+        let a = saved
+            .acts
+            .as_ref()
+            .expect("backward runs on kept or recomputed activations");
         let (t, h) = (env.tokens(), env.shape.hidden);
         let (w, g) = (&self.w, &self.g);
         // MLP: f = all-gather (SP) of dy, then fc2's and fc1's gradients.
@@ -271,11 +298,23 @@ impl Layer {
         let dyf_t = dyf.as_ref().unwrap_or(dy);
         let dg = env.act(ctx, t, w.fc2.shape.0)?;
         env.gemm(ctx, (O::plain(dyf_t), O::transposed(&w.fc2)), &dg, false)?;
-        Self::grad(ctx, env, (O::transposed(&a.g), O::plain(dyf_t)), &g.fc2, fresh)?;
+        Self::grad(
+            ctx,
+            env,
+            (O::transposed(&a.g), O::plain(dyf_t)),
+            &g.fc2,
+            fresh,
+        )?;
         env.rows(ctx, RowKernel::GeluGrad, &dg, &[&a.f1])?;
         let da2 = env.act(ctx, t, h)?;
         env.gemm(ctx, (O::plain(&dg), O::transposed(&w.fc1)), &da2, false)?;
-        Self::grad(ctx, env, (O::transposed(&a.a2), O::plain(&dg)), &g.fc1, fresh)?;
+        Self::grad(
+            ctx,
+            env,
+            (O::transposed(&a.a2), O::plain(&dg)),
+            &g.fc1,
+            fresh,
+        )?;
         env.reduce(ctx, &da2)?;
         let dh1 = Self::norm_grad(
             ctx,
@@ -285,7 +324,10 @@ impl Layer {
             (&g.ln2.0, &g.ln2.1),
             fresh,
         )?;
-        retire_all(env, [Some(dg), Some(da2), dyf].into_iter().flatten().collect());
+        retire_all(
+            env,
+            [Some(dg), Some(da2), dyf].into_iter().flatten().collect(),
+        );
         self.attention_backward(ctx, env, saved, dh1, fresh)
     }
 
@@ -298,18 +340,32 @@ impl Layer {
         dh1: Tensor,
         fresh: bool,
     ) -> Result<Tensor, DistError> {
-        let a = saved.acts.as_ref().expect("backward runs on kept or recomputed activations");
+        let a = saved
+            .acts
+            .as_ref()
+            .expect("backward runs on kept or recomputed activations");
         let (t, h, d) = (env.tokens(), env.shape.hidden, env.head_dim());
         let (w, g) = (&self.w, &self.g);
         env.gather(ctx, &dh1)?;
         let mut dctx = Vec::new();
         for j in 0..w.q.len() {
             let o = env.act(ctx, t, d)?;
-            env.gemm(ctx, (O::plain(&dh1), O::transposed(&rows(&w.out, j * d, d))), &o, false)?;
+            env.gemm(
+                ctx,
+                (O::plain(&dh1), O::transposed(&rows(&w.out, j * d, d))),
+                &o,
+                false,
+            )?;
             dctx.push(o);
         }
         let heads = side_by_side(&a.ctx);
-        Self::grad(ctx, env, (O::transposed(&heads), O::plain(&dh1)), &g.out, fresh)?;
+        Self::grad(
+            ctx,
+            env,
+            (O::transposed(&heads), O::plain(&dh1)),
+            &g.out,
+            fresh,
+        )?;
         let [dq, dk, dv] = Self::attention_grad(ctx, env, a, &dctx)?;
         let dqkv: Vec<Tensor> = dq.iter().chain(&dk).chain(&dv).cloned().collect();
         let wqkv: Vec<Tensor> = w.q.iter().chain(&w.k).chain(&w.v).cloned().collect();

@@ -65,28 +65,54 @@ pub struct LayerStack {
 /// Refuses a shape the TP group cannot split, naming the field and the fix.
 fn check(shape: &LayerShape, tp: usize, cubes: usize, opts: &TpOptions) -> Result<(), DistError> {
     let bad = |m: String| Err(DistError::Config(m));
-    let LayerShape { hidden, heads, ffn_hidden, seq, micro_batch } = *shape;
+    let LayerShape {
+        hidden,
+        heads,
+        ffn_hidden,
+        seq,
+        micro_batch,
+    } = *shape;
     if [hidden, heads, ffn_hidden, seq, micro_batch].contains(&0) {
-        return bad(format!("transformer layer shape {shape:?}: every size must be at least 1"));
+        return bad(format!(
+            "transformer layer shape {shape:?}: every size must be at least 1"
+        ));
     }
     if !hidden.is_multiple_of(heads) {
-        return bad(format!("transformer layer: hidden {hidden} is not divisible by heads {heads}; allowed: heads dividing hidden (each head hidden / heads wide), e.g. heads {}", (1..=heads).rev().find(|h| hidden.is_multiple_of(*h)).unwrap_or(1)));
+        return bad(format!(
+            "transformer layer: hidden {hidden} is not divisible by heads {heads}; allowed: heads dividing hidden (each head hidden / heads wide), e.g. heads {}",
+            (1..=heads)
+                .rev()
+                .find(|h| hidden.is_multiple_of(*h))
+                .unwrap_or(1)
+        ));
     }
     if !heads.is_multiple_of(tp) {
-        return bad(format!("transformer layer: heads {heads} is not divisible by the TP size {tp}; allowed: heads a multiple of {tp}, or a TP size dividing {heads}"));
+        return bad(format!(
+            "transformer layer: heads {heads} is not divisible by the TP size {tp}; allowed: heads a multiple of {tp}, or a TP size dividing {heads}"
+        ));
     }
     if !ffn_hidden.is_multiple_of(tp) {
-        return bad(format!("transformer layer: ffn_hidden {ffn_hidden} is not divisible by the TP size {tp}; allowed: ffn_hidden a multiple of {tp}"));
+        return bad(format!(
+            "transformer layer: ffn_hidden {ffn_hidden} is not divisible by the TP size {tp}; allowed: ffn_hidden a multiple of {tp}"
+        ));
     }
     let tokens = seq * micro_batch;
-    let per = if opts.sequence_parallel { tp * cubes } else { cubes };
+    let per = if opts.sequence_parallel {
+        tp * cubes
+    } else {
+        cubes
+    };
     if !tokens.is_multiple_of(per) {
         let why = if opts.sequence_parallel {
-            format!("the TP size {tp} × the {cubes} cubes of a SIP (sequence parallelism splits each cube's rows over the TP ranks)")
+            format!(
+                "the TP size {tp} × the {cubes} cubes of a SIP (sequence parallelism splits each cube's rows over the TP ranks)"
+            )
         } else {
             format!("the {cubes} cubes of a SIP (sip.cube_mesh)")
         };
-        return bad(format!("transformer layer: seq {seq} × micro_batch {micro_batch} = {tokens} tokens is not divisible by {per}, {why}; allowed: seq × micro_batch a multiple of {per}"));
+        return bad(format!(
+            "transformer layer: seq {seq} × micro_batch {micro_batch} = {tokens} tokens is not divisible by {per}, {why}; allowed: seq × micro_batch a multiple of {per}"
+        ));
     }
     Ok(())
 }
@@ -108,7 +134,11 @@ impl LayerStack {
         check(&shape, tp, cubes as usize, &opts)?;
         let functional = ctx.data_mode() == DataMode::Functional;
         let tokens = shape.seq * shape.micro_batch;
-        let region = if opts.sequence_parallel { tokens / tp } else { tokens };
+        let region = if opts.sequence_parallel {
+            tokens / tp
+        } else {
+            tokens
+        };
         let (mask, ones) = constants(ctx, (shape.seq, region), functional)?;
         let env = Env {
             shape,
@@ -130,14 +160,23 @@ impl LayerStack {
                 Layer::new(ctx, &env, full.as_ref())
             })
             .collect::<Result<_, _>>()?;
-        Ok(LayerStack { env, layers, saved: BTreeMap::new(), returned: None, fresh: true })
+        Ok(LayerStack {
+            env,
+            layers,
+            saved: BTreeMap::new(),
+            returned: None,
+            fresh: true,
+        })
     }
 
     /// A tensor laid out as `forward` takes its input and `backward` its
     /// output gradient: (tokens, hidden), or (tokens / tp, hidden) under SP,
     /// row blocks over the cubes.
     pub fn activation(&self, ctx: &mut Rank) -> Result<Tensor, DistError> {
-        ctx.empty((self.env.region_rows(), self.env.shape.hidden), self.layout())
+        ctx.empty(
+            (self.env.region_rows(), self.env.shape.hidden),
+            self.layout(),
+        )
     }
 
     fn layout(&self) -> DPPolicy {
@@ -161,10 +200,17 @@ impl LayerStack {
     /// Input activations of one micro-batch → output activations; keeps
     /// what backward needs under `micro`. The output lives until that
     /// micro-batch's backward; `x` must too.
-    pub fn forward(&mut self, ctx: &mut Rank, micro: usize, x: &Tensor) -> Result<Tensor, DistError> {
+    pub fn forward(
+        &mut self,
+        ctx: &mut Rank,
+        micro: usize,
+        x: &Tensor,
+    ) -> Result<Tensor, DistError> {
         self.expect("forward", x)?;
         if self.saved.contains_key(&micro) {
-            return Err(DistError::Config(format!("LayerStack.forward: micro-batch {micro} already ran forward and awaits its backward; allowed: a micro-batch index not in flight")));
+            return Err(DistError::Config(format!(
+                "LayerStack.forward: micro-batch {micro} already ran forward and awaits its backward; allowed: a micro-batch index not in flight"
+            )));
         }
         self.env.counting = true;
         self.env.flops = 0;
@@ -188,10 +234,18 @@ impl LayerStack {
 
     /// Output gradient → input gradient (valid until the next backward);
     /// accumulates weight gradients; frees what forward kept for `micro`.
-    pub fn backward(&mut self, ctx: &mut Rank, micro: usize, dy: &Tensor) -> Result<Tensor, DistError> {
+    pub fn backward(
+        &mut self,
+        ctx: &mut Rank,
+        micro: usize,
+        dy: &Tensor,
+    ) -> Result<Tensor, DistError> {
         self.expect("backward", dy)?;
         let Some(mut kept) = self.saved.remove(&micro) else {
-            return Err(DistError::Config(format!("LayerStack.backward: micro-batch {micro} has no forward in flight; allowed: {:?}", self.saved.keys().collect::<Vec<_>>())));
+            return Err(DistError::Config(format!(
+                "LayerStack.backward: micro-batch {micro} has no forward in flight; allowed: {:?}",
+                self.saved.keys().collect::<Vec<_>>()
+            )));
         };
         let mut dy_buf: Option<Tensor> = None;
         let mut cur = dy.clone();
@@ -233,7 +287,13 @@ impl LayerStack {
         let mut out = Vec::new();
         for l in self.layers.iter().rev() {
             let g = &l.g;
-            out.extend([g.fc2.clone(), g.fc1.clone(), g.ln2.0.clone(), g.ln2.1.clone(), g.out.clone()]);
+            out.extend([
+                g.fc2.clone(),
+                g.fc1.clone(),
+                g.ln2.0.clone(),
+                g.ln2.1.clone(),
+                g.out.clone(),
+            ]);
             out.extend(g.q.iter().chain(&g.k).chain(&g.v).cloned());
             out.extend([g.ln1.0.clone(), g.ln1.1.clone()]);
         }
@@ -244,7 +304,13 @@ impl LayerStack {
     /// the whole TP group (Megatron's count): 24·b·s·h²·(1 + s/(6h)) per
     /// layer, with the MLP at 4h (`ffn_hidden` enters as 16·b·s·h·f/4h).
     pub fn forward_flops(&self) -> u64 {
-        let LayerShape { hidden: h, ffn_hidden: f, seq: s, micro_batch: b, .. } = self.env.shape;
+        let LayerShape {
+            hidden: h,
+            ffn_hidden: f,
+            seq: s,
+            micro_batch: b,
+            ..
+        } = self.env.shape;
         let (h, f, s, b) = (h as u64, f as u64, s as u64, b as u64);
         let per_layer = 8 * b * s * h * h + 4 * b * s * s * h + 4 * b * s * h * f;
         per_layer * self.layers.len() as u64

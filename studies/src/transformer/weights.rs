@@ -74,7 +74,11 @@ fn columns(m: &[f32], cols: usize, lo: usize, n: usize) -> Vec<f32> {
 }
 
 /// A parameter of `shape` on every cube, filled with `data` when given.
-fn param(ctx: &mut Rank, shape: (usize, usize), data: Option<Vec<f32>>) -> Result<Tensor, DistError> {
+fn param(
+    ctx: &mut Rank,
+    shape: (usize, usize),
+    data: Option<Vec<f32>>,
+) -> Result<Tensor, DistError> {
     let cubes = ctx.sip_shape().0;
     let t = ctx.parameter(shape, replicated(cubes))?;
     if let Some(d) = data {
@@ -110,7 +114,11 @@ impl RankWeights {
             (hr, h),
             full.map(|w| w.out[tp_rank * hr * h..(tp_rank + 1) * hr * h].to_vec()),
         )?;
-        let fc1 = param(ctx, (h, fr), full.map(|w| columns(&w.fc1, f, tp_rank * fr, fr)))?;
+        let fc1 = param(
+            ctx,
+            (h, fr),
+            full.map(|w| columns(&w.fc1, f, tp_rank * fr, fr)),
+        )?;
         let fc2 = param(
             ctx,
             (fr, h),
