@@ -65,13 +65,12 @@ impl Layer {
     pub fn new(ctx: &mut Rank, env: &Env, full: Option<&FullWeights>) -> Result<Layer, DistError> {
         let w = RankWeights::new(ctx, &env.shape, (env.tp_rank, env.tp), full)?;
         let mut like = |t: &Tensor| env.grad(ctx, t.shape.0, t.shape.1);
-        let heads = |like: &mut dyn FnMut(&Tensor) -> Result<Tensor, DistError>, ts: &[Tensor]| {
-            ts.iter().map(|t| like(t)).collect::<Result<Vec<_>, _>>()
-        };
+        let mut heads = |ts: &[Tensor]| ts.iter().map(&mut like).collect::<Result<Vec<_>, _>>();
+        let (q, k, v) = (heads(&w.q)?, heads(&w.k)?, heads(&w.v)?);
         let g = RankWeights {
-            q: heads(&mut like, &w.q)?,
-            k: heads(&mut like, &w.k)?,
-            v: heads(&mut like, &w.v)?,
+            q,
+            k,
+            v,
             out: like(&w.out)?,
             fc1: like(&w.fc1)?,
             fc2: like(&w.fc2)?,
@@ -206,7 +205,6 @@ impl Layer {
 
     /// Layer norm's backward with the residual's gradient `res`: writes
     /// `mine(dx_full)` and accumulates ∂γ, ∂β (this rank's rows' sums).
-    #[allow(clippy::too_many_arguments)]
     fn norm_grad(
         ctx: &mut Rank,
         env: &mut Env,
