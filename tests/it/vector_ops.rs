@@ -34,9 +34,10 @@ const U: f64 = 1.0 / 2048.0;
 /// Lanes of the test PE's vector unit: a row of 50 takes ⌈50/16⌉ = 4 passes.
 const LANES: u64 = 16;
 /// Passes per op, as docs/model.md's vector-unit table states them.
-const PASSES: [(&str, u64); 5] = [
+const PASSES: [(&str, u64); 6] = [
     ("exp", 4),
     ("gelu", 12),
+    ("gelu_grad", 16),
     ("rsqrt", 4),
     ("recip", 3),
     ("add", 1),
@@ -55,6 +56,7 @@ fn one_pe() -> System {
 enum Which {
     Exp,
     Gelu,
+    GeluGrad,
     Rsqrt(f32),
     Recip,
     Add,
@@ -71,6 +73,7 @@ fn one_op(tl: &mut Tl, &(which, elems, cols): &(Which, usize, usize)) {
     let y = match which {
         Which::Exp => tl.exp(x),
         Which::Gelu => tl.gelu(x),
+        Which::GeluGrad => tl.gelu_grad(x),
         Which::Rsqrt(eps) => tl.rsqrt(x, eps),
         Which::Recip => tl.recip(x),
         Which::Add => tl.add(x, x),
@@ -135,6 +138,13 @@ fn gelu_ref(x: f64) -> f64 {
     0.5 * x * (1.0 + inner.tanh())
 }
 
+/// GELU's derivative: 0.5·(1 + t) + 0.5·x·(1 − t²)·√(2/π)·(1 + 3·0.044715·x²).
+fn gelu_grad_ref(x: f64) -> f64 {
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    let t = (c * (x + 0.044715 * x.powi(3))).tanh();
+    0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+}
+
 /// Asserts `|got − want| <= rel·|want| + abs` element by element.
 fn within(what: &str, got: &[f64], want: &[f64], (rel, abs): (f64, f64)) {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
@@ -157,9 +167,10 @@ fn elementwise_ops_take_their_passes_and_round_once() {
     let pos = values(2, rows * cols, (0.25, 4.0));
     let eps = 1e-5f32;
     type Case<'a> = (Which, &'a [f32], fn(f64) -> f64);
-    let cases: [Case; 5] = [
+    let cases: [Case; 6] = [
         (Which::Exp, &x, f64::exp),
         (Which::Gelu, &x, gelu_ref),
+        (Which::GeluGrad, &x, gelu_grad_ref),
         (Which::Rsqrt(eps), &pos, |v| {
             1.0 / (v + 1e-5f32 as f64).sqrt()
         }),
