@@ -244,9 +244,12 @@ struct RankOut {
     forward_flops: u64,
 }
 
-/// Forward then backward of one layer at TP `tp` (SP or not) on `tp`
-/// SIPs, functional: every rank's results.
-fn run(tp: u32, opts: TpOptions, backward: bool) -> (Vec<RankOut>, u64) {
+/// One layer at TP `tp` (SP or not) on `tp` SIPs, functional: forward of
+/// `micros` micro-batches of the same input (one when 0), then (unless 0)
+/// their backward, last first. Every rank's results (y of the last
+/// forward, dx of the last backward) and the inter-SIP link bytes.
+fn run(tp: u32, opts: TpOptions, micros: usize) -> (Vec<RankOut>, u64) {
+    let backward = micros > 0;
     let sys = sips(tp);
     let mut pg = init_process_group(
         &sys,
@@ -260,7 +263,6 @@ fn run(tp: u32, opts: TpOptions, backward: bool) -> (Vec<RankOut>, u64) {
     let x = kernbench::tp::seeded_matrix(7, t, h);
     let dy = kernbench::tp::seeded_matrix(8, t, h);
     let out = Mutex::new(Vec::new());
-    let mut expected = 0;
     pg.spawn(tp, |ctx: &mut Rank| -> Result<(), DistError> {
         let mut stack = LayerStack::new(ctx, SHAPE, 1, mp.clone(), opts, 3)?;
         let r = ctx.rank() as usize;
@@ -275,17 +277,18 @@ fn run(tp: u32, opts: TpOptions, backward: bool) -> (Vec<RankOut>, u64) {
                 .collect()
         };
         ctx.write(&xin, &pick(&x))?;
-        let y = stack.forward(ctx, 0, &xin)?;
-        let yv = ctx.read(&y)?;
+        let mut yv = Vec::new();
+        for micro in 0..micros.max(1) {
+            let y = stack.forward(ctx, micro, &xin)?;
+            yv = ctx.read(&y)?;
+        }
         let dyt = stack.activation(ctx)?;
         ctx.write(&dyt, &pick(&dy))?;
-        let dxv = match backward {
-            true => {
-                let dx = stack.backward(ctx, 0, &dyt)?;
-                ctx.read(&dx)?
-            }
-            false => Vec::new(),
-        };
+        let mut dxv = Vec::new();
+        for micro in (0..micros).rev() {
+            let dx = stack.backward(ctx, micro, &dyt)?;
+            dxv = ctx.read(&dx)?;
+        }
         let grads = match backward {
             true => stack
                 .grads()
@@ -305,7 +308,6 @@ fn run(tp: u32, opts: TpOptions, backward: bool) -> (Vec<RankOut>, u64) {
         Ok(())
     })
     .unwrap();
-    let _ = &mut expected;
     let mut v = out.into_inner().unwrap();
     v.sort_by_key(|o| o.rank);
     let links = pg.machine.engine.links();
@@ -326,7 +328,7 @@ fn errors(tp: u32, sp: bool) -> Vec<f64> {
             sequence_parallel: sp,
             recompute: false,
         },
-        true,
+        1,
     );
     let (t, h, f) = (
         SHAPE.seq * SHAPE.micro_batch,
@@ -390,6 +392,36 @@ fn errors(tp: u32, sp: bool) -> Vec<f64> {
     out
 }
 
+/// Recomputing activations in backward re-runs the same ops on the same
+/// input: y, dx and every gradient are bit-identical to keeping them; two
+/// micro-batches of the same data accumulate exactly twice each gradient
+/// (a doubling is exact in f16).
+#[test]
+fn recompute_changes_no_value_and_micro_batches_accumulate() {
+    for sp in [false, true] {
+        let kept = TpOptions {
+            sequence_parallel: sp,
+            recompute: false,
+        };
+        let (one, _) = run(2, kept, 1);
+        let (two, _) = run(
+            2,
+            TpOptions {
+                recompute: true,
+                ..kept
+            },
+            2,
+        );
+        for (a, b) in one.iter().zip(&two) {
+            assert_eq!((&a.y, &a.dx), (&b.y, &b.dx), "sp {sp}");
+            for (ga, gb) in a.grads.iter().zip(&b.grads) {
+                let doubled: Vec<f32> = ga.iter().map(|v| 2.0 * v).collect();
+                assert_eq!(&doubled, gb, "sp {sp}");
+            }
+        }
+    }
+}
+
 /// The bound every result keeps against the f64 reference: f16 storage
 /// between ops and f16 folds of GEMM partial sums, relative to the
 /// result's largest magnitude (2⁻⁸: a few f16 roundings of 2⁻¹¹ through
@@ -437,8 +469,8 @@ fn link_volumes_per_layer_are_megatrons() {
                 sequence_parallel: sp,
                 recompute: false,
             };
-            let (_, forward) = run(tp, o, false);
-            let (_, both) = run(tp, o, true);
+            let (_, forward) = run(tp, o, 0);
+            let (_, both) = run(tp, o, 1);
             let want = volume(u64::from(tp), 2, credit);
             assert_eq!((forward, both - forward), (want, want), "tp {tp} sp {sp}");
         }
@@ -449,7 +481,7 @@ fn link_volumes_per_layer_are_megatrons() {
 
 #[test]
 fn forward_flops_are_megatrons_count() {
-    let (ranks, _) = run(2, TpOptions::default(), false);
+    let (ranks, _) = run(2, TpOptions::default(), 0);
     let issued: u64 = ranks.iter().map(|o| o.flops).sum();
     let (b, s, h, f) = (2u64, 8u64, 32u64, 64u64);
     // QKV 6bsh², scores and ·V 4bs²h, out-proj 2bsh², MLP 4bshf: with
@@ -517,4 +549,43 @@ fn a_shape_the_tp_group_cannot_split_is_refused_naming_the_field() {
         true,
     );
     assert!(e.contains("seq 6 × micro_batch 2 = 12 tokens is not divisible by 8, the TP size 4 × the 2 cubes of a SIP"), "{e}");
+}
+
+/// The forward's simulated ticks at TP 1 on one SIP of one cube of one PE
+/// with ideal memories and links (`common::lean_links`): the launches run
+/// one after another on the compute stream, each one launch latency after
+/// the one before ends, so the time is Σ (launch latency + kernel). The
+/// forward is 80 launches: LN1, 24 head projections (Q, K, V × 8 heads),
+/// 3 per (sequence, head) (Q·Kᵀ, scale-mask-softmax, ·V: 48), the output
+/// projection, the residual, LN2, fc1, GELU, fc2 and the residual; each
+/// launch costs `pe.launch_overhead_ns` = 100 ticks (PCIe ideal), 8,000 in
+/// all. The MAC array needs Σ m·n·k / macs_per_tick = 139,264 / 1,024 =
+/// 136 ticks of the remaining 1,832; the vector kernels (rows of 32 to 64
+/// on 256 lanes: tree levels dominate) and the loads make up the rest.
+#[test]
+fn forward_time_at_tp1_is_pinned() {
+    let sys = common::lean_links(1, 64, 100);
+    let macs = sys.spec.pe.macs_per_tick;
+    let mut pg = init_process_group(
+        &sys,
+        &CclConfig::embedded_default(),
+        "ring",
+        DataMode::TimingOnly,
+    )
+    .unwrap();
+    let mp = initialize_model_parallel(&mut pg, 1).unwrap();
+    let ticks = Mutex::new(0);
+    pg.spawn(1, |ctx: &mut Rank| -> Result<(), DistError> {
+        let mut stack = LayerStack::new(ctx, SHAPE, 1, mp.clone(), TpOptions::default(), 0)?;
+        let x = stack.activation(ctx)?;
+        let t0 = ctx.now();
+        stack.forward(ctx, 0, &x)?;
+        *ticks.lock().unwrap() = ctx.now() - t0;
+        assert_eq!(stack.issued_forward_flops() / 2, 139_264);
+        Ok(())
+    })
+    .unwrap();
+    let ticks = ticks.into_inner().unwrap();
+    assert!(ticks >= 80 * 100 + 139_264 / macs, "{ticks}");
+    assert_eq!(ticks, 9_832);
 }
