@@ -108,28 +108,30 @@ struct Reference {
     grads: Vec<M>,
 }
 
-/// The layer in f64 on the whole weights: forward of `x`, backward of `dy`.
-fn reference(w: &FullWeights, x: &[f64], dy: &[f64]) -> Reference {
+/// The reference's sizes: (h, heads, s, b, d).
+fn dims() -> (usize, usize, usize, usize, usize) {
     let LayerShape {
         hidden: h,
         heads,
-        ffn_hidden: f,
         seq: s,
         micro_batch: bsz,
+        ..
     } = SHAPE;
-    let (t, d) = (bsz * s, h / heads);
-    let p = |v: &[f32]| f64s(v);
-    let (wq, wk, wv, wo, w1, w2) = (p(&w.q), p(&w.k), p(&w.v), p(&w.out), p(&w.fc1), p(&w.fc2));
-    let (g1, b1, g2, b2) = (p(&w.ln1.0), p(&w.ln1.1), p(&w.ln2.0), p(&w.ln2.1));
-    let (a1, xh1, inv1) = ln(x, &g1, &b1, h);
-    let (q, k, v) = (
-        mm(&a1, &wq, (t, h, h)),
-        mm(&a1, &wk, (t, h, h)),
-        mm(&a1, &wv, (t, h, h)),
-    );
+    (h, heads, s, bsz, h / heads)
+}
+
+/// Element e of head hd of token i of sequence b of a (tokens, h) matrix.
+fn at(m: &[f64], b: usize, i: usize, hd: usize, e: usize) -> f64 {
+    let (h, _, s, _, d) = dims();
+    m[(b * s + i) * h + hd * d + e]
+}
+
+/// Causal attention in f64: the softmax of every (sequence, head), and ctx.
+fn attention(q: &[f64], k: &[f64], v: &[f64]) -> (Vec<M>, M) {
+    let (h, heads, s, bsz, d) = dims();
+    let t = bsz * s;
     let mut probs = vec![vec![0.0; s * s]; bsz * heads];
     let mut ctx = vec![0.0; t * h];
-    let at = |m: &[f64], b: usize, i: usize, hd: usize, e: usize| m[(b * s + i) * h + hd * d + e];
     for b in 0..bsz {
         for hd in 0..heads {
             let pr = &mut probs[b * heads + hd];
@@ -137,7 +139,7 @@ fn reference(w: &FullWeights, x: &[f64], dy: &[f64]) -> Reference {
                 let sc: Vec<f64> = (0..=i)
                     .map(|j| {
                         (0..d)
-                            .map(|e| at(&q, b, i, hd, e) * at(&k, b, j, hd, e))
+                            .map(|e| at(q, b, i, hd, e) * at(k, b, j, hd, e))
                             .sum::<f64>()
                             / (d as f64).sqrt()
                     })
@@ -149,11 +151,63 @@ fn reference(w: &FullWeights, x: &[f64], dy: &[f64]) -> Reference {
                 }
                 for e in 0..d {
                     ctx[(b * s + i) * h + hd * d + e] =
-                        (0..=i).map(|j| pr[i * s + j] * at(&v, b, j, hd, e)).sum();
+                        (0..=i).map(|j| pr[i * s + j] * at(v, b, j, hd, e)).sum();
                 }
             }
         }
     }
+    (probs, ctx)
+}
+
+/// Causal attention's backward in f64: ∂Q, ∂K, ∂V from ∂ctx.
+fn attention_back(probs: &[M], dctx: &[f64], (q, k, v): (&[f64], &[f64], &[f64])) -> [M; 3] {
+    let (h, heads, s, bsz, d) = dims();
+    let t = bsz * s;
+    let (mut dq, mut dk, mut dv) = (vec![0.0; t * h], vec![0.0; t * h], vec![0.0; t * h]);
+    for b in 0..bsz {
+        for hd in 0..heads {
+            let pr = &probs[b * heads + hd];
+            for i in 0..s {
+                let dp: Vec<f64> = (0..s)
+                    .map(|j| {
+                        (0..d)
+                            .map(|e| at(dctx, b, i, hd, e) * at(v, b, j, hd, e))
+                            .sum()
+                    })
+                    .collect();
+                let dot: f64 = (0..s).map(|j| dp[j] * pr[i * s + j]).sum();
+                for j in 0..s {
+                    let ds = pr[i * s + j] * (dp[j] - dot) / (d as f64).sqrt();
+                    for e in 0..d {
+                        let (ri, rj) = ((b * s + i) * h + hd * d + e, (b * s + j) * h + hd * d + e);
+                        dv[rj] += pr[i * s + j] * dctx[ri];
+                        dq[ri] += ds * k[rj];
+                        dk[rj] += ds * q[ri];
+                    }
+                }
+            }
+        }
+    }
+    [dq, dk, dv]
+}
+
+/// The layer in f64 on the whole weights: forward of `x`, backward of `dy`.
+fn reference(w: &FullWeights, x: &[f64], dy: &[f64]) -> Reference {
+    let (h, f, t) = (
+        SHAPE.hidden,
+        SHAPE.ffn_hidden,
+        SHAPE.seq * SHAPE.micro_batch,
+    );
+    let p = |v: &[f32]| f64s(v);
+    let (wq, wk, wv, wo, w1, w2) = (p(&w.q), p(&w.k), p(&w.v), p(&w.out), p(&w.fc1), p(&w.fc2));
+    let (g1, b1, g2, b2) = (p(&w.ln1.0), p(&w.ln1.1), p(&w.ln2.0), p(&w.ln2.1));
+    let (a1, xh1, inv1) = ln(x, &g1, &b1, h);
+    let (q, k, v) = (
+        mm(&a1, &wq, (t, h, h)),
+        mm(&a1, &wk, (t, h, h)),
+        mm(&a1, &wv, (t, h, h)),
+    );
+    let (probs, ctx) = attention(&q, &k, &v);
     let h1: M = mm(&ctx, &wo, (t, h, h))
         .iter()
         .zip(x)
@@ -177,31 +231,7 @@ fn reference(w: &FullWeights, x: &[f64], dy: &[f64]) -> Reference {
     let dh1: M = dln2.iter().zip(dy).map(|(a, b)| a + b).collect();
     let dwo = mm(&tr(&ctx, t, h), &dh1, (h, t, h));
     let dctx = mm(&dh1, &tr(&wo, h, h), (t, h, h));
-    let (mut dq, mut dk, mut dv) = (vec![0.0; t * h], vec![0.0; t * h], vec![0.0; t * h]);
-    for b in 0..bsz {
-        for hd in 0..heads {
-            let pr = &probs[b * heads + hd];
-            for i in 0..s {
-                let dp: Vec<f64> = (0..s)
-                    .map(|j| {
-                        (0..d)
-                            .map(|e| at(&dctx, b, i, hd, e) * at(&v, b, j, hd, e))
-                            .sum()
-                    })
-                    .collect();
-                let dot: f64 = (0..s).map(|j| dp[j] * pr[i * s + j]).sum();
-                for j in 0..s {
-                    let ds = pr[i * s + j] * (dp[j] - dot) / (d as f64).sqrt();
-                    for e in 0..d {
-                        let (ri, rj) = ((b * s + i) * h + hd * d + e, (b * s + j) * h + hd * d + e);
-                        dv[rj] += pr[i * s + j] * dctx[ri];
-                        dq[ri] += ds * k[rj];
-                        dk[rj] += ds * q[ri];
-                    }
-                }
-            }
-        }
-    }
+    let [dq, dk, dv] = attention_back(&probs, &dctx, (&q, &k, &v));
     let a1t = tr(&a1, t, h);
     let (dwq, dwk, dwv) = (
         mm(&a1t, &dq, (h, t, h)),
