@@ -619,3 +619,52 @@ fn forward_time_at_tp1_is_pinned() {
     assert!(ticks >= 80 * 100 + 139_264 / macs, "{ticks}");
     assert_eq!(ticks, 9_832);
 }
+
+/// A stack of no layers, an input of the wrong layout, a backward without
+/// its forward and a micro-batch run forward twice are refused, each
+/// naming what is allowed.
+#[test]
+fn misuse_of_a_stack_is_refused_naming_the_fix() {
+    let sys = sips(2);
+    let mut pg = init_process_group(
+        &sys,
+        &CclConfig::embedded_default(),
+        "ring",
+        DataMode::TimingOnly,
+    )
+    .unwrap();
+    let mp = initialize_model_parallel(&mut pg, 2).unwrap();
+    let sp = TpOptions {
+        sequence_parallel: true,
+        recompute: false,
+    };
+    let errs = Mutex::new(Vec::new());
+    pg.spawn(2, |ctx: &mut Rank| -> Result<(), DistError> {
+        let mut e = Vec::new();
+        e.push(LayerStack::new(ctx, SHAPE, 0, mp.clone(), sp, 0).err());
+        let mut stack = LayerStack::new(ctx, SHAPE, 1, mp.clone(), sp, 0)?;
+        let whole = ctx.empty((16, 32), kernbench::dist::DPPolicy::cube_rows(2))?;
+        e.push(stack.forward(ctx, 0, &whole).err());
+        let x = stack.activation(ctx)?;
+        e.push(stack.backward(ctx, 3, &x).err());
+        stack.forward(ctx, 0, &x)?;
+        e.push(stack.forward(ctx, 0, &x).err());
+        let msgs = e
+            .into_iter()
+            .map(|e| e.map(|e| e.to_string()).unwrap_or_default());
+        errs.lock().unwrap().extend(msgs);
+        Ok(())
+    })
+    .unwrap();
+    let errs = errs.into_inner().unwrap();
+    let want = [
+        "LayerStack: layers is 0; allowed: at least 1 layer per stack",
+        "LayerStack.forward: the tensor is (16, 32) under DPPolicy { cube: row_wise, pe: replicate, num_cubes: 2, num_pes: 1, replicas: false }; allowed: (8, 32) under",
+        "LayerStack.backward: micro-batch 3 has no forward in flight; allowed: []",
+        "LayerStack.forward: micro-batch 0 already ran forward and awaits its backward",
+    ];
+    for (got, want) in errs.iter().zip(want) {
+        assert!(got.contains(want), "{got:?} lacks {want:?}");
+    }
+    assert_eq!(errs.len(), 8);
+}

@@ -19,14 +19,6 @@ pub(super) struct Layer {
     pub g: RankWeights,
 }
 
-/// What forward keeps for backward (all of it, or the input alone under
-/// recompute), and the output buffer (the next layer's input).
-pub(super) struct Saved {
-    pub x: Tensor,
-    pub out: Tensor,
-    pub acts: Option<Acts>,
-}
-
 /// The activations backward reads.
 pub(super) struct Acts {
     a1: Tensor,
@@ -128,8 +120,13 @@ impl Layer {
     }
 
     /// x → the layer's output buffer (the output is `env.mine` of it), and
-    /// what backward needs.
-    pub fn forward(&self, ctx: &mut Rank, env: &mut Env, x: &Tensor) -> Result<Saved, DistError> {
+    /// the activations backward reads.
+    pub fn forward(
+        &self,
+        ctx: &mut Rank,
+        env: &mut Env,
+        x: &Tensor,
+    ) -> Result<(Tensor, Acts), DistError> {
         let (t, h, d) = (env.tokens(), env.shape.hidden, env.head_dim());
         let w = &self.w;
         let a1 = Self::norm(ctx, env, x, (&w.ln1.0, &w.ln1.1))?;
@@ -178,11 +175,7 @@ impl Layer {
             f1,
             g,
         };
-        Ok(Saved {
-            x: x.clone(),
-            out,
-            acts: Some(acts),
-        })
+        Ok((out, acts))
     }
 
     /// ∂W += Aᵀ-style product `a · b` (a fresh gradient is written, a later one added).
@@ -273,14 +266,10 @@ impl Layer {
         &mut self,
         ctx: &mut Rank,
         env: &mut Env,
-        saved: &Saved,
+        (x, a): (&Tensor, &Acts),
         dy: &Tensor,
         fresh: bool,
     ) -> Result<Tensor, DistError> {
-        let a = saved
-            .acts
-            .as_ref()
-            .expect("backward runs on kept or recomputed activations");
         let (t, h) = (env.tokens(), env.shape.hidden);
         let (w, g) = (&self.w, &self.g);
         // MLP: f = all-gather (SP) of dy, then fc2's and fc1's gradients.
@@ -326,7 +315,7 @@ impl Layer {
             env,
             [Some(dg), Some(da2), dyf].into_iter().flatten().collect(),
         );
-        self.attention_backward(ctx, env, saved, dh1, fresh)
+        self.attention_backward(ctx, env, (x, a), dh1, fresh)
     }
 
     /// The attention block's backward from ∂h1's full buffer.
@@ -334,14 +323,10 @@ impl Layer {
         &mut self,
         ctx: &mut Rank,
         env: &mut Env,
-        saved: &Saved,
+        (x, a): (&Tensor, &Acts),
         dh1: Tensor,
         fresh: bool,
     ) -> Result<Tensor, DistError> {
-        let a = saved
-            .acts
-            .as_ref()
-            .expect("backward runs on kept or recomputed activations");
         let (t, h, d) = (env.tokens(), env.shape.hidden, env.head_dim());
         let (w, g) = (&self.w, &self.g);
         env.gather(ctx, &dh1)?;
@@ -378,7 +363,7 @@ impl Layer {
         let dx = Self::norm_grad(
             ctx,
             env,
-            (&saved.x, &w.ln1.0),
+            (x, &w.ln1.0),
             (&env.mine(&da1), &env.mine(&dh1)),
             (&g.ln1.0, &g.ln1.1),
             fresh,

@@ -26,7 +26,7 @@ pub use weights::FullWeights;
 use env::{Env, constants};
 use kernbench_dist::{DPPolicy, DistError, Rank, Tensor};
 use kernbench_systems::memory::DataMode;
-use layer::{Layer, Saved};
+use layer::{Acts, Layer};
 use std::collections::BTreeMap;
 
 /// A GPT layer's sizes: hidden h, attention heads, MLP width, sequence s,
@@ -48,6 +48,14 @@ pub struct TpOptions {
     pub sequence_parallel: bool,
     /// Keep only each layer's input; backward re-runs the layer's forward.
     pub recompute: bool,
+}
+
+/// What forward keeps of a layer for backward: its input, its output
+/// buffer (the next layer's input) and its activations (none under recompute).
+struct Saved {
+    x: Tensor,
+    out: Tensor,
+    acts: Option<Acts>,
 }
 
 /// `layers` consecutive transformer layers on this rank's TP group.
@@ -129,6 +137,11 @@ impl LayerStack {
         opts: TpOptions,
         seed: u64,
     ) -> Result<Self, DistError> {
+        if layers == 0 {
+            return Err(DistError::Config(
+                "LayerStack: layers is 0; allowed: at least 1 layer per stack".into(),
+            ));
+        }
         let tp = tp_group.tp_size() as usize;
         let cubes = ctx.sip_shape().0;
         check(&shape, tp, cubes as usize, &opts)?;
@@ -217,14 +230,16 @@ impl LayerStack {
         let mut kept = Vec::new();
         let mut cur = x.clone();
         for layer in &self.layers {
-            let mut s = layer.forward(ctx, &mut self.env, &cur)?;
-            if self.env.opts.recompute
-                && let Some(a) = s.acts.take()
-            {
-                a.retire(&mut self.env);
-            }
-            cur = self.env.mine(&s.out);
-            kept.push(s);
+            let (out, acts) = layer.forward(ctx, &mut self.env, &cur)?;
+            let acts = match self.env.opts.recompute {
+                true => {
+                    acts.retire(&mut self.env);
+                    None
+                }
+                false => Some(acts),
+            };
+            let x = std::mem::replace(&mut cur, self.env.mine(&out));
+            kept.push(Saved { x, out, acts });
         }
         self.env.counting = false;
         self.env.settle(ctx)?;
@@ -249,24 +264,25 @@ impl LayerStack {
         };
         let mut dy_buf: Option<Tensor> = None;
         let mut cur = dy.clone();
-        for (layer, mut s) in self.layers.iter_mut().zip(kept.drain(..)).rev() {
-            if s.acts.is_none() {
-                let again = layer.forward(ctx, &mut self.env, &s.x)?;
-                self.env.retire(again.out);
-                s.acts = again.acts;
-            }
-            let dx = layer.backward(ctx, &mut self.env, &s, &cur, self.fresh)?;
-            if let Some(a) = s.acts.take() {
-                a.retire(&mut self.env);
-            }
+        for (layer, s) in self.layers.iter_mut().zip(kept.drain(..)).rev() {
+            let acts = match s.acts {
+                Some(a) => a,
+                None => {
+                    let (again, acts) = layer.forward(ctx, &mut self.env, &s.x)?;
+                    self.env.retire(again);
+                    acts
+                }
+            };
+            let dx = layer.backward(ctx, &mut self.env, (&s.x, &acts), &cur, self.fresh)?;
+            acts.retire(&mut self.env);
             self.env.retire(s.out);
+            cur = self.env.mine(&dx);
             if let Some(b) = dy_buf.replace(dx) {
                 self.env.retire(b);
             }
-            cur = self.env.mine(dy_buf.as_ref().expect("just set"));
         }
         self.fresh = false;
-        if let Some(old) = self.returned.replace(dy_buf.expect("at least one layer")) {
+        if let Some(old) = dy_buf.and_then(|b| self.returned.replace(b)) {
             self.env.retire(old);
         }
         self.env.settle(ctx)?;
