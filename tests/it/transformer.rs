@@ -493,7 +493,7 @@ fn volume(tp: u64, cubes: u64, credit: u64) -> u64 {
 #[test]
 fn link_volumes_per_layer_are_megatrons() {
     let credit = sips(2).spec.control.credit_bytes;
-    for tp in [2u32, 4] {
+    for tp in [2u32, 4, 8] {
         for sp in [false, true] {
             let o = TpOptions {
                 sequence_parallel: sp,
