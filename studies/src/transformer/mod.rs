@@ -317,8 +317,8 @@ impl LayerStack {
     }
 
     /// Model FLOPs of one micro-batch's forward through these layers over
-    /// the whole TP group (Megatron's count): 24·b·s·h²·(1 + s/(6h)) per
-    /// layer, with the MLP at 4h (`ffn_hidden` enters as 16·b·s·h·f/4h).
+    /// the whole TP group (Megatron's count): per layer 8·b·s·h² + 4·b·s²·h
+    /// + 4·b·s·h·f, which at f = 4h is 24·b·s·h²·(1 + s/(6h)).
     pub fn forward_flops(&self) -> u64 {
         let LayerShape {
             hidden: h,
