@@ -53,7 +53,8 @@ fn retire_all(env: &mut Env, ts: Vec<Tensor>) {
 use Operand as O;
 
 impl Layer {
-    /// The rank's slices (filled from `full` when given) and zeroed-later gradients.
+    /// The rank's weight slices (filled from `full` when given) and its
+    /// gradient tensors (written by the first backward).
     pub fn new(ctx: &mut Rank, env: &Env, full: Option<&FullWeights>) -> Result<Layer, DistError> {
         let w = RankWeights::new(ctx, &env.shape, (env.tp_rank, env.tp), full)?;
         let mut like = |t: &Tensor| env.grad(ctx, t.shape.0, t.shape.1);
@@ -178,7 +179,8 @@ impl Layer {
         Ok((out, acts))
     }
 
-    /// ∂W += Aᵀ-style product `a · b` (a fresh gradient is written, a later one added).
+    /// A weight gradient `into` += a · b: written when `fresh`, else the
+    /// product goes to a scratch tensor that a residual add folds in.
     fn grad(
         ctx: &mut Rank,
         env: &mut Env,
