@@ -521,9 +521,38 @@ fn forward_flops_are_megatrons_count() {
         8 * b * s * h * h + 4 * b * s * s * h + 4 * b * s * h * f
     );
     assert_eq!(issued, 278_528);
-    let four_h = 8 * b * s * h * h + 4 * b * s * s * h + 4 * b * s * h * (4 * h);
-    assert_eq!(four_h, 24 * b * s * h * h * (6 * h + s) / (6 * h));
     assert_eq!(ranks[0].forward_flops, issued);
+    // At f = 4h (timing only, 2 layers at TP 2 with SP): Megatron's
+    // 24·b·s·h²·(1 + s/(6h)) per layer, from the GEMMs the ranks issued.
+    let shape = LayerShape {
+        ffn_hidden: 4 * SHAPE.hidden,
+        ..SHAPE
+    };
+    let mut pg = init_process_group(
+        &sips(2),
+        &CclConfig::embedded_default(),
+        "ring",
+        DataMode::TimingOnly,
+    )
+    .unwrap();
+    let mp = initialize_model_parallel(&mut pg, 2).unwrap();
+    let sums = Mutex::new((0, 0));
+    let opts = TpOptions {
+        sequence_parallel: true,
+        recompute: false,
+    };
+    pg.spawn(2, |ctx: &mut Rank| -> Result<(), DistError> {
+        let mut stack = LayerStack::new(ctx, shape, 2, mp.clone(), opts, 0)?;
+        let x = stack.activation(ctx)?;
+        stack.forward(ctx, 0, &x)?;
+        let mut s = sums.lock().unwrap();
+        (s.0, s.1) = (s.0 + stack.issued_forward_flops(), stack.forward_flops());
+        Ok(())
+    })
+    .unwrap();
+    let megatron = 2 * 24 * b * s * h * h * (6 * h + s) / (6 * h);
+    assert_eq!(sums.into_inner().unwrap(), (megatron, megatron));
+    assert_eq!(megatron, 819_200);
 }
 
 /// The error `LayerStack::new` gives for `shape` at TP `tp` (SP or not).
