@@ -1,4 +1,6 @@
-//! GEMM on the PEs: C = A · B for f16 tensors of one rank, computed by the
+//! GEMM on the PEs: C = A · B for tensors of one rank (A and B of one
+//! dtype, C of any; K-step partials summed in f32 unless
+//! [`Accumulate::F16`] is asked for), computed by the
 //! PEs that hold C's shards (one PE per shard), each streaming tiles of A
 //! and B from wherever their shards live, by 2-D transfers, into TCM,
 //! double-buffered so loads overlap the MAC array.
@@ -36,7 +38,7 @@ mod roofline;
 pub mod sweep;
 mod tiling;
 
-pub use kernel::{GemmArgs, gemm_kernel};
+pub use kernel::{Accumulate, GemmArgs, gemm_kernel};
 pub use placement::Placement;
 pub use roofline::{Roofline, roofline};
 pub use tiling::{
@@ -48,6 +50,12 @@ use kernbench_dist::{DPPolicy, DistError, Rank, Split, Tensor, Work};
 /// Checks that C = A · B is well formed on one SIP, with one shard of C per PE.
 pub fn check(a: &Tensor, b: &Tensor, c: &Tensor) -> Result<(), DistError> {
     let bad = |m: String| Err(DistError::Config(m));
+    if a.dtype != b.dtype {
+        return bad(format!(
+            "matmul of A {:?} {} and B {:?} {}: the MAC array takes operands of one dtype; allowed: A and B both f16, both bf16 or both f32 (cast one first with tl.cast)",
+            a.shape, a.dtype, b.shape, b.dtype
+        ));
+    }
     if a.shape.1 != b.shape.0 || c.shape != (a.shape.0, b.shape.1) {
         return bad(format!(
             "matmul of A {:?} and B {:?} into C {:?}: need A (m, k), B (k, n), C (m, n)",
@@ -95,7 +103,8 @@ pub fn check(a: &Tensor, b: &Tensor, c: &Tensor) -> Result<(), DistError> {
 /// names (those holding C's shards, or sharing a cube's one shard) and
 /// returns at once; `Rank::wait` gives when it ran. C's previous contents
 /// are overwritten; when C is replicated over cubes, each cube's copy gets
-/// the partial product over that cube's part of k (split-K).
+/// the partial product over that cube's part of k (split-K). K-step
+/// partials are summed in f32 and rounded once to C's dtype.
 pub fn matmul(ctx: &mut Rank, a: &Tensor, b: &Tensor, c: &Tensor) -> Result<Work, DistError> {
     matmul_placed(ctx, a, b, c, &Placement::Owners)
 }
@@ -109,18 +118,33 @@ pub fn matmul_placed(
     c: &Tensor,
     placement: &Placement,
 ) -> Result<Work, DistError> {
+    matmul_with(ctx, (a, b, c), placement, Accumulate::F32)
+}
+
+/// [`matmul_placed`] summing K-step partials in `accumulate`'s dtype
+/// (`Accumulate::F16`: f16 accumulation, each partial rounded). The tile
+/// shape fits operand tiles of A's dtype and result tiles of the
+/// accumulation dtype into the free TCM.
+pub fn matmul_with(
+    ctx: &mut Rank,
+    (a, b, c): (&Tensor, &Tensor, &Tensor),
+    placement: &Placement,
+    accumulate: Accumulate,
+) -> Result<Work, DistError> {
     check(a, b, c)?;
     let spec = ctx.system_spec();
     let workers = workers(a, c, spec.cube.pe_layout.pes(), placement)?;
     let pes: Vec<(u32, u32)> = workers.iter().map(|w| (w.cube, w.pe)).collect();
     let tcm = ctx.largest_free_tcm(&pes)?;
-    let tile = TileShape::of(&spec, tcm).map_err(DistError::Config)?;
+    let dtypes = (a.dtype, accumulate.dtype());
+    let tile = TileShape::for_dtypes(&spec, tcm, dtypes).map_err(DistError::Config)?;
     let args = GemmArgs {
         a: a.clone(),
         b: b.clone(),
         c: c.clone(),
         tile,
         workers,
+        accumulate,
     };
     ctx.launch(gemm_kernel, &args, &pes)
 }
