@@ -191,7 +191,7 @@ impl Tensor {
             return Ok(());
         }
         Err(format!(
-            "{what} of rank {}'s {}x{} {} tensor: collectives and transfers move f16 data only; allowed: an f16 tensor; cast it to f16 first (a kernel with tl.cast into a tensor from ctx.empty) and pass that",
+            "{what} of rank {}'s {}x{} {} tensor: collectives and transfers move f16 data only; allowed: an f16 tensor; cast it first into an f16 tensor of the same layout (ops::cast_into, or tl.cast in a kernel) and pass that",
             self.rank, self.shape.0, self.shape.1, self.dtype
         ))
     }
