@@ -332,12 +332,12 @@ impl Rank<'_, '_> {
             Side::Send => "send",
             Side::Recv => "recv",
         };
+        own_tensor(call, me, t)?;
         if peer >= n || peer == me {
             return Err(DistError::Config(format!(
                 "{call} of rank {me} with rank {peer}: the peer must be another rank of the world's 0..{n}; allowed: a rank below {n} other than {me}"
             )));
         }
-        own_tensor(call, me, t)?;
         g.seq[me as usize] += 1;
         let (stream, seq) = (g.current[me as usize][1], g.seq[me as usize]);
         let (src, dst) = match side {

@@ -8,12 +8,12 @@ use super::layout;
 use super::spawn::{Gather, Sched, Shared, Submission, WorkState};
 use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
 use super::work::{Stream, StreamKind, Work, WorkKind, WorkReport};
-use kernbench_systems::DType;
 use kernbench_ccl::{Buffers, CollResult, Collective, Job, LaneBuffer, Operand, ReduceOp};
 use kernbench_runtime::kernel::Kernel;
 use kernbench_runtime::machine::LaunchReport;
 use kernbench_runtime::memory_map::{BUFFER_ALIGN, End};
 use kernbench_spec::topology::address::{Location, Space};
+use kernbench_systems::DType;
 use kernbench_systems::PeIdx;
 use kernbench_systems::Tick;
 use kernbench_systems::ipcq::Scope;
@@ -186,7 +186,8 @@ impl<'p> Rank<'_, 'p> {
         let (device, unit) = (g.device[self.rank as usize], g.pg.unit);
         let (sip, cps, ppc) = self.device_sip(&g);
         let m = &mut g.pg.machine;
-        let mut shards = place((shape, dtype), &policy, sip, cps, ppc).map_err(DistError::Config)?;
+        let mut shards =
+            place((shape, dtype), &policy, sip, cps, ppc).map_err(DistError::Config)?;
         if unit == RankUnit::Pe {
             if shards.len() != 1 {
                 return Err(DistError::Config(format!(
@@ -528,8 +529,7 @@ impl<'p> Rank<'_, 'p> {
         root: u32,
     ) -> Result<Work, DistError> {
         let g = self.enter()?;
-        t.check_f16(collective.name())
-            .map_err(DistError::Config)?;
+        t.check_f16(collective.name()).map_err(DistError::Config)?;
         let (job, operand) = Self::check_tensor(&g, t)?;
         let has_root = matches!(collective, Collective::Broadcast | Collective::Reduce);
         let call = Call {

@@ -380,6 +380,23 @@ mod tests {
         assert_eq!(m.read(at(100), 2, H).unwrap(), v(&[5.0, 5.0]));
     }
 
+    /// A tensor holds one dtype: f32 elements take 4 bytes, a patch of
+    /// another dtype inside it is refused, a write covering it exactly
+    /// replaces it, and runs of two dtypes side by side stay apart.
+    #[test]
+    fn tensors_keep_their_dtype() {
+        let mut m = MemoryStore::default();
+        m.write(at(0), DType::F32, &[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!(m.read(at(4), 2, DType::F32).unwrap(), [2.0, 3.0]);
+        let e = m.write(at(4), H, &[5.0]).unwrap_err();
+        assert!(e.starts_with("write of f16 values at hbm 3+0x4 into the f32 tensor at +0x0: a tensor holds one dtype; cast the values to f32 first"), "{e}");
+        m.write(at(12), H, &[7.0, 8.0]).unwrap();
+        assert_eq!(m.read(at(0), 3, DType::F32).unwrap(), [1.0, 2.0, 3.0]);
+        assert_eq!(m.read(at(12), 2, H).unwrap(), [7.0, 8.0]);
+        m.write(at(0), DType::BF16, &[9.0; 6]).unwrap();
+        assert_eq!(m.read(at(0), 6, DType::BF16).unwrap(), [9.0; 6]);
+    }
+
     /// A 2x2 tile of a 3-column matrix lands in two runs; runs written next
     /// to each other, in any order, read back as one range.
     #[test]

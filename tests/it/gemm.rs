@@ -92,7 +92,12 @@ fn run(
 fn small_integer_gemm_equals_the_reference_exactly() {
     let sys = one_sip(20 << 10);
     let f32_acc = (DType::F16, DType::F32);
-    assert_eq!(TileShape::for_dtypes(&sys.spec, 20 << 10, f32_acc).unwrap().k, 32);
+    assert_eq!(
+        TileShape::for_dtypes(&sys.spec, 20 << 10, f32_acc)
+            .unwrap()
+            .k,
+        32
+    );
     assert_eq!(TileShape::of(&sys.spec, 16 << 10).unwrap().k, 32);
     for (m, k, n) in [(96, 200, 70), (37, 45, 130)] {
         let a = seeded::small_ints(1, m * k, 2);
