@@ -55,20 +55,6 @@ enum Which {
     Gemm,
 }
 
-const ELEMENTWISE: [Which; 11] = [
-    Which::Add,
-    Which::Sub,
-    Which::Mul,
-    Which::Max,
-    Which::Min,
-    Which::Scale,
-    Which::Copy,
-    Which::Exp,
-    Which::Gelu,
-    Which::Rsqrt,
-    Which::Recip,
-];
-
 const TCM_Y: u64 = 256 << 10;
 const TCM_ROW: u64 = 512 << 10;
 const TCM_OUT: u64 = 1 << 20;
