@@ -126,9 +126,6 @@ impl Stored {
     }
 }
 
-/// Bytes per f16 element (the default dtype; [`DType::bytes`] for the others).
-pub const ELEM_BYTES: u64 = DType::F16.bytes();
-
 impl MemoryStore {
     /// The stored tensor that starts at or before `at` in the same memory.
     fn containing(&self, at: MemLoc) -> Option<(MemLoc, &Stored)> {

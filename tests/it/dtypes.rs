@@ -7,6 +7,7 @@ use crate::common;
 use kernbench::ccl::{CclConfig, ReduceOp};
 use kernbench::dist::{DPPolicy, DistError, Rank, Tensor, init_process_group};
 use kernbench::gemm::{Accumulate, Layout, Placement, matmul_with};
+use kernbench::kernel::wiring::{QueueConfig, ring};
 use kernbench::kernel::{Addr, DType, Tl};
 use kernbench::machine::Machine;
 use kernbench::ops::{cast_into, layer_norm_rows, softmax_rows};
@@ -14,9 +15,10 @@ use kernbench::seeded;
 use kernbench::spec::System;
 use kernbench::topology::address::{Location, Space};
 use kernbench::tp::replicated;
+use kernbench_systems::PeIdx;
 use kernbench_systems::ipcq::Scope;
 use kernbench_systems::memory::DataMode;
-use kernbench_systems::program::{BinOp, Launch, MemLoc, Op, Place, Program};
+use kernbench_systems::program::{BinOp, Launch, MemLoc, Op, Place, Program, QDir};
 use std::sync::{Arc, Mutex};
 
 /// Lanes of the test PE's vector unit (16-bit lanes: 8 f32 elements a tick).
@@ -717,4 +719,61 @@ fn mixed_gemm(tl: &mut Tl, _: &()) {
     let a = tl.load_as(Addr::tcm(0), 4, DType::F16);
     let b = tl.load_as(Addr::tcm(64), 4, DType::F32);
     tl.gemm(a, b, 2, 2, 2);
+}
+
+/// PE 0 sends `elems` of `dtype` east; PE 1 receives and stores them.
+fn send_typed(tl: &mut Tl, &(elems, dtype): &(usize, DType)) {
+    if tl.program_id(0) == 0 {
+        let x = tl.load_as(Addr::tcm(0), elems, dtype);
+        tl.send(QDir::E, x);
+    } else {
+        let y = tl.recv(QDir::W, &[elems], dtype);
+        tl.store(Addr::tcm(0), y);
+    }
+}
+
+/// A send of `elems` of `dtype` between two SIPs of one PE (64 B a tick,
+/// latency 100) over 4 slots of `slot` bytes: (send start to recv end, the
+/// recv's bytes, the received values), or the run's error.
+fn transfer(elems: usize, dtype: DType, slot: u64) -> Result<(u64, u64, Vec<f32>), String> {
+    let mut m = Machine::build_with(&common::lean_links(2, 64, 100), DataMode::Functional).unwrap();
+    m.record_ops();
+    let q = QueueConfig {
+        buffer: Space::Tcm,
+        n_slots: 4,
+        slot_size: slot,
+    };
+    m.install(ring(&[PeIdx(0), PeIdx(1)], QDir::E, q).unwrap())
+        .unwrap();
+    let x = values(61, elems, (-1.0, 1.0), dtype);
+    let at = |sip| Location { sip, ..tcm(0) };
+    m.write_as(at(0), dtype, &x).unwrap();
+    let pes = [PeIdx(0), PeIdx(1)];
+    m.launch(send_typed, &(elems, dtype), &pes)
+        .map_err(|e| e.to_string())?;
+    let log = m.op_records();
+    let send = log.iter().find(|r| r.op == "send").unwrap();
+    let recv = log.iter().find(|r| r.op == "recv").unwrap();
+    let got = m.read_as(at(1), elems, dtype).unwrap();
+    assert_eq!(got, x, "{dtype}: values arrive unchanged");
+    Ok((recv.end - send.start, recv.bytes, got))
+}
+
+/// A transfer of n f32 elements moves 4n bytes: it takes exactly the ticks
+/// of 2n f16 elements on the same queues; on slots of 4k + 2 bytes each
+/// chunk carries 4k; slots smaller than an f32 are refused naming the fix.
+#[test]
+fn transfers_move_elements_times_dtype_bytes() {
+    let (f32_ticks, f32_bytes, _) = transfer(300, DType::F32, 256).unwrap();
+    let (f16_ticks, f16_bytes, _) = transfer(600, DType::F16, 256).unwrap();
+    let (bf16_ticks, bf16_bytes, _) = transfer(300, DType::BF16, 256).unwrap();
+    assert_eq!((f32_bytes, f16_bytes, bf16_bytes), (1200, 1200, 600));
+    assert_eq!(f32_ticks, f16_ticks);
+    assert!(bf16_ticks < f32_ticks, "{bf16_ticks} {f32_ticks}");
+    // Slots of 6 bytes carry one f32 (4 bytes) a chunk, as slots of 4 do.
+    let six = transfer(10, DType::F32, 6).unwrap();
+    let four = transfer(10, DType::F32, 4).unwrap();
+    assert_eq!((six.0, six.1), (four.0, 40));
+    let e = transfer(10, DType::F32, 2).unwrap_err();
+    assert!(e.contains("send of f32 on E: its slots of 2 bytes hold no f32 element; allowed: slot_size of at least 4 bytes"), "{e}");
 }
