@@ -90,8 +90,8 @@ fn compute(
 ) -> Result<(), String> {
     let now = qa.clock.now;
     let functional = ka.functional;
-    // (dst, elems, dtype of the result, dtype the pass runs at, values, detail)
-    let (dst, elems, dtype, pass, data, detail) = match *op {
+    // (dst, elems, input dtype, dtype of the result, dtype the pass runs at, values)
+    let (dst, elems, input, dtype, pass, data) = match *op {
         Op::Binary { op: bop, dst, a, b } => {
             let (ra, rb) = (&ex.regs[a as usize], &ex.regs[b as usize]);
             if ra.elems != rb.elems {
@@ -102,19 +102,18 @@ fn compute(
             }
             let dtype = same_dtype(bop.name(), ra.dtype, rb.dtype)?;
             let data = functional.then(|| elementwise(bop, values(ra), values(rb), dtype));
-            (dst, ra.elems, dtype, dtype, data, String::new())
+            (dst, ra.elems, dtype, dtype, dtype, data)
         }
         Op::Scale { dst, src, factor } => {
             let r = &ex.regs[src as usize];
             let (dtype, f) = (r.dtype, r.dtype.round(factor));
             let data = functional.then(|| values(r).iter().map(|&x| dtype.round(x * f)).collect());
-            let detail = format!(" factor={factor}");
-            (dst, r.elems, dtype, dtype, data, detail)
+            (dst, r.elems, dtype, dtype, dtype, data)
         }
         Op::Copy { dst, src } => {
             let r = &ex.regs[src as usize];
             let data = r.data.clone();
-            (dst, r.elems, r.dtype, r.dtype, data, String::new())
+            (dst, r.elems, r.dtype, r.dtype, r.dtype, data)
         }
         Op::Cast { dst, src, to } => {
             let r = &ex.regs[src as usize];
@@ -124,17 +123,26 @@ fn compute(
                 r.dtype
             };
             let data = functional.then(|| values(r).iter().map(|&x| to.round(x)).collect());
-            let detail = format!(" {}->{to}", r.dtype);
-            (dst, r.elems, to, wider, data, detail)
+            (dst, r.elems, r.dtype, to, wider, data)
         }
         _ => unreachable!("issue() sends only one-pass vector ops here"),
     };
     let done = vector(ex, now, elems, pass.lanes(ka.rate.vector_lanes));
     let bytes = elems * pass.bytes();
-    qa.trace
-        .op(&*qa.hw, pe, op.name(), now, done, bytes, None, || {
-            format!("elems={elems}{detail}")
-        });
+    qa.trace.op(
+        &*qa.hw,
+        pe,
+        op.name(),
+        now,
+        done,
+        bytes,
+        None,
+        || match *op {
+            Op::Scale { factor, .. } => format!("elems={elems} factor={factor}"),
+            Op::Cast { to, .. } => format!("elems={elems} {input}->{to}"),
+            _ => format!("elems={elems}"),
+        },
+    );
     set(ex, dst, done, (elems, dtype), data);
     Ok(())
 }
