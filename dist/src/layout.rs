@@ -155,9 +155,10 @@ mod tests {
         Tensor {
             rank: 1,
             shape,
+            dtype: kernbench_systems::DType::F16,
             policy: p,
             space: Space::Hbm,
-            shards: place(shape, &p, 1, 4, 2).unwrap(),
+            shards: place((shape, kernbench_systems::DType::F16), &p, 1, 4, 2).unwrap(),
         }
     }
 

@@ -266,9 +266,10 @@ impl Sched<'_> {
 
 /// A rank passes only tensors it allocated: another rank's shards live on
 /// that rank's device.
+/// A transfer moves f16 tensors only ([`Tensor::check_f16`]).
 fn own_tensor(what: &str, rank: u32, t: &Tensor) -> Result<(), DistError> {
     if t.rank == rank {
-        return Ok(());
+        return t.check_f16(what).map_err(DistError::Config);
     }
     Err(DistError::Config(format!(
         "{what} on rank {rank} with a {}x{} tensor of rank {}: a rank moves only its own tensors; allowed: a tensor this rank allocated (ctx.empty)",
@@ -277,7 +278,7 @@ fn own_tensor(what: &str, rank: u32, t: &Tensor) -> Result<(), DistError> {
 }
 
 fn tensor_bytes(t: &Tensor) -> u64 {
-    t.elems() as u64 * 2
+    t.nbytes()
 }
 
 impl Rank<'_, '_> {
@@ -331,12 +332,12 @@ impl Rank<'_, '_> {
             Side::Send => "send",
             Side::Recv => "recv",
         };
+        own_tensor(call, me, t)?;
         if peer >= n || peer == me {
             return Err(DistError::Config(format!(
                 "{call} of rank {me} with rank {peer}: the peer must be another rank of the world's 0..{n}; allowed: a rank below {n} other than {me}"
             )));
         }
-        own_tensor(call, me, t)?;
         g.seq[me as usize] += 1;
         let (stream, seq) = (g.current[me as usize][1], g.seq[me as usize]);
         let (src, dst) = match side {

@@ -8,12 +8,12 @@ use super::layout;
 use super::spawn::{Gather, Sched, Shared, Submission, WorkState};
 use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
 use super::work::{Stream, StreamKind, Work, WorkKind, WorkReport};
-use half::f16;
 use kernbench_ccl::{Buffers, CollResult, Collective, Job, LaneBuffer, Operand, ReduceOp};
 use kernbench_runtime::kernel::Kernel;
 use kernbench_runtime::machine::LaunchReport;
 use kernbench_runtime::memory_map::{BUFFER_ALIGN, End};
 use kernbench_spec::topology::address::{Location, Space};
+use kernbench_systems::DType;
 use kernbench_systems::PeIdx;
 use kernbench_systems::Tick;
 use kernbench_systems::ipcq::Scope;
@@ -135,11 +135,22 @@ impl<'p> Rank<'_, 'p> {
     /// every shard is allocated from its cube's HBM (bottom up, 64-byte
     /// aligned). In the rank = flat PE mode: one shard in the PE's own TCM.
     pub fn empty(&mut self, shape: (usize, usize), policy: DPPolicy) -> Result<Tensor, DistError> {
+        self.empty_typed(shape, policy, DType::F16)
+    }
+
+    /// As [`Rank::empty`], a tensor of `dtype` (its shards take
+    /// elements × `dtype.bytes()`).
+    pub fn empty_typed(
+        &mut self,
+        shape: (usize, usize),
+        policy: DPPolicy,
+        dtype: DType,
+    ) -> Result<Tensor, DistError> {
         let space = match self.shared.lock().pg.unit {
             RankUnit::Sip => Space::Hbm,
             RankUnit::Pe => Space::Tcm,
         };
-        self.empty_in(space, shape, policy)
+        self.allocate(space, (shape, dtype), policy, End::Bottom)
     }
 
     /// As [`Rank::empty`], in another memory (`Space::Sram`, or `Space::Tcm`
@@ -150,7 +161,7 @@ impl<'p> Rank<'_, 'p> {
         shape: (usize, usize),
         policy: DPPolicy,
     ) -> Result<Tensor, DistError> {
-        self.allocate(space, shape, policy, End::Bottom)
+        self.allocate(space, (shape, DType::F16), policy, End::Bottom)
     }
 
     /// A tensor for a model's parameters, in HBM, allocated from the top
@@ -163,13 +174,23 @@ impl<'p> Rank<'_, 'p> {
         shape: (usize, usize),
         policy: DPPolicy,
     ) -> Result<Tensor, DistError> {
-        self.allocate(Space::Hbm, shape, policy, End::Top)
+        self.parameter_typed(shape, policy, DType::F16)
+    }
+
+    /// As [`Rank::parameter`], a tensor of `dtype` (f32 master weights).
+    pub fn parameter_typed(
+        &mut self,
+        shape: (usize, usize),
+        policy: DPPolicy,
+        dtype: DType,
+    ) -> Result<Tensor, DistError> {
+        self.allocate(Space::Hbm, (shape, dtype), policy, End::Top)
     }
 
     fn allocate(
         &mut self,
         space: Space,
-        shape: (usize, usize),
+        (shape, dtype): ((usize, usize), DType),
         policy: DPPolicy,
         end: End,
     ) -> Result<Tensor, DistError> {
@@ -177,7 +198,8 @@ impl<'p> Rank<'_, 'p> {
         let (device, unit) = (g.device[self.rank as usize], g.pg.unit);
         let (sip, cps, ppc) = self.device_sip(&g);
         let m = &mut g.pg.machine;
-        let mut shards = place(shape, &policy, sip, cps, ppc).map_err(DistError::Config)?;
+        let mut shards =
+            place((shape, dtype), &policy, sip, cps, ppc).map_err(DistError::Config)?;
         if unit == RankUnit::Pe {
             if shards.len() != 1 {
                 return Err(DistError::Config(format!(
@@ -216,6 +238,7 @@ impl<'p> Rank<'_, 'p> {
         Ok(Tensor {
             rank: self.rank,
             shape,
+            dtype,
             policy,
             space,
             shards,
@@ -248,8 +271,9 @@ impl<'p> Rank<'_, 'p> {
         }
     }
 
-    /// Fills a tensor from row-major host data (functional mode; each
-    /// shard gets its part, replicated parts every copy).
+    /// Fills a tensor from row-major host data, each value rounded to the
+    /// tensor's dtype (functional mode; each shard gets its part,
+    /// replicated parts every copy).
     pub fn write(&mut self, t: &Tensor, data: &[f32]) -> Result<(), DistError> {
         if data.len() != t.elems() {
             return Err(DistError::Config(format!(
@@ -260,30 +284,29 @@ impl<'p> Rank<'_, 'p> {
                 t.elems()
             )));
         }
-        let data: Vec<f16> = data.iter().map(|&v| f16::from_f32(v)).collect();
         let mut g = self.enter()?;
         for s in &t.shards {
-            let part = gather(&data, t.shape.1, &s.block);
+            let part = gather(data, t.shape.1, &s.block);
             g.pg.machine
-                .write(Self::location(t, s), &part)
+                .write_as(Self::location(t, s), t.dtype, &part)
                 .map_err(DistError::Memory)?;
         }
         Ok(())
     }
 
-    /// Reads a tensor back to the host, row-major (a replicated part comes
-    /// from its first shard in (cube, pe) order).
+    /// Reads a tensor back to the host, row-major, values of its dtype (a
+    /// replicated part comes from its first shard in (cube, pe) order).
     pub fn read(&self, t: &Tensor) -> Result<Vec<f32>, DistError> {
         let g = self.enter()?;
-        let mut out = vec![f16::ZERO; t.elems()];
+        let mut out = vec![0.0; t.elems()];
         for s in t.shards.iter().rev() {
             let part =
                 g.pg.machine
-                    .read(Self::location(t, s), s.block.elems())
+                    .read_as(Self::location(t, s), s.block.elems(), t.dtype)
                     .map_err(DistError::Memory)?;
             scatter(&mut out, t.shape.1, &s.block, &part);
         }
-        Ok(out.iter().map(|v| v.to_f32()).collect())
+        Ok(out)
     }
 
     /// Launches `kernel` on PEs `(cube, pe)` of the current device, from
@@ -518,6 +541,7 @@ impl<'p> Rank<'_, 'p> {
         root: u32,
     ) -> Result<Work, DistError> {
         let g = self.enter()?;
+        t.check_f16(collective.name()).map_err(DistError::Config)?;
         let (job, operand) = Self::check_tensor(&g, t)?;
         let has_root = matches!(collective, Collective::Broadcast | Collective::Reduce);
         let call = Call {

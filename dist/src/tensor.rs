@@ -1,8 +1,9 @@
 //! Tensors of a rank and how they lie across its SIP: a [`DPPolicy`] splits a
-//! row-major f16 matrix over cubes, then each cube's part over PEs; every piece
+//! row-major matrix (f16 unless created with another [`DType`]) over cubes, then each cube's part over PEs; every piece
 //! is a [`Shard`] with structural coordinates (sip, cube, pe) and its place in
 //! the tensor, stored contiguously in its cube's memory.
 
+use kernbench_systems::DType;
 use kernbench_systems::program::Space;
 use serde::{Deserialize, Serialize};
 
@@ -159,11 +160,13 @@ pub struct Shard {
     pub addr: u64,
 }
 
-/// A rank's tensor: f16, row-major, `shape = (rows, cols)`.
+/// A rank's tensor: row-major, `shape = (rows, cols)`, elements of `dtype`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tensor {
     pub rank: u32,
     pub shape: (usize, usize),
+    /// Its element type (f16 unless created with `Rank::empty_typed`).
+    pub dtype: DType,
     pub policy: DPPolicy,
     /// The memory its shards live in (HBM unless chosen).
     pub space: Space,
@@ -174,6 +177,23 @@ pub struct Tensor {
 impl Tensor {
     pub fn elems(&self) -> usize {
         self.shape.0 * self.shape.1
+    }
+
+    /// Its size in bytes: elements × the dtype's bytes.
+    pub fn nbytes(&self) -> u64 {
+        self.elems() as u64 * self.dtype.bytes()
+    }
+
+    /// Ok for an f16 tensor; otherwise why `what` (a collective or a
+    /// transfer, whose kernels move f16 buffers) refuses it, and the fix.
+    pub fn check_f16(&self, what: &str) -> Result<(), String> {
+        if self.dtype == DType::F16 {
+            return Ok(());
+        }
+        Err(format!(
+            "{what} of rank {}'s {}x{} {} tensor: collectives and transfers move f16 data only; allowed: an f16 tensor; cast it first into an f16 tensor of the same layout (ops::cast_into, or tl.cast in a kernel) and pass that",
+            self.rank, self.shape.0, self.shape.1, self.dtype
+        ))
     }
 
     /// The same memory read as replicas by collectives (see
@@ -187,10 +207,10 @@ impl Tensor {
     }
 }
 
-/// The shards of a `shape` tensor on `sip` under `policy`, in (cube, pe,
-/// offset) order, before they are given addresses. Err names the field.
+/// The shards of a `shape` tensor of `dtype` on `sip` under `policy`, in
+/// (cube, pe, offset) order, before they are given addresses. Err names the field.
 pub fn place(
-    shape: (usize, usize),
+    (shape, dtype): ((usize, usize), DType),
     policy: &DPPolicy,
     sip: u32,
     cubes_per_sip: u32,
@@ -243,8 +263,8 @@ pub fn place(
                 sip,
                 cube: cube as u32,
                 pe: pe as u32,
-                offset_bytes: (block.rows.0 * shape.1 + block.cols.0) as u64 * 2,
-                nbytes: block.elems() as u64 * 2,
+                offset_bytes: (block.rows.0 * shape.1 + block.cols.0) as u64 * dtype.bytes(),
+                nbytes: block.elems() as u64 * dtype.bytes(),
                 block,
                 addr: 0,
             });
@@ -254,7 +274,7 @@ pub fn place(
 }
 
 /// A shard's elements, gathered from a row-major tensor's data.
-pub fn gather(data: &[half::f16], cols: usize, b: &Block) -> Vec<half::f16> {
+pub fn gather<T: Copy>(data: &[T], cols: usize, b: &Block) -> Vec<T> {
     (b.rows.0..b.rows.0 + b.rows.1)
         .flat_map(|r| {
             data[r * cols + b.cols.0..r * cols + b.cols.0 + b.cols.1]
@@ -265,7 +285,7 @@ pub fn gather(data: &[half::f16], cols: usize, b: &Block) -> Vec<half::f16> {
 }
 
 /// Writes a shard's elements back into a row-major tensor's data.
-pub fn scatter(data: &mut [half::f16], cols: usize, b: &Block, shard: &[half::f16]) {
+pub fn scatter<T: Copy>(data: &mut [T], cols: usize, b: &Block, shard: &[T]) {
     for (i, r) in (b.rows.0..b.rows.0 + b.rows.1).enumerate() {
         data[r * cols + b.cols.0..r * cols + b.cols.0 + b.cols.1]
             .copy_from_slice(&shard[i * b.cols.1..(i + 1) * b.cols.1]);
@@ -285,7 +305,7 @@ mod tests {
             num_pes: 3,
             replicas: false,
         };
-        let s = place((5, 7), &p, 3, 4, 8).unwrap();
+        let s = place(((5, 7), DType::F16), &p, 3, 4, 8).unwrap();
         assert_eq!(s.len(), 6);
         // Cube 0 has rows 0..3, cube 1 rows 3..5; columns 3, 2, 2 per PE.
         let got: Vec<_> = s
@@ -314,13 +334,13 @@ mod tests {
     #[test]
     fn bad_policies_name_the_field() {
         let mut p = DPPolicy::cube_rows(17);
-        let e = place((16, 4), &p, 0, 16, 8).unwrap_err();
+        let e = place(((16, 4), DType::F16), &p, 0, 16, 8).unwrap_err();
         assert!(
             e.starts_with("DPPolicy.num_cubes is 17; allowed: 1 to 16"),
             "{e}"
         );
         p.num_cubes = 4;
-        let e = place((3, 4), &p, 0, 16, 8).unwrap_err();
+        let e = place(((3, 4), DType::F16), &p, 0, 16, 8).unwrap_err();
         assert!(e.contains("leaves cube 3 pe 0 empty"), "{e}");
     }
 }

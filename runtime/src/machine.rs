@@ -7,6 +7,7 @@ use half::f16;
 use kernbench_spec::spec::System;
 use kernbench_spec::topology::address::{AddressResolver, Location, Space};
 use kernbench_spec::topology::{Node, Topology, TopologyError, memory_classes, ns_to_ticks};
+use kernbench_systems::DType;
 use kernbench_systems::exec::ExecParams;
 use kernbench_systems::exec::{HostQueue, LaunchId, Launches};
 use kernbench_systems::hierarchy::Hardware;
@@ -474,22 +475,35 @@ impl Machine {
 
     /// Writes f16 values into memory (functional mode).
     pub fn write(&mut self, at: Location, data: &[f16]) -> Result<(), String> {
+        let values: Vec<f32> = data.iter().map(|v| v.to_f32()).collect();
+        self.write_as(at, DType::F16, &values)
+    }
+
+    /// Writes values of `dtype` (each rounded to it) into memory (functional mode).
+    pub fn write_as(&mut self, at: Location, dtype: DType, data: &[f32]) -> Result<(), String> {
         self.addresses.encode(at)?;
         let loc = self.addresses.mem_loc(&self.topology, at);
+        let values: Vec<f32> = data.iter().map(|&v| dtype.round(v)).collect();
         self.engine
             .world
             .resource_mut::<MemoryStore>()
-            .write(loc, data)
+            .write(loc, dtype, &values)
     }
 
     /// Reads f16 values from memory (functional mode).
     pub fn read(&self, at: Location, elems: usize) -> Result<Vec<f16>, String> {
+        let values = self.read_as(at, elems, DType::F16)?;
+        Ok(values.into_iter().map(f16::from_f32).collect())
+    }
+
+    /// Reads `elems` values of `dtype` from memory (functional mode).
+    pub fn read_as(&self, at: Location, elems: usize, dtype: DType) -> Result<Vec<f32>, String> {
         self.addresses.encode(at)?;
         let loc = self.addresses.mem_loc(&self.topology, at);
         self.engine
             .world
             .resource::<MemoryStore>()
-            .read(loc, elems as u64)
+            .read(loc, elems as u64, dtype)
     }
 
     /// Sends every later op, packet and message to `sink` as it completes

@@ -8,8 +8,9 @@
 //! multiply over a row; layer norm is mean, centre, variance, `rsqrt(var +
 //! ε)`, normalize, then `· γ + β` with γ and β read with a zero pitch (one
 //! row broadcast over the tile's rows). Values are those of the vector ops:
-//! f32 from f16 inputs, rounded to f16 after each op. Row-wise kernels need
-//! every shard to hold whole rows.
+//! computed in f32, rounded to the tensor's dtype after each op. `cast_into`
+//! copies a tensor into one of another dtype and the same layout. Row-wise
+//! kernels need every shard to hold whole rows.
 
 use crate::gemm::Placement;
 use crate::tp::kernels::{element, pieces, rows_of};
@@ -32,6 +33,10 @@ enum RowOp {
     Gelu,
     ResidualAdd {
         residual: Tensor,
+    },
+    /// Stored into `out`'s twin shards, rounded to `out`'s dtype.
+    Cast {
+        out: Tensor,
     },
 }
 
@@ -83,19 +88,46 @@ pub fn residual_add(
     residual: &Tensor,
     placement: &Placement,
 ) -> Result<Work, DistError> {
-    if residual.shape != x.shape || residual.policy != x.policy {
-        return Err(DistError::Layout(format!(
-            "residual_add: the residual is {:?} under {} and x is {:?} under {}; allowed: the same shape and layout, so shards add in place; create the residual like x",
-            residual.shape,
-            residual.policy.describe(),
-            x.shape,
-            x.policy.describe()
-        )));
-    }
+    same_layout("residual_add", "the residual", (residual, x))?;
     let op = RowOp::ResidualAdd {
         residual: residual.clone(),
     };
     launch(ctx, x, op, placement)
+}
+
+/// `out ← x` rounded to `out`'s dtype (f32 master weights to f16, or back),
+/// element by element: one vector pass per tile; `out` has `x`'s shape and
+/// layout.
+pub fn cast_into(
+    ctx: &mut Rank,
+    x: &Tensor,
+    out: &Tensor,
+    placement: &Placement,
+) -> Result<Work, DistError> {
+    same_layout("cast_into", "out", (out, x))?;
+    launch(ctx, x, RowOp::Cast { out: out.clone() }, placement)
+}
+
+/// Refuses `other` (called `name` in the message) unless it has `x`'s
+/// shape and layout, so shards pair up in place.
+fn same_layout(what: &str, name: &str, (other, x): (&Tensor, &Tensor)) -> Result<(), DistError> {
+    if other.shape == x.shape && other.policy == x.policy {
+        return Ok(());
+    }
+    Err(DistError::Layout(format!(
+        "{what}: {name} is {:?} under {} and x is {:?} under {}; allowed: the same shape and layout, so shards pair up in place; create {name} like x",
+        other.shape,
+        other.policy.describe(),
+        x.shape,
+        x.policy.describe()
+    )))
+}
+
+/// The shard of `t` at `s`'s cube, PE and block (its twin in a tensor of the same layout).
+fn twin<'a>(t: &'a Tensor, s: &Shard) -> Option<&'a Shard> {
+    t.shards
+        .iter()
+        .find(|u| u.cube == s.cube && u.pe == s.pe && u.block == s.block)
 }
 
 /// Refuses a tensor whose shards cut its rows: a row-wise op sees a row only
@@ -174,9 +206,15 @@ fn rows_kernel(tl: &mut Tl, g: &RowsArgs) {
         let per_tile = (TILE_ELEMS / cols.max(1)).max(1);
         for (r, rn) in pieces(mine.rows.0, mine.rows.1, per_tile) {
             let at = Addr::At(element(&g.x, s, r, c0));
-            let x = tl.load_rect(at, rn, cols, cols);
+            let x = tl.load_rect_as(at, (rn, cols, cols), g.x.dtype);
             let y = tile_op(tl, g, (s, r, rn), x);
-            tl.store_rect(at, y, rn, cols, cols);
+            let dst = match &g.op {
+                RowOp::Cast { out } => twin(out, s).map(|t| Addr::At(element(out, t, r, c0))),
+                _ => Some(at),
+            };
+            if let Some(dst) = dst {
+                tl.store_rect(dst, y, rn, cols, cols);
+            }
         }
     }
 }
@@ -209,20 +247,22 @@ fn tile_op(tl: &mut Tl, g: &RowsArgs, (s, r, rn): (&Shard, usize, usize), x: Til
             let (Some(gs), Some(bs)) = (row_on(gamma, s.cube), row_on(beta, s.cube)) else {
                 return normed;
             };
-            let gm = tl.load_rect(Addr::At(element(gamma, gs, 0, 0)), rn, cols, 0);
-            let bt = tl.load_rect(Addr::At(element(beta, bs, 0, 0)), rn, cols, 0);
+            let broadcast = (rn, cols, 0);
+            let gm = tl.load_rect_as(Addr::At(element(gamma, gs, 0, 0)), broadcast, gamma.dtype);
+            let bt = tl.load_rect_as(Addr::At(element(beta, bs, 0, 0)), broadcast, beta.dtype);
             let scaled = tl.mul(normed, gm);
             tl.add(scaled, bt)
         }
         RowOp::Gelu => tl.gelu(x),
         RowOp::ResidualAdd { residual } => {
             // residual_add checked the layouts are the same: every shard has its twin.
-            let twin = |t: &&Shard| t.cube == s.cube && t.pe == s.pe && t.block == s.block;
-            let Some(twin) = residual.shards.iter().find(twin) else {
+            let Some(twin) = twin(residual, s) else {
                 return x;
             };
-            let y = tl.load_rect(Addr::At(element(residual, twin, r, c0)), rn, cols, cols);
+            let at = Addr::At(element(residual, twin, r, c0));
+            let y = tl.load_rect_as(at, (rn, cols, cols), residual.dtype);
             tl.add(x, y)
         }
+        RowOp::Cast { out } => tl.cast(x, out.dtype),
     }
 }

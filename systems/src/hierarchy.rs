@@ -29,7 +29,8 @@ pub struct Pe {
 /// ops and a launch's start-up.
 #[derive(Component, Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PeRate {
-    /// f16 elements the vector unit processes per tick.
+    /// 16-bit lanes of the vector unit: f16 or bf16 elements per tick (f32
+    /// elements take two lanes each).
     pub vector_lanes: u64,
     /// Multiply-accumulates the MAC array completes per tick.
     pub macs_per_tick: u64,

@@ -31,7 +31,6 @@ use crate::network::{Inbox, LinkTable, NewMessage, NodeId, Outbox, Purpose, Rout
 use crate::program::{QDir, Reg, Space};
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
-use half::f16;
 use rustc_hash::FxHashMap;
 use std::collections::VecDeque;
 
@@ -168,7 +167,9 @@ pub struct SendJob {
     pub pe: PeIdx,
     pub bytes: u64,
     pub sent: u64,
-    pub data: Option<Vec<f16>>,
+    /// The dtype of the register sent: chunks hold whole elements.
+    pub dtype: crate::dtype::DType,
+    pub data: Option<Vec<f32>>,
     pub trace: Option<u32>,
 }
 
@@ -182,7 +183,7 @@ pub struct RecvJob {
     /// Slot reads still travelling from an SRAM/HBM buffer to the PE.
     pub landing: u32,
     pub ready: Tick,
-    pub data: Vec<f16>,
+    pub data: Vec<f32>,
     pub trace: Option<u32>,
 }
 
@@ -215,7 +216,7 @@ pub struct Queue {
     pub sends: VecDeque<SendJob>,
     pub recvs: VecDeque<RecvJob>,
     /// Functional mode: chunk values in order, from credit use to consumption.
-    pub payloads: VecDeque<Vec<f16>>,
+    pub payloads: VecDeque<Vec<f32>>,
     /// Send and recv ops issued on this queue, ever: the k-th send and the
     /// k-th recv move the same data (a trace draws them as one flow).
     pub send_ops: u32,
@@ -342,7 +343,10 @@ pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
         let Some(job) = qu.sends.front_mut() else {
             return;
         };
-        let bytes = (job.bytes - job.sent).min(qu.slot_size);
+        // A chunk holds whole elements: an f32 send on slots of 4k + 2 bytes
+        // fills 4k of each.
+        let eb = job.dtype.bytes();
+        let bytes = (job.bytes - job.sent).min(qu.slot_size / eb * eb);
         qu.credits -= 1;
         let slot = (qu.reserved % qu.n_slots as u64) as usize;
         qu.slots[slot] = Slot {
@@ -351,9 +355,9 @@ pub fn pump_send(ctx: &mut QueueCtx, q: QueueId) {
         };
         qu.reserved += 1;
         if let Some(data) = &job.data {
-            let from = (job.sent / 2) as usize;
+            let from = (job.sent / eb) as usize;
             qu.payloads
-                .push_back(data[from..from + (bytes / 2) as usize].to_vec());
+                .push_back(data[from..from + (bytes / eb) as usize].to_vec());
         }
         job.sent += bytes;
         let (pe, done) = (job.pe, job.sent == job.bytes);

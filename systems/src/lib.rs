@@ -6,6 +6,7 @@
 //! workloads talk to it through [`traffic::Traffic`] or by installing
 //! neighbour tables and launching op programs.
 
+pub mod dtype;
 pub mod exec;
 pub mod hierarchy;
 pub mod ids;
@@ -22,6 +23,7 @@ pub mod traffic;
 
 use bevy_ecs::prelude::Resource;
 
+pub use dtype::DType;
 pub use ids::PeIdx;
 pub use network::{LinkClass, LinkId, LinkStats, LinkTable, LinkTableBuilder, NodeId, RouteSource};
 pub use schedule::{Engine, RunError, RunLimits, RunSummary, Stage};

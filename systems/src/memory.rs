@@ -1,5 +1,5 @@
 //! Memories: contended ports with the timing of a link (bandwidth, latency),
-//! and, in functional mode, the f16 values they hold.
+//! and, in functional mode, the values they hold (f16, bf16 or f32).
 //!
 //! Layout: no entity; everything is a resource. [`MemPorts`] is a dense
 //! table (per space, one `free_at` and one `busy` per instance) because a
@@ -12,17 +12,17 @@
 //! 4.30 s for this table (median of 7, side by side): 6 % slower, so the
 //! table stays. [`MemoryStore`] is keyed by location, not by instance.
 
+use crate::dtype::DType;
 use crate::network::LinkClass;
 use crate::program::{MemLoc, Space};
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
-use half::f16;
 use std::collections::BTreeMap;
 
 /// Whether values travel with the timing.
 #[derive(Resource, Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DataMode {
-    /// f16 values are computed, stored and carried in messages.
+    /// Values are computed, stored and carried in messages.
     #[default]
     Functional,
     /// Sizes only; identical timing, no values.
@@ -103,20 +103,32 @@ impl MemPorts {
 }
 
 /// Functional-mode memory contents (data is only kept when a run checks
-/// values): tensors of f16 keyed by the location of their first element. A read
-/// may address any sub-range of one stored tensor; a write patches a tensor
-/// that contains it or replaces the tensors it covers.
+/// values): tensors keyed by the location of their first element, each of
+/// one dtype, its values held as f32 (each exact in the dtype). A read may
+/// address any sub-range of one stored tensor; a write patches a tensor of
+/// its dtype that contains it or replaces the tensors it covers.
 #[derive(Resource, Debug, Default)]
 pub struct MemoryStore {
-    tensors: BTreeMap<MemLoc, Vec<f16>>,
+    tensors: BTreeMap<MemLoc, Stored>,
 }
 
-/// Bytes per element (all data is f16).
-pub const ELEM_BYTES: u64 = 2;
+/// One stored run of elements.
+#[derive(Debug, Clone, PartialEq)]
+struct Stored {
+    dtype: DType,
+    values: Vec<f32>,
+}
+
+impl Stored {
+    /// The byte offset just past its last element, if it starts at `base`.
+    fn end(&self, base: u64) -> u64 {
+        base + self.values.len() as u64 * self.dtype.bytes()
+    }
+}
 
 impl MemoryStore {
     /// The stored tensor that starts at or before `at` in the same memory.
-    fn containing(&self, at: MemLoc) -> Option<(MemLoc, &Vec<f16>)> {
+    fn containing(&self, at: MemLoc) -> Option<(MemLoc, &Stored)> {
         let first = MemLoc { offset: 0, ..at };
         self.tensors
             .range(first..=at)
@@ -124,28 +136,39 @@ impl MemoryStore {
             .map(|(&k, v)| (k, v))
     }
 
-    /// Writes `data` at `at`; writing nothing changes nothing (a zero-element
-    /// register stored in timing-only runs costs no map lookup).
-    pub fn write(&mut self, at: MemLoc, data: &[f16]) -> Result<(), String> {
+    /// Writes `data`, values of `dtype`, at `at`; writing nothing changes
+    /// nothing (a zero-element register stored in timing-only runs costs no
+    /// map lookup).
+    pub fn write(&mut self, at: MemLoc, dtype: DType, data: &[f32]) -> Result<(), String> {
         if data.is_empty() {
             return Ok(());
         }
-        let end = at.offset + data.len() as u64 * ELEM_BYTES;
+        let end = at.offset + data.len() as u64 * dtype.bytes();
+        let where_ = |base: u64| format!("{} {}+{base:#x}", at.space.name(), at.instance);
         let overlap = |base: u64| {
             format!(
-                "write of {} bytes at {} {}+{:#x} partly overlaps the tensor at +{base:#x}",
+                "write of {} bytes at {} partly overlaps the tensor at +{base:#x}",
                 end - at.offset,
-                at.space.name(),
-                at.instance,
-                at.offset
+                where_(at.offset)
             )
         };
         if let Some((base, t)) = self.containing(at) {
-            let t_end = base.offset + t.len() as u64 * ELEM_BYTES;
-            if end <= t_end {
-                let off = ((at.offset - base.offset) / ELEM_BYTES) as usize;
+            let t_end = t.end(base.offset);
+            // A tensor of another dtype is replaced only when the write covers it exactly.
+            let replaces = t.dtype != dtype && base.offset == at.offset && end == t_end;
+            if end <= t_end && !replaces {
+                if t.dtype != dtype {
+                    return Err(format!(
+                        "write of {dtype} values at {} into the {} tensor at +{:#x}: a tensor holds one dtype; cast the values to {} first",
+                        where_(at.offset),
+                        t.dtype,
+                        base.offset,
+                        t.dtype
+                    ));
+                }
+                let off = ((at.offset - base.offset) / dtype.bytes()) as usize;
                 let t = self.tensors.get_mut(&base).expect("found above");
-                t[off..off + data.len()].copy_from_slice(data);
+                t.values[off..off + data.len()].copy_from_slice(data);
                 return Ok(());
             }
             // A tensor that starts before the write and ends inside it would
@@ -160,91 +183,92 @@ impl MemoryStore {
             .map(|(&k, _)| k)
             .collect();
         for k in covered {
-            if k.offset + self.tensors[&k].len() as u64 * ELEM_BYTES > end {
+            if self.tensors[&k].end(k.offset) > end {
                 return Err(overlap(k.offset));
             }
             self.tensors.remove(&k);
         }
-        self.tensors.insert(at, data.to_vec());
+        let values = data.to_vec();
+        self.tensors.insert(at, Stored { dtype, values });
         self.merge_around(at);
         Ok(())
     }
 
-    /// Joins the tensor at `at` with a stored tensor that ends where it
-    /// starts and one that starts where it ends, so rows written one by one
-    /// (a matrix stored tile by tile) read back as one range.
+    /// Joins the tensor at `at` with a stored tensor of its dtype that ends
+    /// where it starts and one that starts where it ends, so rows written
+    /// one by one (a matrix stored tile by tile) read back as one range.
     fn merge_around(&mut self, at: MemLoc) {
-        let end_of = |k: MemLoc, v: &Vec<f16>| k.offset + v.len() as u64 * ELEM_BYTES;
-        if self.tensors[&at].is_empty() {
-            return;
-        }
+        let dtype = self.tensors[&at].dtype;
         let mut start = at;
         let before = self
             .tensors
             .range(MemLoc { offset: 0, ..at }..at)
             .next_back()
-            .map(|(&k, v)| (k, end_of(k, v)));
-        if let Some((k, end)) = before
+            .map(|(&k, v)| (k, v.end(k.offset), v.dtype));
+        if let Some((k, end, d)) = before
             && end == at.offset
+            && d == dtype
         {
             let tail = self.tensors.remove(&at).expect("inserted by the caller");
-            self.tensors.get_mut(&k).expect("found above").extend(tail);
+            let head = self.tensors.get_mut(&k).expect("found above");
+            head.values.extend(tail.values);
             start = k;
         }
-        let end = end_of(start, &self.tensors[&start]);
-        if let Some(next) = self.tensors.remove(&MemLoc {
-            offset: end,
+        let next = MemLoc {
+            offset: self.tensors[&start].end(start.offset),
             ..start
-        }) {
-            self.tensors.get_mut(&start).expect("present").extend(next);
+        };
+        if self.tensors.get(&next).is_some_and(|t| t.dtype == dtype) {
+            let tail = self.tensors.remove(&next).expect("present");
+            let head = self.tensors.get_mut(&start).expect("present");
+            head.values.extend(tail.values);
         }
     }
 
-    /// Reads `rows` runs of `cols` elements, each `pitch` elements after the
-    /// one before, into one row-major tile.
+    /// Reads `rows` runs of `cols` elements of `dtype`, each `pitch`
+    /// elements after the one before, into one row-major tile.
     pub fn read_rect(
         &self,
         at: MemLoc,
-        rows: u64,
-        cols: u64,
-        pitch: u64,
-    ) -> Result<Vec<f16>, String> {
+        (rows, cols, pitch): (u64, u64, u64),
+        dtype: DType,
+    ) -> Result<Vec<f32>, String> {
         let mut out = Vec::with_capacity((rows * cols) as usize);
         for r in 0..rows {
             let row = MemLoc {
-                offset: at.offset + r * pitch * ELEM_BYTES,
+                offset: at.offset + r * pitch * dtype.bytes(),
                 ..at
             };
-            out.extend(self.read(row, cols)?);
+            out.extend(self.read(row, cols, dtype)?);
         }
         Ok(out)
     }
 
-    /// Writes a row-major tile as runs of `cols` elements, `pitch` apart.
+    /// Writes a row-major tile of `dtype` as runs of `cols` elements, `pitch` apart.
     pub fn write_rect(
         &mut self,
         at: MemLoc,
-        data: &[f16],
-        rows: u64,
-        pitch: u64,
+        dtype: DType,
+        data: &[f32],
+        (rows, pitch): (u64, u64),
     ) -> Result<(), String> {
         if rows <= 1 {
-            return self.write(at, data);
+            return self.write(at, dtype, data);
         }
         let cols = data.len() / rows as usize;
         for (r, row) in data.chunks(cols.max(1)).enumerate() {
             let at = MemLoc {
-                offset: at.offset + r as u64 * pitch * ELEM_BYTES,
+                offset: at.offset + r as u64 * pitch * dtype.bytes(),
                 ..at
             };
-            self.write(at, row)?;
+            self.write(at, dtype, row)?;
         }
         Ok(())
     }
 
-    /// Reads `elems` elements at `at`; the range must lie inside one written
-    /// tensor, except that reading none succeeds anywhere.
-    pub fn read(&self, at: MemLoc, elems: u64) -> Result<Vec<f16>, String> {
+    /// Reads `elems` elements of `dtype` at `at`; the range must lie inside
+    /// one written tensor of that dtype, except that reading none succeeds anywhere.
+    pub fn read(&self, at: MemLoc, elems: u64, dtype: DType) -> Result<Vec<f32>, String> {
         if elems == 0 {
             return Ok(Vec::new());
         }
@@ -252,17 +276,26 @@ impl MemoryStore {
         let (base, t) = self
             .containing(at)
             .ok_or_else(|| format!("read at {}: nothing was written there", where_()))?;
-        let off = ((at.offset - base.offset) / ELEM_BYTES) as usize;
+        if t.dtype != dtype && at.offset < t.end(base.offset) {
+            return Err(format!(
+                "read of {elems} {dtype} elements at {}: the tensor at +{:#x} holds {}; read it as {} (or cast it)",
+                where_(),
+                base.offset,
+                t.dtype,
+                t.dtype
+            ));
+        }
+        let off = ((at.offset - base.offset) / dtype.bytes()) as usize;
         usize::try_from(elems)
             .ok()
-            .and_then(|n| t.get(off..off.checked_add(n)?))
+            .and_then(|n| t.values.get(off..off.checked_add(n)?))
             .map(|s| s.to_vec())
             .ok_or_else(|| {
                 format!(
                     "read of {elems} elements at {} runs past the tensor at +{:#x} ({} elements)",
                     where_(),
                     base.offset,
-                    t.len()
+                    t.values.len()
                 )
             })
     }
@@ -291,9 +324,11 @@ impl crate::plugin::Plugin for MemoryPlugin {
 mod tests {
     use super::*;
 
-    fn v(xs: &[f32]) -> Vec<f16> {
-        xs.iter().map(|&x| f16::from_f32(x)).collect()
+    fn v(xs: &[f32]) -> Vec<f32> {
+        xs.to_vec()
     }
+
+    const H: DType = DType::F16;
 
     fn at(offset: u64) -> MemLoc {
         MemLoc {
@@ -306,25 +341,25 @@ mod tests {
     #[test]
     fn store_reads_sub_ranges_and_patches_in_place() {
         let mut m = MemoryStore::default();
-        m.write(at(100), &v(&[1.0, 2.0, 3.0, 4.0])).unwrap();
-        assert_eq!(m.read(at(102), 2).unwrap(), v(&[2.0, 3.0]));
-        m.write(at(104), &v(&[9.0])).unwrap();
-        assert_eq!(m.read(at(100), 4).unwrap(), v(&[1.0, 2.0, 9.0, 4.0]));
-        assert!(m.read(at(106), 2).unwrap_err().contains("runs past"));
+        m.write(at(100), H, &v(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+        assert_eq!(m.read(at(102), 2, H).unwrap(), v(&[2.0, 3.0]));
+        m.write(at(104), H, &v(&[9.0])).unwrap();
+        assert_eq!(m.read(at(100), 4, H).unwrap(), v(&[1.0, 2.0, 9.0, 4.0]));
+        assert!(m.read(at(106), 2, H).unwrap_err().contains("runs past"));
         assert!(
-            m.read(at(50), 1)
+            m.read(at(50), 1, H)
                 .unwrap_err()
                 .contains("nothing was written")
         );
         assert!(
-            m.write(at(106), &v(&[0.0, 0.0]))
+            m.write(at(106), H, &v(&[0.0, 0.0]))
                 .unwrap_err()
                 .contains("partly overlaps")
         );
         // A longer write at the start of a tensor replaces it.
-        m.write(at(100), &v(&[7.0; 6])).unwrap();
-        assert_eq!(m.read(at(100), 6).unwrap(), v(&[7.0; 6]));
-        m.write(at(100), &v(&[1.0, 2.0, 3.0, 4.0])).unwrap();
+        m.write(at(100), H, &v(&[7.0; 6])).unwrap();
+        assert_eq!(m.read(at(100), 6, H).unwrap(), v(&[7.0; 6]));
+        m.write(at(100), H, &v(&[1.0, 2.0, 3.0, 4.0])).unwrap();
         // Other memories are separate.
         assert!(
             m.read(
@@ -332,13 +367,31 @@ mod tests {
                     instance: 4,
                     ..at(100)
                 },
-                1
+                1,
+                H
             )
             .is_err()
         );
         // A write covering the whole tensor replaces it.
-        m.write(at(96), &v(&[5.0; 8])).unwrap();
-        assert_eq!(m.read(at(100), 2).unwrap(), v(&[5.0, 5.0]));
+        m.write(at(96), H, &v(&[5.0; 8])).unwrap();
+        assert_eq!(m.read(at(100), 2, H).unwrap(), v(&[5.0, 5.0]));
+    }
+
+    /// A tensor holds one dtype: f32 elements take 4 bytes, a patch of
+    /// another dtype inside it is refused, a write covering it exactly
+    /// replaces it, and runs of two dtypes side by side stay apart.
+    #[test]
+    fn tensors_keep_their_dtype() {
+        let mut m = MemoryStore::default();
+        m.write(at(0), DType::F32, &[1.0, 2.0, 3.0]).unwrap();
+        assert_eq!(m.read(at(4), 2, DType::F32).unwrap(), [2.0, 3.0]);
+        let e = m.write(at(4), H, &[5.0]).unwrap_err();
+        assert!(e.starts_with("write of f16 values at hbm 3+0x4 into the f32 tensor at +0x0: a tensor holds one dtype; cast the values to f32 first"), "{e}");
+        m.write(at(12), H, &[7.0, 8.0]).unwrap();
+        assert_eq!(m.read(at(0), 3, DType::F32).unwrap(), [1.0, 2.0, 3.0]);
+        assert_eq!(m.read(at(12), 2, H).unwrap(), [7.0, 8.0]);
+        m.write(at(0), DType::BF16, &[9.0; 6]).unwrap();
+        assert_eq!(m.read(at(0), 6, DType::BF16).unwrap(), [9.0; 6]);
     }
 
     /// A 2x2 tile of a 3-column matrix lands in two runs; runs written next
@@ -347,19 +400,19 @@ mod tests {
     fn rectangles_write_rows_and_adjacent_runs_merge() {
         let mut m = MemoryStore::default();
         // Matrix at 0: rows of 3; write column 2 first, then columns 0-1.
-        m.write_rect(at(4), &v(&[3.0, 6.0]), 2, 3).unwrap();
-        m.write_rect(at(0), &v(&[1.0, 2.0, 4.0, 5.0]), 2, 3)
+        m.write_rect(at(4), H, &v(&[3.0, 6.0]), (2, 3)).unwrap();
+        m.write_rect(at(0), H, &v(&[1.0, 2.0, 4.0, 5.0]), (2, 3))
             .unwrap();
         assert_eq!(
-            m.read(at(0), 6).unwrap(),
+            m.read(at(0), 6, H).unwrap(),
             v(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
         );
         assert_eq!(
-            m.read_rect(at(2), 2, 2, 3).unwrap(),
+            m.read_rect(at(2), (2, 2, 3), H).unwrap(),
             v(&[2.0, 3.0, 5.0, 6.0])
         );
         // An empty write next to a tensor leaves it alone.
-        m.write(at(12), &[]).unwrap();
-        assert_eq!(m.read(at(0), 6).unwrap().len(), 6);
+        m.write(at(12), H, &[]).unwrap();
+        assert_eq!(m.read(at(0), 6, H).unwrap().len(), 6);
     }
 }

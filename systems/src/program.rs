@@ -1,6 +1,7 @@
 //! Op programs: what a traced kernel becomes, and what `kernel_step` runs.
 //!
-//! A program is code over a small register file of f16 tiles: straight-line
+//! A program is code over a small register file of tiles, each of one dtype
+//! ([`DType`]): straight-line
 //! ops and counted loops ([`Op::Loop`]). The tracer (crate `kernbench`,
 //! `kernel/`) resolves control flow at trace time. What differs between the
 //! PEs that share a program — a ring position, the block a step works on —
@@ -13,6 +14,8 @@
 
 /// A register index of a program.
 pub type Reg = u16;
+
+pub use crate::dtype::DType;
 
 /// IPCQ directions. Each has an opposite, used to pair the two ends of a queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -237,14 +240,14 @@ impl AtomExpr {
             len = q + u64::from(v < rem);
         }
         let loc = MemLoc {
-            offset: self.base.offset + off * 2,
+            offset: self.base.offset + off * DType::F16.bytes(),
             ..self.base
         };
         (loc, len)
     }
 }
 
-/// Where a load or store's data sits and how many f16 elements it covers.
+/// Where a load or store's data sits and how many elements it covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Place {
     /// A fixed location (a local one resolves to the executing PE's memory).
@@ -292,8 +295,8 @@ impl BinOp {
     }
 }
 
-/// Elementwise functions of one operand, computed in f32 from the f16
-/// input and rounded once to f16.
+/// Elementwise functions of one operand, computed in f32 and rounded once
+/// to the operand's dtype.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum UnOp {
     /// `e^x`.
@@ -364,17 +367,23 @@ impl Reduce {
 /// One op of a program.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Op {
-    /// `dst ← memory[src]`.
-    Load { dst: Reg, src: Place },
+    /// `dst ← memory[src]`, elements of `dtype`.
+    Load { dst: Reg, src: Place, dtype: DType },
     /// `memory[dst ..] ← src` (the register's elements).
     Store { src: Reg, dst: Place },
     /// Send a register through the IPCQ of direction `dir`.
     Send { dir: QDir, src: Reg },
-    /// Receive as many elements as `size` covers from the IPCQ of direction `dir`.
-    Recv { dir: QDir, dst: Reg, size: Place },
+    /// Receive as many elements of `dtype` as `size` covers from the IPCQ
+    /// of direction `dir`.
+    Recv {
+        dir: QDir,
+        dst: Reg,
+        size: Place,
+        dtype: DType,
+    },
     /// `dst ← a ∘ b`, elementwise.
     Binary { op: BinOp, dst: Reg, a: Reg, b: Reg },
-    /// `dst ← src · factor` (factor rounded to f16 like the data).
+    /// `dst ← src · factor` (factor rounded to the data's dtype).
     Scale { dst: Reg, src: Reg, factor: f32 },
     /// `dst ← f(src + shift)`, elementwise (`shift` in f32: layer norm's ε
     /// under a square root).
@@ -402,7 +411,10 @@ pub enum Op {
     },
     /// `dst ← src`.
     Copy { dst: Reg, src: Reg },
-    /// `dst[m×n] ← a[m×k] · b[k×n]`, row-major, f32 accumulation.
+    /// `dst ← src` rounded to `to`: one vector pass.
+    Cast { dst: Reg, src: Reg, to: DType },
+    /// `dst[m×n] ← a[m×k] · b[k×n]`, row-major: operands of one dtype,
+    /// products summed in f32 and rounded once to `out`.
     Gemm {
         dst: Reg,
         a: Reg,
@@ -410,6 +422,7 @@ pub enum Op {
         m: u32,
         n: u32,
         k: u32,
+        out: DType,
     },
     /// Runs the next `len` ops `count` times. In odd iterations registers
     /// `rot .. rot + rot_len` and `rot + rot_len .. rot + 2·rot_len` trade
@@ -436,6 +449,7 @@ impl Op {
             Op::RowReduce { op, .. } => op.name(),
             Op::RowBroadcast { op, .. } => op.row_name(),
             Op::Copy { .. } => "copy",
+            Op::Cast { .. } => "cast",
             Op::Gemm { .. } => "gemm",
             Op::Loop { .. } => "loop",
         }
@@ -446,6 +460,7 @@ impl Op {
         match *self {
             Op::Store { src, .. } | Op::Send { src, .. } => ([src, 0], 1),
             Op::Scale { src, .. } | Op::Copy { src, .. } => ([src, 0], 1),
+            Op::Cast { src, .. } => ([src, 0], 1),
             Op::Unary { src, .. } | Op::RowReduce { src, .. } => ([src, 0], 1),
             Op::Binary { a, b, .. } | Op::Gemm { a, b, .. } => ([a, b], 2),
             Op::RowBroadcast { a, b, .. } => ([a, b], 2),
@@ -464,6 +479,7 @@ impl Op {
             | Op::RowReduce { dst, .. }
             | Op::RowBroadcast { dst, .. }
             | Op::Copy { dst, .. }
+            | Op::Cast { dst, .. }
             | Op::Gemm { dst, .. } => Some(dst),
             Op::Store { .. } | Op::Send { .. } | Op::Loop { .. } => None,
         }

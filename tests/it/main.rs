@@ -13,6 +13,7 @@ mod common;
 mod compact_programs;
 mod dist;
 mod doc_examples;
+mod dtypes;
 mod estimate;
 mod flow;
 mod gemm;

@@ -475,8 +475,9 @@ fn one_layer_at_tp_1_2_4_8_with_and_without_sp_matches_f64() {
         assert!(e.iter().all(|&v| v < BOUND), "tp {tp} sp {sp}: {e:?}");
         worst = e.iter().fold(worst, |m, &v| m.max(v));
     }
-    // Measured: the worst is the Q gradient at TP 8 with SP.
-    assert_eq!(format!("{worst:.6}"), "0.001661");
+    // Measured: the worst is the Q gradient at TP 8 with SP (GEMMs
+    // accumulate in f32; with f16 accumulation it was 0.001661).
+    assert_eq!(format!("{worst:.6}"), "0.001791");
 }
 
 /// Megatron's per-layer volume on the inter-SIP links of a ring of `tp`
@@ -646,7 +647,9 @@ fn forward_time_at_tp1_is_pinned() {
     .unwrap();
     let ticks = ticks.into_inner().unwrap();
     assert!(ticks >= 80 * 100 + 139_264 / macs, "{ticks}");
-    assert_eq!(ticks, 9_832);
+    // 9,832 with f16 accumulation; f32 partials add a cast pass per
+    // multi-step tile before its store.
+    assert_eq!(ticks, 9_858);
 }
 
 /// A stack of no layers, an input of the wrong layout, a backward without

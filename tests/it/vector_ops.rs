@@ -24,7 +24,7 @@ use kernbench::topology::address::{Location, Space};
 use kernbench::tp::{cube_cols, replicated};
 use kernbench_systems::ipcq::Scope;
 use kernbench_systems::memory::DataMode;
-use kernbench_systems::program::{BinOp, Launch, MemLoc, Op, Place, Program, Reduce};
+use kernbench_systems::program::{BinOp, DType, Launch, MemLoc, Op, Place, Program, Reduce};
 use kernbench_systems::trace::OpRecord;
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -276,6 +276,7 @@ fn the_engine_refuses_a_row_op_over_partial_rows() {
                 Op::Load {
                     dst: 0,
                     src: tcm0(300),
+                    dtype: DType::F16,
                 },
                 reduce,
             ],
@@ -286,10 +287,12 @@ fn the_engine_refuses_a_row_op_over_partial_rows() {
                 Op::Load {
                     dst: 0,
                     src: tcm0(300),
+                    dtype: DType::F16,
                 },
                 Op::Load {
                     dst: 1,
                     src: tcm0(3),
+                    dtype: DType::F16,
                 },
                 broadcast,
             ],

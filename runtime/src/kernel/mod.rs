@@ -1,7 +1,8 @@
 //! The kernel language: a kernel is a plain Rust function `fn(&mut Tl, &A)`.
 //! At launch it is traced for each PE into an op program; control flow may
 //! depend on program ids and arguments, never on data. Values are tiles of
-//! f16 held in registers, allocated by liveness.
+//! one dtype each (f16 unless loaded, received or cast otherwise) held in
+//! registers, allocated by liveness.
 //!
 //! Programs are compact and shared. What differs between PEs of the same
 //! role — a ring position, the block a step works on — enters as a
@@ -46,18 +47,15 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-/// Element types. The simulator models f16 data only.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DType {
-    F16,
-}
+pub use kernbench_systems::dtype::DType;
 
-/// A traced value: a tile of f16 elements (the count is known at trace time
-/// unless it depends on a loop's iteration).
+/// A traced value: a tile of elements of one dtype (the count is known at
+/// trace time unless it depends on a loop's iteration).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tile {
     value: u32,
     pub elems: Option<usize>,
+    pub dtype: DType,
 }
 
 /// An address a kernel loads from or stores to.
@@ -200,13 +198,26 @@ impl<'a> Tl<'a> {
         self.error.get_or_insert(e);
     }
 
-    fn def(&mut self, elems: Option<usize>) -> Tile {
+    fn def(&mut self, elems: Option<usize>, dtype: DType) -> Tile {
         self.values.push(elems);
         self.pinned.push(false);
         Tile {
             value: self.values.len() as u32 - 1,
             elems,
+            dtype,
         }
+    }
+
+    /// The dtype operands `a` and `b` of `what` share (a's, after failing
+    /// the trace when they differ).
+    fn same_dtype(&mut self, what: &str, a: Tile, b: Tile) -> DType {
+        if a.dtype != b.dtype {
+            self.fail(format!(
+                "{what}: operands are {} and {}; allowed: operands of one dtype (convert one with tl.cast)",
+                a.dtype, b.dtype
+            ));
+        }
+        a.dtype
     }
 
     fn push(&mut self, op: Op, reads: &[Tile], out: Option<Tile>) {
@@ -321,17 +332,22 @@ impl<'a> Tl<'a> {
 
     /// `elems` f16 values from memory.
     pub fn load(&mut self, at: impl Into<Addr>, elems: usize) -> Tile {
+        self.load_as(at, elems, DType::F16)
+    }
+
+    /// `elems` values of `dtype` from memory.
+    pub fn load_as(&mut self, at: impl Into<Addr>, elems: usize, dtype: DType) -> Tile {
         let loc = self.loc(at.into());
         let src = Place::Fixed {
             loc,
             elems: elems as u64,
         };
-        let t = self.def(Some(elems));
-        self.push(Op::Load { dst: 0, src }, &[], Some(t));
+        let t = self.def(Some(elems), dtype);
+        self.push(Op::Load { dst: 0, src, dtype }, &[], Some(t));
         t
     }
 
-    /// A `rows`×`cols` tile of a row-major matrix whose rows are `pitch`
+    /// A `rows`×`cols` f16 tile of a row-major matrix whose rows are `pitch`
     /// elements apart, from memory in one transfer (a 2-D DMA descriptor).
     /// Rows may overlap: pitch 0 reads one row `rows` times (a broadcast).
     pub fn load_rect(
@@ -341,26 +357,36 @@ impl<'a> Tl<'a> {
         cols: usize,
         pitch: usize,
     ) -> Tile {
+        self.load_rect_as(at, (rows, cols, pitch), DType::F16)
+    }
+
+    /// [`Tl::load_rect`] of a matrix of `dtype`: `rows`×`cols` elements,
+    /// rows `pitch` elements apart.
+    pub fn load_rect_as(
+        &mut self,
+        at: impl Into<Addr>,
+        (rows, cols, pitch): (usize, usize, usize),
+        dtype: DType,
+    ) -> Tile {
         let Some(src) = self.rect(at.into(), rows, cols, pitch, false) else {
-            return self.def(Some(0));
+            return self.def(Some(0), dtype);
         };
-        let t = self.def(Some(rows * cols));
-        self.push(Op::Load { dst: 0, src }, &[], Some(t));
+        let t = self.def(Some(rows * cols), dtype);
+        self.push(Op::Load { dst: 0, src, dtype }, &[], Some(t));
         t
     }
 
-    /// [`Tl::load_rect`] with the descriptor's transpose flag: the
+    /// [`Tl::load_rect_as`] with the descriptor's transpose flag: the
     /// `rows`×`cols` rectangle lands as its `cols`×`rows` transpose, at the
     /// cost of the same load (a GEMM operand read as Xᵀ).
-    pub fn load_rect_t(
+    pub fn load_rect_t_as(
         &mut self,
         at: impl Into<Addr>,
-        rows: usize,
-        cols: usize,
-        pitch: usize,
+        shape: (usize, usize, usize),
+        dtype: DType,
     ) -> Tile {
         let before = self.rects.len();
-        let t = self.load_rect(at, rows, cols, pitch);
+        let t = self.load_rect_as(at, shape, dtype);
         if self.rects.len() > before
             && let Some(r) = self.rects.last_mut()
         {
@@ -421,11 +447,12 @@ impl<'a> Tl<'a> {
         }
     }
 
-    /// A part of a split buffer from memory.
+    /// A part of a split f16 buffer from memory.
     pub fn load_part(&mut self, p: &Part) -> Tile {
         let (src, elems) = self.part(p);
-        let t = self.def(elems);
-        self.push(Op::Load { dst: 0, src }, &[], Some(t));
+        let dtype = DType::F16;
+        let t = self.def(elems, dtype);
+        self.push(Op::Load { dst: 0, src, dtype }, &[], Some(t));
         t
     }
 
@@ -452,7 +479,6 @@ impl<'a> Tl<'a> {
 
     /// Receives a tile of `shape` from the IPCQ of direction `dir`.
     pub fn recv(&mut self, dir: QDir, shape: &[usize], dtype: DType) -> Tile {
-        let DType::F16 = dtype;
         let elems: usize = shape.iter().product();
         let size = Place::Fixed {
             loc: MemLoc {
@@ -462,16 +488,29 @@ impl<'a> Tl<'a> {
             },
             elems: elems as u64,
         };
-        let t = self.def(Some(elems));
-        self.push(Op::Recv { dir, dst: 0, size }, &[], Some(t));
+        let t = self.def(Some(elems), dtype);
+        let op = Op::Recv {
+            dir,
+            dst: 0,
+            size,
+            dtype,
+        };
+        self.push(op, &[], Some(t));
         t
     }
 
-    /// Receives a tile the size of part `p` from the IPCQ of direction `dir`.
+    /// Receives an f16 tile the size of part `p` from the IPCQ of direction `dir`.
     pub fn recv_part(&mut self, dir: QDir, p: &Part) -> Tile {
         let (size, elems) = self.part(p);
-        let t = self.def(elems);
-        self.push(Op::Recv { dir, dst: 0, size }, &[], Some(t));
+        let dtype = DType::F16;
+        let t = self.def(elems, dtype);
+        let op = Op::Recv {
+            dir,
+            dst: 0,
+            size,
+            dtype,
+        };
+        self.push(op, &[], Some(t));
         t
     }
 
@@ -481,7 +520,8 @@ impl<'a> Tl<'a> {
         {
             self.fail(format!("{}: operands have {x} and {y} elements", op.name()));
         }
-        let t = self.def(a.elems.or(b.elems));
+        let dtype = self.same_dtype(op.name(), a, b);
+        let t = self.def(a.elems.or(b.elems), dtype);
         self.push(
             Op::Binary {
                 op,
@@ -511,9 +551,9 @@ impl<'a> Tl<'a> {
         self.binary(BinOp::Min, a, b)
     }
 
-    /// `a · factor` (factor rounded to f16).
+    /// `a · factor` (factor rounded to a's dtype).
     pub fn scale(&mut self, a: Tile, factor: f32) -> Tile {
-        let t = self.def(a.elems);
+        let t = self.def(a.elems, a.dtype);
         self.push(
             Op::Scale {
                 dst: 0,
@@ -527,7 +567,7 @@ impl<'a> Tl<'a> {
     }
 
     fn unary(&mut self, op: UnOp, a: Tile, shift: f32) -> Tile {
-        let t = self.def(a.elems);
+        let t = self.def(a.elems, a.dtype);
         let op = Op::Unary {
             op,
             dst: 0,
@@ -538,7 +578,7 @@ impl<'a> Tl<'a> {
         t
     }
 
-    /// `e^a`, elementwise (f32 from the f16 input, rounded to f16).
+    /// `e^a`, elementwise (computed in f32, rounded to a's dtype).
     pub fn exp(&mut self, a: Tile) -> Tile {
         self.unary(UnOp::Exp, a, 0.0)
     }
@@ -579,9 +619,9 @@ impl<'a> Tl<'a> {
 
     fn row_reduce(&mut self, op: Reduce, a: Tile, cols: usize) -> Tile {
         let Some((rows, cols)) = self.rows(op.name(), a, cols) else {
-            return self.def(Some(0));
+            return self.def(Some(0), a.dtype);
         };
-        let t = self.def(a.elems.map(|_| rows));
+        let t = self.def(a.elems.map(|_| rows), a.dtype);
         let op = Op::RowReduce {
             op,
             dst: 0,
@@ -603,7 +643,7 @@ impl<'a> Tl<'a> {
 
     fn row_broadcast(&mut self, op: BinOp, a: Tile, per_row: Tile, cols: usize) -> Tile {
         let Some((rows, cols)) = self.rows(op.row_name(), a, cols) else {
-            return self.def(Some(0));
+            return self.def(Some(0), a.dtype);
         };
         if let (Some(_), Some(n)) = (a.elems, per_row.elems)
             && n != rows
@@ -613,7 +653,8 @@ impl<'a> Tl<'a> {
                 op.row_name()
             ));
         }
-        let t = self.def(a.elems);
+        let dtype = self.same_dtype(op.row_name(), a, per_row);
+        let t = self.def(a.elems, dtype);
         let op = Op::RowBroadcast {
             op,
             dst: 0,
@@ -635,21 +676,47 @@ impl<'a> Tl<'a> {
     }
 
     pub fn copy(&mut self, a: Tile) -> Tile {
-        let t = self.def(a.elems);
+        let t = self.def(a.elems, a.dtype);
         self.push(Op::Copy { dst: 0, src: 0 }, &[a], Some(t));
         t
     }
 
-    /// `a[m×k] · b[k×n]`, row-major, accumulated in f32.
+    /// `a` rounded to `dtype` (one vector pass at the wider of the two dtypes).
+    pub fn cast(&mut self, a: Tile, dtype: DType) -> Tile {
+        let t = self.def(a.elems, dtype);
+        let op = Op::Cast {
+            dst: 0,
+            src: 0,
+            to: dtype,
+        };
+        self.push(op, &[a], Some(t));
+        t
+    }
+
+    /// `a[m×k] · b[k×n]`, row-major, accumulated in f32 and rounded once to
+    /// the operands' dtype.
     pub fn gemm(&mut self, a: Tile, b: Tile, m: usize, n: usize, k: usize) -> Tile {
+        self.gemm_to(a, b, (m, n, k), a.dtype)
+    }
+
+    /// `a[m×k] · b[k×n]` accumulated in f32 and rounded once to `out`: f32
+    /// keeps a K-loop's partial products unrounded until the last one.
+    pub fn gemm_to(
+        &mut self,
+        a: Tile,
+        b: Tile,
+        (m, n, k): (usize, usize, usize),
+        out: DType,
+    ) -> Tile {
         let dim = |d: usize| u32::try_from(d).ok();
         let (Some(m32), Some(n32), Some(k32)) = (dim(m), dim(n), dim(k)) else {
             self.fail(format!(
                 "gemm {m}x{k} · {k}x{n}: a dimension exceeds {} (u32)",
                 u32::MAX
             ));
-            return self.def(Some(0));
+            return self.def(Some(0), out);
         };
+        self.same_dtype("gemm", a, b);
         let fits = |t: Tile, want: Option<usize>| t.elems.is_none() || t.elems == want;
         if !fits(a, m.checked_mul(k)) || !fits(b, k.checked_mul(n)) {
             self.fail(format!(
@@ -658,7 +725,7 @@ impl<'a> Tl<'a> {
                 b.elems.unwrap_or(0)
             ));
         }
-        let t = self.def(Some(m.saturating_mul(n)));
+        let t = self.def(Some(m.saturating_mul(n)), out);
         self.push(
             Op::Gemm {
                 dst: 0,
@@ -667,6 +734,7 @@ impl<'a> Tl<'a> {
                 m: m32,
                 n: n32,
                 k: k32,
+                out,
             },
             &[a, b],
             Some(t),
@@ -714,7 +782,7 @@ impl<'a> Tl<'a> {
             rot_len: 0,
         };
         self.push(loop_op, &[], None);
-        let phis: Vec<Tile> = carried.iter().map(|_| self.def(None)).collect();
+        let phis: Vec<Tile> = carried.iter().map(|t| self.def(None, t.dtype)).collect();
         self.in_loop = true;
         let results = body(self, Sym::iteration(), &phis);
         self.in_loop = false;
@@ -726,9 +794,10 @@ impl<'a> Tl<'a> {
         if results.len() != carried.len()
             || distinct.len() != results.len()
             || results.iter().any(|t| t.value < first_body_value)
+            || results.iter().zip(carried).any(|(r, c)| r.dtype != c.dtype)
         {
             self.fail(format!(
-                "loop at op {marker}: the body must return {} new, distinct tiles made in the body",
+                "loop at op {marker}: the body must return {} new, distinct tiles made in the body, each of its carried tile's dtype",
                 carried.len()
             ));
             return carried.to_vec();
@@ -739,7 +808,7 @@ impl<'a> Tl<'a> {
         if let Op::Loop { len, .. } = &mut self.ops[marker] {
             *len = (end - marker - 1) as u32;
         }
-        let posts: Vec<Tile> = results.iter().map(|_| self.def(None)).collect();
+        let posts: Vec<Tile> = results.iter().map(|t| self.def(None, t.dtype)).collect();
         let rec = LoopRec {
             marker,
             end,

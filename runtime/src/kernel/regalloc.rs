@@ -177,6 +177,7 @@ fn set_regs(op: &mut Op, ins: [Reg; 2], dst: Option<Reg>) {
         Op::Store { src, .. } | Op::Send { src, .. } => *src = ins[0],
         Op::Scale { dst: d, src, .. }
         | Op::Copy { dst: d, src }
+        | Op::Cast { dst: d, src, .. }
         | Op::Unary { dst: d, src, .. }
         | Op::RowReduce { dst: d, src, .. } => {
             *d = dst();

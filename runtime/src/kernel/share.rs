@@ -56,13 +56,19 @@ fn fingerprint(p: &Program) -> u64 {
 fn hash_op(op: &Op, h: &mut impl Hasher) {
     std::mem::discriminant(op).hash(h);
     match *op {
-        Op::Load { dst, src } => (dst, src).hash(h),
+        Op::Load { dst, src, dtype } => (dst, src, dtype).hash(h),
         Op::Store { src, dst } => (src, dst).hash(h),
         Op::Send { dir, src } => (dir, src).hash(h),
-        Op::Recv { dir, dst, size } => (dir, dst, size).hash(h),
+        Op::Recv {
+            dir,
+            dst,
+            size,
+            dtype,
+        } => (dir, dst, size, dtype).hash(h),
         Op::Binary { op, dst, a, b } => (op, dst, a, b).hash(h),
         Op::Scale { dst, src, factor } => (dst, src, factor.to_bits()).hash(h),
         Op::Copy { dst, src } => (dst, src).hash(h),
+        Op::Cast { dst, src, to } => (dst, src, to).hash(h),
         Op::Unary {
             op,
             dst,
@@ -77,7 +83,15 @@ fn hash_op(op: &Op, h: &mut impl Hasher) {
             b,
             cols,
         } => (op, dst, a, b, cols).hash(h),
-        Op::Gemm { dst, a, b, m, n, k } => (dst, a, b, m, n, k).hash(h),
+        Op::Gemm {
+            dst,
+            a,
+            b,
+            m,
+            n,
+            k,
+            out,
+        } => (dst, a, b, m, n, k, out).hash(h),
         Op::Loop {
             count,
             len,

@@ -293,9 +293,11 @@ pub struct LinkSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PeSpec {
-    /// f16 elements the vector unit processes per tick.
+    /// 16-bit lanes of the vector unit: f16 or bf16 elements it processes
+    /// per tick (an f32 element takes two lanes).
     pub vector_lanes: u32,
-    /// Multiply-accumulates the MAC array completes per tick.
+    /// Multiply-accumulates the MAC array completes per tick (f16 or bf16
+    /// operands; f32 operands take four).
     pub macs_per_tick: u64,
     /// Fixed cost of starting a kernel on a PE.
     pub launch_overhead_ns: f64,

@@ -1,4 +1,6 @@
-//! GEMM on the PEs: C = A · B for f16 tensors of one rank, computed by the
+//! GEMM on the PEs: C = A · B for tensors of one rank (A and B of one
+//! dtype, C of any; K-step partials summed in f32 unless
+//! [`Accumulate::F16`] is asked for), computed by the
 //! PEs that hold C's shards (one PE per shard), each streaming tiles of A
 //! and B from wherever their shards live, by 2-D transfers, into TCM,
 //! double-buffered so loads overlap the MAC array.
@@ -36,7 +38,7 @@ mod roofline;
 pub mod sweep;
 mod tiling;
 
-pub use kernel::{GemmArgs, gemm_kernel};
+pub use kernel::{Accumulate, GemmArgs, gemm_kernel};
 pub use placement::Placement;
 pub use roofline::{Roofline, roofline};
 pub use tiling::{
@@ -63,6 +65,12 @@ fn seen(split: Split, transposed: bool) -> Split {
 pub fn check_operands(a: Operand, b: Operand, c: &Tensor) -> Result<(), DistError> {
     let bad = |m: String| Err(DistError::Config(m));
     let (sa, sb) = (a.shape(), b.shape());
+    if a.t.dtype != b.t.dtype {
+        return bad(format!(
+            "matmul of A {sa:?} {} and B {sb:?} {}: the MAC array takes operands of one dtype; allowed: A and B both f16, both bf16 or both f32 (cast one first with tl.cast)",
+            a.t.dtype, b.t.dtype
+        ));
+    }
     if sa.1 != sb.0 || c.shape != (sa.0, sb.1) {
         return bad(format!(
             "matmul of A {sa:?} and B {sb:?} into C {:?}: need A (m, k), B (k, n), C (m, n)",
@@ -108,7 +116,8 @@ pub fn check_operands(a: Operand, b: Operand, c: &Tensor) -> Result<(), DistErro
 /// names (those holding C's shards, or sharing a cube's one shard) and
 /// returns at once; `Rank::wait` gives when it ran. C's previous contents
 /// are overwritten; when C is replicated over cubes, each cube's copy gets
-/// the partial product over that cube's part of k (split-K).
+/// the partial product over that cube's part of k (split-K). K-step
+/// partials are summed in f32 and rounded once to C's dtype.
 pub fn matmul(ctx: &mut Rank, a: &Tensor, b: &Tensor, c: &Tensor) -> Result<Work, DistError> {
     matmul_placed(ctx, a, b, c, &Placement::Owners)
 }
@@ -122,7 +131,19 @@ pub fn matmul_placed(
     c: &Tensor,
     placement: &Placement,
 ) -> Result<Work, DistError> {
-    matmul_operands(ctx, Operand::plain(a), Operand::plain(b), c, placement)
+    matmul_with(ctx, (a, b, c), placement, Accumulate::F32)
+}
+
+/// [`matmul_placed`] summing K-step partials in `accumulate`'s dtype
+/// (`Accumulate::F16`: f16 accumulation, each partial rounded).
+pub fn matmul_with(
+    ctx: &mut Rank,
+    (a, b, c): (&Tensor, &Tensor, &Tensor),
+    placement: &Placement,
+    accumulate: Accumulate,
+) -> Result<Work, DistError> {
+    let (a, b) = (Operand::plain(a), Operand::plain(b));
+    launch_gemm(ctx, (a, b, c), placement, accumulate)
 }
 
 /// [`matmul_placed`] with A and B each read as itself or its transpose
@@ -135,12 +156,25 @@ pub fn matmul_operands(
     c: &Tensor,
     placement: &Placement,
 ) -> Result<Work, DistError> {
+    launch_gemm(ctx, (a, b, c), placement, Accumulate::F32)
+}
+
+/// Checks and launches the GEMM kernel. The tile shape fits operand tiles
+/// of A's dtype and result tiles of the accumulation dtype into the free
+/// TCM.
+fn launch_gemm(
+    ctx: &mut Rank,
+    (a, b, c): (Operand, Operand, &Tensor),
+    placement: &Placement,
+    accumulate: Accumulate,
+) -> Result<Work, DistError> {
     check_operands(a, b, c)?;
     let spec = ctx.system_spec();
     let workers = workers(a, c, spec.cube.pe_layout.pes(), placement)?;
     let pes: Vec<(u32, u32)> = workers.iter().map(|w| (w.cube, w.pe)).collect();
     let tcm = ctx.largest_free_tcm(&pes)?;
-    let tile = TileShape::of(&spec, tcm).map_err(DistError::Config)?;
+    let dtypes = (a.t.dtype, accumulate.dtype());
+    let tile = TileShape::for_dtypes(&spec, tcm, dtypes).map_err(DistError::Config)?;
     let args = GemmArgs {
         a: a.t.clone(),
         b: b.t.clone(),
@@ -148,6 +182,7 @@ pub fn matmul_operands(
         c: c.clone(),
         tile,
         workers,
+        accumulate,
     };
     ctx.launch(gemm_kernel, &args, &pes)
 }

@@ -42,7 +42,7 @@ impl Roofline {
 /// The roofline of C = A · B with these tensors' layouts.
 pub fn roofline(spec: &SystemSpec, a: &Tensor, b: &Tensor, c: &Tensor) -> Roofline {
     let (m, k, n) = (a.shape.0 as u64, a.shape.1 as u64, b.shape.1 as u64);
-    let macs = m * n * k;
+    let macs = m * n * k * a.dtype.mac_passes();
     let owners = super::workers(
         super::Operand::plain(a),
         c,
@@ -57,7 +57,7 @@ pub fn roofline(spec: &SystemSpec, a: &Tensor, b: &Tensor, c: &Tensor) -> Roofli
         .iter()
         .map(|&space| {
             let on: Vec<&Tensor> = [a, b, c].into_iter().filter(|t| t.space == space).collect();
-            let bytes: u64 = on.iter().map(|t| t.elems() as u64 * 2).sum();
+            let bytes: u64 = on.iter().map(|t| t.nbytes()).sum();
             let ports: BTreeSet<(u32, u32)> = on
                 .iter()
                 .flat_map(|t| t.shards.iter())
@@ -74,9 +74,9 @@ pub fn roofline(spec: &SystemSpec, a: &Tensor, b: &Tensor, c: &Tensor) -> Roofli
             bytes as f64 / (ports.len() as f64 * mem.bandwidth_gbps)
         })
         .fold(0.0, f64::max);
-    let peak_tflops = 2.0 * per_tick as f64 / tick / 1e3;
+    let peak_tflops = 2.0 * per_tick as f64 / tick / 1e3 / a.dtype.mac_passes() as f64;
     Roofline {
-        macs,
+        macs: m * n * k,
         pes,
         compute_ns,
         memory_ns,

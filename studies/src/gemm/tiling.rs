@@ -5,6 +5,7 @@ use super::placement::Placement;
 use kernbench_dist::{Block, DistError, Split, Tensor};
 use kernbench_spec::spec::SystemSpec;
 use kernbench_spec::topology::address::Location;
+use kernbench_systems::DType;
 
 /// The largest output tile (m × n) and reduction depth (k) a PE works on at
 /// once, and the rates that decide how the first steps ramp up.
@@ -20,26 +21,41 @@ pub struct TileShape {
     pub load_bytes_per_tick: f64,
 }
 
-/// f16 elements a square tile side `t` keeps in TCM, over `t²`: two operand
+/// Tiles of `t²` elements a square tile side `t` keeps in TCM: two operand
 /// pairs (the pair the MAC array reads and the next one loading: 2 · 2t²)
 /// and three results (the product being computed, the one being
 /// accumulated, the accumulator: 3t²).
 pub const TCM_TILES: u64 = 7;
 
+/// Of the [`TCM_TILES`], the operand tiles (of the operands' dtype); the
+/// rest are results (of the accumulation dtype).
+const OPERAND_TILES: u64 = 4;
+
 /// Tile sides are multiples of this many elements.
 pub const TILE_GRAIN: u64 = 32;
 
 impl TileShape {
-    /// The largest square tile whose working set (`TCM_TILES · t²` f16) fits
-    /// `tcm_bytes` (the TCM left free by IPCQ slot areas and tensors),
-    /// rounded down to a multiple of `TILE_GRAIN`.
+    /// [`TileShape::for_dtypes`] of f16 operands accumulated in f16.
     pub fn of(spec: &SystemSpec, tcm_bytes: u64) -> Result<TileShape, String> {
-        let t = ((tcm_bytes / (2 * TCM_TILES)) as f64).sqrt().floor() as u64;
+        Self::for_dtypes(spec, tcm_bytes, (DType::F16, DType::F16))
+    }
+
+    /// The largest square tile whose working set (`TCM_TILES · t²`
+    /// elements: the operand tiles of `operand`, the result tiles of `acc`)
+    /// fits `tcm_bytes` (the TCM left free by IPCQ slot areas and tensors),
+    /// rounded down to a multiple of `TILE_GRAIN`.
+    pub fn for_dtypes(
+        spec: &SystemSpec,
+        tcm_bytes: u64,
+        (operand, acc): (DType, DType),
+    ) -> Result<TileShape, String> {
+        let per_t2 = OPERAND_TILES * operand.bytes() + (TCM_TILES - OPERAND_TILES) * acc.bytes();
+        let t = ((tcm_bytes / per_t2) as f64).sqrt().floor() as u64;
         let t = t / TILE_GRAIN * TILE_GRAIN;
         if t == 0 {
             return Err(format!(
-                "a GEMM needs {} bytes of free TCM per PE for {TILE_GRAIN}x{TILE_GRAIN} tiles, and {tcm_bytes} B are free (memory.tcm.size_bytes is {}); allowed: a larger memory.tcm.size_bytes, or IPCQ slots outside TCM (ccl buffer_kind sram or hbm)",
-                2 * TCM_TILES * TILE_GRAIN * TILE_GRAIN,
+                "a GEMM of {operand} operands accumulated in {acc} needs {} bytes of free TCM per PE for {TILE_GRAIN}x{TILE_GRAIN} tiles, and {tcm_bytes} B are free (memory.tcm.size_bytes is {}); allowed: a larger memory.tcm.size_bytes, or IPCQ slots outside TCM (ccl buffer_kind sram or hbm)",
+                per_t2 * TILE_GRAIN * TILE_GRAIN,
                 spec.memory.tcm.size_bytes
             ));
         }
@@ -63,9 +79,9 @@ impl TileShape {
     /// How much deeper each of a tile's first steps can be than the one
     /// before while its operands still load during that step's multiply:
     /// MAC ticks per unit of k over load ticks per unit of k (at most 2).
-    fn ramp(&self, m: usize, n: usize) -> f64 {
-        let mac = (m * n) as f64 / self.macs_per_tick as f64;
-        let load = ((m + n) * 2) as f64 / self.load_bytes_per_tick;
+    fn ramp(&self, m: usize, n: usize, operand: DType) -> f64 {
+        let mac = (m as u64 * n as u64 * operand.mac_passes()) as f64 / self.macs_per_tick as f64;
+        let load = ((m + n) as u64 * operand.bytes()) as f64 / self.load_bytes_per_tick;
         (mac / load).min(2.0)
     }
 }
@@ -323,7 +339,7 @@ fn rect(t: &Tensor, w: &Worker, (row, col): (usize, usize), rows: usize, cols: u
         .min_by_key(|s| (s.cube != w.cube, s.pe != w.pe))
         .expect("cut at every shard boundary, so a shard holds every rectangle");
     let pitch = s.block.cols.1;
-    let offset = ((row - s.block.rows.0) * pitch + (col - s.block.cols.0)) as u64 * 2;
+    let offset = ((row - s.block.rows.0) * pitch + (col - s.block.cols.0)) as u64 * t.dtype.bytes();
     ShardRect {
         at: Location {
             space: t.space,
@@ -360,7 +376,7 @@ pub fn plan(a: Operand, b: Operand, c: &Tensor, w: &Worker, t: TileShape) -> Vec
             // during the tile before.
             let ramped;
             let ks = if tiles.is_empty() {
-                ramped = ramp_up(&ks, t.ramp(m, n), t.k);
+                ramped = ramp_up(&ks, t.ramp(m, n, a.t.dtype), t.k);
                 &ramped
             } else {
                 &ks

@@ -18,7 +18,7 @@ pub(crate) fn element(t: &Tensor, s: &Shard, row: usize, col: usize) -> Location
         sip: s.sip,
         cube: s.cube,
         pe: if t.space == Space::Tcm { s.pe } else { 0 },
-        offset: s.addr + at as u64 * 2,
+        offset: s.addr + at as u64 * t.dtype.bytes(),
     }
 }
 
@@ -74,8 +74,9 @@ pub fn bias_add_kernel(tl: &mut Tl, g: &BiasArgs) {
     for (r, rn) in pieces(mine.rows.0, mine.rows.1, BIAS_TILE.0) {
         for (c, n) in pieces(c0, cn, BIAS_TILE.1) {
             let at = Addr::At(element(&g.out, s, r, c));
-            let x = tl.load_rect(at, rn, n, pitch);
-            let row = tl.load_rect(Addr::At(element(&g.bias, b, 0, c)), rn, n, 0);
+            let x = tl.load_rect_as(at, (rn, n, pitch), g.out.dtype);
+            let bias = Addr::At(element(&g.bias, b, 0, c));
+            let row = tl.load_rect_as(bias, (rn, n, 0), g.bias.dtype);
             let sum = tl.add(x, row);
             tl.store_rect(at, sum, rn, n, pitch);
         }

@@ -1,18 +1,18 @@
 //! Issuing one op: its operands, its unit or port, its cost and its effect.
 
 use super::*;
+use crate::dtype::DType;
 use crate::ipcq::{NeighborTable, QueueAccess, QueueId, RecvJob, SendJob, pump_recv, pump_send};
-use crate::memory::{ELEM_BYTES, MemoryStore};
+use crate::memory::MemoryStore;
 use crate::network::{NewMessage, Purpose};
 use crate::program::{BinOp, Op, Place, Reduce, Reg, Space};
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
-use half::f16;
 
-fn elementwise(op: BinOp, a: &[f16], b: &[f16]) -> Vec<f16> {
-    let f = |x: f16, y: f16| {
-        let (x, y) = (x.to_f32(), y.to_f32());
-        f16::from_f32(match op {
+/// `a ∘ b` elementwise, in f32, each result rounded to `dtype`.
+fn elementwise(op: BinOp, a: &[f32], b: &[f32], dtype: DType) -> Vec<f32> {
+    let f = |x: f32, y: f32| {
+        dtype.round(match op {
             BinOp::Add => x + y,
             BinOp::Sub => x - y,
             BinOp::Mul => x * y,
@@ -23,17 +23,26 @@ fn elementwise(op: BinOp, a: &[f16], b: &[f16]) -> Vec<f16> {
     a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()
 }
 
-fn gemm(a: &[f16], b: &[f16], m: usize, n: usize, k: usize) -> Vec<f16> {
-    let mut out = Vec::with_capacity(m * n);
+/// `a[m×k] · b[k×n]`: products summed in f32, each sum rounded once to `out`.
+fn gemm(a: &[f32], b: &[f32], (m, n, k): (usize, usize, usize), out: DType) -> Vec<f32> {
+    let mut c = Vec::with_capacity(m * n);
     for i in 0..m {
         for j in 0..n {
-            let acc: f32 = (0..k)
-                .map(|p| a[i * k + p].to_f32() * b[p * n + j].to_f32())
-                .sum();
-            out.push(f16::from_f32(acc));
+            let acc: f32 = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            c.push(out.round(acc));
         }
     }
-    out
+    c
+}
+
+/// The dtype two operands share, or why `what` refuses them.
+fn same_dtype(what: &str, a: DType, b: DType) -> Result<DType, String> {
+    if a == b {
+        return Ok(a);
+    }
+    Err(format!(
+        "{what}: operands are {a} and {b}; allowed: operands of one dtype (convert one with tl.cast)"
+    ))
 }
 
 /// Issues one op at `now`.
@@ -55,9 +64,10 @@ pub(super) fn issue(
     qa: &mut QueueAccess,
 ) -> Result<(), String> {
     match *op {
-        Op::Binary { .. } | Op::Scale { .. } | Op::Copy { .. } | Op::Gemm { .. } => {
+        Op::Binary { .. } | Op::Scale { .. } | Op::Copy { .. } | Op::Cast { .. } => {
             compute(pe, ex, op, ka, qa)
         }
+        Op::Gemm { .. } => matmul(pe, ex, op, ka, qa),
         Op::Unary { .. } | Op::RowReduce { .. } | Op::RowBroadcast { .. } => {
             row_or_unary(pe, ex, op, ka, qa)
         }
@@ -69,7 +79,8 @@ pub(super) fn issue(
     }
 }
 
-/// A vector or MAC-array op: it waits for its unit (FIFO) and writes its register when done.
+/// A vector op of one pass: it waits for the vector unit (FIFO) and writes
+/// its register when done.
 fn compute(
     pe: PeIdx,
     ex: &mut PeExec,
@@ -79,8 +90,8 @@ fn compute(
 ) -> Result<(), String> {
     let now = qa.clock.now;
     let functional = ka.functional;
-    let hw = &*qa.hw;
-    match *op {
+    // (dst, elems, input dtype, dtype of the result, dtype the pass runs at, values)
+    let (dst, elems, input, dtype, pass, data) = match *op {
         Op::Binary { op: bop, dst, a, b } => {
             let (ra, rb) = (&ex.regs[a as usize], &ex.regs[b as usize]);
             if ra.elems != rb.elems {
@@ -89,93 +100,99 @@ fn compute(
                     ra.elems, rb.elems
                 ));
             }
-            let elems = ra.elems;
-            let data = functional.then(|| {
-                elementwise(
-                    bop,
-                    ra.data.as_deref().unwrap_or(&[]),
-                    rb.data.as_deref().unwrap_or(&[]),
-                )
-            });
-            let done = vector(ex, now, elems, ka.rate.vector_lanes);
-            qa.trace.op(
-                hw,
-                pe,
-                bop.name(),
-                now,
-                done,
-                elems * ELEM_BYTES,
-                None,
-                || format!("elems={elems}"),
-            );
-            set(ex, dst, done, elems, data);
+            let dtype = same_dtype(bop.name(), ra.dtype, rb.dtype)?;
+            let data = functional.then(|| elementwise(bop, values(ra), values(rb), dtype));
+            (dst, ra.elems, dtype, dtype, dtype, data)
         }
         Op::Scale { dst, src, factor } => {
             let r = &ex.regs[src as usize];
-            let elems = r.elems;
-            let data = functional.then(|| {
-                r.data
-                    .as_deref()
-                    .unwrap_or(&[])
-                    .iter()
-                    .map(|x| f16::from_f32(x.to_f32() * f16::from_f32(factor).to_f32()))
-                    .collect()
-            });
-            let done = vector(ex, now, elems, ka.rate.vector_lanes);
-            qa.trace
-                .op(hw, pe, "scale", now, done, elems * ELEM_BYTES, None, || {
-                    format!("elems={elems} factor={factor}")
-                });
-            set(ex, dst, done, elems, data);
+            let (dtype, f) = (r.dtype, r.dtype.round(factor));
+            let data = functional.then(|| values(r).iter().map(|&x| dtype.round(x * f)).collect());
+            (dst, r.elems, dtype, dtype, dtype, data)
         }
         Op::Copy { dst, src } => {
             let r = &ex.regs[src as usize];
-            let (elems, data) = (r.elems, r.data.clone());
-            let done = vector(ex, now, elems, ka.rate.vector_lanes);
-            qa.trace
-                .op(hw, pe, "copy", now, done, elems * ELEM_BYTES, None, || {
-                    format!("elems={elems}")
-                });
-            set(ex, dst, done, elems, data);
+            let data = r.data.clone();
+            (dst, r.elems, r.dtype, r.dtype, r.dtype, data)
         }
-        Op::Gemm { dst, a, b, m, n, k } => {
-            let (ra, rb) = (&ex.regs[a as usize], &ex.regs[b as usize]);
-            if ra.elems != u64::from(m) * u64::from(k) || rb.elems != u64::from(k) * u64::from(n) {
-                return Err(format!(
-                    "gemm {m}x{k} · {k}x{n} got operands of {} and {} elements",
-                    ra.elems, rb.elems
-                ));
-            }
-            let data = functional.then(|| {
-                gemm(
-                    ra.data.as_deref().unwrap_or(&[]),
-                    rb.data.as_deref().unwrap_or(&[]),
-                    m as usize,
-                    n as usize,
-                    k as usize,
-                )
-            });
-            let macs = m as u64 * n as u64 * k as u64;
-            let start = now.max(ex.mac_free);
-            let done = start + macs.div_ceil(ka.rate.macs_per_tick);
-            ex.mac_free = done;
-            qa.trace.op(
-                hw,
-                pe,
-                "gemm",
-                now,
-                done,
-                (u64::from(m) * u64::from(k)
-                    + u64::from(k) * u64::from(n)
-                    + u64::from(m) * u64::from(n))
-                    * ELEM_BYTES,
-                None,
-                || format!("m={m} n={n} k={k}"),
-            );
-            set(ex, dst, done, u64::from(m) * u64::from(n), data);
+        Op::Cast { dst, src, to } => {
+            let r = &ex.regs[src as usize];
+            let wider = if to.bytes() > r.dtype.bytes() {
+                to
+            } else {
+                r.dtype
+            };
+            let data = functional.then(|| values(r).iter().map(|&x| to.round(x)).collect());
+            (dst, r.elems, r.dtype, to, wider, data)
         }
-        _ => unreachable!("issue() sends only compute ops here"),
+        _ => unreachable!("issue() sends only one-pass vector ops here"),
+    };
+    let done = vector(ex, now, elems, pass.lanes(ka.rate.vector_lanes));
+    let bytes = elems * pass.bytes();
+    qa.trace.op(
+        &*qa.hw,
+        pe,
+        op.name(),
+        now,
+        done,
+        bytes,
+        None,
+        || match *op {
+            Op::Scale { factor, .. } => format!("elems={elems} factor={factor}"),
+            Op::Cast { to, .. } => format!("elems={elems} {input}->{to}"),
+            _ => format!("elems={elems}"),
+        },
+    );
+    set(ex, dst, done, (elems, dtype), data);
+    Ok(())
+}
+
+/// A GEMM on the MAC array: it waits for the array (FIFO) and writes its
+/// register, of the op's output dtype, when done.
+fn matmul(
+    pe: PeIdx,
+    ex: &mut PeExec,
+    op: &Op,
+    ka: &mut IssueCtx,
+    qa: &mut QueueAccess,
+) -> Result<(), String> {
+    let Op::Gemm {
+        dst,
+        a,
+        b,
+        m,
+        n,
+        k,
+        out,
+    } = *op
+    else {
+        unreachable!("issue() sends only gemm here")
+    };
+    let now = qa.clock.now;
+    let (ra, rb) = (&ex.regs[a as usize], &ex.regs[b as usize]);
+    let (m, n, k) = (u64::from(m), u64::from(n), u64::from(k));
+    if ra.elems != m * k || rb.elems != k * n {
+        return Err(format!(
+            "gemm {m}x{k} · {k}x{n} got operands of {} and {} elements",
+            ra.elems, rb.elems
+        ));
     }
+    let input = same_dtype("gemm", ra.dtype, rb.dtype)?;
+    let data = ka.functional.then(|| {
+        let (va, vb) = (ra.data.as_deref(), rb.data.as_deref());
+        let dims = (m as usize, n as usize, k as usize);
+        gemm(va.unwrap_or(&[]), vb.unwrap_or(&[]), dims, out)
+    });
+    let macs = m * n * k * input.mac_passes();
+    let start = now.max(ex.mac_free);
+    let done = start + macs.div_ceil(ka.rate.macs_per_tick);
+    ex.mac_free = done;
+    let bytes = (m * k + k * n) * input.bytes() + m * n * out.bytes();
+    qa.trace
+        .op(&*qa.hw, pe, "gemm", now, done, bytes, None, || {
+            format!("m={m} n={n} k={k}")
+        });
+    set(ex, dst, done, (m * n, out), data);
     Ok(())
 }
 
@@ -198,24 +215,27 @@ pub fn row_reduce_ticks(rows: u64, cols: u64, lanes: u64) -> u64 {
     rows * (cols.div_ceil(lanes) + u64::from(partials.next_power_of_two().trailing_zeros()))
 }
 
+/// A register's values (none in timing-only runs).
+fn values(r: &RegState) -> &[f32] {
+    r.data.as_deref().unwrap_or(&[])
+}
+
 /// One row of `a` combined with its row's scalar of `b`, for every row.
-fn broadcast(op: BinOp, a: &[f16], b: &[f16], cols: usize) -> Vec<f16> {
+fn broadcast(op: BinOp, a: &[f32], b: &[f32], cols: usize, dtype: DType) -> Vec<f32> {
     a.chunks(cols)
         .zip(b)
-        .flat_map(|(row, &s)| elementwise(op, row, &vec![s; row.len()]))
+        .flat_map(|(row, &s)| elementwise(op, row, &vec![s; row.len()], dtype))
         .collect()
 }
 
-/// Each row of `cols` reduced to one element (a sum accumulated in f32).
-fn reduce(op: Reduce, a: &[f16], cols: usize) -> Vec<f16> {
-    let fold = |row: &[f16]| match op {
-        Reduce::Max => row
-            .iter()
-            .map(|x| x.to_f32())
-            .fold(f32::NEG_INFINITY, f32::max),
-        Reduce::Sum => row.iter().map(|x| x.to_f32()).sum(),
+/// Each row of `cols` reduced to one element (a sum accumulated in f32),
+/// rounded to `dtype`.
+fn reduce(op: Reduce, a: &[f32], cols: usize, dtype: DType) -> Vec<f32> {
+    let fold = |row: &[f32]| match op {
+        Reduce::Max => row.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+        Reduce::Sum => row.iter().sum(),
     };
-    a.chunks(cols).map(|row| f16::from_f32(fold(row))).collect()
+    a.chunks(cols).map(|row| dtype.round(fold(row))).collect()
 }
 
 /// What a vector op computes: its output register, the elements it reads
@@ -224,15 +244,17 @@ struct VectorResult {
     dst: Reg,
     in_elems: u64,
     out_elems: u64,
+    dtype: DType,
     ticks: u64,
-    data: Option<Vec<f16>>,
+    data: Option<Vec<f32>>,
 }
 
 /// An elementwise function, a row reduction or a row broadcast, evaluated:
-/// values from f32 rounded to f16, ticks as docs/model.md §Kernels states.
+/// values from f32 rounded to the operand's dtype, ticks as docs/model.md
+/// §Kernels states (`lanes` 16-bit lanes; an f32 element takes two).
 fn evaluate(op: &Op, ex: &PeExec, functional: bool, lanes: u64) -> Result<VectorResult, String> {
-    let values = |r: Reg| ex.regs[r as usize].data.as_deref().unwrap_or(&[]);
-    let elems = |r: Reg| ex.regs[r as usize].elems;
+    let reg = |r: Reg| &ex.regs[r as usize];
+    let elems = |r: Reg| reg(r).elems;
     Ok(match *op {
         Op::Unary {
             op: uop,
@@ -240,14 +262,15 @@ fn evaluate(op: &Op, ex: &PeExec, functional: bool, lanes: u64) -> Result<Vector
             src,
             shift,
         } => {
-            let f = |x: &f16| f16::from_f32(uop.apply(x.to_f32() + shift));
-            let e = elems(src);
+            let (e, dtype) = (elems(src), reg(src).dtype);
+            let f = |&x: &f32| dtype.round(uop.apply(x + shift));
             VectorResult {
                 dst,
                 in_elems: e,
                 out_elems: e,
-                ticks: uop.passes() * e.div_ceil(lanes),
-                data: functional.then(|| values(src).iter().map(f).collect()),
+                dtype,
+                ticks: uop.passes() * e.div_ceil(dtype.lanes(lanes)),
+                data: functional.then(|| values(reg(src)).iter().map(f).collect()),
             }
         }
         Op::RowReduce {
@@ -257,12 +280,14 @@ fn evaluate(op: &Op, ex: &PeExec, functional: bool, lanes: u64) -> Result<Vector
             cols,
         } => {
             let rows = rows_of(rop.name(), elems(src), cols)?;
+            let dtype = reg(src).dtype;
             VectorResult {
                 dst,
                 in_elems: elems(src),
                 out_elems: rows,
-                ticks: row_reduce_ticks(rows, cols.into(), lanes),
-                data: functional.then(|| reduce(rop, values(src), cols as usize)),
+                dtype,
+                ticks: row_reduce_ticks(rows, cols.into(), dtype.lanes(lanes)),
+                data: functional.then(|| reduce(rop, values(reg(src)), cols as usize, dtype)),
             }
         }
         Op::RowBroadcast {
@@ -280,12 +305,15 @@ fn evaluate(op: &Op, ex: &PeExec, functional: bool, lanes: u64) -> Result<Vector
                     elems(b)
                 ));
             }
+            let dtype = same_dtype(bop.row_name(), reg(a).dtype, reg(b).dtype)?;
+            let (va, vb) = (values(reg(a)), values(reg(b)));
             VectorResult {
                 dst,
                 in_elems: elems(a),
                 out_elems: elems(a),
-                ticks: elems(a).div_ceil(lanes),
-                data: functional.then(|| broadcast(bop, values(a), values(b), cols as usize)),
+                dtype,
+                ticks: elems(a).div_ceil(dtype.lanes(lanes)),
+                data: functional.then(|| broadcast(bop, va, vb, cols as usize, dtype)),
             }
         }
         _ => unreachable!("issue() sends only unary and row ops here"),
@@ -311,11 +339,11 @@ fn row_or_unary(
         op.name(),
         now,
         done,
-        elems * ELEM_BYTES,
+        elems * r.dtype.bytes(),
         None,
         || format!("elems={elems}"),
     );
-    set(ex, r.dst, done, r.out_elems, r.data);
+    set(ex, r.dst, done, (r.out_elems, r.dtype), r.data);
     Ok(())
 }
 
@@ -330,8 +358,8 @@ fn load(
     let now = qa.clock.now;
     let functional = ka.functional;
     let hw = &*qa.hw;
-    let Some((src, rows, cols, pitch)) = (match *op {
-        Op::Load { src, .. } => ex.program.rect(src),
+    let Some((src, rows, cols, pitch, dtype)) = (match *op {
+        Op::Load { src, dtype, .. } => ex.program.rect(src).map(|(s, r, c, p)| (s, r, c, p, dtype)),
         _ => None,
     }) else {
         unreachable!("issue() dispatches by op kind; PeExec::op resolves places")
@@ -339,13 +367,13 @@ fn load(
     let dst = op.output().expect("a load writes a register");
     let src = src.resolve(pe, hw.pes_per_cube);
     let elems = rows * cols;
-    let bytes = elems * ELEM_BYTES;
+    let bytes = elems * dtype.bytes();
     let transposed = match *op {
         Op::Load { src, .. } => ex.program.transposed(src),
         _ => false,
     };
     let data = if functional {
-        let d = ka.store.read_rect(src, rows, cols, pitch)?;
+        let d = ka.store.read_rect(src, (rows, cols, pitch), dtype)?;
         Some(if transposed {
             transpose(&d, rows as usize, cols as usize)
         } else {
@@ -360,12 +388,12 @@ fn load(
         qa.trace.op(hw, pe, "load", now, done, bytes, None, || {
             format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
         });
-        set(ex, dst, done, elems, data);
+        set(ex, dst, done, (elems, dtype), data);
     } else {
         let handle = qa.trace.op(hw, pe, "load", now, PENDING, bytes, None, || {
             format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
         });
-        set(ex, dst, PENDING, elems, data);
+        set(ex, dst, PENDING, (elems, dtype), data);
         ex.pending_regs += 1;
         let tag = ka.host.loads.insert(LoadJob {
             pe,
@@ -386,7 +414,7 @@ fn load(
 }
 
 /// A row-major `rows`×`cols` tile as its `cols`×`rows` transpose.
-fn transpose(d: &[f16], rows: usize, cols: usize) -> Vec<f16> {
+fn transpose<T: Copy>(d: &[T], rows: usize, cols: usize) -> Vec<T> {
     (0..cols)
         .flat_map(|c| (0..rows).map(move |r| d[r * cols + c]))
         .collect()
@@ -410,7 +438,7 @@ fn store(
     };
     let dst = dst.resolve(pe, hw.pes_per_cube);
     let r = &ex.regs[src as usize];
-    let bytes = r.elems * ELEM_BYTES;
+    let bytes = r.elems * r.dtype.bytes();
     if rows > 1 && r.elems != rows * cols {
         return Err(format!(
             "store of {} elements into a {rows}x{cols} rectangle",
@@ -418,7 +446,7 @@ fn store(
         ));
     }
     if let Some(d) = &r.data {
-        ka.store.write_rect(dst, d, rows, pitch)?;
+        ka.store.write_rect(dst, r.dtype, d, (rows, pitch))?;
     }
     if dst.space == Space::Tcm && dst.instance == pe.0 {
         let done = qa.ports.access(dst.space, dst.instance, now, bytes);
@@ -473,7 +501,15 @@ fn send(
         )
     })?;
     let r = &ex.regs[src as usize];
-    let bytes = r.elems * ELEM_BYTES;
+    let (bytes, dtype) = (r.elems * r.dtype.bytes(), r.dtype);
+    let slot = qa.queues.list[q.index()].slot_size;
+    if bytes > 0 && slot < dtype.bytes() {
+        return Err(format!(
+            "send of {dtype} on {}: its slots of {slot} bytes hold no {dtype} element; allowed: slot_size of at least {} bytes",
+            dir.name(),
+            dtype.bytes()
+        ));
+    }
     let flow = flow_id(q, &mut qa.queues.list[q.index()].send_ops);
     let handle = qa.trace.op(hw, pe, "send", now, PENDING, bytes, flow, || {
         format!("dir={} peer={}", dir.name(), e.peer)
@@ -489,6 +525,7 @@ fn send(
             pe,
             bytes,
             sent: 0,
+            dtype,
             data,
             trace: handle,
         });
@@ -511,6 +548,7 @@ fn recv(
         dir,
         dst,
         size: Place::Fixed { elems, .. },
+        dtype,
     } = *op
     else {
         unreachable!("issue() dispatches by op kind; PeExec::op resolves places")
@@ -522,12 +560,12 @@ fn recv(
             dir.name()
         )
     })?;
-    let bytes = elems * ELEM_BYTES;
+    let bytes = elems * dtype.bytes();
     let flow = flow_id(q, &mut qa.queues.list[q.index()].recv_ops);
     let handle = qa.trace.op(hw, pe, "recv", now, PENDING, bytes, flow, || {
         format!("dir={}", dir.name())
     });
-    set(ex, dst, PENDING, elems, None);
+    set(ex, dst, PENDING, (elems, dtype), None);
     ex.pending_regs += 1;
     let (mut ctx, _) = qa.ctx();
     ctx.queues.list[q.index()].recvs.push_back(RecvJob {
@@ -564,13 +602,21 @@ fn vector_for(ex: &mut PeExec, now: Tick, ticks: u64) -> Tick {
     ex.vector_free
 }
 
-fn set(ex: &mut PeExec, reg: Reg, ready_at: Tick, elems: u64, data: Option<Vec<f16>>) {
+/// Register `reg` holds `elems` of `dtype` from `ready_at`.
+fn set(
+    ex: &mut PeExec,
+    reg: Reg,
+    ready_at: Tick,
+    (elems, dtype): (u64, DType),
+    data: Option<Vec<f32>>,
+) {
     if ready_at != PENDING {
         ex.finish = ex.finish.max(ready_at);
     }
     ex.regs[reg as usize] = RegState {
         ready_at,
         elems,
+        dtype,
         data,
     };
 }

@@ -39,16 +39,17 @@ use crate::memory::{DataMode, MemoryStore};
 use crate::program::{Op, Place, Program, Reg};
 use crate::time::{Calendar, PENDING, Tick};
 use bevy_ecs::prelude::*;
-use half::f16;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-/// A register: when its value is usable, its size, and (functional mode) the values.
+/// A register: when its value is usable, its size and dtype, and
+/// (functional mode) the values, held as f32 and exact in the dtype.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RegState {
     pub ready_at: Tick,
     pub elems: u64,
-    pub data: Option<Vec<f16>>,
+    pub dtype: crate::dtype::DType,
+    pub data: Option<Vec<f32>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,19 +181,26 @@ impl PeExec {
             fixed => fixed,
         };
         Some(match op {
-            Op::Load { dst, src } => Op::Load {
+            Op::Load { dst, src, dtype } => Op::Load {
                 dst: reg(dst),
                 src: place(src),
+                dtype,
             },
             Op::Store { src, dst } => Op::Store {
                 src: reg(src),
                 dst: place(dst),
             },
             Op::Send { dir, src } => Op::Send { dir, src: reg(src) },
-            Op::Recv { dir, dst, size } => Op::Recv {
+            Op::Recv {
+                dir,
+                dst,
+                size,
+                dtype,
+            } => Op::Recv {
                 dir,
                 dst: reg(dst),
                 size: place(size),
+                dtype,
             },
             Op::Binary { op, dst, a, b } => Op::Binary {
                 op,
@@ -208,6 +216,11 @@ impl PeExec {
             Op::Copy { dst, src } => Op::Copy {
                 dst: reg(dst),
                 src: reg(src),
+            },
+            Op::Cast { dst, src, to } => Op::Cast {
+                dst: reg(dst),
+                src: reg(src),
+                to,
             },
             Op::Unary {
                 op,
@@ -239,13 +252,22 @@ impl PeExec {
                 b: reg(b),
                 cols,
             },
-            Op::Gemm { dst, a, b, m, n, k } => Op::Gemm {
+            Op::Gemm {
+                dst,
+                a,
+                b,
+                m,
+                n,
+                k,
+                out,
+            } => Op::Gemm {
                 dst: reg(dst),
                 a: reg(a),
                 b: reg(b),
                 m,
                 n,
                 k,
+                out,
             },
             Op::Loop { .. } => op,
         })
@@ -353,7 +375,7 @@ pub enum PeEvent {
         pe: PeIdx,
         reg: Reg,
         at: Tick,
-        data: Option<Vec<f16>>,
+        data: Option<Vec<f32>>,
     },
     /// An asynchronous op (send, store) finished at `at`.
     Complete { pe: PeIdx, at: Tick },

@@ -22,7 +22,7 @@
 //! loop skips them. Encoding costs time in the size of the machine, so the
 //! stride doubles whenever the run did less than [`WORK_PER_WORD`]⁻¹ of a
 //! unit of work (an op issued, a packet hop or a delivery) per word since the
-//! last snapshot: a run that never repeats pays a few per cent for looking. Runs that carry f16 values, trace, or run synthetic traffic
+//! last snapshot: a run that never repeats pays a few per cent for looking. Runs that carry values, trace, or run synthetic traffic
 //! are never skipped (their values or records would be missing), nor is any
 //! tick with work left in flight between stages or host messages pending.
 //!

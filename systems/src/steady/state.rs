@@ -211,6 +211,7 @@ fn exec_words(ex: &PeExec, sig: &mut Sig) {
     for r in &ex.regs {
         sig.from(r.ready_at);
         sig.word(r.elems);
+        sig.word(r.dtype as u64);
     }
     sig.from(ex.vector_free);
     sig.from(ex.mac_free);
