@@ -7,7 +7,7 @@ use super::group::{GroupId, RankUnit, WORLD};
 use super::layout;
 use super::spawn::{Gather, Sched, Shared, Submission, WorkState};
 use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
-use super::work::{Stream, StreamKind, Work, WorkKind, WorkReport};
+use super::work::{Stream, StreamKind, Work, WorkKind, WorkRecord, WorkReport};
 use half::f16;
 use kernbench_ccl::{Buffers, CollResult, Collective, Job, LaneBuffer, Operand, ReduceOp};
 use kernbench_runtime::kernel::Kernel;
@@ -112,6 +112,13 @@ impl<'p> Rank<'_, 'p> {
             })
             .min()
             .unwrap_or(0))
+    }
+
+    /// Every work this rank has waited for so far, in wait order: what it
+    /// was, its stream, and when it ran (a study's breakdown reads it, so
+    /// the program that submits the work keeps no books).
+    pub fn work_record(&self) -> Vec<WorkRecord> {
+        self.shared.lock().record[self.rank as usize].clone()
     }
 
     /// This worker's host clock: when its next submission leaves the host.
@@ -421,6 +428,12 @@ impl<'p> Rank<'_, 'p> {
             WorkKind::Launch | WorkKind::Transfer { .. } => None,
             WorkKind::Collective { group, job } => Self::measures(&mut g, w.id, group, job, ran),
         };
+        g.record[r].push(WorkRecord {
+            class: w.class(),
+            stream: w.stream,
+            start: ran.start,
+            end: ran.end,
+        });
         Ok(WorkReport {
             start: ran.start,
             end: ran.end,
