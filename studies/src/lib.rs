@@ -14,4 +14,5 @@ pub mod ops;
 pub mod sweep;
 pub mod topo_report;
 pub mod tp;
+pub mod train;
 pub mod validate;

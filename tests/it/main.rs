@@ -33,5 +33,6 @@ mod streams;
 mod sweep;
 mod topology;
 mod tp;
+mod train;
 mod validate;
 mod vector_ops;
