@@ -64,18 +64,128 @@ fn run(sys: &System, s: &TrainStep, mode: DataMode) -> TrainReport {
     train_step(&mut pg, s, mode).unwrap()
 }
 
+/// Every record of the step: (rank, kind, start, end).
+fn works(r: &TrainReport) -> Vec<(usize, &'static str, u64, u64)> {
+    let mut v = Vec::new();
+    for (rank, rec) in r.records.iter().enumerate() {
+        v.extend(rec.iter().map(|w| (rank, w.class.name(), w.start, w.end)));
+    }
+    v
+}
+
+/// Pipeline of 2 uniform stages on ideal links: every message takes 0
+/// ticks, and the step is no shorter than the closed form (m + p − 1) ·
+/// (t_f + t_b) of one stage, its bubble share no smaller than (p − 1) /
+/// (m + p − 1). 1F1B keeps at most p micro-batches of activations, GPipe m.
 #[test]
-fn explore() {
+fn pipeline_schedules_on_ideal_links() {
     let sys = ideal(2);
-    for (p, m) in [(1, 1), (2, 4)] {
-        let mut st = step(1, p, Schedule::OneFOneB, m);
-        st.placement = Placement::Owners;
-        let r = run(&sys, &st, DataMode::TimingOnly);
-        eprintln!("p {p} m {m} step {} {:?}", r.step, r.ranks);
-        for rec in &r.records {
-            for w in rec {
-                eprintln!("  {} {} {}", w.class.name(), w.start, w.end);
-            }
+    let alone = run(
+        &sys,
+        &step(1, 1, Schedule::OneFOneB, 1),
+        DataMode::TimingOnly,
+    );
+    let stage = alone.step; // t_f + t_b of one stage
+    assert_eq!(stage, 104);
+    let (p, m) = (2u64, 4u64);
+    let closed = (m + p - 1) * stage;
+    for (schedule, step_ticks, peak) in [(Schedule::OneFOneB, 620, 2), (Schedule::GPipe, 626, 4)] {
+        let r = run(
+            &sys,
+            &step(1, 2, schedule, m as usize),
+            DataMode::TimingOnly,
+        );
+        let messages: Vec<_> = works(&r).into_iter().filter(|w| w.1 != "compute").collect();
+        assert_eq!(messages.len(), 4 * m as usize);
+        assert!(messages.iter().all(|w| w.2 == w.3), "{messages:?}");
+        assert_eq!(r.peak_activations, peak, "{schedule:?}");
+        assert!(r.step >= closed, "{schedule:?}: {} < {closed}", r.step);
+        for b in &r.ranks {
+            assert_eq!(b.compute, m * stage);
+            assert_eq!(b.communication, 0);
+            assert_eq!(b.step, b.compute + b.bubble);
+            assert!(b.bubble * (m + p - 1) >= (p - 1) * b.step);
+        }
+        // Pinned: launch gaps after each hand-over put the step above the
+        // closed form (the rest of a stage waits for its PEs).
+        assert_eq!(r.step, step_ticks, "{schedule:?}");
+    }
+}
+
+/// DP 2 on real links: with one gradient per bucket, each all-reduce runs
+/// on the communication stream while the next layers' backward GEMMs run.
+#[test]
+fn dp_buckets_overlap_backward() {
+    let mut spec = ideal(2).spec;
+    (spec.links.inter_sip.ideal, spec.links.ucie.ideal) = (false, false);
+    let sys = System::from_spec(spec, "test").unwrap();
+    let mut s = step(2, 1, Schedule::OneFOneB, 1);
+    (s.shape.layers_per_stage, s.shape.seq) = (4, 256);
+    s.placement = Placement::off_leader(sys.pes_per_cube());
+    let r = run(&sys, &s, DataMode::TimingOnly);
+    let b = &r.ranks[0];
+    let serialized = b.compute + b.communication;
+    assert!(r.step < serialized, "{b:?}");
+    assert!(r.step >= b.compute && r.step >= b.communication, "{b:?}");
+    assert!(b.hidden > 0, "{b:?}");
+    // hidden = serialized − overlapped (the union of compute and communication).
+    let mut busy: Vec<(u64, u64)> = works(&r)
+        .iter()
+        .filter(|w| w.0 == 0)
+        .map(|w| (w.2, w.3))
+        .collect();
+    busy.sort_unstable();
+    let (mut union, mut reach) = (0, 0);
+    for (s, e) in busy {
+        let s = s.max(reach);
+        if e > s {
+            union += e - s;
+            reach = e;
         }
     }
+    assert_eq!(b.hidden, serialized - union);
+    assert_eq!(
+        b.by_kind.keys().copied().collect::<Vec<_>>(),
+        ["all_reduce"]
+    );
+    assert_eq!(
+        (r.step, b.compute, b.communication, b.hidden),
+        (5516, 4324, 2592, 1769),
+        "{b:?}"
+    );
+}
+
+/// DP 2 in functional mode: each rank's reduced gradient is, element by
+/// element, the f16 sum of the two replicas' own gradients.
+#[test]
+fn dp_gradients_are_the_sum_of_the_replicas() {
+    let sys = ideal(2);
+    let mut s = step(2, 1, Schedule::OneFOneB, 2);
+    s.shape.layers_per_stage = 2;
+    let r = run(&sys, &s, DataMode::Functional);
+    assert_eq!(r.grads[0].len(), 2);
+    for g in 0..2 {
+        let (a, b) = (&r.local_grads[0][g], &r.local_grads[1][g]);
+        assert_ne!(a, b, "the replicas see different data");
+        let sum: Vec<f32> = a
+            .iter()
+            .zip(b)
+            .map(|(x, y)| half::f16::from_f32(x + y).to_f32())
+            .collect();
+        assert_eq!(r.grads[0][g], sum);
+        assert_eq!(r.grads[1][g], sum);
+    }
+}
+
+/// The same configuration twice gives the same breakdown.
+#[test]
+fn a_step_is_deterministic() {
+    let sys = ideal(4);
+    let mut s = step(2, 2, Schedule::OneFOneB, 2);
+    s.bucket_bytes = 1 << 20;
+    let a = run(&sys, &s, DataMode::TimingOnly);
+    let b = run(&sys, &s, DataMode::TimingOnly);
+    assert_eq!(a.step, b.step);
+    assert_eq!(a.ranks, b.ranks);
+    assert!(a.mfu > 0.0 && a.mfu < 1.0, "{}", a.mfu);
 }

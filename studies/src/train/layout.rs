@@ -107,7 +107,7 @@ impl Parallel {
                 .map(|d| d.to_string())
                 .collect();
             return Err(format!(
-                "dp × tp × pp = {} × {} × {} = {world} does not divide the {sips} SIPs (system.sips.count); allowed: a product among {}: change --dp, --tp or --pp, or use a system with a multiple of {world} SIPs",
+                "--dp × --tp × --pp = {} × {} × {} = {world} does not divide the {sips} SIPs (system.sips.count); allowed: a product among {}: change --dp, --tp or --pp, or use a system with a multiple of {world} SIPs",
                 self.dp,
                 self.tp,
                 self.pp,
@@ -228,7 +228,7 @@ mod tests {
         };
         let e = l.check(16).unwrap_err();
         assert!(
-            e.contains("dp × tp × pp = 3 × 2 × 1 = 6 does not divide the 16 SIPs"),
+            e.contains("--dp × --tp × --pp = 3 × 2 × 1 = 6 does not divide the 16 SIPs"),
             "{e}"
         );
         assert!(e.contains("allowed: a product among 1, 2, 4, 8, 16"), "{e}");

@@ -5,6 +5,7 @@
 
 use super::stage::{GradReady, Stage};
 use kernbench_dist::{DPPolicy, DistError, Rank, Tensor, Work};
+use kernbench_runtime::seeded;
 
 /// The order of a stage's forwards and backwards.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -62,6 +63,9 @@ pub struct PipelineRank {
     pub next: Option<u32>,
     /// Shape and policy of an activation passed between stages.
     pub activation: ((usize, usize), DPPolicy),
+    /// Functional mode: the seed of the first stage's inputs and the last
+    /// stage's output gradients (None: timing only, no values).
+    pub data_seed: Option<u64>,
 }
 
 /// What a rank's schedule kept.
@@ -85,9 +89,16 @@ impl Run<'_> {
     fn receive(&mut self, ctx: &mut Rank, from: Option<u32>) -> Result<Tensor, DistError> {
         let (shape, policy) = self.plan.activation;
         let t = ctx.empty(shape, policy)?;
-        if let Some(src) = from {
-            let w = ctx.irecv(&t, src)?;
-            ctx.wait(&w)?;
+        match (from, self.plan.data_seed) {
+            (Some(src), _) => {
+                let w = ctx.irecv(&t, src)?;
+                ctx.wait(&w)?;
+            }
+            (None, Some(seed)) => {
+                let seed = seed.wrapping_add(self.tensors.len() as u64);
+                ctx.write(&t, &seeded::uniform(seed, t.elems()))?;
+            }
+            (None, None) => {}
         }
         self.tensors.push(t.clone());
         Ok(t)

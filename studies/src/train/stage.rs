@@ -64,6 +64,7 @@ pub struct UniformStage {
     x_t: Tensor,
     /// Per micro-batch and layer: the forward output (rows, hidden/tp).
     outputs: Vec<Vec<Tensor>>,
+    mode: DataMode,
 }
 
 impl UniformStage {
@@ -105,6 +106,7 @@ impl UniformStage {
             weights,
             x_t,
             outputs: Vec::new(),
+            mode,
         })
     }
 
@@ -113,13 +115,17 @@ impl UniformStage {
         ctx.wait(&w).map(|_| ())
     }
 
-    /// A tensor's shape on this rank's cubes, as the stage allocates its
-    /// activations.
-    pub fn activation(&self, ctx: &mut Rank) -> Result<Tensor, DistError> {
-        ctx.empty(
+    /// An activation (or activation gradient) the stage hands on: it
+    /// carries no values (zeros in functional mode).
+    fn activation(&self, ctx: &mut Rank) -> Result<Tensor, DistError> {
+        let t = ctx.empty(
             (self.shape.rows, self.shape.hidden),
             DPPolicy::cube_rows(self.cubes),
-        )
+        )?;
+        if self.mode == DataMode::Functional {
+            ctx.write(&t, &vec![0.0; t.elems()])?;
+        }
+        Ok(t)
     }
 
     /// Gives back the stage's memory.

@@ -120,11 +120,11 @@ impl TrainStep {
         self.parallel.check(sips)?;
         let (s, p) = (&self.shape, &self.parallel);
         let zero = [
-            ("hidden", s.hidden),
-            ("seq", s.seq),
-            ("micro_batch", s.micro_batch),
-            ("layers_per_stage", s.layers_per_stage),
-            ("micro_batches", self.micro_batches),
+            ("--hidden", s.hidden),
+            ("--seq", s.seq),
+            ("--micro-batch", s.micro_batch),
+            ("--layers-per-stage", s.layers_per_stage),
+            ("--micro-batches", self.micro_batches),
         ];
         if let Some((field, _)) = zero.iter().find(|f| f.1 == 0) {
             return Err(format!("{field} = 0; allowed: 1 or more"));
@@ -133,7 +133,7 @@ impl TrainStep {
         let split = (cubes * p.tp as usize).max(cubes);
         if !s.hidden.is_multiple_of(split) || !(s.hidden / p.tp as usize).is_multiple_of(cubes) {
             return Err(format!(
-                "hidden {} does not split over tp {} and then the {cubes} cubes of a SIP; allowed: a multiple of {}",
+                "--hidden {} does not split over --tp {} and then the {cubes} cubes of a SIP (sip.cube_mesh); allowed: a multiple of {}",
                 s.hidden,
                 p.tp,
                 cubes * p.tp as usize
@@ -142,12 +142,12 @@ impl TrainStep {
         let rows = s.seq * s.micro_batch;
         if !rows.is_multiple_of(cubes) {
             return Err(format!(
-                "seq × micro_batch = {rows} rows do not split over the {cubes} cubes of a SIP; allowed: a multiple of {cubes}"
+                "--seq × --micro-batch = {rows} rows do not split over the {cubes} cubes of a SIP (sip.cube_mesh); allowed: a product that is a multiple of {cubes}"
             ));
         }
         if self.schedule == Schedule::OneFOneB && self.micro_batches < p.pp as usize {
             return Err(format!(
-                "micro_batches {} < pp {} under 1f1b: the pipeline never fills; allowed: micro_batches >= {} (or schedule gpipe)",
+                "--micro-batches {} < --pp {} under --schedule 1f1b: the pipeline never fills; allowed: --micro-batches >= {} (or --schedule gpipe)",
                 self.micro_batches, p.pp, p.pp
             ));
         }
@@ -197,6 +197,9 @@ fn rank_step(
     let tp_no = l.coord(me, Axis::Tp);
     let rows = step.shape.seq * step.shape.micro_batch;
     let neighbour = |s: u32| l.rank_at(dp_no, tp_no, s);
+    let data_seed = step
+        .seed
+        .wrapping_add(1 + u64::from(dp_no) * 7919 + u64::from(stage_no));
     let plan = PipelineRank {
         schedule: step.schedule,
         stage: stage_no,
@@ -205,6 +208,7 @@ fn rank_step(
         prev: (stage_no > 0).then(|| neighbour(stage_no - 1)),
         next: (stage_no + 1 < l.pp).then(|| neighbour(stage_no + 1)),
         activation: ((rows, step.shape.hidden), DPPolicy::cube_rows(cubes)),
+        data_seed: (mode == DataMode::Functional).then_some(data_seed),
     };
     let shape = UniformShape {
         rows,
