@@ -7,6 +7,7 @@ use clap::Args;
 use kernbench::gemm::Placement;
 use kernbench::train::{
     AxisOrder, DpReduce, Model, ModelShape, Parallel, Schedule, TrainReport, TrainStep, train_step,
+    write_trace,
 };
 use kernbench_systems::memory::DataMode;
 
@@ -73,6 +74,10 @@ pub struct TrainStepArgs {
     /// Seed of the stages' data.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Write a Chrome trace of the step to FILE (open in Perfetto): every
+    /// rank's kernels and its collectives and messages on separate tracks.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -119,6 +124,10 @@ pub fn run(a: TrainStepArgs) -> Result<()> {
         kernbench::autotune::init_process_group(&sys, &ccl, &a.algorithm, DataMode::TimingOnly)
             .map_err(|e| anyhow!("--algorithm {}: {e}", a.algorithm))?;
     let report = train_step(&mut pg, &step, DataMode::TimingOnly)?;
+    if let Some(path) = &a.trace {
+        let events = write_trace(&report, &pg, path).map_err(anyhow::Error::msg)?;
+        eprintln!("wrote {events} trace events to {}", path.display());
+    }
     if a.json {
         println!("{}", report.to_json());
     } else {

@@ -189,3 +189,44 @@ fn a_step_is_deterministic() {
     assert_eq!(a.ranks, b.ranks);
     assert!(a.mfu > 0.0 && a.mfu < 1.0, "{}", a.mfu);
 }
+
+/// `--trace`: every rank's compute and communication on tracks of their own.
+#[test]
+fn the_trace_has_compute_and_communication_tracks_per_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("step.json");
+    let (code, out, err) = crate::common::kernbench_cli(&[
+        "train-step",
+        "--dp",
+        "2",
+        "--pp",
+        "2",
+        "--micro-batches",
+        "2",
+        "--hidden",
+        "64",
+        "--seq",
+        "16",
+        "--algorithm",
+        "ring",
+        "--trace",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("pipeline bubble (us)"), "{out}");
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let names: Vec<String> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        .collect();
+    for rank in 0..4 {
+        for kind in ["compute", "communication"] {
+            let track = format!("rank {rank} {kind} #0");
+            assert!(names.contains(&track), "{track} not in {names:?}");
+        }
+    }
+}

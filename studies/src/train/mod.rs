@@ -20,4 +20,4 @@ pub use dp::{DP_REDUCES, DpReduce};
 pub use layout::{AXIS_ORDERS, Axis, AxisOrder, Parallel};
 pub use schedule::{SCHEDULES, Schedule};
 pub use stage::{Stage, UniformShape, UniformStage};
-pub use step::{MODELS, Model, ModelShape, TrainReport, TrainStep, train_step};
+pub use step::{MODELS, Model, ModelShape, TrainReport, TrainStep, train_step, write_trace};

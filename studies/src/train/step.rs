@@ -10,7 +10,8 @@ use super::layout::{Axis, Parallel, make_groups};
 use super::schedule::{PipelineRank, Schedule, run_pipeline};
 use super::stage::{Stage, UniformShape, UniformStage};
 use crate::gemm::Placement;
-use kernbench_dist::{DPPolicy, DistError, ProcessGroup, Rank, WorkRecord};
+use kernbench_dist::{DPPolicy, DistError, ProcessGroup, Rank, WorkClass, WorkRecord};
+use kernbench_runtime::trace::ChromeTrace;
 use kernbench_systems::Tick;
 use kernbench_systems::memory::DataMode;
 use std::sync::Mutex;
@@ -112,6 +113,28 @@ impl TrainReport {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
     }
+}
+
+/// Writes a Chrome trace of the step at `path`: every rank's kernels on
+/// its `compute` tracks and its collectives and messages on its
+/// `communication` tracks (the "ranks" process). Returns the events
+/// written.
+pub fn write_trace(
+    report: &TrainReport,
+    pg: &ProcessGroup,
+    path: &std::path::Path,
+) -> Result<u64, String> {
+    let mut trace = ChromeTrace::create(path, report.tick_ns)?;
+    for (rank, record) in report.records.iter().enumerate() {
+        for w in record {
+            let kind = match w.class {
+                WorkClass::Compute => "compute",
+                _ => "communication",
+            };
+            trace.rank_work(rank as u32, kind, w.class.name(), w.start, w.end);
+        }
+    }
+    trace.finish(&pg.machine)
 }
 
 impl TrainStep {
