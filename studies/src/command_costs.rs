@@ -231,6 +231,25 @@ pub fn tp_study(plan: &crate::tp::study::TpPlan, base: &System) -> Result<Cost, 
     Ok(cost)
 }
 
+/// `sweep` of a train plan: per point a process group of its `sips` SIPs
+/// and its GEMMs (3 × the forward's MACs per micro-batch on every rank).
+pub fn train_study(plan: &crate::train::study::TrainPlan, base: &System) -> Result<Cost, String> {
+    let base = plan.base_system(base)?;
+    let mut cost = Cost::default();
+    for p in plan.points() {
+        let sys = plan.system(&base, &p)?;
+        let rows = (p.seq * plan.micro_batch) as f64;
+        let (h, par) = (p.hidden as f64, p.parallel);
+        let macs_per_rank =
+            3.0 * rows * h * h / f64::from(par.tp.max(1)) * p.layers_per_stage as f64;
+        let ranks = f64::from(par.dp * par.tp * par.pp);
+        let mut e = process_group_estimate(&sys, plan.sips);
+        e.seconds += macs_per_rank * ranks * p.micro_batches as f64 * SECONDS_PER_GEMM_MAC;
+        cost.add(crate::sweep::study::StudyPoint::label(&p), e);
+    }
+    Ok(cost)
+}
+
 /// `gemm-sweep`: each shape on a process group of the one-SIP system
 /// `one_sip`, timing only, `parallel` shapes at a time (their memory adds up).
 pub fn gemm_sweep(one_sip: &System, shapes: &[Shape], parallel: usize) -> Cost {

@@ -230,3 +230,37 @@ fn the_trace_has_compute_and_communication_tracks_per_rank() {
         }
     }
 }
+
+/// `sweep --plan` of a train plan: results.csv names each row's network
+/// model, and the three figures are written.
+#[test]
+fn a_train_sweep_writes_rows_and_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let (code, stdout, err) = crate::common::kernbench_cli(&[
+        "sweep",
+        "--plan",
+        "tests/data/doc/tiny_train.yaml",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{err}");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert!(
+        header.contains(&"network_model") && header.contains(&"mfu"),
+        "{header:?}"
+    );
+    let col = header.iter().position(|h| *h == "network_model").unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r[col] == "flow"), "{csv}");
+    for f in [
+        "train_step_components.svg",
+        "train_mfu.svg",
+        "train_exposed_share.svg",
+    ] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+}

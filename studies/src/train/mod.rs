@@ -14,6 +14,7 @@ pub mod layout;
 pub mod schedule;
 pub mod stage;
 pub mod step;
+pub mod study;
 
 pub use breakdown::RankBreakdown;
 pub use dp::{DP_REDUCES, DpReduce};
