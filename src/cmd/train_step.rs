@@ -139,11 +139,7 @@ pub fn run(a: TrainStepArgs) -> Result<()> {
 /// The step and its breakdown, mean over ranks, µs.
 fn table(step: &TrainStep, r: &TrainReport, network: &str) -> String {
     let p = step.parallel;
-    let us = |t: f64| t * r.tick_ns / 1e3;
-    let n = r.ranks.len().max(1) as f64;
-    let mean = |f: &dyn Fn(&kernbench::train::RankBreakdown) -> u64| {
-        us(r.ranks.iter().map(|b| f(b) as f64).sum::<f64>() / n)
-    };
+    let sum = r.summary();
     let mut out = format!(
         "# train-step: {} model, hidden {}, seq {}, micro-batch {}, {} layer(s)/stage; DP {} x TP {} x PP {} ({}), {} x {} micro-batches, DP {} in {} B buckets; network {network}\n",
         step.model.name(),
@@ -160,31 +156,15 @@ fn table(step: &TrainStep, r: &TrainReport, network: &str) -> String {
         step.dp_reduce.name(),
         step.bucket_bytes,
     );
-    out += &format!(
-        "{:<32} {:>12}\n",
-        "step time (us)",
-        format!("{:.3}", us(r.step as f64))
-    );
-    let rows: [(&str, &dyn Fn(&kernbench::train::RankBreakdown) -> u64); 5] = [
-        ("compute", &|b| b.compute),
-        ("exposed communication", &|b| b.exposed),
-        ("hidden communication", &|b| b.hidden),
-        ("pipeline bubble", &|b| b.bubble),
-        ("communication (serialized)", &|b| b.communication),
-    ];
-    for (name, f) in rows {
-        out += &format!("{:<32} {:>12.3}\n", format!("{name} (us)"), mean(f));
-    }
-    let mut kinds: Vec<&str> = r
-        .ranks
-        .iter()
-        .flat_map(|b| b.by_kind.keys().copied())
-        .collect();
-    kinds.sort_unstable();
-    kinds.dedup();
-    for k in kinds {
-        let t = mean(&|b| b.by_kind.get(k).copied().unwrap_or(0));
-        out += &format!("{:<32} {:>12.3}\n", format!("  {k} (us)"), t);
+    let line = |name: &str, v: f64| format!("{:<32} {v:>12.3}\n", format!("{name} (us)"));
+    out += &line("step time", sum.step_us);
+    out += &line("compute", sum.compute_us);
+    out += &line("exposed communication", sum.exposed_us);
+    out += &line("hidden communication", sum.hidden_us);
+    out += &line("pipeline bubble", sum.bubble_us);
+    out += &line("communication (serialized)", sum.communication_us);
+    for (kind, us) in &sum.by_kind {
+        out += &line(&format!("  {kind}"), *us);
     }
     out += &format!(
         "{:<32} {:>12}\n",

@@ -21,4 +21,6 @@ pub use dp::{DP_REDUCES, DpReduce};
 pub use layout::{AXIS_ORDERS, Axis, AxisOrder, Parallel};
 pub use schedule::{SCHEDULES, Schedule};
 pub use stage::{Stage, UniformShape, UniformStage};
-pub use step::{MODELS, Model, ModelShape, TrainReport, TrainStep, train_step, write_trace};
+pub use step::{
+    MODELS, Model, ModelShape, Summary, TrainReport, TrainStep, train_step, write_trace,
+};

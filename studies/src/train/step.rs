@@ -107,7 +107,49 @@ pub struct TrainReport {
     pub records: Vec<Vec<WorkRecord>>,
 }
 
+/// A step's breakdown in µs, each component the mean over ranks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    pub step_us: f64,
+    pub compute_us: f64,
+    pub exposed_us: f64,
+    pub hidden_us: f64,
+    pub bubble_us: f64,
+    /// Communication serialized: exposed + hidden.
+    pub communication_us: f64,
+    /// Each communication kind's time (`all_reduce`, `send`, …), by name.
+    pub by_kind: Vec<(&'static str, f64)>,
+}
+
 impl TrainReport {
+    /// The mean over ranks of each component, in µs.
+    pub fn summary(&self) -> Summary {
+        let us = |t: f64| t * self.tick_ns / 1e3;
+        let n = self.ranks.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&RankBreakdown) -> u64| {
+            us(self.ranks.iter().map(|b| f(b) as f64).sum::<f64>() / n)
+        };
+        let mut kinds: Vec<&'static str> = self
+            .ranks
+            .iter()
+            .flat_map(|b| b.by_kind.keys().copied())
+            .collect();
+        kinds.sort_unstable();
+        kinds.dedup();
+        Summary {
+            step_us: us(self.step as f64),
+            compute_us: mean(&|b| b.compute),
+            exposed_us: mean(&|b| b.exposed),
+            hidden_us: mean(&|b| b.hidden),
+            bubble_us: mean(&|b| b.bubble),
+            communication_us: mean(&|b| b.communication),
+            by_kind: kinds
+                .into_iter()
+                .map(|k| (k, mean(&|b| b.by_kind.get(k).copied().unwrap_or(0))))
+                .collect(),
+        }
+    }
+
     /// The report as pretty JSON: the step, every rank's breakdown, the
     /// peak activations, model FLOPs, peak and MFU.
     pub fn to_json(&self) -> String {

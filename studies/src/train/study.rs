@@ -349,21 +349,14 @@ impl<'a> TrainStudy<'a> {
             crate::autotune::init_process_group_cached(&sys, &ccl, &p.algorithm, mode, cache)
                 .map_err(|e| e.to_string())?;
         let r = train_step(&mut pg, &step, mode).map_err(|e| e.to_string())?;
-        let us = |t: f64| t * r.tick_ns / 1e3;
-        let n = r.ranks.len().max(1) as f64;
-        let mean = |f: &dyn Fn(&super::RankBreakdown) -> u64| {
-            us(r.ranks.iter().map(|b| f(b) as f64).sum::<f64>() / n)
+        let sum = r.summary();
+        let kinds = |names: &[&str]| -> f64 {
+            sum.by_kind
+                .iter()
+                .filter(|k| names.contains(&k.0))
+                .map(|k| k.1)
+                .sum()
         };
-        let kinds = |names: &[&str]| {
-            mean(&|b| {
-                names
-                    .iter()
-                    .map(|k| b.by_kind.get(k).copied().unwrap_or(0))
-                    .sum()
-            })
-        };
-        let step_us = us(r.step as f64);
-        let exposed = mean(&|b| b.exposed);
         Ok(TrainRow {
             topology: p.topology.name().into(),
             sips: self.plan.sips,
@@ -378,16 +371,16 @@ impl<'a> TrainStudy<'a> {
             schedule: self.plan.schedule.clone(),
             algorithm: p.algorithm.clone(),
             network_model: sys.spec.network.model.name().into(),
-            step_us,
-            compute_us: mean(&|b| b.compute),
-            exposed_comm_us: exposed,
-            hidden_comm_us: mean(&|b| b.hidden),
-            bubble_us: mean(&|b| b.bubble),
+            step_us: sum.step_us,
+            compute_us: sum.compute_us,
+            exposed_comm_us: sum.exposed_us,
+            hidden_comm_us: sum.hidden_us,
+            bubble_us: sum.bubble_us,
             p2p_us: kinds(&["send", "recv"]),
             dp_comm_us: kinds(&["all_reduce", "reduce_scatter", "all_gather"]),
             mfu: r.mfu,
-            exposed_share: if step_us > 0.0 {
-                exposed / step_us
+            exposed_share: if sum.step_us > 0.0 {
+                sum.exposed_us / sum.step_us
             } else {
                 0.0
             },
