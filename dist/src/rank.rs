@@ -114,11 +114,21 @@ impl<'p> Rank<'_, 'p> {
             .unwrap_or(0))
     }
 
-    /// Every work this rank has waited for so far, in wait order: what it
-    /// was, its stream, and when it ran (a study's breakdown reads it, so
-    /// the program that submits the work keeps no books).
-    pub fn work_record(&self) -> Vec<WorkRecord> {
-        self.shared.lock().record[self.rank as usize].clone()
+    /// Starts a record of every work this rank waits for from now on
+    /// (what it was, its stream, when it ran): a study's breakdown reads it
+    /// with [`Rank::take_work_record`], so the program that submits the
+    /// work keeps no books. A record already started starts again empty.
+    pub fn record_works(&mut self) -> Result<(), DistError> {
+        let mut g = self.enter()?;
+        g.record[self.rank as usize] = Some(Vec::new());
+        Ok(())
+    }
+
+    /// The works recorded since [`Rank::record_works`], in wait order;
+    /// stops recording (empty when none was started).
+    pub fn take_work_record(&mut self) -> Result<Vec<WorkRecord>, DistError> {
+        let mut g = self.enter()?;
+        Ok(g.record[self.rank as usize].take().unwrap_or_default())
     }
 
     /// This worker's host clock: when its next submission leaves the host.
@@ -428,12 +438,14 @@ impl<'p> Rank<'_, 'p> {
             WorkKind::Launch | WorkKind::Transfer { .. } => None,
             WorkKind::Collective { group, job } => Self::measures(&mut g, w.id, group, job, ran),
         };
-        g.record[r].push(WorkRecord {
-            class: w.class(),
-            stream: w.stream,
-            start: ran.start,
-            end: ran.end,
-        });
+        if let Some(record) = &mut g.record[r] {
+            record.push(WorkRecord {
+                class: w.class(),
+                stream: w.stream,
+                start: ran.start,
+                end: ran.end,
+            });
+        }
         Ok(WorkReport {
             start: ran.start,
             end: ran.end,

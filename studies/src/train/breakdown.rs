@@ -1,4 +1,4 @@
-//! A step's breakdown from each rank's record of works (`Rank::work_record`):
+//! A step's breakdown from each rank's record of works (`Rank::record_works`, `Rank::take_work_record`):
 //! compute, communication (each kind apart), the part of it hidden under
 //! compute, and the pipeline bubble — time a rank neither computes nor
 //! communicates within the step.

@@ -298,11 +298,12 @@ fn rank_step(
     };
     let functional = mode == DataMode::Functional;
     let mut dp = DpReducer::new(dp_group, step.dp_reduce, step.bucket_bytes, functional);
-    let from = ctx.work_record().len();
+    ctx.record_works()?;
     let begin = ctx.now();
     let ran = run_pipeline(ctx, &mut stage, &plan, &mut |c, g| dp.ready(c, g))?;
     let local_grads = dp.finish(ctx)?.unwrap_or_default();
     let end = ctx.now();
+    let record = ctx.take_work_record()?;
     let grads = if functional {
         stage
             .grads()
@@ -320,7 +321,7 @@ fn rank_step(
     Ok(RankRun {
         rank: me,
         window: (begin, end),
-        record: ctx.work_record()[from..].to_vec(),
+        record,
         peak_in_flight: ran.peak_in_flight,
         forward_flops,
         local_grads,
