@@ -1,7 +1,7 @@
 //! `kernbench train-step`: one training step of a DP × TP × PP
 //! configuration; prints the step time, its breakdown and the MFU.
 
-use super::args::{NetworkArg, SystemArg, parse_count};
+use super::args::{BudgetArg, NetworkArg, SystemArg, parse_count};
 use anyhow::{Result, anyhow};
 use clap::Args;
 use kernbench::gemm::Placement;
@@ -81,7 +81,12 @@ pub struct TrainStepArgs {
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    budget: BudgetArg,
 }
+
+/// Knobs that shrink a training step.
+const TRAIN_STEP_KNOBS: &str = "a smaller --hidden, --seq, --micro-batch, --layers-per-stage or --micro-batches, or fewer SIPs";
 
 /// The configuration the flags name, each bad name refused by its flag.
 fn config(a: &TrainStepArgs, pes_per_cube: u32) -> Result<TrainStep> {
@@ -119,6 +124,9 @@ pub fn run(a: TrainStepArgs) -> Result<()> {
     let step = config(&a, sys.pes_per_cube())?;
     step.check(sys.n_sips(), sys.cubes_per_sip())
         .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
+    kernbench::command_costs::train_step(&sys, &step)
+        .check(&a.budget.budget(), TRAIN_STEP_KNOBS)
+        .map_err(|e| anyhow!("train-step on {}: {e}", sys.origin))?;
     let ccl = kernbench::ccl::CclConfig::embedded_default();
     let mut pg =
         kernbench::autotune::init_process_group(&sys, &ccl, &a.algorithm, DataMode::TimingOnly)
