@@ -25,7 +25,8 @@ pub const EXAMPLES: &str = "Examples:
 #[derive(Args)]
 pub struct SweepArgs {
     /// A built-in plan (default, scaling, smoke, bounds, large; tp: the TP scaling
-    /// study of a transformer block) or a plan YAML file.
+    /// study of a transformer block; train: training steps under DP × TP × PP)
+    /// or a plan YAML file.
     #[arg(long, default_value = "default")]
     plan: String,
     /// Base system spec for every point (default: the plan's, else the embedded one).
