@@ -16,6 +16,6 @@ pub use kernbench_runtime::{
 pub use kernbench_spec::{names, spec, topology};
 pub use kernbench_studies::{
     autotune, bench, catalog, collective_run, command_costs, ddp, gemm, nccl_table, ops, sweep,
-    topo_report, tp, transformer, validate,
+    topo_report, tp, train, transformer, validate,
 };
 pub use kernbench_systems as systems;

@@ -97,6 +97,23 @@ enum Command {
     ///
     /// Example: kernbench tp-mlp --tp 1,2,4,8 --batch 16
     TpMlp(cmd::tp_mlp::TpMlpArgs),
+    /// Simulate one training step under DP × TP × PP, as Megatron-LM runs
+    /// it: ranks laid out on the SIPs by --layout (TP innermost by
+    /// default), each pipeline stage's layers run micro-batch by
+    /// micro-batch under --schedule 1f1b or gpipe with activations and
+    /// their gradients passed between stages by isend/irecv, and the
+    /// weight gradients of the last micro-batch reduced over the DP group
+    /// in --bucket-size buckets on the communication stream while backward
+    /// goes on. Prints the step time and its breakdown (means over ranks):
+    /// compute, exposed and hidden communication, pipeline bubble, each
+    /// communication kind, the peak micro-batches of activations a rank
+    /// kept, and the model FLOP utilisation (3 × forward FLOPs over step
+    /// time × the peak of the SIPs used). --json prints every rank's
+    /// breakdown. docs/guide.md "Simulating a training step" maps
+    /// Megatron's arguments to these flags.
+    ///
+    /// Example: kernbench train-step --dp 2 --pp 2 --micro-batches 4
+    TrainStep(cmd::train_step::TrainStepArgs),
     /// Check the flow-level network against the exact packet engine: every
     /// collective × algorithm on small ring, torus and mesh systems plus
     /// adversarial traffic (incast, cross traffic, mixed sizes, starved
@@ -121,6 +138,7 @@ fn main() {
         Command::List(a) => cmd::list::run(a),
         Command::GemmSweep(a) => cmd::gemm_sweep::run(a),
         Command::TpMlp(a) => cmd::tp_mlp::run(a),
+        Command::TrainStep(a) => cmd::train_step::run(a),
         Command::Validate(a) => cmd::validate::run(a),
     };
     if let Err(e) = result {

@@ -57,7 +57,7 @@ pub use group::{
 pub use rank::Rank;
 pub(crate) use spawn::WORKER_STACK;
 pub use tensor::{Block, DPPolicy, Shard, Split, Tensor};
-pub use work::{Stream, StreamKind, Work, WorkReport};
+pub use work::{Stream, StreamKind, Work, WorkClass, WorkRecord, WorkReport};
 
 /// Why a distributed program failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -7,7 +7,7 @@ use super::group::{GroupId, RankUnit, WORLD};
 use super::layout;
 use super::spawn::{Gather, Sched, Shared, Submission, WorkState};
 use super::tensor::{DPPolicy, Tensor, gather, place, scatter};
-use super::work::{Stream, StreamKind, Work, WorkKind, WorkReport};
+use super::work::{Stream, StreamKind, Work, WorkKind, WorkRecord, WorkReport};
 use kernbench_ccl::{Buffers, CollResult, Collective, Job, LaneBuffer, Operand, ReduceOp};
 use kernbench_runtime::kernel::Kernel;
 use kernbench_runtime::machine::LaunchReport;
@@ -124,6 +124,23 @@ impl<'p> Rank<'_, 'p> {
             })
             .min()
             .unwrap_or(0))
+    }
+
+    /// Starts a record of every work this rank waits for from now on
+    /// (what it was, its stream, when it ran): a study's breakdown reads it
+    /// with [`Rank::take_work_record`], so the program that submits the
+    /// work keeps no books. A record already started starts again empty.
+    pub fn record_works(&mut self) -> Result<(), DistError> {
+        let mut g = self.enter()?;
+        g.record[self.rank as usize] = Some(Vec::new());
+        Ok(())
+    }
+
+    /// The works recorded since [`Rank::record_works`], in wait order;
+    /// stops recording (empty when none was started).
+    pub fn take_work_record(&mut self) -> Result<Vec<WorkRecord>, DistError> {
+        let mut g = self.enter()?;
+        Ok(g.record[self.rank as usize].take().unwrap_or_default())
     }
 
     /// This worker's host clock: when its next submission leaves the host.
@@ -456,6 +473,14 @@ impl<'p> Rank<'_, 'p> {
             WorkKind::Launch | WorkKind::Transfer { .. } => None,
             WorkKind::Collective { group, job } => Self::measures(&mut g, w.id, group, job, ran),
         };
+        if let Some(record) = &mut g.record[r] {
+            record.push(WorkRecord {
+                class: w.class(),
+                stream: w.stream,
+                start: ran.start,
+                end: ran.end,
+            });
+        }
         Ok(WorkReport {
             start: ran.start,
             end: ran.end,

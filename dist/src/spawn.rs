@@ -122,6 +122,9 @@ pub(super) struct Sched<'p> {
     pub ended: BTreeMap<u64, LaunchReport>,
     /// The members yet to wait for each work.
     pub unwaited: BTreeMap<u64, Vec<u32>>,
+    /// Each rank's record of the works it waited for, in wait order, while
+    /// it keeps one (`Rank::record_works`); None: not recording.
+    pub record: Vec<Option<Vec<super::work::WorkRecord>>>,
     /// The tick the last launch message to each PE left the host: later
     /// ones leave no earlier, so each PE receives them in hand-over order.
     pub pe_sent: BTreeMap<PeIdx, Tick>,
@@ -459,6 +462,7 @@ impl ProcessGroup {
                 streams: vec![2; n],
                 ended: BTreeMap::new(),
                 unwaited: BTreeMap::new(),
+                record: vec![None; n],
                 pe_sent: BTreeMap::new(),
                 abort: None,
                 last: None,

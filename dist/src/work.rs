@@ -3,7 +3,7 @@
 //! per rank by default), a [`Work`] is one launch or one collective a rank
 //! submitted, and [`WorkReport`] is what waiting for it gives.
 
-use kernbench_ccl::{CollResult, Job};
+use kernbench_ccl::{CollResult, Collective, Job};
 use kernbench_systems::Tick;
 
 /// What a stream carries by default: kernel launches go on the current
@@ -103,6 +103,15 @@ pub struct Work {
 }
 
 impl Work {
+    /// What this work is, for a record.
+    pub fn class(&self) -> WorkClass {
+        match self.kind {
+            WorkKind::Launch => WorkClass::Compute,
+            WorkKind::Collective { job, .. } => WorkClass::Collective(job.collective),
+            WorkKind::Transfer { what } => WorkClass::Transfer(what),
+        }
+    }
+
     /// The process group's number of this work (a collective's is the
     /// same on every member).
     pub fn id(&self) -> u64 {
@@ -134,6 +143,36 @@ impl std::fmt::Display for Work {
         };
         write!(f, "{what} (submission {} of rank {})", self.seq, self.rank)
     }
+}
+
+/// What a recorded work was: a kernel launch, a collective, or one end
+/// (`send` or `recv`) of a point-to-point message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum WorkClass {
+    Compute,
+    Collective(Collective),
+    Transfer(&'static str),
+}
+
+impl WorkClass {
+    /// Its name: `compute`, the collective's (`all_reduce`, …), `send` or `recv`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WorkClass::Compute => "compute",
+            WorkClass::Collective(c) => c.name(),
+            WorkClass::Transfer(what) => what,
+        }
+    }
+}
+
+/// One work a rank waited for: what it was, the stream it ran on, and
+/// when it ran (its first PE's start to its last PE's end).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkRecord {
+    pub class: WorkClass,
+    pub stream: Stream,
+    pub start: Tick,
+    pub end: Tick,
 }
 
 /// When a work ran (its first PE's start to its last PE's end) and, for a

@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 
 /// Process id of the links process.
 const LINKS_PID: u64 = 1_000_000;
+/// Process id of the ranks process (host-level works, `rank_work`).
+const RANKS_PID: u64 = 1_000_001;
 /// Flow ids of messages have this bit set (op flows are queue << 32 | k).
 const MESSAGE_FLOW: u64 = 1 << 63;
 
@@ -54,6 +56,8 @@ pub struct ChromeTrace {
     used_links: Vec<bool>,
     /// Per message in flight: its first and latest packet slice (link, middle tick).
     in_flight: FxHashMap<MsgId, [(LinkId, f64); 2]>,
+    /// Per (rank, kind): the tracks of the ranks process.
+    rank_tracks: std::collections::BTreeMap<(u32, String), Tracks>,
 }
 
 impl ChromeTrace {
@@ -76,6 +80,7 @@ impl ChromeTrace {
             named_sips: BTreeSet::new(),
             used_links: Vec::new(),
             in_flight: FxHashMap::default(),
+            rank_tracks: Default::default(),
         };
         t.raw(b"{\"displayTimeUnit\": \"ns\", \"traceEvents\": [\n");
         t.meta(
@@ -115,6 +120,45 @@ impl ChromeTrace {
         file.commit()
             .map_err(|e| format!("--trace {}: {e}", self.path.display()))?;
         Ok(self.events)
+    }
+
+    /// A work a rank ran (a kernel launch, a collective, a message), on
+    /// the "ranks" process: tracks named `rank R KIND #i`, as many per rank
+    /// and kind as overlapping works need, sorted by rank.
+    pub fn rank_work(&mut self, rank: u32, kind: &str, name: &str, start: Tick, end: Tick) {
+        if self.rank_tracks.is_empty() {
+            self.meta(json!({"ph": "M", "name": "process_name", "pid": RANKS_PID, "args": {"name": "ranks"}}));
+        }
+        let tracks = self
+            .rank_tracks
+            .entry((rank, kind.to_string()))
+            .or_default();
+        let tid = match tracks.iter_mut().find(|t| t.1 <= start) {
+            Some(t) => {
+                t.1 = end;
+                t.0
+            }
+            None => {
+                let tid = self.next_tid;
+                self.next_tid += 1;
+                tracks.push((tid, end));
+                let label = format!("rank {rank} {kind} #{}", tracks.len() - 1);
+                let sort = u64::from(rank) << 32 | tid;
+                self.meta(json!({"ph": "M", "name": "thread_name", "pid": RANKS_PID, "tid": tid, "args": {"name": label}}));
+                self.meta(json!({"ph": "M", "name": "thread_sort_index", "pid": RANKS_PID, "tid": tid, "args": {"sort_index": sort}}));
+                tid
+            }
+        };
+        let name = name.replace(['"', '\\'], "");
+        self.slice(
+            format_args!("{name}"),
+            kind,
+            RANKS_PID,
+            tid,
+            start,
+            end,
+            |_| Ok(()),
+        );
     }
 
     /// Microseconds (the file's unit) of a tick count, whole or not.

@@ -13,6 +13,7 @@ pub mod run;
 pub mod sweep;
 pub mod topo;
 pub mod tp_mlp;
+pub mod train_step;
 pub mod validate;
 
 /// After everything is written: a result set with failed points exits 1,

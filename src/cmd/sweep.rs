@@ -8,6 +8,7 @@ use kernbench::ccl::CclConfig;
 use kernbench::spec::{System, presets};
 use kernbench::sweep::{Options, Plan};
 use kernbench::tp::study::{self, TpPlan, TpRecord, TpStudy};
+use kernbench::train::study::{self as train_study, TrainPlan, TrainStudy};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,7 +25,8 @@ pub const EXAMPLES: &str = "Examples:
 #[derive(Args)]
 pub struct SweepArgs {
     /// A built-in plan (default, scaling, smoke, bounds, large; tp: the TP scaling
-    /// study of a transformer block) or a plan YAML file.
+    /// study of a transformer block; train: training steps under DP × TP × PP)
+    /// or a plan YAML file.
     #[arg(long, default_value = "default")]
     plan: String,
     /// Base system spec for every point (default: the plan's, else the embedded one).
@@ -70,9 +72,19 @@ pub fn run(a: SweepArgs) -> Result<()> {
         (None, Some(n)) => Some(presets::preset(n)?),
         _ => None,
     };
+    if let Some(plan) = TrainPlan::find(&a.plan)? {
+        if let Some(out) = &a.out {
+            check_sweep_paths(&a, out, &train_study::FILES)?;
+        }
+        return train_sweep(&plan, &a, system);
+    }
     let tp_plan = TpPlan::find(&a.plan)?;
     if let Some(out) = &a.out {
-        check_sweep_paths(&a, out, tp_plan.is_some())?;
+        let names: &[&str] = match tp_plan.is_some() {
+            true => &study::FILES,
+            false => &kernbench::sweep::run::OUTPUT_FILES,
+        };
+        check_sweep_paths(&a, out, names)?;
     }
     match tp_plan {
         Some(plan) => tp_sweep(&plan, &a, system),
@@ -81,11 +93,7 @@ pub fn run(a: SweepArgs) -> Result<()> {
 }
 
 /// Refuses a sweep whose inputs are files it writes into `out`.
-fn check_sweep_paths(a: &SweepArgs, out: &Path, tp: bool) -> Result<()> {
-    let names: &[&str] = match tp {
-        true => &study::FILES,
-        false => &kernbench::sweep::run::OUTPUT_FILES,
-    };
+fn check_sweep_paths(a: &SweepArgs, out: &Path, names: &[&str]) -> Result<()> {
     let outputs: Vec<PathBuf> = names.iter().map(|f| out.join(f)).collect();
     let outs: Vec<(&str, &Path)> = outputs.iter().map(|p| ("--out", p.as_path())).collect();
     let system = SystemArg {
@@ -275,6 +283,64 @@ fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> 
     );
     exit_if_interrupted(outcome.interrupted, &a.plan, &out);
     let failed: Vec<&TpRecord> = outcome.rows.iter().filter(|r| r.row.is_none()).collect();
+    if !failed.is_empty() {
+        eprintln!("\n{} point(s) failed:", failed.len());
+        for r in &failed {
+            eprintln!("  [{}] {}: {}", r.index, r.point, r.error);
+        }
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+/// Knobs that shrink a train plan.
+const TRAIN_STUDY_KNOBS: &str =
+    "fewer points (the grid axes of the plan), smaller hidden, seq or micro_batches, or fewer sips";
+
+/// `sweep` of a train plan: its points in parallel into --out, resumable,
+/// then the table.
+fn train_sweep(plan: &TrainPlan, a: &SweepArgs, system: Option<System>) -> Result<()> {
+    if a.ccl.is_some() {
+        bail!(
+            "--ccl applies to collective plans; the train plan '{}' runs with the embedded ccl.yaml (its grid.algorithm names the entries); allowed: no --ccl",
+            plan.name
+        );
+    }
+    let mut base = system.unwrap_or_else(System::embedded_default);
+    let why = format!(
+        "the train plan '{}' runs whole programs, not one collective an estimate can place",
+        plan.name
+    );
+    a.network.set_fixed(&mut base, &why)?;
+    let cost = kernbench::command_costs::train_study(plan, &base).map_err(anyhow::Error::msg)?;
+    cost.check("sweep", &a.budget.budget(), TRAIN_STUDY_KNOBS)
+        .map_err(|e| anyhow::anyhow!("{}: {e}", plan.name))?;
+    let seconds = cost.parts.iter().map(|(_, e)| e.seconds).collect();
+    let train = TrainStudy::new(plan, &base, seconds).map_err(anyhow::Error::msg)?;
+    let total = plan.points().len();
+    let (out, opts) = sweep_options(a, &plan.name, total)?;
+    eprintln!(
+        "sweep '{}' (train_step): {total} points, {} job(s), {} SIPs -> {}",
+        plan.name,
+        opts.jobs,
+        plan.sips,
+        out.display()
+    );
+    let started = Instant::now();
+    let outcome = kernbench::sweep::run(&train, &opts).map_err(anyhow::Error::msg)?;
+    let rows = kernbench::sweep::study::rows_that_ran(&outcome.rows);
+    print!("{}", train_study::table(&rows));
+    eprintln!(
+        "{} of {total} points done ({} run now in {:.1} s, {} from before); wrote {} in {}",
+        outcome.rows.len(),
+        outcome.ran,
+        started.elapsed().as_secs_f64(),
+        outcome.skipped,
+        train_study::FILES[1..].join(", "),
+        out.display()
+    );
+    exit_if_interrupted(outcome.interrupted, &a.plan, &out);
+    let failed: Vec<_> = outcome.rows.iter().filter(|r| r.row.is_none()).collect();
     if !failed.is_empty() {
         eprintln!("\n{} point(s) failed:", failed.len());
         for r in &failed {

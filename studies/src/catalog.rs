@@ -2,7 +2,7 @@
 //! sweep plans, and the ccl config's algorithm entries with the collectives
 //! and SIP topologies each supports (the text of `kernbench list`).
 
-use crate::sweep::plan::{PLANS, TP_PLAN};
+use crate::sweep::plan::{PLANS, TP_PLAN, TRAIN_PLAN};
 use kernbench_ccl::{CclConfig, algorithms};
 use kernbench_spec::spec::System;
 use kernbench_spec::spec::presets::{PRESETS, preset};
@@ -38,7 +38,7 @@ pub fn presets() -> String {
 /// The built-in plans, one line each: name and description.
 pub fn plans() -> String {
     let mut out = String::from("plans (sweep --plan NAME; configs/sweeps/):\n");
-    for (name, yaml) in PLANS.iter().chain([&TP_PLAN]) {
+    for (name, yaml) in PLANS.iter().chain([&TP_PLAN, &TRAIN_PLAN]) {
         let head: serde_yaml::Value = serde_yaml::from_str(yaml).unwrap_or_default();
         let description = head
             .get("description")

@@ -231,6 +231,34 @@ pub fn tp_study(plan: &crate::tp::study::TpPlan, base: &System) -> Result<Cost, 
     Ok(cost)
 }
 
+/// One training step on `sys`: its process group and its GEMMs (3 × the
+/// forward's MACs per micro-batch on every rank of the layout).
+pub fn train_step(sys: &System, step: &crate::train::TrainStep) -> Estimate {
+    let s = &step.shape;
+    let rows = (s.seq * s.micro_batch) as f64;
+    let (h, par) = (s.hidden as f64, step.parallel);
+    let macs_per_rank = 3.0 * rows * h * h / f64::from(par.tp.max(1)) * s.layers_per_stage as f64;
+    let ranks = f64::from(par.dp) * f64::from(par.tp) * f64::from(par.pp);
+    let mut e = process_group_estimate(sys, sys.spec.system.sips.count);
+    e.seconds += macs_per_rank * ranks * step.micro_batches as f64 * SECONDS_PER_GEMM_MAC;
+    e
+}
+
+/// `sweep` of a train plan: [`train_step`] per point.
+pub fn train_study(plan: &crate::train::study::TrainPlan, base: &System) -> Result<Cost, String> {
+    let base = plan.base_system(base)?;
+    let mut cost = Cost::default();
+    for p in plan.points() {
+        let sys = plan.system(&base, &p)?;
+        let step = plan.step(&p, sys.pes_per_cube())?;
+        cost.add(
+            crate::sweep::study::StudyPoint::label(&p),
+            train_step(&sys, &step),
+        );
+    }
+    Ok(cost)
+}
+
 /// `gemm-sweep`: each shape on a process group of the one-SIP system
 /// `one_sip`, timing only, `parallel` shapes at a time (their memory adds up).
 pub fn gemm_sweep(one_sip: &System, shapes: &[Shape], parallel: usize) -> Cost {

@@ -15,4 +15,5 @@ pub mod sweep;
 pub mod topo_report;
 pub mod tp;
 pub mod transformer;
+pub mod train;
 pub mod validate;

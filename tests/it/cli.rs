@@ -1020,7 +1020,9 @@ fn list_shows_presets_plans_and_what_each_algorithm_supports() {
         ),
         "{out}"
     );
-    for plan in ["default", "scaling", "smoke", "bounds", "large", "tp"] {
+    for plan in [
+        "default", "scaling", "smoke", "bounds", "large", "tp", "train",
+    ] {
         assert!(
             out.lines().any(|l| l.starts_with(&format!("  {plan} "))),
             "plan {plan}: {out}"

@@ -6,7 +6,9 @@ use common::system;
 use half::f16;
 use kernbench::ccl::verify::value;
 use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
-use kernbench::dist::{DPPolicy, DistError, ProcessGroup, TurnOrder, WORLD, init_process_group};
+use kernbench::dist::{
+    DPPolicy, DistError, ProcessGroup, TurnOrder, WORLD, WorkClass, init_process_group,
+};
 use kernbench::kernel::{Addr, Tl};
 use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::Space;
@@ -853,4 +855,37 @@ fn a_released_group_frees_its_memory_and_refuses_collectives() {
         e.contains("group 'group1[0, 1]' has no communicator: it was released (ProcessGroup::release); allowed: collectives on groups not released, or a new group over ranks [0, 1]"),
         "{e}"
     );
+}
+
+/// A rank's record of works: only what it waited for between
+/// `record_works` and `take_work_record`, each with its class, stream and
+/// the times its wait gave.
+#[test]
+fn a_rank_records_the_works_it_waits_for_while_recording() {
+    let sys = sips(2, 2, 1);
+    let mut pg = pg(&sys, "ring", DataMode::TimingOnly);
+    let cubes = sys.cubes_per_sip();
+    pg.spawn(2, |ctx| {
+        let t = ctx.empty((cubes as usize, 256), DPPolicy::cube_rows(cubes))?;
+        ctx.all_reduce(&t, ReduceOp::Sum)?;
+        ctx.record_works()?;
+        let w = ctx.all_reduce_async(&t, ReduceOp::Sum)?;
+        let ran = ctx.wait(&w)?;
+        let record = ctx.take_work_record()?;
+        assert_eq!(record.len(), 1);
+        assert_eq!(
+            record[0].class,
+            WorkClass::Collective(Collective::AllReduce)
+        );
+        assert_eq!(record[0].class.name(), "all_reduce");
+        assert_eq!(record[0].stream, w.stream());
+        assert_eq!((record[0].start, record[0].end), (ran.start, ran.end));
+        ctx.all_reduce(&t, ReduceOp::Sum)?;
+        assert!(
+            ctx.take_work_record()?.is_empty(),
+            "taking stops the record"
+        );
+        Ok(())
+    })
+    .unwrap();
 }

@@ -14,10 +14,11 @@
 //! | `cargo run --release --example NAME ARGS` | the example binary `cargo test` builds |
 //! | a size above 16K (`--min-bytes`, `-b`, `--max-bytes`, `-e`, `--collective-bytes`) | 16K |
 //! | `--system`/`--preset` of more than 16 participants (topo, run) | checked to load, then the same system on 4 SIPs (2x2 for 2D topologies) if that has at most 16 participants (the README's 1024-SIP lean ring runs as a 4-SIP lean ring), else `tests/data/doc/small.yaml` (8) |
-//! | `sweep --plan P` (or no `--plan`) | P checked to load, then `tests/data/doc/tiny.yaml` (`tiny_tp.yaml` for a TP plan); without `--out`, `--out results/doc-K` (K-th sweep of the file) |
+//! | `sweep --plan P` (or no `--plan`) | P checked to load, then `tests/data/doc/tiny.yaml` (`tiny_tp.yaml` for a TP plan, `tiny_train.yaml` for a train plan); without `--out`, `--out results/doc-K` (K-th sweep of the file) |
 //! | `merge DIR…` of directories that do not exist | each made first by `sweep` of the tiny plan, shard k of N |
 //! | `bench` | `--no-build`, `--sips 16`, `--rounds 4` |
 //! | `tp-mlp --tp LIST` | `--tp 1,2` |
+//! | `train-step` | `--hidden 256 --seq 64` |
 //! | `autotune` | `--sizes` capped at 16K, on `tests/data/doc/small.yaml` (or the mapped `--system`/`--preset`) |
 //! | `parallel -S HOSTS … 'CMD {}' ::: V…` | CMD for each V, here (`cd DIR &&` dropped) |
 //! | `$SLURM_ARRAY_TASK_ID` | 1 |
@@ -418,6 +419,10 @@ fn shrink(mut args: Vec<String>, dir: &Path) -> Result<Vec<String>, String> {
             }
         }
         Some("tp-mlp") => set(&mut args, "--tp", "1,2"),
+        Some("train-step") => {
+            set(&mut args, "--hidden", "256");
+            set(&mut args, "--seq", "64");
+        }
         Some("autotune") => small_autotune(&mut args, dir)?,
         Some("run" | "topo") => small_system(&mut args, dir)?,
         _ => {}
@@ -461,13 +466,14 @@ fn small_plan(args: &mut Vec<String>, dir: &Path) -> Result<(), String> {
         .find(|p| p.exists())
         .map_or(plan.clone(), |p| p.display().to_string());
     let tp = kernbench::tp::study::TpPlan::find(&named).map_err(|e| e.to_string())?;
-    if tp.is_none() {
+    let train = kernbench::train::study::TrainPlan::find(&named).map_err(|e| e.to_string())?;
+    if tp.is_none() && train.is_none() {
         kernbench::sweep::Plan::load(&named).map_err(|e| e.to_string())?;
     }
-    let tiny = repo().join(if tp.is_some() {
-        "tests/data/doc/tiny_tp.yaml"
-    } else {
-        "tests/data/doc/tiny.yaml"
+    let tiny = repo().join(match (tp.is_some(), train.is_some()) {
+        (true, _) => "tests/data/doc/tiny_tp.yaml",
+        (_, true) => "tests/data/doc/tiny_train.yaml",
+        _ => "tests/data/doc/tiny.yaml",
     });
     set(args, "--plan", &tiny.display().to_string());
     if !args.iter().any(|a| a == "--out") {
@@ -737,6 +743,10 @@ fn the_small_input_mapping_is_the_documented_one() {
         "bench --sips 16 --rounds 4 --no-build"
     );
     assert_eq!(s("kernbench tp-mlp --tp 1,2,4,8"), "tp-mlp --tp 1,2");
+    assert_eq!(
+        s("kernbench train-step --tp 4 --hidden 4096 --seq 2048"),
+        "train-step --tp 4 --hidden 256 --seq 64"
+    );
     assert!(
         s("kernbench sweep --plan tp --out tp/").ends_with("tests/data/doc/tiny_tp.yaml --out tp/")
     );

@@ -34,6 +34,7 @@ mod streams;
 mod sweep;
 mod topology;
 mod tp;
+mod train;
 mod transformer;
 mod validate;
 mod vector_ops;

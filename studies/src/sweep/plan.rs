@@ -18,8 +18,11 @@ pub const MAX_POINTS: u128 = 100_000;
 
 /// The names of every built-in plan: the collective plans, then the TP plan.
 pub fn plan_names() -> impl Iterator<Item = &'static str> {
-    PLANS.iter().map(|p| p.0).chain([TP_PLAN.0])
+    PLANS.iter().map(|p| p.0).chain([TP_PLAN.0, TRAIN_PLAN.0])
 }
+
+/// The built-in training-step plan (`workload: train_step`, run by `train::study`).
+pub const TRAIN_PLAN: (&str, &str) = ("train", include_str!("../../../configs/sweeps/train.yaml"));
 
 /// The built-in TP plan (`workload: tp_block`, run by `tp::study`).
 pub const TP_PLAN: (&str, &str) = ("tp", include_str!("../../../configs/sweeps/tp.yaml"));

@@ -1,0 +1,184 @@
+//! `kernbench train-step`: one training step of a DP × TP × PP
+//! configuration; prints the step time, its breakdown and the MFU.
+
+use super::args::{BudgetArg, NetworkArg, SystemArg, parse_count};
+use anyhow::{Result, anyhow};
+use clap::Args;
+use kernbench::gemm::Placement;
+use kernbench::train::{
+    AxisOrder, DpReduce, Model, ModelShape, Parallel, Schedule, TrainReport, TrainStep, train_step,
+    write_trace,
+};
+use kernbench_systems::memory::DataMode;
+
+#[derive(Args)]
+pub struct TrainStepArgs {
+    #[command(flatten)]
+    system: SystemArg,
+    /// What each stage's layers are: uniform (per layer one forward GEMM
+    /// rows × hidden × hidden/tp and two backward GEMMs of that size: a
+    /// cost model for schedule studies).
+    #[arg(long, default_value = "uniform")]
+    model: String,
+    /// Hidden size (Megatron --hidden-size).
+    #[arg(long, default_value_t = 1024, allow_negative_numbers = true, value_parser = parse_count)]
+    hidden: usize,
+    /// Sequence length (--seq-length).
+    #[arg(long, default_value_t = 512, allow_negative_numbers = true, value_parser = parse_count)]
+    seq: usize,
+    /// Sequences per micro-batch (--micro-batch-size).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = parse_count)]
+    micro_batch: usize,
+    /// Layers of each pipeline stage (--num-layers / --pipeline-model-parallel-size).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = parse_count)]
+    layers_per_stage: usize,
+    /// Micro-batches per step (--global-batch-size / (--micro-batch-size × DP)).
+    #[arg(long, default_value_t = 8, allow_negative_numbers = true, value_parser = parse_count)]
+    micro_batches: usize,
+    /// Data-parallel replicas.
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
+    dp: u32,
+    /// Tensor-parallel ranks (--tensor-model-parallel-size).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
+    tp: u32,
+    /// Pipeline stages (--pipeline-model-parallel-size).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true, value_parser = clap::value_parser!(u32).range(1..))]
+    pp: u32,
+    /// How ranks map to axes, innermost first: tp-dp-pp (the default: a TP
+    /// group on consecutive SIPs, stages outermost, as Megatron) or any
+    /// other order of tp, dp, pp.
+    #[arg(long, default_value = "tp-dp-pp")]
+    layout: String,
+    /// Pipeline schedule: 1f1b (at most pp − stage micro-batches in flight)
+    /// or gpipe (every forward, then every backward).
+    #[arg(long, default_value = "1f1b")]
+    schedule: String,
+    /// DP gradient reduction: all-reduce, or reduce-scatter (ZeRO-1,
+    /// --use-distributed-optimizer: then the parameters are all-gathered).
+    #[arg(long, default_value = "all-reduce")]
+    dp_reduce: String,
+    /// Gradient bytes per DP bucket (K, M, G suffixes): a bucket is reduced
+    /// as soon as backward has filled it.
+    #[arg(long, default_value = "4M", value_parser = kernbench::sweep::plan::parse_bytes)]
+    bucket_size: u64,
+    /// Which PEs of a cube compute: off-leader (the default: every PE but
+    /// pe0, where collectives and messages run, so they overlap) or owners.
+    #[arg(long, default_value = "off-leader", value_parser = ["owners", "off-leader"])]
+    placement: String,
+    /// The ccl.yaml entry the DP collectives run; auto (the default): the
+    /// autotuner's pick per size and group.
+    #[arg(long, default_value = "auto")]
+    algorithm: String,
+    #[command(flatten)]
+    network: NetworkArg,
+    /// Seed of the stages' data.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Write a Chrome trace of the step to FILE (open in Perfetto): every
+    /// rank's kernels and its collectives and messages on separate tracks.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<std::path::PathBuf>,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    budget: BudgetArg,
+}
+
+/// Knobs that shrink a training step.
+const TRAIN_STEP_KNOBS: &str = "a smaller --hidden, --seq, --micro-batch, --layers-per-stage or --micro-batches, or fewer SIPs";
+
+/// The configuration the flags name, each bad name refused by its flag.
+fn config(a: &TrainStepArgs, pes_per_cube: u32) -> Result<TrainStep> {
+    let placement = match a.placement.as_str() {
+        "owners" => Placement::Owners,
+        _ => Placement::off_leader(pes_per_cube),
+    };
+    Ok(TrainStep {
+        model: Model::parse("--model", &a.model).map_err(anyhow::Error::msg)?,
+        shape: ModelShape {
+            hidden: a.hidden,
+            seq: a.seq,
+            micro_batch: a.micro_batch,
+            layers_per_stage: a.layers_per_stage,
+        },
+        parallel: Parallel {
+            dp: a.dp,
+            tp: a.tp,
+            pp: a.pp,
+            order: AxisOrder::parse("--layout", &a.layout).map_err(anyhow::Error::msg)?,
+        },
+        schedule: Schedule::parse("--schedule", &a.schedule).map_err(anyhow::Error::msg)?,
+        micro_batches: a.micro_batches,
+        dp_reduce: DpReduce::parse("--dp-reduce", &a.dp_reduce).map_err(anyhow::Error::msg)?,
+        bucket_bytes: a.bucket_size,
+        placement,
+        seed: a.seed,
+    })
+}
+
+pub fn run(a: TrainStepArgs) -> Result<()> {
+    let mut sys = a.system.load()?;
+    a.network
+        .set_fixed(&mut sys, "a training step runs on one machine")?;
+    let step = config(&a, sys.pes_per_cube())?;
+    step.check(sys.n_sips(), sys.cubes_per_sip())
+        .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
+    kernbench::command_costs::train_step(&sys, &step)
+        .check(&a.budget.budget(), TRAIN_STEP_KNOBS)
+        .map_err(|e| anyhow!("train-step on {}: {e}", sys.origin))?;
+    let ccl = kernbench::ccl::CclConfig::embedded_default();
+    let mut pg =
+        kernbench::autotune::init_process_group(&sys, &ccl, &a.algorithm, DataMode::TimingOnly)
+            .map_err(|e| anyhow!("--algorithm {}: {e}", a.algorithm))?;
+    let report = train_step(&mut pg, &step, DataMode::TimingOnly)?;
+    if let Some(path) = &a.trace {
+        let events = write_trace(&report, &pg, path).map_err(anyhow::Error::msg)?;
+        eprintln!("wrote {events} trace events to {}", path.display());
+    }
+    if a.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", table(&step, &report, sys.spec.network.model.name()));
+    }
+    Ok(())
+}
+
+/// The step and its breakdown, mean over ranks, µs.
+fn table(step: &TrainStep, r: &TrainReport, network: &str) -> String {
+    let p = step.parallel;
+    let sum = r.summary();
+    let mut out = format!(
+        "# train-step: {} model, hidden {}, seq {}, micro-batch {}, {} layer(s)/stage; DP {} x TP {} x PP {} ({}), {} x {} micro-batches, DP {} in {} B buckets; network {network}\n",
+        step.model.name(),
+        step.shape.hidden,
+        step.shape.seq,
+        step.shape.micro_batch,
+        step.shape.layers_per_stage,
+        p.dp,
+        p.tp,
+        p.pp,
+        p.order.name(),
+        step.schedule.name(),
+        step.micro_batches,
+        step.dp_reduce.name(),
+        step.bucket_bytes,
+    );
+    let line = |name: &str, v: f64| format!("{:<32} {v:>12.3}\n", format!("{name} (us)"));
+    out += &line("step time", sum.step_us);
+    out += &line("compute", sum.compute_us);
+    out += &line("exposed communication", sum.exposed_us);
+    out += &line("hidden communication", sum.hidden_us);
+    out += &line("pipeline bubble", sum.bubble_us);
+    out += &line("communication (serialized)", sum.communication_us);
+    for (kind, us) in &sum.by_kind {
+        out += &line(&format!("  {kind}"), *us);
+    }
+    out += &format!(
+        "{:<32} {:>12}\n",
+        "peak activations kept", r.peak_activations
+    );
+    out += &format!("{:<32} {:>12.4}\n", "MFU", r.mfu);
+    out += "# components are means over ranks; step = compute + exposed + bubble on every rank; MFU = 3 x forward FLOPs / (step x peak of the SIPs used)\n";
+    out
+}

@@ -1,0 +1,282 @@
+//! The training step: the 1F1B and GPipe closed forms on ideal links, DP
+//! gradients overlapped with backward, DP gradient sums, determinism.
+
+use crate::common::system;
+use kernbench::autotune::init_process_group;
+use kernbench::ccl::CclConfig;
+use kernbench::gemm::Placement;
+use kernbench::spec::System;
+use kernbench::train::{
+    AxisOrder, DpReduce, Model, ModelShape, Parallel, Schedule, TrainReport, TrainStep, train_step,
+};
+use kernbench_systems::memory::DataMode;
+
+/// `sips` SIPs of 4 cubes of 2 PEs with every link, memory and launch free:
+/// only the PEs' MACs cost time.
+fn ideal(sips: u32) -> System {
+    system(|s| {
+        s.system.sips.count = sips;
+        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (2, 2);
+        s.cube.pe_layout.pe_per_corner = 1;
+        s.cube.pe_layout.corners = 2;
+        for l in [
+            &mut s.links.noc,
+            &mut s.links.ucie,
+            &mut s.links.inter_sip,
+            &mut s.links.pcie,
+        ] {
+            l.ideal = true;
+        }
+        for m in [&mut s.memory.tcm, &mut s.memory.sram, &mut s.memory.hbm] {
+            m.ideal = true;
+        }
+        s.pe.launch_overhead_ns = 0.0;
+    })
+}
+
+fn step(dp: u32, pp: u32, schedule: Schedule, m: usize) -> TrainStep {
+    TrainStep {
+        model: Model::Uniform,
+        shape: ModelShape {
+            hidden: 64,
+            seq: 32,
+            micro_batch: 1,
+            layers_per_stage: 1,
+        },
+        parallel: Parallel {
+            dp,
+            tp: 1,
+            pp,
+            order: AxisOrder::default(),
+        },
+        schedule,
+        micro_batches: m,
+        dp_reduce: DpReduce::AllReduce,
+        bucket_bytes: 1,
+        placement: Placement::off_leader(2),
+        seed: 1,
+    }
+}
+
+fn run(sys: &System, s: &TrainStep, mode: DataMode) -> TrainReport {
+    let ccl = CclConfig::embedded_default();
+    let mut pg = init_process_group(sys, &ccl, "ring", mode).unwrap();
+    train_step(&mut pg, s, mode).unwrap()
+}
+
+/// Every record of the step: (rank, kind, start, end).
+fn works(r: &TrainReport) -> Vec<(usize, &'static str, u64, u64)> {
+    let mut v = Vec::new();
+    for (rank, rec) in r.records.iter().enumerate() {
+        v.extend(rec.iter().map(|w| (rank, w.class.name(), w.start, w.end)));
+    }
+    v
+}
+
+/// Pipeline of 2 uniform stages on ideal links: every message takes 0
+/// ticks, and the step is no shorter than the closed form (m + p − 1) ·
+/// (t_f + t_b) of one stage, its bubble share no smaller than (p − 1) /
+/// (m + p − 1). 1F1B keeps at most p micro-batches of activations, GPipe m.
+#[test]
+fn pipeline_schedules_on_ideal_links() {
+    let sys = ideal(2);
+    let alone = run(
+        &sys,
+        &step(1, 1, Schedule::OneFOneB, 1),
+        DataMode::TimingOnly,
+    );
+    let stage = alone.step; // t_f + t_b of one stage
+    assert_eq!(stage, 128);
+    let (p, m) = (2u64, 4u64);
+    let closed = (m + p - 1) * stage;
+    for (schedule, step_ticks, peak) in [(Schedule::OneFOneB, 736, 2), (Schedule::GPipe, 744, 4)] {
+        let r = run(
+            &sys,
+            &step(1, 2, schedule, m as usize),
+            DataMode::TimingOnly,
+        );
+        let messages: Vec<_> = works(&r).into_iter().filter(|w| w.1 != "compute").collect();
+        assert_eq!(messages.len(), 4 * m as usize);
+        assert!(messages.iter().all(|w| w.2 == w.3), "{messages:?}");
+        assert_eq!(r.peak_activations, peak, "{schedule:?}");
+        assert!(r.step >= closed, "{schedule:?}: {} < {closed}", r.step);
+        for b in &r.ranks {
+            assert_eq!(b.compute, m * stage);
+            assert_eq!(b.communication, 0);
+            assert_eq!(b.step, b.compute + b.bubble);
+            assert!(b.bubble * (m + p - 1) >= (p - 1) * b.step);
+        }
+        // Pinned: a launch submitted when a worker resumes starts at the
+        // engine's next event, not at the end of what it waited for (the
+        // tick loop has already advanced the clock: docs/model.md
+        // §Pipeline schedules), which puts the step above the closed form.
+        assert_eq!(r.step, step_ticks, "{schedule:?}");
+    }
+}
+
+/// DP 2 on real links: with one gradient per bucket, each all-reduce runs
+/// on the communication stream while the next layers' backward GEMMs run.
+#[test]
+fn dp_buckets_overlap_backward() {
+    let mut spec = ideal(2).spec;
+    (spec.links.inter_sip.ideal, spec.links.ucie.ideal) = (false, false);
+    let sys = System::from_spec(spec, "test").unwrap();
+    let mut s = step(2, 1, Schedule::OneFOneB, 1);
+    (s.shape.layers_per_stage, s.shape.seq) = (4, 256);
+    s.placement = Placement::off_leader(sys.pes_per_cube());
+    let r = run(&sys, &s, DataMode::TimingOnly);
+    let b = &r.ranks[0];
+    let serialized = b.compute + b.communication;
+    assert!(r.step < serialized, "{b:?}");
+    assert!(r.step >= b.compute && r.step >= b.communication, "{b:?}");
+    assert!(b.hidden > 0, "{b:?}");
+    // hidden = serialized − overlapped (the union of compute and communication).
+    let mut busy: Vec<(u64, u64)> = works(&r)
+        .iter()
+        .filter(|w| w.0 == 0)
+        .map(|w| (w.2, w.3))
+        .collect();
+    busy.sort_unstable();
+    let (mut union, mut reach) = (0, 0);
+    for (s, e) in busy {
+        let s = s.max(reach);
+        if e > s {
+            union += e - s;
+            reach = e;
+        }
+    }
+    assert_eq!(b.hidden, serialized - union);
+    assert_eq!(
+        b.by_kind.keys().copied().collect::<Vec<_>>(),
+        ["all_reduce"]
+    );
+    assert_eq!(
+        (r.step, b.compute, b.communication, b.hidden),
+        (6148, 4756, 2592, 1311),
+        "{b:?}"
+    );
+}
+
+/// DP 2 in functional mode: each rank's reduced gradient is, element by
+/// element, the f16 sum of the two replicas' own gradients, whether
+/// all-reduced or reduce-scattered and then all-gathered (ZeRO-1).
+#[test]
+fn dp_gradients_are_the_sum_of_the_replicas() {
+    let sys = ideal(2);
+    for (reduce, kinds) in [
+        (DpReduce::AllReduce, vec!["all_reduce"]),
+        (
+            DpReduce::ReduceScatter,
+            vec!["all_gather", "reduce_scatter"],
+        ),
+    ] {
+        let mut s = step(2, 1, Schedule::OneFOneB, 2);
+        s.shape.layers_per_stage = 2;
+        s.dp_reduce = reduce;
+        let r = run(&sys, &s, DataMode::Functional);
+        assert_eq!(
+            r.ranks[0].by_kind.keys().copied().collect::<Vec<_>>(),
+            kinds
+        );
+        assert_eq!(r.grads[0].len(), 2);
+        for g in 0..2 {
+            let (a, b) = (&r.local_grads[0][g], &r.local_grads[1][g]);
+            assert_ne!(a, b, "the replicas see different data");
+            let sum: Vec<f32> = a
+                .iter()
+                .zip(b)
+                .map(|(x, y)| half::f16::from_f32(x + y).to_f32())
+                .collect();
+            assert_eq!(r.grads[0][g], sum, "{reduce:?}");
+            assert_eq!(r.grads[1][g], sum, "{reduce:?}");
+        }
+    }
+}
+
+/// The same configuration twice gives the same breakdown.
+#[test]
+fn a_step_is_deterministic() {
+    let sys = ideal(4);
+    let mut s = step(2, 2, Schedule::OneFOneB, 2);
+    s.bucket_bytes = 1 << 20;
+    let a = run(&sys, &s, DataMode::TimingOnly);
+    let b = run(&sys, &s, DataMode::TimingOnly);
+    assert_eq!(a.step, b.step);
+    assert_eq!(a.ranks, b.ranks);
+    assert!(a.mfu > 0.0 && a.mfu < 1.0, "{}", a.mfu);
+}
+
+/// `--trace`: every rank's compute and communication on tracks of their own.
+#[test]
+fn the_trace_has_compute_and_communication_tracks_per_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("step.json");
+    let (code, out, err) = crate::common::kernbench_cli(&[
+        "train-step",
+        "--dp",
+        "2",
+        "--pp",
+        "2",
+        "--micro-batches",
+        "2",
+        "--hidden",
+        "64",
+        "--seq",
+        "16",
+        "--algorithm",
+        "ring",
+        "--trace",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{out}{err}");
+    assert!(out.contains("pipeline bubble (us)"), "{out}");
+    let trace: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let names: Vec<String> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["args"]["name"].as_str().unwrap().to_string())
+        .collect();
+    for rank in 0..4 {
+        for kind in ["compute", "communication"] {
+            let track = format!("rank {rank} {kind} #0");
+            assert!(names.contains(&track), "{track} not in {names:?}");
+        }
+    }
+}
+
+/// `sweep --plan` of a train plan: results.csv names each row's network
+/// model, and the three figures are written.
+#[test]
+fn a_train_sweep_writes_rows_and_figures() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r");
+    let (code, stdout, err) = crate::common::kernbench_cli(&[
+        "sweep",
+        "--plan",
+        "tests/data/doc/tiny_train.yaml",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{err}");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    assert!(
+        header.contains(&"network_model") && header.contains(&"mfu"),
+        "{header:?}"
+    );
+    let col = header.iter().position(|h| *h == "network_model").unwrap();
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    assert_eq!(rows.len(), 2);
+    assert!(rows.iter().all(|r| r[col] == "flow"), "{csv}");
+    for f in [
+        "train_step_components.svg",
+        "train_mfu.svg",
+        "train_exposed_share.svg",
+    ] {
+        assert!(out.join(f).exists(), "{f}");
+    }
+}
