@@ -366,6 +366,7 @@ impl Rank<'_, '_> {
             stream,
             seq,
         };
+        g.note(handle);
         let Some(partner) = partner else {
             let posted = Posted {
                 rank: me,

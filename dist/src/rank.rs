@@ -126,21 +126,35 @@ impl<'p> Rank<'_, 'p> {
             .unwrap_or(0))
     }
 
-    /// Starts a record of every work this rank waits for from now on
-    /// (what it was, its stream, when it ran): a study's breakdown reads it
-    /// with [`Rank::take_work_record`], so the program that submits the
-    /// work keeps no books. A record already started starts again empty.
+    /// Starts a record of every work this rank submits from now on (what
+    /// it was, its stream, when it ran): a study's breakdown reads it with
+    /// [`Rank::take_work_record`], so the program that submits the work
+    /// keeps no books. A record already started starts again empty.
     pub fn record_works(&mut self) -> Result<(), DistError> {
         let mut g = self.enter()?;
         g.record[self.rank as usize] = Some(Vec::new());
         Ok(())
     }
 
-    /// The works recorded since [`Rank::record_works`], in wait order;
-    /// stops recording (empty when none was started).
+    /// The works submitted since [`Rank::record_works`] that have ended
+    /// (waited for or not), in submission order; stops recording (empty
+    /// when none was started). Wait for the last work of each stream
+    /// first to have them all.
     pub fn take_work_record(&mut self) -> Result<Vec<WorkRecord>, DistError> {
         let mut g = self.enter()?;
-        Ok(g.record[self.rank as usize].take().unwrap_or_default())
+        let works = g.record[self.rank as usize].take().unwrap_or_default();
+        let mut out = Vec::with_capacity(works.len());
+        for w in works {
+            if let Some(ran) = g.take_recorded(w.id).map_err(DistError::Run)? {
+                out.push(WorkRecord {
+                    class: w.class(),
+                    stream: w.stream,
+                    start: ran.start,
+                    end: ran.end,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// This worker's host clock: when its next submission leaves the host.
@@ -366,13 +380,15 @@ impl<'p> Rank<'_, 'p> {
             members: vec![self.rank],
             after,
         });
-        Ok(Work {
+        let handle = Work {
             id: work,
             rank: self.rank,
             kind: WorkKind::Launch,
             stream,
             seq,
-        })
+        };
+        g.note(handle);
+        Ok(handle)
     }
 
     /// A new stream of `kind` on this rank (`torch.cuda.Stream()`): make it
@@ -473,14 +489,6 @@ impl<'p> Rank<'_, 'p> {
             WorkKind::Launch | WorkKind::Transfer { .. } => None,
             WorkKind::Collective { group, job } => Self::measures(&mut g, w.id, group, job, ran),
         };
-        if let Some(record) = &mut g.record[r] {
-            record.push(WorkRecord {
-                class: w.class(),
-                stream: w.stream,
-                start: ran.start,
-                end: ran.end,
-            });
-        }
         Ok(WorkReport {
             start: ran.start,
             end: ran.end,
@@ -626,7 +634,7 @@ impl<'p> Rank<'_, 'p> {
         if joined.complete {
             self.submit_collective(s, group, joined.work, (job, root), operand)?;
         }
-        Ok(Work {
+        let handle = Work {
             id: joined.work,
             rank,
             kind: WorkKind::Collective {
@@ -635,7 +643,9 @@ impl<'p> Rank<'_, 'p> {
             },
             stream,
             seq,
-        })
+        };
+        s.note(handle);
+        Ok(handle)
     }
 
     /// The last member's join: the collective's programs on the

@@ -122,9 +122,12 @@ pub(super) struct Sched<'p> {
     pub ended: BTreeMap<u64, LaunchReport>,
     /// The members yet to wait for each work.
     pub unwaited: BTreeMap<u64, Vec<u32>>,
-    /// Each rank's record of the works it waited for, in wait order, while
-    /// it keeps one (`Rank::record_works`); None: not recording.
-    pub record: Vec<Option<Vec<super::work::WorkRecord>>>,
+    /// Each rank's works submitted while it keeps a record
+    /// (`Rank::record_works`), in submission order; None: not recording.
+    pub record: Vec<Option<Vec<super::work::Work>>>,
+    /// Works in some rank's record, by how many records hold them, and
+    /// when those that ended ran (kept past `Sched::prune` until taken).
+    pub recorded: BTreeMap<u64, (u32, Option<LaunchReport>)>,
     /// The tick the last launch message to each PE left the host: later
     /// ones leave no earlier, so each PE receives them in hand-over order.
     pub pe_sent: BTreeMap<PeIdx, Tick>,
@@ -181,6 +184,42 @@ impl<'p> Shared<'p> {
 }
 
 impl Sched<'_> {
+    /// Notes `w` in its rank's record, if the rank keeps one.
+    pub fn note(&mut self, w: super::work::Work) {
+        if let Some(r) = &mut self.record[w.rank as usize] {
+            r.push(w);
+            self.recorded.entry(w.id).or_insert((0, None)).0 += 1;
+        }
+    }
+
+    /// Work `id` ended with `report`.
+    fn end_work(&mut self, id: u64, report: LaunchReport) {
+        self.ended.insert(id, report);
+        if let Some(r) = self.recorded.get_mut(&id) {
+            r.1 = Some(report);
+        }
+    }
+
+    /// When recorded work `id` ran, if it has ended (a running work the
+    /// engine has finished ends here); forgets it once every record that
+    /// holds it has asked.
+    pub fn take_recorded(&mut self, id: u64) -> Result<Option<LaunchReport>, String> {
+        let finished = matches!(self.works.get(&id), Some(WorkState::Running(h, _)) if self.pg.machine.finished(h));
+        if finished && let Some(WorkState::Running(h, _)) = self.works.remove(&id) {
+            let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
+            self.end_work(id, report);
+        }
+        let Some((count, ran)) = self.recorded.get_mut(&id) else {
+            return Ok(None);
+        };
+        let ran = *ran;
+        *count -= 1;
+        if *count == 0 {
+            self.recorded.remove(&id);
+        }
+        Ok(ran)
+    }
+
     pub fn new_work(&mut self, state: WorkState) -> u64 {
         let id = self.next_work;
         self.next_work += 1;
@@ -396,7 +435,7 @@ impl Sched<'_> {
             }
             if let Some(WorkState::Running(h, _)) = self.works.remove(&w) {
                 let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
-                self.ended.insert(w, report);
+                self.end_work(w, report);
                 finished.push(w);
             }
         }
@@ -461,6 +500,7 @@ impl ProcessGroup {
                     .collect(),
                 streams: vec![2; n],
                 ended: BTreeMap::new(),
+                recorded: BTreeMap::new(),
                 unwaited: BTreeMap::new(),
                 record: vec![None; n],
                 pe_sent: BTreeMap::new(),

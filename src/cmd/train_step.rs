@@ -5,6 +5,7 @@ use super::args::{BudgetArg, NetworkArg, SystemArg, parse_count};
 use anyhow::{Result, anyhow};
 use clap::Args;
 use kernbench::gemm::Placement;
+use kernbench::transformer::TpOptions;
 use kernbench::train::{
     AxisOrder, DpReduce, Model, ModelShape, Parallel, Schedule, TrainReport, TrainStep, train_step,
     write_trace,
@@ -15,14 +16,30 @@ use kernbench_systems::memory::DataMode;
 pub struct TrainStepArgs {
     #[command(flatten)]
     system: SystemArg,
-    /// What each stage's layers are: uniform (per layer one forward GEMM
-    /// rows × hidden × hidden/tp and two backward GEMMs of that size: a
-    /// cost model for schedule studies).
-    #[arg(long, default_value = "uniform")]
+    /// What each stage's layers are: transformer (GPT layers: attention
+    /// and MLP, forward and backward, Megatron's tensor-parallel split) or
+    /// uniform (per layer one forward GEMM rows × hidden × hidden/tp and two
+    /// backward GEMMs of that size: a cost model for schedule studies).
+    #[arg(long, default_value = "transformer")]
     model: String,
     /// Hidden size (Megatron --hidden-size).
     #[arg(long, default_value_t = 1024, allow_negative_numbers = true, value_parser = parse_count)]
     hidden: usize,
+    /// Attention heads (--num-attention-heads); default hidden / 128.
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_count)]
+    heads: Option<usize>,
+    /// MLP width (--ffn-hidden-size); default 4 × hidden.
+    #[arg(long, allow_negative_numbers = true, value_parser = parse_count)]
+    ffn_hidden: Option<usize>,
+    /// Sequence parallelism (--sequence-parallel): layer norms and residuals
+    /// sharded on the sequence, all-gather and reduce-scatter in place of
+    /// the TP all-reduces.
+    #[arg(long)]
+    sequence_parallel: bool,
+    /// Recompute each layer's activations in backward instead of keeping
+    /// them (--recompute-activations, whole layers).
+    #[arg(long)]
+    recompute: bool,
     /// Sequence length (--seq-length).
     #[arg(long, default_value_t = 512, allow_negative_numbers = true, value_parser = parse_count)]
     seq: usize,
@@ -98,9 +115,15 @@ fn config(a: &TrainStepArgs, pes_per_cube: u32) -> Result<TrainStep> {
         model: Model::parse("--model", &a.model).map_err(anyhow::Error::msg)?,
         shape: ModelShape {
             hidden: a.hidden,
+            heads: a.heads.unwrap_or((a.hidden / 128).max(1)),
+            ffn_hidden: a.ffn_hidden.unwrap_or(4 * a.hidden),
             seq: a.seq,
             micro_batch: a.micro_batch,
             layers_per_stage: a.layers_per_stage,
+        },
+        tp_options: TpOptions {
+            sequence_parallel: a.sequence_parallel,
+            recompute: a.recompute,
         },
         parallel: Parallel {
             dp: a.dp,
@@ -149,9 +172,10 @@ fn table(step: &TrainStep, r: &TrainReport, network: &str) -> String {
     let p = step.parallel;
     let sum = r.summary();
     let mut out = format!(
-        "# train-step: {} model, hidden {}, seq {}, micro-batch {}, {} layer(s)/stage; DP {} x TP {} x PP {} ({}), {} x {} micro-batches, DP {} in {} B buckets; network {network}\n",
+        "# train-step: {} model, hidden {}{}, seq {}, micro-batch {}, {} layer(s)/stage; DP {} x TP {} x PP {} ({}), {} x {} micro-batches, DP {} in {} B buckets; network {network}\n",
         step.model.name(),
         step.shape.hidden,
+        model_detail(step),
         step.shape.seq,
         step.shape.micro_batch,
         step.shape.layers_per_stage,
@@ -169,7 +193,7 @@ fn table(step: &TrainStep, r: &TrainReport, network: &str) -> String {
     out += &line("compute", sum.compute_us);
     out += &line("exposed communication", sum.exposed_us);
     out += &line("hidden communication", sum.hidden_us);
-    out += &line("pipeline bubble", sum.bubble_us);
+    out += &line("idle: bubble, launch gaps", sum.bubble_us);
     out += &line("communication (serialized)", sum.communication_us);
     for (kind, us) in &sum.by_kind {
         out += &line(&format!("  {kind}"), *us);
@@ -179,6 +203,26 @@ fn table(step: &TrainStep, r: &TrainReport, network: &str) -> String {
         "peak activations kept", r.peak_activations
     );
     out += &format!("{:<32} {:>12.4}\n", "MFU", r.mfu);
-    out += "# components are means over ranks; step = compute + exposed + bubble on every rank; MFU = 3 x forward FLOPs / (step x peak of the SIPs used)\n";
+    out += "# components are means over ranks; step = compute + exposed + idle on every rank (idle: the pipeline bubble and the gaps between kernels); MFU = 3 x forward FLOPs / (step x peak of the SIPs used)\n";
     out
+}
+
+/// The transformer model's heads, MLP width and TP options, for the title.
+fn model_detail(step: &TrainStep) -> String {
+    if step.model != Model::Transformer {
+        return String::new();
+    }
+    let o = step.tp_options;
+    let flags: Vec<&str> = [
+        (o.sequence_parallel, "sequence parallel"),
+        (o.recompute, "recompute"),
+    ]
+    .iter()
+    .filter_map(|&(on, name)| on.then_some(name))
+    .collect();
+    let mut s = format!(", {} heads, ffn {}", step.shape.heads, step.shape.ffn_hidden);
+    for f in flags {
+        s += &format!(", {f}");
+    }
+    s
 }

@@ -237,7 +237,17 @@ pub fn train_step(sys: &System, step: &crate::train::TrainStep) -> Estimate {
     let s = &step.shape;
     let rows = (s.seq * s.micro_batch) as f64;
     let (h, par) = (s.hidden as f64, step.parallel);
-    let macs_per_rank = 3.0 * rows * h * h / f64::from(par.tp.max(1)) * s.layers_per_stage as f64;
+    // A layer's forward MACs: one GEMM, or a GPT layer's QKV and output
+    // projections, attention scores and context, and MLP.
+    let forward = match step.model {
+        crate::train::Model::Uniform => rows * h * h,
+        crate::train::Model::Transformer => {
+            let (seq, f) = (s.seq as f64, s.ffn_hidden as f64);
+            4.0 * rows * h * h + 2.0 * rows * seq * h + 2.0 * rows * h * f
+        }
+    };
+    let passes = if step.tp_options.recompute { 4.0 } else { 3.0 };
+    let macs_per_rank = passes * forward / f64::from(par.tp.max(1)) * s.layers_per_stage as f64;
     let ranks = f64::from(par.dp) * f64::from(par.tp) * f64::from(par.pp);
     let mut e = process_group_estimate(sys, sys.spec.system.sips.count);
     e.seconds += macs_per_rank * ranks * step.micro_batches as f64 * SECONDS_PER_GEMM_MAC;

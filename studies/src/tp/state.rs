@@ -4,15 +4,15 @@
 use crate::gemm::Placement;
 use kernbench_dist::{DistError, GroupId, ProcessGroup, WORLD};
 
-/// The tensor-parallel layout of a world: `tp` consecutive ranks form a TP
-/// group (Megatron's convention), and the `world / tp` groups are the
-/// data-parallel replicas.
+/// The tensor-parallel layout of a world: which TP group each rank is in
+/// and its place there. [`initialize_model_parallel`] makes Megatron's
+/// convention (`tp` consecutive ranks a group); [`ModelParallel::of_groups`]
+/// takes any layout (a training step's axis order).
 #[derive(Debug, Clone)]
 pub struct ModelParallel {
     tp: u32,
-    world: u32,
-    /// TP group of replica d (ranks d·tp .. (d+1)·tp).
-    groups: Vec<GroupId>,
+    /// By rank: its place in its TP group, and that group.
+    by_rank: Vec<(u32, GroupId)>,
     /// Which PEs of each cube the layers made after setting it compute on
     /// (`Placement::Owners`, today's, unless set).
     pub placement: Placement,
@@ -43,15 +43,24 @@ pub fn initialize_model_parallel(
             .map(|d| pg.new_group(&(d * tp..(d + 1) * tp).collect::<Vec<_>>()))
             .collect::<Result<_, _>>()?
     };
-    Ok(ModelParallel {
-        tp,
-        world,
-        groups,
-        placement: Placement::Owners,
-    })
+    let by_rank = (0..world)
+        .map(|r| (r % tp, groups[(r / tp) as usize]))
+        .collect();
+    Ok(ModelParallel::of_groups(tp, by_rank))
 }
 
 impl ModelParallel {
+    /// TP groups of `tp` ranks given rank by rank: `by_rank[r]` is rank
+    /// r's place in its group and the group (made on the process group
+    /// before `spawn`).
+    pub fn of_groups(tp: u32, by_rank: Vec<(u32, GroupId)>) -> ModelParallel {
+        ModelParallel {
+            tp,
+            by_rank,
+            placement: Placement::Owners,
+        }
+    }
+
     /// `get_tensor_model_parallel_world_size`.
     pub fn tp_size(&self) -> u32 {
         self.tp
@@ -59,21 +68,11 @@ impl ModelParallel {
 
     /// `get_tensor_model_parallel_rank`: the rank's place in its TP group.
     pub fn tp_rank(&self, rank: u32) -> u32 {
-        rank % self.tp
-    }
-
-    /// The data-parallel replica the rank belongs to.
-    pub fn dp_rank(&self, rank: u32) -> u32 {
-        rank / self.tp
-    }
-
-    /// Data-parallel replicas: world / tp.
-    pub fn dp_size(&self) -> u32 {
-        self.world / self.tp
+        self.by_rank[rank as usize].0
     }
 
     /// The TP group of `rank`, for its collectives.
     pub fn tp_group(&self, rank: u32) -> GroupId {
-        self.groups[self.dp_rank(rank) as usize]
+        self.by_rank[rank as usize].1
     }
 }

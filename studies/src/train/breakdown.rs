@@ -21,7 +21,8 @@ pub struct RankBreakdown {
     pub hidden: Tick,
     /// Communication while no kernel ran: communication − hidden.
     pub exposed: Tick,
-    /// Neither computing nor communicating.
+    /// Neither computing nor communicating: the pipeline bubble, and the
+    /// gaps between kernels (launch overhead, waits on the host).
     pub bubble: Tick,
     /// Communication by kind (`all_reduce`, `send`, …): each kind's own
     /// covered time.

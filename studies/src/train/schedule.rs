@@ -4,7 +4,7 @@
 //! between neighbouring stages with `isend`/`irecv`.
 
 use super::stage::{GradReady, Stage};
-use kernbench_dist::{DPPolicy, DistError, Rank, Tensor, Work};
+use kernbench_dist::{DistError, Rank, Tensor, Work};
 use kernbench_runtime::seeded;
 
 /// The order of a stage's forwards and backwards.
@@ -61,8 +61,6 @@ pub struct PipelineRank {
     /// The ranks of the previous and next stage (same DP and TP place).
     pub prev: Option<u32>,
     pub next: Option<u32>,
-    /// Shape and policy of an activation passed between stages.
-    pub activation: ((usize, usize), DPPolicy),
     /// Functional mode: the seed of the first stage's inputs and the last
     /// stage's output gradients (None: timing only, no values).
     pub data_seed: Option<u64>,
@@ -78,7 +76,12 @@ pub struct Ran {
 
 struct Run<'a> {
     plan: &'a PipelineRank,
+    /// What the stage takes and hands on.
+    activation: ((usize, usize), kernbench_dist::DPPolicy),
     sends: Vec<Work>,
+    /// The send of the last input gradient: waited before the next
+    /// backward, which may reuse its buffer.
+    gradient_send: Option<Work>,
     tensors: Vec<Tensor>,
     in_flight: usize,
     peak: usize,
@@ -87,7 +90,7 @@ struct Run<'a> {
 impl Run<'_> {
     /// A received (or, on the first and last stage, a fresh) activation.
     fn receive(&mut self, ctx: &mut Rank, from: Option<u32>) -> Result<Tensor, DistError> {
-        let (shape, policy) = self.plan.activation;
+        let (shape, policy) = self.activation;
         let t = ctx.empty(shape, policy)?;
         match (from, self.plan.data_seed) {
             (Some(src), _) => {
@@ -104,12 +107,12 @@ impl Run<'_> {
         Ok(t)
     }
 
-    fn send(&mut self, ctx: &mut Rank, t: Tensor, to: Option<u32>) -> Result<(), DistError> {
-        if let Some(dst) = to {
-            self.sends.push(ctx.isend(&t, dst)?);
-        }
-        self.tensors.push(t);
-        Ok(())
+    /// Sends a tensor of the stage's on (it stays the stage's).
+    fn send(&mut self, ctx: &mut Rank, t: &Tensor, to: Option<u32>) -> Result<Option<Work>, DistError> {
+        let Some(dst) = to else {
+            return Ok(None);
+        };
+        ctx.isend(t, dst).map(Some)
     }
 
     fn forward(
@@ -122,7 +125,9 @@ impl Run<'_> {
         let y = stage.forward(ctx, i, &x)?;
         self.in_flight += 1;
         self.peak = self.peak.max(self.in_flight);
-        self.send(ctx, y, self.plan.next)
+        let sent = self.send(ctx, &y, self.plan.next)?;
+        self.sends.extend(sent);
+        Ok(())
     }
 
     fn backward(
@@ -134,9 +139,13 @@ impl Run<'_> {
     ) -> Result<(), DistError> {
         let dy = self.receive(ctx, self.plan.next)?;
         let last = i + 1 == self.plan.micro_batches;
+        if let Some(w) = self.gradient_send.take() {
+            ctx.wait(&w)?;
+        }
         let dx = stage.backward(ctx, i, &dy, last.then_some(ready))?;
         self.in_flight -= 1;
-        self.send(ctx, dx, self.plan.prev)
+        self.gradient_send = self.send(ctx, &dx, self.plan.prev)?;
+        Ok(())
     }
 }
 
@@ -153,7 +162,9 @@ pub fn run_pipeline(
     let warmup = plan.schedule.warmup(plan.stage, plan.stages, m);
     let mut run = Run {
         plan,
+        activation: stage.activation(),
         sends: Vec::new(),
+        gradient_send: None,
         tensors: Vec::new(),
         in_flight: 0,
         peak: 0,
@@ -168,7 +179,8 @@ pub fn run_pipeline(
     for i in m - warmup..m {
         run.backward(ctx, stage, i, ready)?;
     }
-    for w in std::mem::take(&mut run.sends) {
+    let gradient_send = run.gradient_send.take();
+    for w in std::mem::take(&mut run.sends).into_iter().chain(gradient_send) {
         ctx.wait(&w)?;
     }
     Ok(Ran {

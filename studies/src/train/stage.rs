@@ -14,13 +14,20 @@ use kernbench_systems::memory::DataMode;
 /// reduction hooks here).
 pub type GradReady<'a> = dyn FnMut(&mut Rank, &Tensor) -> Result<(), DistError> + 'a;
 
-/// A pipeline stage's layers on one rank.
+/// A pipeline stage's layers on one rank. The tensors `forward` and
+/// `backward` return are the stage's: the caller sends them on but never
+/// frees them.
 pub trait Stage {
-    /// Forward of micro-batch `micro` from its input activation `x`: the
-    /// output activation (what goes to the next stage).
+    /// Shape and layout of what the stage takes and hands on (activations
+    /// and their gradients alike).
+    fn activation(&self) -> ((usize, usize), DPPolicy);
+    /// Forward of micro-batch `micro` from its input activation `x` (which
+    /// must live until that micro-batch's backward): the output activation
+    /// (what goes to the next stage), valid until that backward.
     fn forward(&mut self, ctx: &mut Rank, micro: usize, x: &Tensor) -> Result<Tensor, DistError>;
     /// Backward of micro-batch `micro` from the output gradient `dy`: the
-    /// input gradient (what goes to the previous stage). `ready` is given
+    /// input gradient (what goes to the previous stage), valid until the
+    /// next backward. `ready` is given
     /// each weight gradient as it is complete, when this is the last
     /// micro-batch (the gradients are then final).
     fn backward(
@@ -34,6 +41,8 @@ pub trait Stage {
     fn grads(&self) -> Vec<Tensor>;
     /// Model FLOPs of one micro-batch's forward on this rank.
     fn forward_flops(&self) -> u64;
+    /// Gives back the stage's memory at the end of the step.
+    fn free(self: Box<Self>, ctx: &mut Rank) -> Result<(), DistError>;
 }
 
 /// The shape of a uniform stage on one rank.
@@ -64,6 +73,8 @@ pub struct UniformStage {
     x_t: Tensor,
     /// Per micro-batch and layer: the forward output (rows, hidden/tp).
     outputs: Vec<Vec<Tensor>>,
+    /// The activations and gradients handed to the schedule.
+    handed: Vec<Tensor>,
     mode: DataMode,
 }
 
@@ -106,6 +117,7 @@ impl UniformStage {
             weights,
             x_t,
             outputs: Vec::new(),
+            handed: Vec::new(),
             mode,
         })
     }
@@ -117,29 +129,26 @@ impl UniformStage {
 
     /// An activation (or activation gradient) the stage hands on: it
     /// carries no values (zeros in functional mode).
-    fn activation(&self, ctx: &mut Rank) -> Result<Tensor, DistError> {
-        let t = ctx.empty(
-            (self.shape.rows, self.shape.hidden),
-            DPPolicy::cube_rows(self.cubes),
-        )?;
+    fn hand_on(&mut self, ctx: &mut Rank) -> Result<Tensor, DistError> {
+        let (shape, policy) = self.activation();
+        let t = ctx.empty(shape, policy)?;
         if self.mode == DataMode::Functional {
             ctx.write(&t, &vec![0.0; t.elems()])?;
         }
+        self.handed.push(t.clone());
         Ok(t)
     }
 
-    /// Gives back the stage's memory.
-    pub fn free(self, ctx: &mut Rank) -> Result<(), DistError> {
-        let layers = self.weights.into_iter().flatten();
-        let outputs = self.outputs.into_iter().flatten();
-        for t in layers.chain(outputs).chain([self.x_t]) {
-            ctx.free(t)?;
-        }
-        Ok(())
-    }
 }
 
 impl Stage for UniformStage {
+    fn activation(&self) -> ((usize, usize), DPPolicy) {
+        (
+            (self.shape.rows, self.shape.hidden),
+            DPPolicy::cube_rows(self.cubes),
+        )
+    }
+
     fn forward(&mut self, ctx: &mut Rank, micro: usize, x: &Tensor) -> Result<Tensor, DistError> {
         let cols = self.shape.hidden / self.shape.tp.max(1);
         while self.outputs.len() <= micro {
@@ -152,7 +161,7 @@ impl Stage for UniformStage {
             let y = self.outputs[micro][j].clone();
             self.gemm(ctx, x, &self.weights[j][0].clone(), &y)?;
         }
-        self.activation(ctx)
+        self.hand_on(ctx)
     }
 
     fn backward(
@@ -162,7 +171,7 @@ impl Stage for UniformStage {
         _dy: &Tensor,
         mut ready: Option<&mut GradReady>,
     ) -> Result<Tensor, DistError> {
-        let dx = self.activation(ctx)?;
+        let dx = self.hand_on(ctx)?;
         let ys = self.outputs.get(micro).cloned().ok_or_else(|| {
             DistError::Config(format!(
                 "backward of micro-batch {micro} before its forward; allowed: a micro-batch whose forward ran"
@@ -181,6 +190,15 @@ impl Stage for UniformStage {
 
     fn grads(&self) -> Vec<Tensor> {
         self.weights.iter().rev().map(|w| w[2].clone()).collect()
+    }
+
+    fn free(self: Box<Self>, ctx: &mut Rank) -> Result<(), DistError> {
+        let layers = self.weights.into_iter().flatten();
+        let outputs = self.outputs.into_iter().flatten().chain(self.handed);
+        for t in layers.chain(outputs).chain([self.x_t]) {
+            ctx.free(t)?;
+        }
+        Ok(())
     }
 
     fn forward_flops(&self) -> u64 {

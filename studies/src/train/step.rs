@@ -6,11 +6,14 @@
 
 use super::breakdown::RankBreakdown;
 use super::dp::{DpReduce, DpReducer};
-use super::layout::{Axis, Parallel, make_groups};
+use super::layout::{Axis, Groups, Parallel, make_groups};
 use super::schedule::{PipelineRank, Schedule, run_pipeline};
 use super::stage::{Stage, UniformShape, UniformStage};
+use super::transformer_stage::TransformerStage;
+use crate::tp::ModelParallel;
+use crate::transformer::{LayerShape, LayerStack, TpOptions};
 use crate::gemm::Placement;
-use kernbench_dist::{DPPolicy, DistError, ProcessGroup, Rank, WorkClass, WorkRecord};
+use kernbench_dist::{DistError, GroupId, ProcessGroup, Rank, WORLD, WorkClass, WorkRecord};
 use kernbench_runtime::trace::ChromeTrace;
 use kernbench_systems::Tick;
 use kernbench_systems::memory::DataMode;
@@ -20,16 +23,20 @@ use std::sync::Mutex;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Model {
+    /// GPT layers ([`crate::transformer::LayerStack`]): attention and MLP,
+    /// forward and backward, Megatron's TP split.
+    Transformer,
     /// [`UniformStage`]: per layer one forward and two backward GEMMs.
     Uniform,
 }
 
 /// The names `Model::parse` takes.
-pub const MODELS: [&str; 1] = ["uniform"];
+pub const MODELS: [&str; 2] = ["transformer", "uniform"];
 
 impl Model {
     pub fn parse(field: &str, s: &str) -> Result<Model, String> {
         match s {
+            "transformer" => Ok(Model::Transformer),
             "uniform" => Ok(Model::Uniform),
             _ => Err(format!(
                 "{field} '{s}' is not a model; allowed: {}",
@@ -40,15 +47,19 @@ impl Model {
 
     pub fn name(self) -> &'static str {
         match self {
+            Model::Transformer => "transformer",
             Model::Uniform => "uniform",
         }
     }
 }
 
-/// The model's shape, as Megatron's arguments give it.
+/// The model's shape, as Megatron's arguments give it (`heads` and
+/// `ffn_hidden` shape the transformer model; the uniform one has neither).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct ModelShape {
     pub hidden: usize,
+    pub heads: usize,
+    pub ffn_hidden: usize,
     pub seq: usize,
     pub micro_batch: usize,
     pub layers_per_stage: usize,
@@ -59,6 +70,8 @@ pub struct ModelShape {
 pub struct TrainStep {
     pub model: Model,
     pub shape: ModelShape,
+    /// Sequence parallelism and recomputation (transformer model).
+    pub tp_options: TpOptions,
     pub parallel: Parallel,
     pub schedule: Schedule,
     pub micro_batches: usize,
@@ -194,7 +207,34 @@ impl TrainStep {
         if let Some((field, _)) = zero.iter().find(|f| f.1 == 0) {
             return Err(format!("{field} = 0; allowed: 1 or more"));
         }
-        let cubes = cubes as usize;
+        match self.model {
+            Model::Uniform => self.check_uniform(cubes as usize)?,
+            Model::Transformer => {
+                let opts = &self.tp_options;
+                crate::transformer::check(&self.layer_shape(), p.tp as usize, cubes as usize, opts)
+                    .map_err(|e| e.to_string())?
+            }
+        }
+        if self.schedule == Schedule::OneFOneB && self.micro_batches < p.pp as usize {
+            return Err(format!(
+                "--micro-batches {} < --pp {} under --schedule 1f1b: the pipeline never fills; allowed: --micro-batches >= {} (or --schedule gpipe)",
+                self.micro_batches, p.pp, p.pp
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl TrainStep {
+    /// The uniform stage's splits: hidden over TP then the cubes, rows
+    /// over the cubes; no sequence parallelism or recomputation to model.
+    fn check_uniform(&self, cubes: usize) -> Result<(), String> {
+        let (s, p) = (&self.shape, &self.parallel);
+        if self.tp_options != TpOptions::default() {
+            return Err(
+                "--sequence-parallel and --recompute shape the transformer model's layers; the uniform model has neither; allowed: --model transformer, or drop them".into(),
+            );
+        }
         let split = (cubes * p.tp as usize).max(cubes);
         if !s.hidden.is_multiple_of(split) || !(s.hidden / p.tp as usize).is_multiple_of(cubes) {
             return Err(format!(
@@ -210,13 +250,18 @@ impl TrainStep {
                 "--seq × --micro-batch = {rows} rows do not split over the {cubes} cubes of a SIP (sip.cube_mesh); allowed: a product that is a multiple of {cubes}"
             ));
         }
-        if self.schedule == Schedule::OneFOneB && self.micro_batches < p.pp as usize {
-            return Err(format!(
-                "--micro-batches {} < --pp {} under --schedule 1f1b: the pipeline never fills; allowed: --micro-batches >= {} (or --schedule gpipe)",
-                self.micro_batches, p.pp, p.pp
-            ));
-        }
         Ok(())
+    }
+
+    /// One layer's shape for the transformer model.
+    pub fn layer_shape(&self) -> LayerShape {
+        LayerShape {
+            hidden: self.shape.hidden,
+            heads: self.shape.heads,
+            ffn_hidden: self.shape.ffn_hidden,
+            seq: self.shape.seq,
+            micro_batch: self.shape.micro_batch,
+        }
     }
 }
 
@@ -232,6 +277,7 @@ pub fn train_step(
     );
     step.check(sips, cubes).map_err(DistError::Config)?;
     let groups = make_groups(pg, &step.parallel)?;
+    let mp = tensor_parallel(step, &groups);
     let out = Mutex::new(Vec::new());
     // Ranks past dp × tp × pp (a layout that divides the SIPs without
     // filling them) sit the step out.
@@ -241,7 +287,7 @@ pub fn train_step(
         if me >= step.parallel.world() {
             return Ok(());
         }
-        let run = rank_step(ctx, step, (groups.dp[me as usize], mode))?;
+        let run = rank_step(ctx, step, (groups.dp[me as usize], &mp, mode))?;
         out.lock()
             .map_err(|_| DistError::Run("a rank panicked holding the results".into()))?
             .push(run);
@@ -252,19 +298,62 @@ pub fn train_step(
     Ok(report(pg, step, runs))
 }
 
+/// The step's TP groups as the transformer layers take them (at TP 1 a
+/// rank runs no TP collective: its group is the world's, never used).
+fn tensor_parallel(step: &TrainStep, groups: &Groups) -> ModelParallel {
+    let l = step.parallel;
+    let by_rank = (0..l.world())
+        .map(|r| (l.coord(r, Axis::Tp), groups.tp[r as usize].unwrap_or(WORLD)))
+        .collect();
+    let mut mp = ModelParallel::of_groups(l.tp, by_rank);
+    mp.placement = step.placement.clone();
+    mp
+}
+
+/// What a rank's pipeline stage is made of, and its seeds: weights by
+/// (stage, TP place), data by DP replica (replicas share weights and see
+/// different data).
+fn build_stage(
+    ctx: &mut Rank,
+    step: &TrainStep,
+    (mp, mode): (&ModelParallel, DataMode),
+    (weight_seed, data_seed): (u64, u64),
+) -> Result<Box<dyn Stage>, DistError> {
+    let l = step.parallel;
+    Ok(match step.model {
+        Model::Uniform => {
+            let shape = UniformShape {
+                rows: step.shape.seq * step.shape.micro_batch,
+                hidden: step.shape.hidden,
+                layers: step.shape.layers_per_stage,
+                tp: l.tp as usize,
+            };
+            let seeds = (weight_seed, data_seed);
+            Box::new(UniformStage::new(ctx, shape, step.placement.clone(), seeds, mode)?)
+        }
+        Model::Transformer => {
+            let layers = step.shape.layers_per_stage;
+            let opts = step.tp_options;
+            let stack =
+                LayerStack::new(ctx, step.layer_shape(), layers, mp.clone(), opts, weight_seed)?;
+            Box::new(TransformerStage::new(ctx, stack, l.tp)?)
+        }
+    })
+}
+
 fn rank_step(
     ctx: &mut Rank,
     step: &TrainStep,
-    (dp_group, mode): (Option<kernbench_dist::GroupId>, DataMode),
+    (dp_group, mp, mode): (Option<GroupId>, &ModelParallel, DataMode),
 ) -> Result<RankRun, DistError> {
-    let (me, l, cubes) = (ctx.rank(), step.parallel, ctx.sip_shape().0);
+    let (me, l) = (ctx.rank(), step.parallel);
     let (stage_no, dp_no) = (l.coord(me, Axis::Pp), l.coord(me, Axis::Dp));
     let tp_no = l.coord(me, Axis::Tp);
-    let rows = step.shape.seq * step.shape.micro_batch;
     let neighbour = |s: u32| l.rank_at(dp_no, tp_no, s);
     let data_seed = step
         .seed
         .wrapping_add(1 + u64::from(dp_no) * 7919 + u64::from(stage_no));
+    let weight_seed = step.seed ^ (u64::from(stage_no) << 32 | u64::from(tp_no) << 16);
     let plan = PipelineRank {
         schedule: step.schedule,
         stage: stage_no,
@@ -272,35 +361,14 @@ fn rank_step(
         micro_batches: step.micro_batches,
         prev: (stage_no > 0).then(|| neighbour(stage_no - 1)),
         next: (stage_no + 1 < l.pp).then(|| neighbour(stage_no + 1)),
-        activation: ((rows, step.shape.hidden), DPPolicy::cube_rows(cubes)),
         data_seed: (mode == DataMode::Functional).then_some(data_seed),
     };
-    let shape = UniformShape {
-        rows,
-        hidden: step.shape.hidden,
-        layers: step.shape.layers_per_stage,
-        tp: l.tp as usize,
-    };
-    // Weights by (stage, TP place), data by DP replica: replicas share
-    // weights and see different data.
-    let weight_seed = step.seed ^ (u64::from(stage_no) << 32 | u64::from(tp_no) << 16);
-    let data_seed = step
-        .seed
-        .wrapping_add(1 + u64::from(dp_no) * 7919 + u64::from(stage_no));
-    let mut stage = match step.model {
-        Model::Uniform => UniformStage::new(
-            ctx,
-            shape,
-            step.placement.clone(),
-            (weight_seed, data_seed),
-            mode,
-        )?,
-    };
+    let mut stage = build_stage(ctx, step, (mp, mode), (weight_seed, data_seed))?;
     let functional = mode == DataMode::Functional;
     let mut dp = DpReducer::new(dp_group, step.dp_reduce, step.bucket_bytes, functional);
     ctx.record_works()?;
     let begin = ctx.now();
-    let ran = run_pipeline(ctx, &mut stage, &plan, &mut |c, g| dp.ready(c, g))?;
+    let ran = run_pipeline(ctx, stage.as_mut(), &plan, &mut |c, g| dp.ready(c, g))?;
     let local_grads = dp.finish(ctx)?.unwrap_or_default();
     let end = ctx.now();
     let record = ctx.take_work_record()?;

@@ -11,6 +11,7 @@ use super::{
     Schedule, TrainStep, train_step,
 };
 use crate::gemm::Placement;
+use crate::transformer::TpOptions;
 use crate::sweep::fingerprint;
 use crate::sweep::plan::{TRAIN_PLAN, check_name, with_base};
 use crate::sweep::plots::{Series, chart};
@@ -58,11 +59,25 @@ pub struct TrainPlan {
     /// SIPs of every point's system.
     pub sips: u32,
     pub model: String,
+    /// The transformer model's head width: heads = hidden / head_dim
+    /// (Megatron's --kv-channels); its MLP is 4 × hidden wide.
+    #[serde(default = "default_head_dim")]
+    pub head_dim: usize,
+    /// Transformer model: Megatron's --sequence-parallel.
+    #[serde(default)]
+    pub sequence_parallel: bool,
+    /// Transformer model: Megatron's --recompute-activations (whole layers).
+    #[serde(default)]
+    pub recompute: bool,
     pub schedule: String,
     pub dp_reduce: String,
     pub bucket_bytes: u64,
     pub micro_batch: usize,
     pub grid: TrainGrid,
+}
+
+fn default_head_dim() -> usize {
+    128
 }
 
 /// One point: the grid's values at it.
@@ -210,6 +225,15 @@ impl TrainPlan {
         names("schedule", &self.schedule, schedule_ok, &SCHEDULES)?;
         let reduce_ok = DpReduce::parse("", &self.dp_reduce).is_ok();
         names("dp_reduce", &self.dp_reduce, reduce_ok, &DP_REDUCES)?;
+        let transformer = Model::parse("", &self.model) == Ok(Model::Transformer);
+        let splits = |h: &&usize| self.head_dim > 0 && h.is_multiple_of(self.head_dim);
+        if let Some(h) = self.grid.hidden.iter().find(|h| transformer && !splits(h)) {
+            return Err(err(
+                "head_dim",
+                format!("head_dim {} does not divide hidden {h}", self.head_dim),
+                "a head width dividing every hidden size of the grid (128 by default)",
+            ));
+        }
         let g = &self.grid;
         let lens = [
             g.topology.len(),
@@ -298,9 +322,15 @@ impl TrainPlan {
             model: Model::parse("model", &self.model)?,
             shape: ModelShape {
                 hidden: p.hidden,
+                heads: p.hidden / self.head_dim.max(1),
+                ffn_hidden: 4 * p.hidden,
                 seq: p.seq,
                 micro_batch: self.micro_batch,
                 layers_per_stage: p.layers_per_stage,
+            },
+            tp_options: TpOptions {
+                sequence_parallel: self.sequence_parallel,
+                recompute: self.recompute,
             },
             parallel: p.parallel,
             schedule: Schedule::parse("schedule", &self.schedule)?,

@@ -5,7 +5,7 @@
 use super::kernels::{RowKernel, launch_rows};
 use super::views::sequence_shard;
 use super::{LayerShape, TpOptions};
-use crate::gemm::{Operand, Placement, matmul_operands};
+use crate::gemm::{Operand, matmul_operands};
 use crate::tp::{ModelParallel, replicated};
 use kernbench_ccl::{Collective, ReduceOp};
 use kernbench_dist::{DPPolicy, DistError, Rank, Tensor, Work};
@@ -101,7 +101,7 @@ impl Env {
             let (m, k) = a.shape();
             self.flops += 2 * (m * k * b.shape().1) as u64;
         }
-        self.last = Some(matmul_operands(ctx, a, b, c, &Placement::Owners)?);
+        self.last = Some(matmul_operands(ctx, a, b, c, &self.mp.placement)?);
         Ok(())
     }
 
@@ -113,13 +113,13 @@ impl Env {
         out: &Tensor,
         ins: &[&Tensor],
     ) -> Result<(), DistError> {
-        self.last = Some(launch_rows(ctx, op, out, ins)?);
+        self.last = Some(launch_rows(ctx, (op, &self.mp.placement), out, ins)?);
         Ok(())
     }
 
     /// `x += y`, the residual add.
     pub fn add(&mut self, ctx: &mut Rank, x: &Tensor, y: &Tensor) -> Result<(), DistError> {
-        self.last = Some(crate::ops::residual_add(ctx, x, y, &Placement::Owners)?);
+        self.last = Some(crate::ops::residual_add(ctx, x, y, &self.mp.placement)?);
         Ok(())
     }
 

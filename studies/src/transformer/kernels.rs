@@ -45,19 +45,22 @@ struct Args {
     ins: Vec<Tensor>,
     op: RowKernel,
     pes_per_cube: u32,
+    /// Which PEs of a cube share its rows.
+    placement: Placement,
 }
 
-/// Launches `op` over `out`'s rows with `ins` (see [`RowKernel`]).
+/// Launches `op` over `out`'s rows with `ins` (see [`RowKernel`]), each
+/// cube's rows shared by the PEs `placement` names.
 pub fn launch_rows(
     ctx: &mut Rank,
-    op: RowKernel,
+    (op, placement): (RowKernel, &Placement),
     out: &Tensor,
     ins: &[&Tensor],
 ) -> Result<Work, DistError> {
     let ppc = ctx.sip_shape().1;
     let mut pes: Vec<(u32, u32)> = Vec::new();
     for s in &out.shards {
-        for p in Placement::Owners.sharing(s.block.rows.1, ppc) {
+        for p in placement.sharing(s.block.rows.1, ppc) {
             if !pes.contains(&(s.cube, p)) {
                 pes.push((s.cube, p));
             }
@@ -68,6 +71,7 @@ pub fn launch_rows(
         ins: ins.iter().map(|t| (*t).clone()).collect(),
         op,
         pes_per_cube: ppc,
+        placement: placement.clone(),
     };
     ctx.launch(row_kernel, &args, &pes)
 }
@@ -95,7 +99,7 @@ fn load_in(tl: &mut Tl, g: &Args, i: usize, cube: u32, (r, rn): (usize, usize)) 
 fn row_kernel(tl: &mut Tl, g: &Args) {
     let (cube, pe) = (tl.program_id(1), tl.program_id(2));
     for s in g.out.shards.iter().filter(|s| s.cube == cube) {
-        let pes = Placement::Owners.sharing(s.block.rows.1, g.pes_per_cube);
+        let pes = g.placement.sharing(s.block.rows.1, g.pes_per_cube);
         let Some(part) = pes.iter().position(|&p| p == pe) else {
             continue;
         };

@@ -53,6 +53,22 @@ fn retire_all(env: &mut Env, ts: Vec<Tensor>) {
 use Operand as O;
 
 impl Layer {
+    /// This layer's weight gradients in the order its backward completes
+    /// them: fc2, fc1, LN2's γ and β, the output projection, the Q, K and
+    /// V heads, LN1's γ and β.
+    pub fn grads(&self) -> Vec<Tensor> {
+        let g = &self.g;
+        let mut out = vec![
+            g.fc2.clone(),
+            g.fc1.clone(),
+            g.ln2.0.clone(),
+            g.ln2.1.clone(),
+            g.out.clone(),
+        ];
+        out.extend(g.q.iter().chain(&g.k).chain(&g.v).cloned());
+        out.extend([g.ln1.0.clone(), g.ln1.1.clone()]);
+        out
+    }
     /// The rank's weight slices (filled from `full` when given) and its
     /// gradient tensors (written by the first backward).
     pub fn new(ctx: &mut Rank, env: &Env, full: Option<&FullWeights>) -> Result<Layer, DistError> {

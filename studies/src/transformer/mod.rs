@@ -58,6 +58,9 @@ struct Saved {
     acts: Option<Acts>,
 }
 
+/// Called with a layer's weight gradients as its backward is launched.
+pub type LayerGrads<'a> = dyn FnMut(&mut Rank, &[Tensor]) -> Result<(), DistError> + 'a;
+
 /// `layers` consecutive transformer layers on this rank's TP group.
 pub struct LayerStack {
     env: Env,
@@ -71,7 +74,7 @@ pub struct LayerStack {
 }
 
 /// Refuses a shape the TP group cannot split, naming the field and the fix.
-fn check(shape: &LayerShape, tp: usize, cubes: usize, opts: &TpOptions) -> Result<(), DistError> {
+pub fn check(shape: &LayerShape, tp: usize, cubes: usize, opts: &TpOptions) -> Result<(), DistError> {
     let bad = |m: String| Err(DistError::Config(m));
     let LayerShape {
         hidden,
@@ -255,6 +258,20 @@ impl LayerStack {
         micro: usize,
         dy: &Tensor,
     ) -> Result<Tensor, DistError> {
+        self.backward_with(ctx, micro, dy, None)
+    }
+
+    /// [`LayerStack::backward`] handing each layer's weight gradients to
+    /// `done` as soon as that layer's backward is launched (work issued
+    /// on them after, such as a DP all-reduce, follows the kernels that
+    /// write them in the rank's per-PE order).
+    pub fn backward_with(
+        &mut self,
+        ctx: &mut Rank,
+        micro: usize,
+        dy: &Tensor,
+        mut done: Option<&mut LayerGrads>,
+    ) -> Result<Tensor, DistError> {
         self.expect("backward", dy)?;
         let Some(mut kept) = self.saved.remove(&micro) else {
             return Err(DistError::Config(format!(
@@ -274,6 +291,9 @@ impl LayerStack {
                 }
             };
             let dx = layer.backward(ctx, &mut self.env, (&s.x, &acts), &cur, self.fresh)?;
+            if let Some(done) = done.as_deref_mut() {
+                done(ctx, &layer.grads())?;
+            }
             acts.retire(&mut self.env);
             self.env.retire(s.out);
             cur = self.env.mine(&dx);
@@ -289,6 +309,20 @@ impl LayerStack {
         Ok(cur)
     }
 
+    /// Gives back the stack's weights, gradients, constants and last input
+    /// gradient (after a step every micro-batch's backward has run, so
+    /// nothing else is kept).
+    pub fn free(mut self, ctx: &mut Rank) -> Result<(), DistError> {
+        self.env.settle(ctx)?;
+        let mut all = vec![self.env.mask, self.env.ones];
+        all.extend(self.returned);
+        for l in self.layers {
+            all.extend(l.w.into_tensors());
+            all.extend(l.g.into_tensors());
+        }
+        all.into_iter().try_for_each(|t| ctx.free(t))
+    }
+
     /// The next backward writes the weight gradients instead of adding to them.
     pub fn zero_grad(&mut self) {
         self.fresh = true;
@@ -300,20 +334,7 @@ impl LayerStack {
     /// Under SP the LN gradients are this rank's rows' sums: as Megatron-LM,
     /// all-reduce them over the TP group before the optimizer step.
     pub fn grads(&self) -> Vec<Tensor> {
-        let mut out = Vec::new();
-        for l in self.layers.iter().rev() {
-            let g = &l.g;
-            out.extend([
-                g.fc2.clone(),
-                g.fc1.clone(),
-                g.ln2.0.clone(),
-                g.ln2.1.clone(),
-                g.out.clone(),
-            ]);
-            out.extend(g.q.iter().chain(&g.k).chain(&g.v).cloned());
-            out.extend([g.ln1.0.clone(), g.ln1.1.clone()]);
-        }
-        out
+        self.layers.iter().rev().flat_map(Layer::grads).collect()
     }
 
     /// Model FLOPs of one micro-batch's forward through these layers over
