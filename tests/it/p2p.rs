@@ -562,7 +562,9 @@ fn a_barrier_costs_its_dissemination_rounds() {
             let at = ctx.barrier(WORLD)?;
             let resumed = ctx.now();
             let again = ctx.barrier(WORLD)?;
-            left.lock().unwrap().push((at - from, resumed - from, again - at));
+            left.lock()
+                .unwrap()
+                .push((at - from, resumed - from, again - at));
             Ok(())
         })
         .unwrap();
