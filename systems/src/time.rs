@@ -22,7 +22,7 @@ pub struct Clock {
     /// awaited work ended, not at the next event of other work in flight.
     pub last_run: Tick,
     /// Schedule runs so far (one per visited tick, plus re-runs when work
-    /// was added for the current tick).
+    /// was added for the current tick or a run stopped at it).
     pub steps: u64,
     /// The part of `steps` that ran the whole schedule (the rest only
     /// routed packets: `Engine::route_ahead`); what a run's wall time
