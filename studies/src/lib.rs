@@ -14,6 +14,6 @@ pub mod ops;
 pub mod sweep;
 pub mod topo_report;
 pub mod tp;
-pub mod transformer;
 pub mod train;
+pub mod transformer;
 pub mod validate;

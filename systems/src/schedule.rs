@@ -103,6 +103,7 @@ fn advance(world: &mut World) {
     let mut clock = world.resource_mut::<Clock>();
     clock.steps += 1;
     clock.schedule_runs += 1;
+    clock.last_run = clock.now;
     match next {
         Some(t) => {
             debug_assert!(
@@ -406,6 +407,8 @@ impl Engine {
 
     /// Runs ticks until `done` holds (checked after each tick) or nothing is
     /// due; Ok(true) if `done` held. Errors of the run and the watchdog end it.
+    /// When `done` comes to hold, the clock is left at the tick whose run made
+    /// it hold ([`Engine::rewind`]): what the host sends next leaves then.
     pub fn run_until(&mut self, done: impl Fn(&World) -> bool) -> Result<bool, RunError> {
         let outcome = self.run_ticks(done);
         self.world.resource_mut::<crate::steady::Steady>().forget();
@@ -433,6 +436,7 @@ impl Engine {
                 return Err(RunError::Failed(e));
             }
             if done(&self.world) {
+                self.rewind();
                 return Ok(true);
             }
             if idle {
@@ -454,6 +458,17 @@ impl Engine {
                 )));
             }
         }
+    }
+
+    /// Moves the clock back from the next due tick, where `advance` left it,
+    /// to the tick the schedule last ran at. Nothing is due in between
+    /// (`advance` chose the earliest due tick), so no event is skipped or run
+    /// twice; the next step runs that tick again, as after an idle stop, for
+    /// what the host sent meanwhile, which queues behind the tick's earlier
+    /// work (links and ports are reserved in tick order).
+    fn rewind(&mut self) {
+        let mut clock = self.world.resource_mut::<Clock>();
+        clock.now = clock.last_run;
     }
 
     /// The watchdog's error: why, and what every unfinished PE waits for.

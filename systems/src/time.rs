@@ -16,8 +16,13 @@ pub const PENDING: Tick = Tick::MAX;
 pub struct Clock {
     /// Current tick.
     pub now: Tick,
+    /// The tick the schedule last ran at (`now` before `advance` moved it
+    /// on): a run that stops because the host's condition holds moves the
+    /// clock back here, so the host's next launch leaves at the tick its
+    /// awaited work ended, not at the next event of other work in flight.
+    pub last_run: Tick,
     /// Schedule runs so far (one per visited tick, plus re-runs when work
-    /// was added for the current tick).
+    /// was added for the current tick or a run stopped at it).
     pub steps: u64,
     /// The part of `steps` that ran the whole schedule (the rest only
     /// routed packets: `Engine::route_ahead`); what a run's wall time

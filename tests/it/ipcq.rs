@@ -236,6 +236,40 @@ fn slots_are_queue_state_not_entities() {
     assert_eq!(many, few);
 }
 
+/// A compute kernel on one PE: `rounds` adds over `n` elements of its TCM.
+fn busy(tl: &mut Tl, &(n, rounds): &(usize, usize)) {
+    let x = tl.load(Addr::tcm(0), n);
+    let acc = tl.repeat(rounds, &[x], |tl, _, acc| vec![tl.add(acc[0], acc[0])]);
+    tl.store(Addr::tcm(0), acc[0]);
+}
+
+/// A wait that ends while other work still runs leaves the clock at the
+/// awaited launch's end, not at the other work's next event (docs/model.md
+/// §The clock): a launch sent then starts as long after that end as the
+/// first started after it left.
+#[test]
+fn a_wait_leaves_the_clock_at_the_awaited_end() {
+    let sys = common::lean_links(4, B, L);
+    let mut m = installed(&sys, cfg(2, 256), DataMode::TimingOnly);
+    let long = m
+        .submit(p2p, &(16 << 10), &[PeIdx(0), PeIdx(1)], Scope::DEFAULT, 0)
+        .unwrap();
+    let left = m.engine.now();
+    let short = m
+        .submit(busy, &(1024, 4), &[PeIdx(2)], Scope::DEFAULT, 0)
+        .unwrap();
+    let first = m.wait(short).unwrap();
+    assert!(!m.finished(&long), "the transfer still runs");
+    assert_eq!(m.engine.now(), first.end);
+    let next = m
+        .submit(busy, &(1024, 4), &[PeIdx(2)], Scope::DEFAULT, first.end)
+        .unwrap();
+    let second = m.wait(next).unwrap();
+    assert_eq!(second.start - first.end, first.start - left);
+    assert_eq!(second.end - second.start, first.end - first.start);
+    m.wait(long).unwrap();
+}
+
 #[test]
 fn a_launch_to_a_busy_pe_queues_on_that_pe() {
     let mut m = installed(&pair(), cfg(2, 256), DataMode::TimingOnly);

@@ -195,9 +195,12 @@ fn a_ring_of_isends_on_8_ranks_needs_no_order_and_moves_the_right_data() {
     assert_eq!(at_once, PINNED_ISEND_RING);
 }
 
-/// Each rank's receive end in the isend ring above: the blocking ring's
-/// (both run the messages in the same order on the shared PEs).
-const PINNED_ISEND_RING: [u64; 8] = [6432, 2162, 4602, 2772, 5212, 3382, 5822, 3992];
+/// Each rank's receive end in the isend ring above. The messages run one
+/// at a time, 0→1, 2→3, 4→5, 6→7, then 1→2, 3→4, 5→6, 7→0, each 484 ticks
+/// and the next starting 50 ticks after one ends: the k-th ends at
+/// 2162 + 534·k. (Before launches left at the tick the work they follow
+/// ended, each waited 76 more ticks for the engine's next event: 610 apart.)
+const PINNED_ISEND_RING: [u64; 8] = [5900, 2162, 4298, 2696, 4832, 3230, 5366, 3764];
 
 /// A recv whose send never comes, or a send whose recv never comes, ends
 /// the spawn naming the waiting rank, the message and its peer: never a hang.
@@ -528,7 +531,11 @@ fn bad_scatter_gather_and_split_inputs_are_named() {
 /// round runs the other way round the ring (`2^(K−1) > n/2`), its token
 /// leaves behind the previous round's credit on the same link
 /// (`⌈credit_bytes/B⌉` more). Every rank leaves at that tick. A group of
-/// one costs nothing.
+/// one costs nothing. A barrier launched at the tick the previous one ended
+/// waits, on the queue pair of the last round, for that round's credit:
+/// it left the receiver at that end and is back `d·(L + ⌈credit_bytes/B⌉)`
+/// later (`d` the last round's hops), while the new token is ready after
+/// the launch and the earlier rounds.
 #[test]
 fn a_barrier_costs_its_dissemination_rounds() {
     for n in [2u32, 3, 4, 5, 6, 8] {
@@ -542,22 +549,38 @@ fn a_barrier_costs_its_dissemination_rounds() {
             .sum();
         let last = dists[dists.len() - 1];
         let turns = dists.len() > 1 && 2 * last > n64;
-        let credit = u64::from(turns) * sys.spec.control.credit_bytes.div_ceil(B);
+        let credit_hop = sys.spec.control.credit_bytes.div_ceil(B);
+        let credit = u64::from(turns) * credit_hop;
         let mut pg = pg(&sys, DataMode::TimingOnly);
-        // The first barrier also installs its links.
+        // The first barrier also installs its links; its last credits are
+        // back once the machine is idle.
         pg.spawn(n, |ctx| ctx.barrier(WORLD).map(drop)).unwrap();
+        pg.machine.synchronize().unwrap();
         let left = Mutex::new(Vec::new());
         pg.spawn(n, |ctx| {
             let from = ctx.now();
             let at = ctx.barrier(WORLD)?;
-            left.lock().unwrap().push((at - from, ctx.now() - from));
+            let resumed = ctx.now();
+            let again = ctx.barrier(WORLD)?;
+            left.lock()
+                .unwrap()
+                .push((at - from, resumed - from, again - at));
             Ok(())
         })
         .unwrap();
         let want = overhead + rounds + credit;
+        // Back to back: the last round's credit is back d·(L + ⌈c/B⌉) after
+        // the end, the new token ready overhead + Σ earlier rounds after it.
+        // With c = 16 B, B = 64, L = overhead = 100 that is 1 tick when n is
+        // a power of two (d = n/2: (n/2)·101 − 100 − (n/2 − 1)·101) and none
+        // otherwise.
+        let d = last.min(n64 - last);
+        let earlier = rounds - d * (L + 2u64.div_ceil(B));
+        let wait = (d * (L + credit_hop)).saturating_sub(overhead + earlier);
+        assert_eq!(wait, u64::from(n.is_power_of_two()), "{n} ranks");
         assert_eq!(
             left.into_inner().unwrap(),
-            vec![(want, want); n as usize],
+            vec![(want, want, want + wait); n as usize],
             "{n} ranks"
         );
     }

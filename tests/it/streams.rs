@@ -80,9 +80,12 @@ type Run = (u64, u64);
 
 /// The GEMMs sum their K steps in f32 (448-wide tiles); with f16
 /// accumulation (544-wide tiles) the same runs took
-/// (((73301, 0), (70655, 1448)), ((71829, 0), (60273, 35989))).
+/// (((73301, 0), (70655, 1448)), ((71829, 0), (60273, 35989))). While a
+/// worker's launch left at the engine's next event after the work it waited
+/// for ended, not at that end, the serialized steps took 138 ticks more
+/// (72653, 71097) and the overlapped ones up to 94 (70187).
 const PINNED_DDP: ((Run, Run), (Run, Run)) =
-    (((72653, 0), (70187, 1254)), ((71097, 0), (59925, 33389)));
+    (((72515, 0), (70093, 1254)), ((70959, 0), (59925, 33391)));
 
 /// What each rank saw of the interleaved program below.
 type Seen = (u32, [WorkReport; 5]);
@@ -177,11 +180,17 @@ fn a_ranks_work_reaches_each_pe_in_its_order() {
 }
 
 /// Per rank, the starts of (long, short, the all-reduce, beside, after).
+/// beside leaves the host when short ends (1308 + 24 + 40·r) and starts 610
+/// ticks later on every rank; the all-reduce leaves when its communicator's
+/// tables land, after starts on pe0 behind the all-reduce's part. (Before
+/// a launch left at the engine's next event after what it followed: the
+/// all-reduce and after started 74 ticks later, beside 2 and, on rank 3,
+/// 193.)
 const PINNED_STARTS: [[u64; 5]; 4] = [
-    [1144, 1308, 1754, 1944, 3876],
-    [1144, 1348, 1754, 1984, 3876],
-    [1144, 1388, 1754, 2024, 3876],
-    [1144, 1428, 1754, 2255, 3876],
+    [1144, 1308, 1680, 1942, 3802],
+    [1144, 1348, 1680, 1982, 3802],
+    [1144, 1388, 1680, 2022, 3802],
+    [1144, 1428, 1680, 2062, 3802],
 ];
 
 /// Same program, the workers taking turns the other way round:

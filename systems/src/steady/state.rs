@@ -403,7 +403,9 @@ fn same_sizes_until(ex: &PeExec, from: u32, last: u32) -> u32 {
 pub(crate) fn apply(world: &mut World, q: &mut Queries, plan: &Plan) {
     let d = plan.periods * plan.ticks;
     let msgs = plan.periods * plan.msgs;
-    world.resource_mut::<Clock>().now += d;
+    let mut clock = world.resource_mut::<Clock>();
+    clock.now += d;
+    clock.last_run += d;
     world.resource_mut::<KernelCalendar>().0.shift(d);
     world.resource_mut::<DmaCalendar>().0.shift(d);
     let mut growth = plan.growth.iter().map(|g| g * plan.periods);
