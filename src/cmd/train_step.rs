@@ -5,11 +5,11 @@ use super::args::{BudgetArg, NetworkArg, SystemArg, parse_count};
 use anyhow::{Result, anyhow};
 use clap::Args;
 use kernbench::gemm::Placement;
-use kernbench::transformer::TpOptions;
 use kernbench::train::{
     AxisOrder, DpReduce, Model, ModelShape, Parallel, Schedule, TrainReport, TrainStep, train_step,
     write_trace,
 };
+use kernbench::transformer::TpOptions;
 use kernbench_systems::memory::DataMode;
 
 #[derive(Args)]
@@ -220,7 +220,10 @@ fn model_detail(step: &TrainStep) -> String {
     .iter()
     .filter_map(|&(on, name)| on.then_some(name))
     .collect();
-    let mut s = format!(", {} heads, ffn {}", step.shape.heads, step.shape.ffn_hidden);
+    let mut s = format!(
+        ", {} heads, ffn {}",
+        step.shape.heads, step.shape.ffn_hidden
+    );
     for f in flags {
         s += &format!(", {f}");
     }

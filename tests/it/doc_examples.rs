@@ -18,7 +18,7 @@
 //! | `merge DIR…` of directories that do not exist | each made first by `sweep` of the tiny plan, shard k of N |
 //! | `bench` | `--no-build`, `--sips 16`, `--rounds 4` |
 //! | `tp-mlp --tp LIST` | `--tp 1,2` |
-//! | `train-step` | `--hidden 256 --seq 64` |
+//! | `train-step` | `--hidden 64 --heads 4 --seq 64` |
 //! | `autotune` | `--sizes` capped at 16K, on `tests/data/doc/small.yaml` (or the mapped `--system`/`--preset`) |
 //! | `parallel -S HOSTS … 'CMD {}' ::: V…` | CMD for each V, here (`cd DIR &&` dropped) |
 //! | `$SLURM_ARRAY_TASK_ID` | 1 |
@@ -420,7 +420,8 @@ fn shrink(mut args: Vec<String>, dir: &Path) -> Result<Vec<String>, String> {
         }
         Some("tp-mlp") => set(&mut args, "--tp", "1,2"),
         Some("train-step") => {
-            set(&mut args, "--hidden", "256");
+            set(&mut args, "--hidden", "64");
+            set(&mut args, "--heads", "4");
             set(&mut args, "--seq", "64");
         }
         Some("autotune") => small_autotune(&mut args, dir)?,
@@ -745,7 +746,7 @@ fn the_small_input_mapping_is_the_documented_one() {
     assert_eq!(s("kernbench tp-mlp --tp 1,2,4,8"), "tp-mlp --tp 1,2");
     assert_eq!(
         s("kernbench train-step --tp 4 --hidden 4096 --seq 2048"),
-        "train-step --tp 4 --hidden 256 --seq 64"
+        "train-step --tp 4 --hidden 64 --seq 64 --heads 4"
     );
     assert!(
         s("kernbench sweep --plan tp --out tp/").ends_with("tests/data/doc/tiny_tp.yaml --out tp/")

@@ -6,10 +6,11 @@ use kernbench::autotune::init_process_group;
 use kernbench::ccl::CclConfig;
 use kernbench::gemm::Placement;
 use kernbench::spec::System;
-use kernbench::transformer::TpOptions;
 use kernbench::train::{
-    AxisOrder, DpReduce, Model, ModelShape, Parallel, Schedule, TrainReport, TrainStep, train_step,
+    Axis, AxisOrder, DpReduce, Model, ModelShape, Parallel, Schedule, TrainReport, TrainStep,
+    train_step,
 };
+use kernbench::transformer::TpOptions;
 use kernbench_systems::memory::DataMode;
 
 /// `sips` SIPs of 4 cubes of 2 PEs with every link, memory and launch free:
@@ -286,5 +287,58 @@ fn a_train_sweep_writes_rows_and_figures() {
         "train_exposed_share.svg",
     ] {
         assert!(out.join(f).exists(), "{f}");
+    }
+}
+
+/// GPT layers under DP 2 × TP 2 × PP 2 in functional mode, with and
+/// without sequence parallelism: every rank's reduced gradients are, element
+/// by element, the f16 sum of its DP pair's own gradients; the model FLOPs
+/// are Megatron's 3 × 24·b·s·h²·(1 + s/(6h)) per layer and micro-batch over
+/// the DP replicas; every rank's record holds its layers' kernels.
+#[test]
+fn transformer_steps_reduce_their_gradients_over_dp() {
+    let sys = ideal(8);
+    for sequence_parallel in [false, true] {
+        let mut s = step(2, 2, Schedule::OneFOneB, 2);
+        s.model = Model::Transformer;
+        s.parallel.tp = 2;
+        s.tp_options.sequence_parallel = sequence_parallel;
+        let r = run(&sys, &s, DataMode::Functional);
+        let (b, sq, h) = (1u64, 32u64, 64u64);
+        let layer = 24 * b * sq * h * h + 4 * b * sq * sq * h;
+        assert_eq!(layer * 6 * h, 24 * b * sq * h * h * (6 * h + sq));
+        assert_eq!(
+            r.model_flops,
+            3 * layer * 2 * 2 * 2,
+            "SP {sequence_parallel}"
+        );
+        let l = s.parallel;
+        for rank in 0..8 {
+            let (tp, dp, pp) = (
+                l.coord(rank, Axis::Tp),
+                l.coord(rank, Axis::Dp),
+                l.coord(rank, Axis::Pp),
+            );
+            let peer = l.rank_at(1 - dp, tp, pp) as usize;
+            let (mine, theirs) = (&r.local_grads[rank as usize], &r.local_grads[peer]);
+            assert_eq!(
+                mine.len(),
+                10,
+                "fc2, fc1, LN2 γ β, out-proj, one local head's Q K V, LN1 γ β"
+            );
+            for (g, (a, b)) in mine.iter().zip(theirs).enumerate() {
+                let sum: Vec<f32> = a
+                    .iter()
+                    .zip(b)
+                    .map(|(x, y)| half::f16::from_f32(x + y).to_f32())
+                    .collect();
+                assert_eq!(r.grads[rank as usize][g], sum, "rank {rank} gradient {g}");
+            }
+            let kernels = r.records[rank as usize]
+                .iter()
+                .filter(|w| w.class.name() == "compute")
+                .count();
+            assert!(kernels >= 2 * 20, "rank {rank}: {kernels} kernels recorded");
+        }
     }
 }

@@ -108,7 +108,12 @@ impl Run<'_> {
     }
 
     /// Sends a tensor of the stage's on (it stays the stage's).
-    fn send(&mut self, ctx: &mut Rank, t: &Tensor, to: Option<u32>) -> Result<Option<Work>, DistError> {
+    fn send(
+        &mut self,
+        ctx: &mut Rank,
+        t: &Tensor,
+        to: Option<u32>,
+    ) -> Result<Option<Work>, DistError> {
         let Some(dst) = to else {
             return Ok(None);
         };
@@ -180,7 +185,10 @@ pub fn run_pipeline(
         run.backward(ctx, stage, i, ready)?;
     }
     let gradient_send = run.gradient_send.take();
-    for w in std::mem::take(&mut run.sends).into_iter().chain(gradient_send) {
+    for w in std::mem::take(&mut run.sends)
+        .into_iter()
+        .chain(gradient_send)
+    {
         ctx.wait(&w)?;
     }
     Ok(Ran {

@@ -138,7 +138,6 @@ impl UniformStage {
         self.handed.push(t.clone());
         Ok(t)
     }
-
 }
 
 impl Stage for UniformStage {

@@ -10,9 +10,9 @@ use super::layout::{Axis, Groups, Parallel, make_groups};
 use super::schedule::{PipelineRank, Schedule, run_pipeline};
 use super::stage::{Stage, UniformShape, UniformStage};
 use super::transformer_stage::TransformerStage;
+use crate::gemm::Placement;
 use crate::tp::ModelParallel;
 use crate::transformer::{LayerShape, LayerStack, TpOptions};
-use crate::gemm::Placement;
 use kernbench_dist::{DistError, GroupId, ProcessGroup, Rank, WORLD, WorkClass, WorkRecord};
 use kernbench_runtime::trace::ChromeTrace;
 use kernbench_systems::Tick;
@@ -329,13 +329,25 @@ fn build_stage(
                 tp: l.tp as usize,
             };
             let seeds = (weight_seed, data_seed);
-            Box::new(UniformStage::new(ctx, shape, step.placement.clone(), seeds, mode)?)
+            Box::new(UniformStage::new(
+                ctx,
+                shape,
+                step.placement.clone(),
+                seeds,
+                mode,
+            )?)
         }
         Model::Transformer => {
             let layers = step.shape.layers_per_stage;
             let opts = step.tp_options;
-            let stack =
-                LayerStack::new(ctx, step.layer_shape(), layers, mp.clone(), opts, weight_seed)?;
+            let stack = LayerStack::new(
+                ctx,
+                step.layer_shape(),
+                layers,
+                mp.clone(),
+                opts,
+                weight_seed,
+            )?;
             Box::new(TransformerStage::new(ctx, stack, l.tp)?)
         }
     })

@@ -11,13 +11,13 @@ use super::{
     Schedule, TrainStep, train_step,
 };
 use crate::gemm::Placement;
-use crate::transformer::TpOptions;
 use crate::sweep::fingerprint;
 use crate::sweep::plan::{TRAIN_PLAN, check_name, with_base};
 use crate::sweep::plots::{Series, chart};
 use crate::sweep::study::{
     Inputs, PointEnv, PointFile, Record, Study, StudyPoint, csv_rows, rows_that_ran,
 };
+use crate::transformer::TpOptions;
 use kernbench_ccl::CclConfig;
 use kernbench_runtime::output::write_file;
 use kernbench_spec::spec::{SipTopology, SpecError, System, parse_yaml};

@@ -37,7 +37,7 @@ impl Stage for TransformerStage {
     }
 
     /// The stack's backward; on the last micro-batch each layer's weight
-    /// gradients go to `ready` as that layer's backward is launched, so
+    /// gradients go to `ready` as that layer's backward ends, so
     /// their DP reduction overlaps the layers below.
     fn backward(
         &mut self,

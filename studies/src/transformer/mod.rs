@@ -74,7 +74,12 @@ pub struct LayerStack {
 }
 
 /// Refuses a shape the TP group cannot split, naming the field and the fix.
-pub fn check(shape: &LayerShape, tp: usize, cubes: usize, opts: &TpOptions) -> Result<(), DistError> {
+pub fn check(
+    shape: &LayerShape,
+    tp: usize,
+    cubes: usize,
+    opts: &TpOptions,
+) -> Result<(), DistError> {
     let bad = |m: String| Err(DistError::Config(m));
     let LayerShape {
         hidden,
@@ -262,9 +267,8 @@ impl LayerStack {
     }
 
     /// [`LayerStack::backward`] handing each layer's weight gradients to
-    /// `done` as soon as that layer's backward is launched (work issued
-    /// on them after, such as a DP all-reduce, follows the kernels that
-    /// write them in the rank's per-PE order).
+    /// `done` as soon as that layer's backward has ended (a DP all-reduce
+    /// issued on them then overlaps the layers below).
     pub fn backward_with(
         &mut self,
         ctx: &mut Rank,
@@ -292,6 +296,9 @@ impl LayerStack {
             };
             let dx = layer.backward(ctx, &mut self.env, (&s.x, &acts), &cur, self.fresh)?;
             if let Some(done) = done.as_deref_mut() {
+                // Work issued on the gradients may run on other PEs than
+                // the kernels that write them: they must have ended.
+                self.env.settle(ctx)?;
                 done(ctx, &layer.grads())?;
             }
             acts.retire(&mut self.env);

@@ -91,7 +91,9 @@ impl RankWeights {
     /// Every tensor, to give back.
     pub fn into_tensors(self) -> Vec<Tensor> {
         let mut out: Vec<Tensor> = self.q.into_iter().chain(self.k).chain(self.v).collect();
-        out.extend([self.out, self.fc1, self.fc2, self.ln1.0, self.ln1.1, self.ln2.0, self.ln2.1]);
+        out.extend([
+            self.out, self.fc1, self.fc2, self.ln1.0, self.ln1.1, self.ln2.0, self.ln2.1,
+        ]);
         out
     }
     /// TP rank `tp_rank` of `tp`'s slices of `full` (None: timing only,
