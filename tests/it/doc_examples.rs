@@ -18,7 +18,7 @@
 //! | `merge DIR…` of directories that do not exist | each made first by `sweep` of the tiny plan, shard k of N |
 //! | `bench` | `--no-build`, `--sips 16`, `--rounds 4` |
 //! | `tp-mlp --tp LIST` | `--tp 1,2` |
-//! | `train-step` | `--hidden 64 --heads 4 --seq 64` |
+//! | `train-step` | `--hidden 64 --heads 4 --seq 64`; `--micro-batches` at most `--pp` (1 without) |
 //! | `autotune` | `--sizes` capped at 16K, on `tests/data/doc/small.yaml` (or the mapped `--system`/`--preset`) |
 //! | `parallel -S HOSTS … 'CMD {}' ::: V…` | CMD for each V, here (`cd DIR &&` dropped) |
 //! | `$SLURM_ARRAY_TASK_ID` | 1 |
@@ -423,6 +423,15 @@ fn shrink(mut args: Vec<String>, dir: &Path) -> Result<Vec<String>, String> {
             set(&mut args, "--hidden", "64");
             set(&mut args, "--heads", "4");
             set(&mut args, "--seq", "64");
+            // At most as many micro-batches as stages (1F1B's least).
+            let value = |flag: &str| {
+                let at = args.iter().position(|a| a == flag);
+                at.and_then(|i| args.get(i + 1)?.parse::<u32>().ok())
+            };
+            if let Some(m) = value("--micro-batches") {
+                let m = m.min(value("--pp").unwrap_or(1));
+                set(&mut args, "--micro-batches", &m.to_string());
+            }
         }
         Some("autotune") => small_autotune(&mut args, dir)?,
         Some("run" | "topo") => small_system(&mut args, dir)?,
