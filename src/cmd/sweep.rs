@@ -235,21 +235,35 @@ fn exit_if_interrupted(interrupted: bool, plan_arg: &str, out: &Path) {
 /// Knobs that shrink a TP plan.
 const TP_STUDY_KNOBS: &str = "fewer points (grid.tp, grid.hidden, grid.topology of the plan), fewer tokens, or a smaller base system";
 
-/// `sweep` of a TP plan: its points (or a shard of them) in parallel into
-/// --out, resumable, then the table.
-fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> {
+/// The base system of a plan of whole programs (TP, train): refuses
+/// `--ccl` (the plan names entries of the embedded ccl.yaml, `entries`
+/// says where) and fixes the network model of every point.
+fn program_plan_base(
+    a: &SweepArgs,
+    system: Option<System>,
+    (kind, name, entries): (&str, &str, &str),
+) -> Result<System> {
     if a.ccl.is_some() {
         bail!(
-            "--ccl applies to collective plans; the TP plan '{}' runs with the embedded ccl.yaml (its `algorithm:` names the entry); allowed: no --ccl",
-            plan.name
+            "--ccl applies to collective plans; the {kind} plan '{name}' runs with the embedded ccl.yaml ({entries}); allowed: no --ccl"
         );
     }
     let mut base = system.unwrap_or_else(System::embedded_default);
     let why = format!(
-        "the TP plan '{}' runs whole programs, not one collective an estimate can place",
-        plan.name
+        "the {kind} plan '{name}' runs whole programs, not one collective an estimate can place"
     );
     a.network.set_fixed(&mut base, &why)?;
+    Ok(base)
+}
+
+/// `sweep` of a TP plan: its points (or a shard of them) in parallel into
+/// --out, resumable, then the table.
+fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> {
+    let base = program_plan_base(
+        a,
+        system,
+        ("TP", &plan.name, "its `algorithm:` names the entry"),
+    )?;
     let cost = kernbench::command_costs::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
     cost.check("sweep", &a.budget.budget(), TP_STUDY_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", plan.name))?;
@@ -300,18 +314,11 @@ const TRAIN_STUDY_KNOBS: &str =
 /// `sweep` of a train plan: its points in parallel into --out, resumable,
 /// then the table.
 fn train_sweep(plan: &TrainPlan, a: &SweepArgs, system: Option<System>) -> Result<()> {
-    if a.ccl.is_some() {
-        bail!(
-            "--ccl applies to collective plans; the train plan '{}' runs with the embedded ccl.yaml (its grid.algorithm names the entries); allowed: no --ccl",
-            plan.name
-        );
-    }
-    let mut base = system.unwrap_or_else(System::embedded_default);
-    let why = format!(
-        "the train plan '{}' runs whole programs, not one collective an estimate can place",
-        plan.name
-    );
-    a.network.set_fixed(&mut base, &why)?;
+    let base = program_plan_base(
+        a,
+        system,
+        ("train", &plan.name, "its grid.algorithm names the entries"),
+    )?;
     let cost = kernbench::command_costs::train_study(plan, &base).map_err(anyhow::Error::msg)?;
     cost.check("sweep", &a.budget.budget(), TRAIN_STUDY_KNOBS)
         .map_err(|e| anyhow::anyhow!("{}: {e}", plan.name))?;

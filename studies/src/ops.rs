@@ -175,14 +175,7 @@ fn beside(name: &str, p: &Tensor, x: &Tensor) -> Result<(), DistError> {
 fn launch(ctx: &mut Rank, x: &Tensor, op: RowOp, placement: &Placement) -> Result<Work, DistError> {
     let ppc = ctx.sip_shape().1;
     placement.check(ppc)?;
-    let mut pes: Vec<(u32, u32)> = Vec::new();
-    for s in &x.shards {
-        for p in placement.sharing(s.block.rows.1, ppc) {
-            if !pes.contains(&(s.cube, p)) {
-                pes.push((s.cube, p));
-            }
-        }
-    }
+    let pes = placement.row_sharers(x, ppc);
     let args = RowsArgs {
         x: x.clone(),
         op,

@@ -488,21 +488,22 @@ impl<'a> Tl<'a> {
             },
             elems: elems as u64,
         };
-        let t = self.def(Some(elems), dtype);
-        let op = Op::Recv {
-            dir,
-            dst: 0,
-            size,
-            dtype,
-        };
-        self.push(op, &[], Some(t));
-        t
+        self.push_recv(dir, (size, Some(elems)), dtype)
     }
 
     /// Receives an f16 tile the size of part `p` from the IPCQ of direction `dir`.
     pub fn recv_part(&mut self, dir: QDir, p: &Part) -> Tile {
         let (size, elems) = self.part(p);
-        let dtype = DType::F16;
+        self.push_recv(dir, (size, elems), DType::F16)
+    }
+
+    /// A recv of `elems` elements of `dtype` covering `size`.
+    fn push_recv(
+        &mut self,
+        dir: QDir,
+        (size, elems): (Place, Option<usize>),
+        dtype: DType,
+    ) -> Tile {
         let t = self.def(elems, dtype);
         let op = Op::Recv {
             dir,

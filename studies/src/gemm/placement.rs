@@ -4,7 +4,7 @@
 //! contends with them only on what the PEs share (memory ports, NoC,
 //! links; docs/model.md §Streams).
 
-use kernbench_dist::DistError;
+use kernbench_dist::{DistError, Tensor};
 
 /// Which PEs of each cube holding a kernel's output compute it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -45,6 +45,20 @@ impl Placement {
             return bad("a PE is named twice".into());
         }
         Ok(())
+    }
+
+    /// The (cube, PE) pairs that share `t`'s shards row-wise: on each
+    /// cube holding a shard, [`Placement::sharing`] its rows.
+    pub fn row_sharers(&self, t: &Tensor, pes_per_cube: u32) -> Vec<(u32, u32)> {
+        let mut pes: Vec<(u32, u32)> = Vec::new();
+        for s in &t.shards {
+            for p in self.sharing(s.block.rows.1, pes_per_cube) {
+                if !pes.contains(&(s.cube, p)) {
+                    pes.push((s.cube, p));
+                }
+            }
+        }
+        pes
     }
 
     /// The PEs of a cube that share a block whose split side is `len`

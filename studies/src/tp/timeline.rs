@@ -1,6 +1,7 @@
 //! Where a rank's time goes: the intervals its kernels and collectives ran,
 //! and the breakdown of its wall time they give.
 
+use crate::train::breakdown::covered;
 use kernbench_ccl::CollResult;
 use kernbench_dist::{DistError, Rank, Work, WorkReport};
 use kernbench_systems::Tick;
@@ -31,20 +32,6 @@ pub struct Breakdown {
     /// Neither: launch latency (host to PE, launch overhead) and waiting
     /// for the other members of a collective.
     pub launch: Tick,
-}
-
-/// Total length of the union of intervals.
-fn covered(mut v: Vec<(Tick, Tick)>) -> Tick {
-    v.sort_unstable();
-    let (mut sum, mut reach) = (0, 0);
-    for (s, e) in v {
-        let s = s.max(reach);
-        if e > s {
-            sum += e - s;
-            reach = e;
-        }
-    }
-    sum
 }
 
 impl Timeline {

@@ -29,8 +29,9 @@ pub struct RankBreakdown {
     pub by_kind: BTreeMap<&'static str, Tick>,
 }
 
-/// Total length of the union of intervals.
-pub(super) fn covered(mut v: Vec<(Tick, Tick)>) -> Tick {
+/// Total length of the union of intervals (a rank busy over several
+/// works at once counts each tick once).
+pub fn covered(mut v: Vec<(Tick, Tick)>) -> Tick {
     v.sort_unstable();
     let (mut sum, mut reach) = (0, 0);
     for (s, e) in v {

@@ -58,14 +58,7 @@ pub fn launch_rows(
     ins: &[&Tensor],
 ) -> Result<Work, DistError> {
     let ppc = ctx.sip_shape().1;
-    let mut pes: Vec<(u32, u32)> = Vec::new();
-    for s in &out.shards {
-        for p in placement.sharing(s.block.rows.1, ppc) {
-            if !pes.contains(&(s.cube, p)) {
-                pes.push((s.cube, p));
-            }
-        }
-    }
+    let pes = placement.row_sharers(out, ppc);
     let args = Args {
         out: out.clone(),
         ins: ins.iter().map(|t| (*t).clone()).collect(),
