@@ -260,6 +260,16 @@ fn the_trace_has_compute_and_communication_tracks_per_rank() {
 /// model, and the three figures are written.
 #[test]
 fn a_train_sweep_writes_rows_and_figures() {
+    // A plan of GPT layers runs too (heads from head_dim, SP on).
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let plan = "tests/data/train_transformer.yaml";
+    let (code, stdout, err) =
+        crate::common::kernbench_cli(&["sweep", "--plan", plan, "--out", out.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stdout}{err}");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 2, "{csv}");
+    assert!(csv.contains("2,2,1,tp-dp-pp"), "{csv}");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
     let (code, stdout, err) = crate::common::kernbench_cli(&[
