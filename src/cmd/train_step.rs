@@ -193,7 +193,8 @@ fn table(step: &TrainStep, r: &TrainReport, network: &str) -> String {
     out += &line("compute", sum.compute_us);
     out += &line("exposed communication", sum.exposed_us);
     out += &line("hidden communication", sum.hidden_us);
-    out += &line("idle: bubble, launch gaps", sum.bubble_us);
+    out += &line("pipeline bubble", sum.bubble_us);
+    out += &line("other idle (launch gaps)", sum.gaps_us);
     out += &line("communication (serialized)", sum.communication_us);
     for (kind, us) in &sum.by_kind {
         out += &line(&format!("  {kind}"), *us);
@@ -203,7 +204,7 @@ fn table(step: &TrainStep, r: &TrainReport, network: &str) -> String {
         "peak activations kept", r.peak_activations
     );
     out += &format!("{:<32} {:>12.4}\n", "MFU", r.mfu);
-    out += "# components are means over ranks; step = compute + exposed + idle on every rank (idle: the pipeline bubble and the gaps between kernels); MFU = 3 x forward FLOPs / (step x peak of the SIPs used)\n";
+    out += "# components are means over ranks; step = compute + exposed + bubble + other idle on every rank (bubble: idle before the first work, after the last and until a stage's message arrives); MFU = 3 x forward FLOPs / (step x peak of the SIPs used)\n";
     out
 }
 

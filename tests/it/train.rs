@@ -111,6 +111,7 @@ fn pipeline_schedules_on_ideal_links() {
             assert_eq!(b.compute, m * stage);
             assert_eq!(b.communication, 0);
             assert_eq!(b.step, b.compute + b.bubble);
+            assert_eq!(b.gaps, 0, "no launch overhead on ideal links");
             assert_eq!(b.bubble, (p - 1) * stage, "{schedule:?} rank {}", b.rank);
             // share = bubble / step = (p − 1) / (m + p − 1)
             assert_eq!(b.bubble * (m + p - 1), (p - 1) * b.step);
@@ -238,7 +239,8 @@ fn the_trace_has_compute_and_communication_tracks_per_rank() {
         path.to_str().unwrap(),
     ]);
     assert_eq!(code, Some(0), "{out}{err}");
-    assert!(out.contains("idle: bubble, launch gaps (us)"), "{out}");
+    assert!(out.contains("pipeline bubble (us)"), "{out}");
+    assert!(out.contains("other idle (launch gaps) (us)"), "{out}");
     let trace: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let names: Vec<String> = trace["traceEvents"]

@@ -128,6 +128,8 @@ pub struct Summary {
     pub exposed_us: f64,
     pub hidden_us: f64,
     pub bubble_us: f64,
+    /// Idle time that is not the pipeline's: launch overhead, host waits.
+    pub gaps_us: f64,
     /// Communication serialized: exposed + hidden.
     pub communication_us: f64,
     /// Each communication kind's time (`all_reduce`, `send`, …), by name.
@@ -155,6 +157,7 @@ impl TrainReport {
             exposed_us: mean(&|b| b.exposed),
             hidden_us: mean(&|b| b.hidden),
             bubble_us: mean(&|b| b.bubble),
+            gaps_us: mean(&|b| b.gaps),
             communication_us: mean(&|b| b.communication),
             by_kind: kinds
                 .into_iter()

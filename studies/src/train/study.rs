@@ -140,6 +140,8 @@ pub struct TrainRow {
     pub exposed_comm_us: f64,
     pub hidden_comm_us: f64,
     pub bubble_us: f64,
+    /// Other idle time: launch overhead between kernels, host waits.
+    pub gaps_us: f64,
     /// Messages between stages (`send` + `recv` of a rank, covered).
     pub p2p_us: f64,
     /// DP collectives (all-reduce, reduce-scatter, all-gather).
@@ -406,6 +408,7 @@ impl<'a> TrainStudy<'a> {
             exposed_comm_us: sum.exposed_us,
             hidden_comm_us: sum.hidden_us,
             bubble_us: sum.bubble_us,
+            gaps_us: sum.gaps_us,
             p2p_us: kinds(&["send", "recv"]),
             dp_comm_us: kinds(&["all_reduce", "reduce_scatter", "all_gather"]),
             mfu: r.mfu,
@@ -520,7 +523,7 @@ fn by_slice(
 
 /// The three figures: the step stacked by component (cumulative lines
 /// over the configurations in result order: compute, + exposed
-/// communication, + bubble = the step), MFU against TP × PP, and the
+/// communication, + bubble, + other idle = the step), MFU against TP × PP, and the
 /// exposed communication share against TP × PP.
 fn write_figures(dir: &Path, rows: &[TrainRow]) -> Result<Vec<String>, String> {
     let at = |i: usize| i as f64;
@@ -540,7 +543,14 @@ fn write_figures(dir: &Path, rows: &[TrainRow]) -> Result<Vec<String>, String> {
                 .collect(),
         ),
         (
-            "+ bubble = step".into(),
+            "+ pipeline bubble".into(),
+            rows.iter()
+                .enumerate()
+                .map(|(i, r)| (at(i), r.compute_us + r.exposed_comm_us + r.bubble_us))
+                .collect(),
+        ),
+        (
+            "+ other idle = step".into(),
             rows.iter()
                 .enumerate()
                 .map(|(i, r)| (at(i), r.step_us))
