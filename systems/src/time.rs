@@ -1,7 +1,9 @@
 //! Simulated time: the clock and the per-module calendars it jumps between.
 
 use bevy_ecs::prelude::*;
-use std::collections::VecDeque;
+use rustc_hash::FxHashMap;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Simulated time in ticks (tick length comes from the system spec).
 pub type Tick = u64;
@@ -34,17 +36,20 @@ pub struct Clock {
 
 /// Events of one kind, bucketed by the tick at which they are due.
 ///
-/// Buckets live in a slab indexed by a sorted deque of (tick, bucket), so a
-/// push costs a binary search over the distinct pending ticks, not over
-/// events, and taking the earliest tick pops the front. New ticks mostly
-/// lie after every pending one (the back) or just before it, where the
-/// deque inserts by moving a few entries. Lock-step workloads push to a
-/// handful of ticks over and over, so the last few buckets used are
-/// remembered and hit without a search. Emptied bucket vectors are
-/// recycled: the hot path does not allocate.
+/// Buckets live in a slab; a hash map finds the bucket of a pending tick and
+/// a min-heap of the distinct pending ticks gives the earliest. A push to a
+/// pending tick costs one hash look-up, a new tick a heap push: no search or
+/// shift over the pending ticks, which matters when thousands of packets in
+/// flight land on interleaved ticks. Lock-step workloads push to a handful
+/// of ticks over and over, so the last few buckets used are remembered and
+/// hit without hashing. Emptied bucket vectors are recycled: the hot path
+/// does not allocate.
 #[derive(Debug)]
 pub struct Calendar<E> {
-    index: VecDeque<(Tick, u32)>,
+    /// Pending tick -> its bucket's slot.
+    slots: FxHashMap<Tick, u32>,
+    /// The pending ticks, each once, earliest on top.
+    ticks: BinaryHeap<Reverse<Tick>>,
     slab: Vec<Vec<E>>,
     free_slots: Vec<u32>,
     spare: Vec<Vec<E>>,
@@ -62,7 +67,8 @@ const NO_SLOT: u32 = u32::MAX;
 impl<E> Default for Calendar<E> {
     fn default() -> Self {
         Self {
-            index: VecDeque::new(),
+            slots: FxHashMap::default(),
+            ticks: BinaryHeap::new(),
             slab: Vec::new(),
             free_slots: Vec::new(),
             spare: Vec::new(),
@@ -86,14 +92,9 @@ impl<E> Calendar<E> {
     }
 
     fn slot_for(&mut self, at: Tick) -> u32 {
-        // Most new ticks lie after every pending one: no search for those.
-        let found = match self.index.back() {
-            Some(&(last, _)) if last < at => Err(self.index.len()),
-            _ => self.index.binary_search_by_key(&at, |e| e.0),
-        };
-        let slot = match found {
-            Ok(i) => self.index[i].1,
-            Err(i) => {
+        let slot = match self.slots.get(&at) {
+            Some(&slot) => slot,
+            None => {
                 let bucket = self.spare.pop().unwrap_or_default();
                 let slot = match self.free_slots.pop() {
                     Some(slot) => {
@@ -105,7 +106,8 @@ impl<E> Calendar<E> {
                         self.slab.len() as u32 - 1
                     }
                 };
-                self.index.insert(i, (at, slot));
+                self.slots.insert(at, slot);
+                self.ticks.push(Reverse(at));
                 slot
             }
         };
@@ -116,23 +118,21 @@ impl<E> Calendar<E> {
 
     /// The earliest bucket's tick and events, left in place.
     pub fn front(&self) -> Option<(Tick, &[E])> {
-        let &(t, slot) = self.index.front()?;
-        Some((t, &self.slab[slot as usize]))
+        let t = self.next_due()?;
+        Some((t, &self.slab[self.slots[&t] as usize]))
     }
 
     /// The earliest tick with a pending event.
     pub fn next_due(&self) -> Option<Tick> {
-        self.index.front().map(|e| e.0)
+        self.ticks.peek().map(|r| r.0)
     }
 
     /// Removes and returns the events of the earliest bucket if it is due at
     /// or before `now`, in push order. Give the vector back with [`Calendar::recycle`].
     pub fn take_due(&mut self, now: Tick) -> Option<Vec<E>> {
-        let &(t, slot) = self.index.front()?;
-        if t > now {
-            return None;
-        }
-        self.index.pop_front();
+        let t = self.next_due().filter(|&t| t <= now)?;
+        self.ticks.pop();
+        let slot = self.slots.remove(&t).expect("a pending tick has a bucket");
         for r in &mut self.recent {
             if r.1 == slot {
                 r.1 = NO_SLOT;
@@ -157,23 +157,26 @@ impl<E> Calendar<E> {
 
     /// Every pending event with its tick, in tick order (push order within a tick).
     pub fn iter(&self) -> impl Iterator<Item = (Tick, &E)> {
-        self.index
-            .iter()
-            .flat_map(|&(t, slot)| self.slab[slot as usize].iter().map(move |e| (t, e)))
+        let mut pending: Vec<(Tick, u32)> = self.slots.iter().map(|(&t, &s)| (t, s)).collect();
+        pending.sort_unstable_by_key(|e| e.0);
+        pending
+            .into_iter()
+            .flat_map(|(t, slot)| self.slab[slot as usize].iter().map(move |e| (t, e)))
     }
 
     /// Rewrites every pending event in place.
     pub fn for_each_mut(&mut self, mut f: impl FnMut(&mut E)) {
-        for &(_, slot) in &self.index {
+        for &slot in self.slots.values() {
             self.slab[slot as usize].iter_mut().for_each(&mut f);
         }
     }
 
     /// Moves every pending event `d` ticks later (order unchanged).
     pub fn shift(&mut self, d: Tick) {
-        for e in &mut self.index {
-            e.0 += d;
-        }
+        self.slots = self.slots.drain().map(|(t, s)| (t + d, s)).collect();
+        // A uniform shift keeps the heap order.
+        let ticks = std::mem::take(&mut self.ticks).into_vec();
+        self.ticks = ticks.into_iter().map(|Reverse(t)| Reverse(t + d)).collect();
         for r in &mut self.recent {
             r.0 += d;
         }

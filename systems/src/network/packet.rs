@@ -134,8 +134,7 @@ fn route_tick(now: Tick, net: &mut RoutingAccess) {
     let Some(mut due) = cal.0.take_due(now) else {
         return;
     };
-    // Same-tick ties: message id, then packet index (a train sorts as its first packet).
-    due.sort_unstable_by_key(|e| (e.msg, std::cmp::Reverse(e.left)));
+    sort_same_tick(&mut due);
     let (mut hops, mut ideal_hops) = (0, 0);
     for ev in &due {
         let (segs, ideal_after, full) = routes.segments(ev.route);
@@ -206,6 +205,20 @@ fn route_tick(now: Tick, net: &mut RoutingAccess) {
     counters.hops += hops;
     counters.ideal_hops += ideal_hops;
     cal.0.recycle(due);
+}
+
+/// Orders the packets due in one tick: message id, then packet index (a
+/// train sorts as its first packet); keys are unique, so any sort gives the
+/// same order. A bucket is a merge of runs already in order (the packets
+/// routed at each earlier tick), which a run-aware sort merges cheaply; one
+/// integer key compares faster than the tuple.
+fn sort_same_tick(due: &mut [HopEvent]) {
+    let pack = |e: &HopEvent| (u128::from(e.msg.0) << 32) | u128::from(u32::MAX - e.left);
+    if due.iter().all(|e| e.msg.0 <= u64::from(u32::MAX)) {
+        due.sort_by_key(|e| pack(e) as u64);
+    } else {
+        due.sort_by_key(pack);
+    }
 }
 
 pub(super) fn net_due(clock: Res<Clock>, cal: Res<NetCalendar>, ahead: Res<RoutedAhead>) -> bool {
