@@ -192,23 +192,30 @@ impl Sched<'_> {
         }
     }
 
-    /// Work `id` ended with `report`.
-    fn end_work(&mut self, id: u64, report: LaunchReport) {
+    /// Ends work `id` if it runs and the engine has finished it: its
+    /// report goes to `ended` (and to the records that hold it). Whether
+    /// it ended now.
+    fn end_if_finished(&mut self, id: u64) -> Result<bool, String> {
+        let done = matches!(self.works.get(&id), Some(WorkState::Running(h, _)) if self.pg.machine.finished(h));
+        if !done {
+            return Ok(false);
+        }
+        let Some(WorkState::Running(h, _)) = self.works.remove(&id) else {
+            return Ok(false);
+        };
+        let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
         self.ended.insert(id, report);
         if let Some(r) = self.recorded.get_mut(&id) {
             r.1 = Some(report);
         }
+        Ok(true)
     }
 
     /// When recorded work `id` ran, if it has ended (a running work the
     /// engine has finished ends here); forgets it once every record that
     /// holds it has asked.
     pub fn take_recorded(&mut self, id: u64) -> Result<Option<LaunchReport>, String> {
-        let finished = matches!(self.works.get(&id), Some(WorkState::Running(h, _)) if self.pg.machine.finished(h));
-        if finished && let Some(WorkState::Running(h, _)) = self.works.remove(&id) {
-            let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
-            self.end_work(id, report);
-        }
+        self.end_if_finished(id)?;
         let Some((count, ran)) = self.recorded.get_mut(&id) else {
             return Ok(None);
         };
@@ -429,13 +436,7 @@ impl Sched<'_> {
             .map_err(|e| e.to_string())?;
         let mut finished = Vec::new();
         for w in ids {
-            let done = matches!(self.works.get(&w), Some(WorkState::Running(h, _)) if self.pg.machine.finished(h));
-            if !done {
-                continue;
-            }
-            if let Some(WorkState::Running(h, _)) = self.works.remove(&w) {
-                let report = self.pg.machine.wait(h).map_err(|e| e.to_string())?;
-                self.end_work(w, report);
+            if self.end_if_finished(w)? {
                 finished.push(w);
             }
         }

@@ -7,7 +7,7 @@ use clap::Args;
 use kernbench::ccl::CclConfig;
 use kernbench::spec::{System, presets};
 use kernbench::sweep::{Options, Plan};
-use kernbench::tp::study::{self, TpPlan, TpRecord, TpStudy};
+use kernbench::tp::study::{self, TpPlan, TpStudy};
 use kernbench::train::study::{self as train_study, TrainPlan, TrainStudy};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -282,29 +282,11 @@ fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> 
         plan.algorithm,
         out.display()
     );
-    let started = Instant::now();
-    let outcome = kernbench::sweep::run(&tp_study, &opts).map_err(anyhow::Error::msg)?;
-    let rows = kernbench::sweep::study::rows_that_ran(&outcome.rows);
-    print!("{}", study::table(&rows));
-    eprintln!(
-        "{} of {total} points done ({} run now in {:.1} s, {} from before); wrote {} in {}",
-        outcome.rows.len(),
-        outcome.ran,
-        started.elapsed().as_secs_f64(),
-        outcome.skipped,
-        study::FILES[1..].join(", "),
-        out.display()
-    );
-    exit_if_interrupted(outcome.interrupted, &a.plan, &out);
-    let failed: Vec<&TpRecord> = outcome.rows.iter().filter(|r| r.row.is_none()).collect();
-    if !failed.is_empty() {
-        eprintln!("\n{} point(s) failed:", failed.len());
-        for r in &failed {
-            eprintln!("  [{}] {}: {}", r.index, r.point, r.error);
-        }
-        std::process::exit(1);
-    }
-    Ok(())
+    run_and_report(
+        &tp_study,
+        (&opts, &out, total, &a.plan),
+        (study::table, &study::FILES[1..]),
+    )
 }
 
 /// Knobs that shrink a train plan.
@@ -333,20 +315,42 @@ fn train_sweep(plan: &TrainPlan, a: &SweepArgs, system: Option<System>) -> Resul
         plan.sips,
         out.display()
     );
+    run_and_report(
+        &train,
+        (&opts, &out, total, &a.plan),
+        (train_study::table, &train_study::FILES[1..]),
+    )
+}
+
+/// How a study prints the rows that ran.
+type Table<R> = fn(&[R]) -> String;
+
+/// Runs the points of a study of whole programs (TP, train) into `out`,
+/// prints its table, what ran and the files written; exits 1 naming every
+/// point that failed.
+fn run_and_report<S, R>(
+    study: &S,
+    (opts, out, total, plan_arg): (&Options, &Path, usize, &str),
+    (table, files): (Table<R>, &[&str]),
+) -> Result<()>
+where
+    S: kernbench::sweep::study::Study<Row = kernbench::sweep::study::Record<R>>,
+    R: Clone,
+{
     let started = Instant::now();
-    let outcome = kernbench::sweep::run(&train, &opts).map_err(anyhow::Error::msg)?;
+    let outcome = kernbench::sweep::run(study, opts).map_err(anyhow::Error::msg)?;
     let rows = kernbench::sweep::study::rows_that_ran(&outcome.rows);
-    print!("{}", train_study::table(&rows));
+    print!("{}", table(&rows));
     eprintln!(
         "{} of {total} points done ({} run now in {:.1} s, {} from before); wrote {} in {}",
         outcome.rows.len(),
         outcome.ran,
         started.elapsed().as_secs_f64(),
         outcome.skipped,
-        train_study::FILES[1..].join(", "),
+        files.join(", "),
         out.display()
     );
-    exit_if_interrupted(outcome.interrupted, &a.plan, &out);
+    exit_if_interrupted(outcome.interrupted, plan_arg, out);
     let failed: Vec<_> = outcome.rows.iter().filter(|r| r.row.is_none()).collect();
     if !failed.is_empty() {
         eprintln!("\n{} point(s) failed:", failed.len());

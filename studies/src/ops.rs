@@ -13,7 +13,7 @@
 //! kernels need every shard to hold whole rows.
 
 use crate::gemm::Placement;
-use crate::tp::kernels::{element, pieces, rows_of};
+use crate::tp::kernels::{element, pieces};
 use kernbench_dist::{DistError, Rank, Shard, Split, Tensor, Work};
 use kernbench_runtime::kernel::{Addr, Tile, Tl};
 
@@ -190,11 +190,9 @@ fn launch(ctx: &mut Rank, x: &Tensor, op: RowOp, placement: &Placement) -> Resul
 fn rows_kernel(tl: &mut Tl, g: &RowsArgs) {
     let (cube, pe) = (tl.program_id(1), tl.program_id(2));
     for s in g.x.shards.iter().filter(|s| s.cube == cube) {
-        let pes = g.placement.sharing(s.block.rows.1, g.pes_per_cube);
-        let Some(part) = pes.iter().position(|&p| p == pe) else {
+        let Some(mine) = g.placement.rows_of_pe(s.block, g.pes_per_cube, pe) else {
             continue;
         };
-        let mine = rows_of(s.block, pes.len() as u32, part as u32);
         let (c0, cols) = s.block.cols;
         let per_tile = (TILE_ELEMS / cols.max(1)).max(1);
         for (r, rn) in pieces(mine.rows.0, mine.rows.1, per_tile) {

@@ -4,7 +4,7 @@
 //! contends with them only on what the PEs share (memory ports, NoC,
 //! links; docs/model.md §Streams).
 
-use kernbench_dist::{DistError, Tensor};
+use kernbench_dist::{Block, DistError, Tensor};
 
 /// Which PEs of each cube holding a kernel's output compute it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -59,6 +59,18 @@ impl Placement {
             }
         }
         pes
+    }
+
+    /// PE `pe`'s rows of `block` when the placement's PEs share its rows
+    /// ([`Placement::sharing`]); None when `pe` takes no part.
+    pub fn rows_of_pe(&self, block: Block, pes_per_cube: u32, pe: u32) -> Option<Block> {
+        let pes = self.sharing(block.rows.1, pes_per_cube);
+        let part = pes.iter().position(|&p| p == pe)?;
+        Some(crate::tp::kernels::rows_of(
+            block,
+            pes.len() as u32,
+            part as u32,
+        ))
     }
 
     /// The PEs of a cube that share a block whose split side is `len`

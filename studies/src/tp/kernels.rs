@@ -65,11 +65,9 @@ pub fn bias_add_kernel(tl: &mut Tl, g: &BiasArgs) {
     let Some(b) = g.bias.shards.iter().filter(|b| b.cube == cube).find(holds) else {
         return;
     };
-    let pes = g.placement.sharing(s.block.rows.1, g.pes_per_cube);
-    let Some(part) = pes.iter().position(|&p| p == pe) else {
+    let Some(mine) = g.placement.rows_of_pe(s.block, g.pes_per_cube, pe) else {
         return;
     };
-    let mine = rows_of(s.block, pes.len() as u32, part as u32);
     let pitch = s.block.cols.1;
     for (r, rn) in pieces(mine.rows.0, mine.rows.1, BIAS_TILE.0) {
         for (c, n) in pieces(c0, cn, BIAS_TILE.1) {

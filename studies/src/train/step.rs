@@ -351,7 +351,7 @@ fn build_stage(
                 opts,
                 weight_seed,
             )?;
-            Box::new(TransformerStage::new(ctx, stack, l.tp)?)
+            Box::new(TransformerStage { stack, tp: l.tp })
         }
     })
 }

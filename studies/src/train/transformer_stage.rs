@@ -10,26 +10,11 @@ use kernbench_dist::{DPPolicy, DistError, Rank, Tensor};
 pub struct TransformerStage {
     pub stack: LayerStack,
     pub tp: u32,
-    activation: ((usize, usize), DPPolicy),
-}
-
-impl TransformerStage {
-    pub fn new(ctx: &mut Rank, stack: LayerStack, tp: u32) -> Result<Self, DistError> {
-        // The stack's own layout for its input (a throwaway tensor).
-        let probe = stack.activation(ctx)?;
-        let activation = (probe.shape, probe.policy);
-        ctx.free(probe)?;
-        Ok(TransformerStage {
-            stack,
-            tp,
-            activation,
-        })
-    }
 }
 
 impl Stage for TransformerStage {
     fn activation(&self) -> ((usize, usize), DPPolicy) {
-        self.activation
+        self.stack.activation_layout()
     }
 
     fn forward(&mut self, ctx: &mut Rank, micro: usize, x: &Tensor) -> Result<Tensor, DistError> {

@@ -6,7 +6,7 @@
 //! blocks on the same cube (a view or a tensor of the same layout).
 
 use crate::gemm::Placement;
-use crate::tp::kernels::{element, pieces, rows_of};
+use crate::tp::kernels::{element, pieces};
 use kernbench_dist::{DistError, Rank, Shard, Tensor, Work};
 use kernbench_runtime::kernel::{Addr, Tile, Tl};
 
@@ -92,11 +92,9 @@ fn load_in(tl: &mut Tl, g: &Args, i: usize, cube: u32, (r, rn): (usize, usize)) 
 fn row_kernel(tl: &mut Tl, g: &Args) {
     let (cube, pe) = (tl.program_id(1), tl.program_id(2));
     for s in g.out.shards.iter().filter(|s| s.cube == cube) {
-        let pes = g.placement.sharing(s.block.rows.1, g.pes_per_cube);
-        let Some(part) = pes.iter().position(|&p| p == pe) else {
+        let Some(mine) = g.placement.rows_of_pe(s.block, g.pes_per_cube, pe) else {
             continue;
         };
-        let mine = rows_of(s.block, pes.len() as u32, part as u32);
         let cols = s.block.cols.1;
         let per_tile = (TILE_ELEMS / cols.max(1)).max(1);
         for (r, rn) in pieces(mine.rows.0, mine.rows.1, per_tile) {

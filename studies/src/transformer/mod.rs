@@ -194,27 +194,27 @@ impl LayerStack {
     /// output gradient: (tokens, hidden), or (tokens / tp, hidden) under SP,
     /// row blocks over the cubes.
     pub fn activation(&self, ctx: &mut Rank) -> Result<Tensor, DistError> {
-        ctx.empty(
-            (self.env.region_rows(), self.env.shape.hidden),
-            self.layout(),
-        )
+        let (shape, policy) = self.activation_layout();
+        ctx.empty(shape, policy)
     }
 
-    fn layout(&self) -> DPPolicy {
-        DPPolicy::cube_rows(self.env.cubes)
+    /// The shape and layout of [`LayerStack::activation`].
+    pub fn activation_layout(&self) -> ((usize, usize), DPPolicy) {
+        let shape = (self.env.region_rows(), self.env.shape.hidden);
+        (shape, DPPolicy::cube_rows(self.env.cubes))
     }
 
     /// Refuses an input of the wrong shape or layout.
     fn expect(&self, what: &str, x: &Tensor) -> Result<(), DistError> {
-        let want = (self.env.region_rows(), self.env.shape.hidden);
-        if x.shape == want && x.policy == self.layout() {
+        let (want, layout) = self.activation_layout();
+        if x.shape == want && x.policy == layout {
             return Ok(());
         }
         Err(DistError::Layout(format!(
             "LayerStack.{what}: the tensor is {:?} under {}; allowed: {want:?} under {}; create it with LayerStack::activation",
             x.shape,
             x.policy.describe(),
-            self.layout().describe()
+            layout.describe()
         )))
     }
 
