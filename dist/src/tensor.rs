@@ -158,6 +158,11 @@ pub struct Shard {
     pub block: Block,
     /// Where its elements start in the cube's memory (`Tensor::space`).
     pub addr: u64,
+    /// Elements from the start of one of its rows in memory to the next:
+    /// its block's width, or for a view of some columns of a wider tensor,
+    /// that tensor's. GEMM operands and outputs may be such views; every
+    /// other kernel takes shards whose rows are contiguous.
+    pub pitch: usize,
 }
 
 /// A rank's tensor: row-major, `shape = (rows, cols)`, elements of `dtype`.
@@ -267,6 +272,7 @@ pub fn place(
                 nbytes: block.elems() as u64 * dtype.bytes(),
                 block,
                 addr: 0,
+                pitch: block.cols.1,
             });
         }
     }

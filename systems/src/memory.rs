@@ -145,13 +145,6 @@ impl MemoryStore {
         }
         let end = at.offset + data.len() as u64 * dtype.bytes();
         let where_ = |base: u64| format!("{} {}+{base:#x}", at.space.name(), at.instance);
-        let overlap = |base: u64| {
-            format!(
-                "write of {} bytes at {} partly overlaps the tensor at +{base:#x}",
-                end - at.offset,
-                where_(at.offset)
-            )
-        };
         if let Some((base, t)) = self.containing(at) {
             let t_end = t.end(base.offset);
             // A tensor of another dtype is replaced only when the write covers it exactly.
@@ -171,10 +164,9 @@ impl MemoryStore {
                 t.values[off..off + data.len()].copy_from_slice(data);
                 return Ok(());
             }
-            // A tensor that starts before the write and ends inside it would
-            // be cut in two; one that starts where the write starts is replaced.
+            // A tensor that starts before the write keeps what lies before it.
             if base.offset < at.offset && at.offset < t_end {
-                return Err(overlap(base.offset));
+                self.cut(base, at.offset);
             }
         }
         let covered: Vec<MemLoc> = self
@@ -183,8 +175,9 @@ impl MemoryStore {
             .map(|(&k, _)| k)
             .collect();
         for k in covered {
+            // A tensor that ends past the write keeps what lies after it.
             if self.tensors[&k].end(k.offset) > end {
-                return Err(overlap(k.offset));
+                self.cut(k, end);
             }
             self.tensors.remove(&k);
         }
@@ -192,6 +185,19 @@ impl MemoryStore {
         self.tensors.insert(at, Stored { dtype, values });
         self.merge_around(at);
         Ok(())
+    }
+
+    /// Cuts the stored tensor at `base` in two at byte offset `at` (inside
+    /// it, on an element boundary): rows of a wider tensor written by
+    /// strided stores overwrite part of what was stored there before.
+    fn cut(&mut self, base: MemLoc, at: u64) {
+        let t = self.tensors.get_mut(&base).expect("a stored tensor");
+        let keep = ((at - base.offset) / t.dtype.bytes()) as usize;
+        let tail = Stored {
+            dtype: t.dtype,
+            values: t.values.split_off(keep),
+        };
+        self.tensors.insert(MemLoc { offset: at, ..base }, tail);
     }
 
     /// Joins the tensor at `at` with a stored tensor of its dtype that ends
@@ -351,10 +357,17 @@ mod tests {
                 .unwrap_err()
                 .contains("nothing was written")
         );
-        assert!(
-            m.write(at(106), H, &v(&[0.0, 0.0]))
-                .unwrap_err()
-                .contains("partly overlaps")
+        // A write over a tensor's end overwrites what it covers.
+        m.write(at(106), H, &v(&[5.0, 6.0])).unwrap();
+        assert_eq!(
+            m.read(at(100), 5, H).unwrap(),
+            v(&[1.0, 2.0, 9.0, 5.0, 6.0])
+        );
+        // One over a tensor's start too, and the rest of it stays.
+        m.write(at(98), H, &v(&[0.5, 0.25])).unwrap();
+        assert_eq!(
+            m.read(at(98), 6, H).unwrap(),
+            v(&[0.5, 0.25, 2.0, 9.0, 5.0, 6.0])
         );
         // A longer write at the start of a tensor replaces it.
         m.write(at(100), H, &v(&[7.0; 6])).unwrap();

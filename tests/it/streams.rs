@@ -85,7 +85,7 @@ type Run = (u64, u64);
 /// for ended, not at that end, the serialized steps took 138 ticks more
 /// (72653, 71097) and the overlapped ones up to 94 (70187).
 const PINNED_DDP: ((Run, Run), (Run, Run)) =
-    (((72515, 0), (70093, 1254)), ((70959, 0), (59925, 33391)));
+    (((67687, 0), (64725, 1734)), ((67687, 0), (56653, 28814)));
 
 /// What each rank saw of the interleaved program below.
 type Seen = (u32, [WorkReport; 5]);

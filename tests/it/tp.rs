@@ -105,7 +105,8 @@ fn tp_inside_dp_gives_the_pure_tp_result() {
 }
 
 /// The MLP's kernels placed off pe0 (where the cube leaders' all-reduce
-/// runs) give the same outputs; its hidden communication is measured from
+/// runs) give the same outputs (and, as its GEMMs are too small to want
+/// more than a few PEs a cube, the same compute time); its hidden communication is measured from
 /// when each kernel and the all-reduce ran, and stays 0: the all-reduce
 /// needs fc2's GEMM done, and nothing else runs meanwhile.
 #[test]
@@ -123,7 +124,7 @@ fn the_mlp_placed_off_the_leaders_gives_the_same_outputs() {
     assert!(off.within_bound);
     assert_eq!(off.outputs, owners.outputs);
     assert_eq!(off.breakdown.hidden, 0);
-    assert_ne!(off.breakdown.compute, owners.breakdown.compute);
+    assert_eq!(off.breakdown.compute, owners.breakdown.compute);
     let e = run_mlp_placed(
         &sips(2),
         &ccl(),

@@ -335,8 +335,8 @@ fn transformer_steps_reduce_their_gradients_over_dp() {
             let (mine, theirs) = (&r.local_grads[rank as usize], &r.local_grads[peer]);
             assert_eq!(
                 mine.len(),
-                10,
-                "fc2, fc1, LN2 γ β, out-proj, one local head's Q K V, LN1 γ β"
+                8,
+                "fc2, fc1, LN2 γ β, out-proj, the fused QKV, LN1 γ β"
             );
             for (g, (a, b)) in mine.iter().zip(theirs).enumerate() {
                 let sum: Vec<f32> = a

@@ -382,7 +382,7 @@ fn errors(tp: u32, sp: bool) -> Vec<f64> {
                 dx[g * h + j] = f64::from(o.dx[i * h + j]);
             }
         }
-        // grads(): fc2, fc1, ln2 γ, β, out, q heads, k heads, v heads, ln1 γ, β.
+        // grads(): fc2, fc1, ln2 γ, β, out, qkv (the local heads' Q, then K, then V columns), ln1 γ, β.
         let gr = |i: usize| f64s(&o.grads[i]);
         let mut put_rows = |which: usize, m: M, first: usize| {
             grads[which][first * h..first * h + m.len()].copy_from_slice(&m);
@@ -395,10 +395,14 @@ fn errors(tp: u32, sp: bool) -> Vec<f64> {
             }
         };
         put_cols(4, gr(1), f, r * f / tp, f / tp);
-        for j in 0..hl {
-            for (k, which) in [0, 1, 2].into_iter().enumerate() {
-                put_cols(which, gr(5 + k * hl + j), h, (r * hl + j) * d, d);
-            }
+        let qkv = gr(5);
+        for (part, which) in [0, 1, 2].into_iter().enumerate() {
+            let cols: M = qkv
+                .chunks(3 * hl * d)
+                .flat_map(|row| &row[part * hl * d..(part + 1) * hl * d])
+                .copied()
+                .collect();
+            put_cols(which, cols, h, r * hl * d, hl * d);
         }
         let n = o.grads.len();
         for (which, i) in [(8, 2), (9, 3), (6, n - 2), (7, n - 1)] {
@@ -615,12 +619,12 @@ fn a_shape_the_tp_group_cannot_split_is_refused_naming_the_field() {
 /// with ideal memories and links (`common::lean_links`): the launches run
 /// one after another on the compute stream, each one launch latency after
 /// the one before ends, so the time is Σ (launch latency + kernel). The
-/// forward is 80 launches: LN1, 24 head projections (Q, K, V × 8 heads),
-/// 3 per (sequence, head) (Q·Kᵀ, scale-mask-softmax, ·V: 48), the output
+/// forward is 57 launches: LN1, the fused QKV projection, 3 per
+/// (sequence, head) (Q·Kᵀ, scale-mask-softmax, ·V: 48), the output
 /// projection, the residual, LN2, fc1, GELU, fc2 and the residual; each
-/// launch costs `pe.launch_overhead_ns` = 100 ticks (PCIe ideal), 8,000 in
+/// launch costs `pe.launch_overhead_ns` = 100 ticks (PCIe ideal), 5,700 in
 /// all. The MAC array needs Σ m·n·k / macs_per_tick = 139,264 / 1,024 =
-/// 136 ticks of the remaining 1,832; the vector kernels (rows of 32 to 64
+/// 136 ticks of the remaining 1,836; the vector kernels (rows of 32 to 64
 /// on 256 lanes: tree levels dominate) and the loads make up the rest.
 #[test]
 fn forward_time_at_tp1_is_pinned() {
@@ -646,10 +650,8 @@ fn forward_time_at_tp1_is_pinned() {
     })
     .unwrap();
     let ticks = ticks.into_inner().unwrap();
-    assert!(ticks >= 80 * 100 + 139_264 / macs, "{ticks}");
-    // 9,832 with f16 accumulation; f32 partials add a cast pass per
-    // multi-step tile before its store.
-    assert_eq!(ticks, 9_858);
+    assert!(ticks >= 57 * 100 + 139_264 / macs, "{ticks}");
+    assert_eq!(ticks, 7_536);
 }
 
 /// A stack of no layers, an input of the wrong layout, a backward without

@@ -170,11 +170,14 @@ fn launch_gemm(
 ) -> Result<Work, DistError> {
     check_operands(a, b, c)?;
     let spec = ctx.system_spec();
-    let workers = workers(a, c, spec.cube.pe_layout.pes(), placement)?;
-    let pes: Vec<(u32, u32)> = workers.iter().map(|w| (w.cube, w.pe)).collect();
-    let tcm = ctx.largest_free_tcm(&pes)?;
+    let per_cube = spec.cube.pe_layout.pes();
+    let pes_of = |ws: &[Worker]| ws.iter().map(|w| (w.cube, w.pe)).collect::<Vec<_>>();
+    let sharers = workers(a, c, per_cube, placement, None)?;
+    let tcm = ctx.largest_free_tcm(&pes_of(&sharers))?;
     let dtypes = (a.t.dtype, accumulate.dtype());
     let tile = TileShape::for_dtypes(&spec, tcm, dtypes).map_err(DistError::Config)?;
+    let workers = workers(a, c, per_cube, placement, Some(&tile))?;
+    let pes = pes_of(&workers);
     let args = GemmArgs {
         a: a.t.clone(),
         b: b.t.clone(),

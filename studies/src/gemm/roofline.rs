@@ -48,6 +48,7 @@ pub fn roofline(spec: &SystemSpec, a: &Tensor, b: &Tensor, c: &Tensor) -> Roofli
         c,
         spec.cube.pe_layout.pes(),
         &super::Placement::Owners,
+        None,
     );
     let pes = owners.map_or(1, |w| w.len()) as u32;
     let tick = spec.system.tick_ns;

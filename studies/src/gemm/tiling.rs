@@ -238,7 +238,8 @@ pub struct Worker {
 /// Who computes C = A · B: one PE per shard of C, except that a cube
 /// holding its block of C as one shard in HBM or SRAM (`num_pes == 1`)
 /// shares it among the PEs `placement` names (by default its first
-/// `pes_per_cube`), cut along its longer side. When C is replicated over
+/// `pes_per_cube`), cut along its longer side; with a `sizing`, only as many
+/// of them as [`sharers`] finds fastest. When C is replicated over
 /// cubes (split-K), each cube sums over its own part of k (A's columns
 /// there), so its copy of C is a partial product. Err: a placement on
 /// chosen PEs for a C split over PEs (each shard has its PE).
@@ -247,6 +248,7 @@ pub fn workers(
     c: &Tensor,
     pes_per_cube: u32,
     placement: &Placement,
+    sizing: Option<&TileShape>,
 ) -> Result<Vec<Worker>, DistError> {
     placement.check(pes_per_cube)?;
     let split_k = c.policy.cube == Split::Replicate && c.policy.num_cubes > 1;
@@ -293,7 +295,12 @@ pub fn workers(
         } else {
             (Split::ColumnWise, s.block.cols.1)
         };
-        let pes = placement.sharing(len, pes_per_cube);
+        let mut pes = placement.sharing(len, pes_per_cube);
+        if let Some(tile) = sizing {
+            let cube_rate = tile.load_bytes_per_tick * f64::from(pes_per_cube);
+            let shape = (s.block, split, k.1);
+            pes.truncate(sharers(shape, pes.len(), (tile, cube_rate), a.t.dtype));
+        }
         let blocks = s.block.split(split, pes.len() as u32);
         for (pe, block) in pes.into_iter().zip(blocks) {
             out.push(Worker {
@@ -305,6 +312,38 @@ pub fn workers(
         }
     }
     Ok(out)
+}
+
+/// How many of `most` PEs share a cube's `block` of C (cut along `split`,
+/// summed over `k`): the count with the least estimated ticks, the fewest
+/// on a tie. For `p` PEs: the slowest one's MAC ticks against the ticks
+/// the cube's memory (`cube_rate` bytes a tick) takes for the operand
+/// bytes all of them load. A PE loads its A rows once per tile column and
+/// its B columns once per tile row, so the operand along the unsplit side
+/// is read by every PE: on a skinny block, more PEs cost more loads than
+/// they save MAC ticks.
+fn sharers(
+    (block, split, k): (Block, Split, usize),
+    most: usize,
+    (tile, cube_rate): (&TileShape, f64),
+    dtype: DType,
+) -> usize {
+    let ticks = |p: usize| {
+        let (mut mac, mut bytes) = (0u64, 0u64);
+        for b in block.split(split, p as u32) {
+            let (r, c) = (b.rows.1 as u64, b.cols.1 as u64);
+            mac = mac.max((r * c * k as u64 * dtype.mac_passes()).div_ceil(tile.macs_per_tick));
+            let loads = r * c.div_ceil(tile.n as u64) + c * r.div_ceil(tile.m as u64);
+            bytes += k as u64 * loads * dtype.bytes();
+        }
+        (mac as f64).max(bytes as f64 / cube_rate)
+    };
+    let times: Vec<f64> = (1..=most).map(ticks).collect();
+    let best = times.iter().copied().fold(f64::INFINITY, f64::min);
+    1 + times
+        .iter()
+        .position(|&t| t <= best * (1.0 + 1e-9))
+        .unwrap_or(most - 1)
 }
 
 /// The rectangle of operand `o` at (row, col) of `rows` × `cols` as the
@@ -338,7 +377,7 @@ fn rect(t: &Tensor, w: &Worker, (row, col): (usize, usize), rows: usize, cols: u
         .filter(holds)
         .min_by_key(|s| (s.cube != w.cube, s.pe != w.pe))
         .expect("cut at every shard boundary, so a shard holds every rectangle");
-    let pitch = s.block.cols.1;
+    let pitch = s.pitch;
     let offset = ((row - s.block.rows.0) * pitch + (col - s.block.cols.0)) as u64 * t.dtype.bytes();
     ShardRect {
         at: Location {
@@ -406,6 +445,35 @@ mod tests {
     fn intervals_cut_at_boundaries_then_evenly() {
         assert_eq!(intervals(0, 10, &[], 4), vec![(0, 4), (4, 3), (7, 3)]);
         assert_eq!(intervals(2, 10, &[0, 5, 10, 12], 8), vec![(2, 3), (5, 5)]);
+    }
+
+    /// A 128 × 128 block over k = 4096 (f16, 448-wide tiles, 1024 MACs a
+    /// tick, 256 B a tick into the cube): p PEs of 128/p rows take
+    /// 512·⌈128/p⌉ MAC ticks and load A once and B p times, 4096·(1 + p)
+    /// ticks; p = 4 is the fastest (max(16384, 20480)), p = 8 would take
+    /// 36864. Unlimited loads give every PE; a block as tall as the PEs
+    /// are many, all of them.
+    #[test]
+    fn sharers_are_as_many_as_the_cube_memory_feeds() {
+        let spec = kernbench_spec::spec::System::embedded_default().spec;
+        let t = TileShape::for_dtypes(&spec, 4 << 20, (DType::F16, DType::F32)).unwrap();
+        assert_eq!((t.m, t.macs_per_tick), (448, 1024));
+        let block = Block {
+            rows: (0, 128),
+            cols: (0, 128),
+        };
+        let skinny = (block, Split::RowWise, 4096);
+        assert_eq!(sharers(skinny, 8, (&t, 256.0), DType::F16), 4);
+        assert_eq!(sharers(skinny, 8, (&t, f64::INFINITY), DType::F16), 8);
+        assert_eq!(sharers(skinny, 3, (&t, 256.0), DType::F16), 3);
+        let tall = Block {
+            rows: (0, 4096),
+            cols: (0, 4096),
+        };
+        assert_eq!(
+            sharers((tall, Split::RowWise, 4096), 8, (&t, 256.0), DType::F16),
+            8
+        );
     }
 
     #[test]

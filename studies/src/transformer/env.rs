@@ -51,6 +51,11 @@ impl Env {
         self.shape.hidden / self.shape.heads
     }
 
+    /// Heads on this rank: heads / tp.
+    pub fn local_heads(&self) -> usize {
+        self.shape.heads / self.tp
+    }
+
     /// A (rows, cols) activation, row blocks over the cubes.
     pub fn act(&self, ctx: &mut Rank, rows: usize, cols: usize) -> Result<Tensor, DistError> {
         ctx.empty(

@@ -5,7 +5,7 @@
 
 use super::env::Env;
 use super::kernels::RowKernel;
-use super::views::{rows, side_by_side};
+use super::views::{columns, rows};
 use super::weights::{FullWeights, RankWeights};
 use crate::gemm::Operand;
 use kernbench_dist::{DistError, Rank, Tensor};
@@ -22,12 +22,12 @@ pub(super) struct Layer {
 /// The activations backward reads.
 pub(super) struct Acts {
     a1: Tensor,
-    q: Vec<Tensor>,
-    k: Vec<Tensor>,
-    v: Vec<Tensor>,
+    /// (tokens, 3 · local heads · d): the fused projection's output.
+    qkv: Tensor,
     /// Softmax outputs, (seq, seq) per (sequence, local head), sequence-major.
     probs: Vec<Tensor>,
-    ctx: Vec<Tensor>,
+    /// (tokens, local heads · d): the heads' outputs side by side.
+    ctx: Tensor,
     /// The attention block's output buffer (LN2's input in `mine` of it).
     h1: Tensor,
     a2: Tensor,
@@ -38,9 +38,10 @@ pub(super) struct Acts {
 impl Acts {
     /// Retires every activation (freed once the launches reading them end).
     pub fn retire(self, env: &mut Env) {
-        let mut all = vec![self.a1, self.h1, self.a2, self.f1, self.g];
-        all.extend(self.q.into_iter().chain(self.k).chain(self.v));
-        all.extend(self.probs.into_iter().chain(self.ctx));
+        let mut all = vec![
+            self.a1, self.qkv, self.ctx, self.h1, self.a2, self.f1, self.g,
+        ];
+        all.extend(self.probs);
         retire_all(env, all);
     }
 }
@@ -52,34 +53,31 @@ fn retire_all(env: &mut Env, ts: Vec<Tensor>) {
 
 use Operand as O;
 
+/// Head `j`'s columns of a fused (tokens, 3 · heads · d) Q, K, V tensor:
+/// its Q, K and V.
+fn head_qkv(qkv: &Tensor, heads: usize, d: usize, j: usize) -> [Tensor; 3] {
+    [0, 1, 2].map(|part| columns(qkv, (part * heads + j) * d, d))
+}
+
 impl Layer {
     /// This layer's weight gradients in the order its backward completes
-    /// them: fc2, fc1, LN2's γ and β, the output projection, the Q, K and
-    /// V heads, LN1's γ and β.
+    /// them: fc2, fc1, LN2's γ and β, the output projection, the fused
+    /// QKV projection, LN1's γ and β.
     pub fn grads(&self) -> Vec<Tensor> {
         let g = &self.g;
-        let mut out = vec![
-            g.fc2.clone(),
-            g.fc1.clone(),
-            g.ln2.0.clone(),
-            g.ln2.1.clone(),
-            g.out.clone(),
-        ];
-        out.extend(g.q.iter().chain(&g.k).chain(&g.v).cloned());
-        out.extend([g.ln1.0.clone(), g.ln1.1.clone()]);
-        out
+        [
+            &g.fc2, &g.fc1, &g.ln2.0, &g.ln2.1, &g.out, &g.qkv, &g.ln1.0, &g.ln1.1,
+        ]
+        .map(Tensor::clone)
+        .to_vec()
     }
     /// The rank's weight slices (filled from `full` when given) and its
     /// gradient tensors (written by the first backward).
     pub fn new(ctx: &mut Rank, env: &Env, full: Option<&FullWeights>) -> Result<Layer, DistError> {
         let w = RankWeights::new(ctx, &env.shape, (env.tp_rank, env.tp), full)?;
         let mut like = |t: &Tensor| env.grad(ctx, t.shape.0, t.shape.1);
-        let mut heads = |ts: &[Tensor]| ts.iter().map(&mut like).collect::<Result<Vec<_>, _>>();
-        let (q, k, v) = (heads(&w.q)?, heads(&w.k)?, heads(&w.v)?);
         let g = RankWeights {
-            q,
-            k,
-            v,
+            qkv: like(&w.qkv)?,
             out: like(&w.out)?,
             fc1: like(&w.fc1)?,
             fc2: like(&w.fc2)?,
@@ -103,33 +101,27 @@ impl Layer {
         Ok(full)
     }
 
-    /// Causal attention of every sequence and local head: ctx_j = softmax(Q·Kᵀ/√d + mask)·V.
+    /// Causal attention of every sequence and local head of the fused
+    /// projection's output: head j's columns of the result are
+    /// softmax(Q_j·K_jᵀ/√d + mask)·V_j.
     fn attention(
         ctx: &mut Rank,
         env: &mut Env,
-        (q, k, v): (&[Tensor], &[Tensor], &[Tensor]),
-    ) -> Result<(Vec<Tensor>, Vec<Tensor>), DistError> {
-        let (s, d) = (env.shape.seq, env.head_dim());
-        let out: Vec<Tensor> = q
-            .iter()
-            .map(|_| env.act(ctx, env.tokens(), d))
-            .collect::<Result<_, _>>()?;
+        qkv: &Tensor,
+    ) -> Result<(Tensor, Vec<Tensor>), DistError> {
+        let (s, d, heads) = (env.shape.seq, env.head_dim(), env.local_heads());
+        let out = env.act(ctx, env.tokens(), heads * d)?;
         let scale = 1.0 / (d as f32).sqrt();
         let mut probs = Vec::new();
         for b in 0..env.shape.micro_batch {
-            for j in 0..q.len() {
+            for j in 0..heads {
+                let [q, k, v] = head_qkv(qkv, heads, d, j).map(|t| rows(&t, b * s, s));
                 let p = env.act(ctx, s, s)?;
-                let (qb, kb) = (rows(&q[j], b * s, s), rows(&k[j], b * s, s));
-                env.gemm(ctx, (O::plain(&qb), O::transposed(&kb)), &p, true)?;
+                env.gemm(ctx, (O::plain(&q), O::transposed(&k)), &p, true)?;
                 let mask = env.mask.clone();
                 env.rows(ctx, RowKernel::ScaleMaskSoftmax { scale }, &p, &[&mask])?;
-                let vb = rows(&v[j], b * s, s);
-                env.gemm(
-                    ctx,
-                    (O::plain(&p), O::plain(&vb)),
-                    &rows(&out[j], b * s, s),
-                    true,
-                )?;
+                let head_out = rows(&columns(&out, j * d, d), b * s, s);
+                env.gemm(ctx, (O::plain(&p), O::plain(&v)), &head_out, true)?;
                 probs.push(p);
             }
         }
@@ -144,31 +136,14 @@ impl Layer {
         env: &mut Env,
         x: &Tensor,
     ) -> Result<(Tensor, Acts), DistError> {
-        let (t, h, d) = (env.tokens(), env.shape.hidden, env.head_dim());
+        let (t, h) = (env.tokens(), env.shape.hidden);
         let w = &self.w;
         let a1 = Self::norm(ctx, env, x, (&w.ln1.0, &w.ln1.1))?;
-        let project = |ctx: &mut Rank, env: &mut Env, ws: &[Tensor]| {
-            ws.iter()
-                .map(|wj| {
-                    let o = env.act(ctx, t, d)?;
-                    env.gemm(ctx, (O::plain(&a1), O::plain(wj)), &o, true)?;
-                    Ok(o)
-                })
-                .collect::<Result<Vec<_>, DistError>>()
-        };
-        let (q, k, v) = (
-            project(ctx, env, &w.q)?,
-            project(ctx, env, &w.k)?,
-            project(ctx, env, &w.v)?,
-        );
-        let (heads, probs) = Self::attention(ctx, env, (&q, &k, &v))?;
+        let qkv = env.act(ctx, t, w.qkv.shape.1)?;
+        env.gemm(ctx, (O::plain(&a1), O::plain(&w.qkv)), &qkv, true)?;
+        let (heads, probs) = Self::attention(ctx, env, &qkv)?;
         let h1 = env.act(ctx, t, h)?;
-        env.gemm(
-            ctx,
-            (O::plain(&side_by_side(&heads)), O::plain(&w.out)),
-            &h1,
-            true,
-        )?;
+        env.gemm(ctx, (O::plain(&heads), O::plain(&w.out)), &h1, true)?;
         env.reduce(ctx, &h1)?;
         env.add(ctx, &env.mine(&h1), x)?;
         let a2 = Self::norm(ctx, env, &env.mine(&h1), (&w.ln2.0, &w.ln2.1))?;
@@ -182,9 +157,7 @@ impl Layer {
         env.add(ctx, &env.mine(&out), &env.mine(&h1))?;
         let acts = Acts {
             a1,
-            q,
-            k,
-            v,
+            qkv,
             probs,
             ctx: heads,
             h1,
@@ -237,44 +210,34 @@ impl Layer {
     }
 
     /// The attention core's backward for every sequence and local head:
-    /// ∂Q, ∂K, ∂V from ∂ctx.
+    /// the fused ∂Q, ∂K, ∂V (as the projection's output is laid out) from
+    /// ∂ctx (as the heads' outputs are).
     fn attention_grad(
         ctx: &mut Rank,
         env: &mut Env,
         a: &Acts,
-        dctx: &[Tensor],
-    ) -> Result<[Vec<Tensor>; 3], DistError> {
-        let (s, d, t) = (env.shape.seq, env.head_dim(), env.tokens());
-        let mut new = || -> Result<Vec<Tensor>, DistError> {
-            (0..dctx.len()).map(|_| env.act(ctx, t, d)).collect()
-        };
-        let (dq, dk, dv) = (new()?, new()?, new()?);
+        dctx: &Tensor,
+    ) -> Result<Tensor, DistError> {
+        let (s, d, heads) = (env.shape.seq, env.head_dim(), env.local_heads());
+        let dqkv = env.act(ctx, env.tokens(), a.qkv.shape.1)?;
         let scale = 1.0 / (d as f32).sqrt();
         for b in 0..env.shape.micro_batch {
-            for j in 0..dctx.len() {
-                let p = &a.probs[b * dctx.len() + j];
-                let r = |t: &Tensor| rows(t, b * s, s);
-                let dc = r(&dctx[j]);
-                env.gemm(ctx, (O::transposed(p), O::plain(&dc)), &r(&dv[j]), false)?;
+            for j in 0..heads {
+                let p = &a.probs[b * heads + j];
+                let r = |t: Tensor| rows(&t, b * s, s);
+                let [q, k, v] = head_qkv(&a.qkv, heads, d, j).map(r);
+                let [dq, dk, dv] = head_qkv(&dqkv, heads, d, j).map(r);
+                let dc = r(columns(dctx, j * d, d));
+                env.gemm(ctx, (O::transposed(p), O::plain(&dc)), &dv, false)?;
                 let dp = env.act(ctx, s, s)?;
-                env.gemm(ctx, (O::plain(&dc), O::transposed(&r(&a.v[j]))), &dp, false)?;
+                env.gemm(ctx, (O::plain(&dc), O::transposed(&v)), &dp, false)?;
                 env.rows(ctx, RowKernel::SoftmaxGrad { scale }, &dp, &[p])?;
-                env.gemm(
-                    ctx,
-                    (O::plain(&dp), O::plain(&r(&a.k[j]))),
-                    &r(&dq[j]),
-                    false,
-                )?;
-                env.gemm(
-                    ctx,
-                    (O::transposed(&dp), O::plain(&r(&a.q[j]))),
-                    &r(&dk[j]),
-                    false,
-                )?;
+                env.gemm(ctx, (O::plain(&dp), O::plain(&k)), &dq, false)?;
+                env.gemm(ctx, (O::transposed(&dp), O::plain(&q)), &dk, false)?;
                 env.retire(dp);
             }
         }
-        Ok([dq, dk, dv])
+        Ok(dqkv)
     }
 
     /// dy (the rank's rows of the output's gradient) → the input
@@ -345,38 +308,18 @@ impl Layer {
         dh1: Tensor,
         fresh: bool,
     ) -> Result<Tensor, DistError> {
-        let (t, h, d) = (env.tokens(), env.shape.hidden, env.head_dim());
+        let (t, h) = (env.tokens(), env.shape.hidden);
         let (w, g) = (&self.w, &self.g);
         env.gather(ctx, &dh1)?;
-        let mut dctx = Vec::new();
-        for j in 0..w.q.len() {
-            let o = env.act(ctx, t, d)?;
-            env.gemm(
-                ctx,
-                (O::plain(&dh1), O::transposed(&rows(&w.out, j * d, d))),
-                &o,
-                false,
-            )?;
-            dctx.push(o);
-        }
-        let heads = side_by_side(&a.ctx);
-        Self::grad(
-            ctx,
-            env,
-            (O::transposed(&heads), O::plain(&dh1)),
-            &g.out,
-            fresh,
-        )?;
-        let [dq, dk, dv] = Self::attention_grad(ctx, env, a, &dctx)?;
-        let dqkv: Vec<Tensor> = dq.iter().chain(&dk).chain(&dv).cloned().collect();
-        let wqkv: Vec<Tensor> = w.q.iter().chain(&w.k).chain(&w.v).cloned().collect();
+        let dctx = env.act(ctx, t, a.ctx.shape.1)?;
+        env.gemm(ctx, (O::plain(&dh1), O::transposed(&w.out)), &dctx, false)?;
+        let heads = (O::transposed(&a.ctx), O::plain(&dh1));
+        Self::grad(ctx, env, heads, &g.out, fresh)?;
+        let dqkv = Self::attention_grad(ctx, env, a, &dctx)?;
         let da1 = env.act(ctx, t, h)?;
-        let (dcat, wcat) = (side_by_side(&dqkv), side_by_side(&wqkv));
-        env.gemm(ctx, (O::plain(&dcat), O::transposed(&wcat)), &da1, false)?;
-        let gqkv: Vec<&Tensor> = g.q.iter().chain(&g.k).chain(&g.v).collect();
-        for (dj, gj) in dqkv.iter().zip(gqkv) {
-            Self::grad(ctx, env, (O::transposed(&a.a1), O::plain(dj)), gj, fresh)?;
-        }
+        env.gemm(ctx, (O::plain(&dqkv), O::transposed(&w.qkv)), &da1, false)?;
+        let dw = (O::transposed(&a.a1), O::plain(&dqkv));
+        Self::grad(ctx, env, dw, &g.qkv, fresh)?;
         env.reduce(ctx, &da1)?;
         let dx = Self::norm_grad(
             ctx,
@@ -386,7 +329,7 @@ impl Layer {
             (&g.ln1.0, &g.ln1.1),
             fresh,
         )?;
-        retire_all(env, [vec![da1, dh1], dctx, dqkv].concat());
+        retire_all(env, vec![da1, dh1, dctx, dqkv]);
         Ok(dx)
     }
 }

@@ -1,6 +1,6 @@
 //! Views of a rank's tensors without copies: rows of a tensor (one
-//! sequence of a micro-batch, a sequence-parallel shard) and tensors side by
-//! side (the heads of a projection). A view's shards point into the memory
+//! sequence of a micro-batch, a sequence-parallel shard), columns of one
+//! (a head of the fused QKV projection). A view's shards point into the memory
 //! of the tensors it views; it is never freed itself.
 
 use kernbench_dist::{DPPolicy, Shard, Split, Tensor};
@@ -18,7 +18,7 @@ fn rows_policy(shards: &[Shard]) -> DPPolicy {
 
 /// Rows `first .. first + n` of `t`, whose shards hold whole rows.
 pub fn rows(t: &Tensor, first: usize, n: usize) -> Tensor {
-    let cols = t.shape.1;
+    let (cols, bytes) = (t.shape.1, t.dtype.bytes());
     let shards: Vec<Shard> = t
         .shards
         .iter()
@@ -27,13 +27,13 @@ pub fn rows(t: &Tensor, first: usize, n: usize) -> Tensor {
             let lo = r0.max(first);
             let hi = (r0 + rn).min(first + n);
             (lo < hi).then(|| Shard {
-                offset_bytes: ((lo - first) * cols) as u64 * 2,
-                nbytes: ((hi - lo) * cols) as u64 * 2,
+                offset_bytes: ((lo - first) * cols) as u64 * bytes,
+                nbytes: ((hi - lo) * cols) as u64 * bytes,
                 block: kernbench_dist::Block {
                     rows: (lo - first, hi - lo),
                     cols: (0, cols),
                 },
-                addr: s.addr + ((lo - r0) * cols) as u64 * 2,
+                addr: s.addr + ((lo - r0) * s.pitch) as u64 * bytes,
                 ..*s
             })
         })
@@ -41,6 +41,31 @@ pub fn rows(t: &Tensor, first: usize, n: usize) -> Tensor {
     Tensor {
         policy: rows_policy(&shards),
         shape: (n, cols),
+        shards,
+        ..t.clone()
+    }
+}
+
+/// Columns `first .. first + n` of `t`, whose shards hold whole rows: a
+/// GEMM operand or output (one head's Q, K or V of the fused projection).
+pub fn columns(t: &Tensor, first: usize, n: usize) -> Tensor {
+    let bytes = t.dtype.bytes();
+    let shards: Vec<Shard> = t
+        .shards
+        .iter()
+        .map(|s| Shard {
+            offset_bytes: (s.block.rows.0 * n) as u64 * bytes,
+            nbytes: (s.block.rows.1 * n) as u64 * bytes,
+            block: kernbench_dist::Block {
+                cols: (0, n),
+                ..s.block
+            },
+            addr: s.addr + first as u64 * bytes,
+            ..*s
+        })
+        .collect();
+    Tensor {
+        shape: (t.shape.0, n),
         shards,
         ..t.clone()
     }
@@ -78,27 +103,5 @@ pub fn sequence_shard(full: &Tensor, part: usize, parts: usize) -> Tensor {
         shape: (full.shape.0 / parts, cols),
         shards,
         ..full.clone()
-    }
-}
-
-/// `parts` (each of the same rows) side by side as one tensor of their
-/// columns in order: a GEMM operand over several heads.
-pub fn side_by_side(parts: &[Tensor]) -> Tensor {
-    let mut shards = Vec::new();
-    let mut at = 0;
-    for p in parts {
-        shards.extend(p.shards.iter().map(|s| Shard {
-            block: kernbench_dist::Block {
-                cols: (s.block.cols.0 + at, s.block.cols.1),
-                ..s.block
-            },
-            ..*s
-        }));
-        at += p.shape.1;
-    }
-    Tensor {
-        shape: (parts[0].shape.0, at),
-        shards,
-        ..parts[0].clone()
     }
 }

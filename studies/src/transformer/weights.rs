@@ -54,10 +54,9 @@ impl FullWeights {
 /// (`tp::replicated`), so every cube multiplies its own rows of the
 /// activations by its own copy.
 pub struct RankWeights {
-    /// (hidden, d) per local head: Q, K and V.
-    pub q: Vec<Tensor>,
-    pub k: Vec<Tensor>,
-    pub v: Vec<Tensor>,
+    /// (hidden, 3 · local heads · d): the fused Q, K and V projections, the
+    /// local heads' Q columns, then their K columns, then their V columns.
+    pub qkv: Tensor,
     /// (hidden / tp, hidden): this rank's rows of the output projection.
     pub out: Tensor,
     /// (hidden, ffn / tp) and (ffn / tp, hidden).
@@ -90,11 +89,9 @@ fn param(
 impl RankWeights {
     /// Every tensor, to give back.
     pub fn into_tensors(self) -> Vec<Tensor> {
-        let mut out: Vec<Tensor> = self.q.into_iter().chain(self.k).chain(self.v).collect();
-        out.extend([
-            self.out, self.fc1, self.fc2, self.ln1.0, self.ln1.1, self.ln2.0, self.ln2.1,
-        ]);
-        out
+        vec![
+            self.qkv, self.out, self.fc1, self.fc2, self.ln1.0, self.ln1.1, self.ln2.0, self.ln2.1,
+        ]
     }
     /// TP rank `tp_rank` of `tp`'s slices of `full` (None: timing only,
     /// nothing written).
@@ -107,15 +104,19 @@ impl RankWeights {
         let (h, f) = (shape.hidden, shape.ffn_hidden);
         let d = h / shape.heads;
         let local = shape.heads / tp;
-        let mut heads = |m: fn(&FullWeights) -> &Vec<f32>| -> Result<Vec<Tensor>, DistError> {
-            (0..local)
-                .map(|j| {
-                    let g = tp_rank * local + j;
-                    param(ctx, (h, d), full.map(|w| columns(m(w), h, g * d, d)))
+        let width = local * d;
+        let fused = |w: &FullWeights| {
+            let parts = [&w.q, &w.k, &w.v].map(|m| columns(m, h, tp_rank * width, width));
+            (0..h)
+                .flat_map(|r| {
+                    parts
+                        .iter()
+                        .flat_map(move |p| &p[r * width..(r + 1) * width])
                 })
+                .copied()
                 .collect()
         };
-        let (q, k, v) = (heads(|w| &w.q)?, heads(|w| &w.k)?, heads(|w| &w.v)?);
+        let qkv = param(ctx, (h, 3 * width), full.map(fused))?;
         let (hr, fr) = (h / tp, f / tp);
         let out = param(
             ctx,
@@ -136,9 +137,7 @@ impl RankWeights {
         let ln1 = (row(full.map(|w| &w.ln1.0))?, row(full.map(|w| &w.ln1.1))?);
         let ln2 = (row(full.map(|w| &w.ln2.0))?, row(full.map(|w| &w.ln2.1))?);
         Ok(RankWeights {
-            q,
-            k,
-            v,
+            qkv,
             out,
             fc1,
             fc2,
