@@ -86,8 +86,6 @@ pub struct Flow {
     /// Whether it waited behind an earlier message of its route (then its
     /// drain, not its start, sets its arrival).
     pub queued: bool,
-    /// Stamp of the last rate pass that reached this flow.
-    visit: u32,
 }
 
 impl Flow {
@@ -121,7 +119,6 @@ impl Flow {
             generation: 0,
             shared: false,
             queued: false,
-            visit: 0,
         }
     }
 
@@ -236,6 +233,18 @@ struct LinkFlows {
     unfixed: u32,
 }
 
+/// A flow as a rate pass reads it: its entity is looked up once, when the
+/// pass reaches it, and once more to give it its new rate.
+#[derive(Debug, Clone, Copy)]
+struct Reached {
+    entity: Entity,
+    route: RouteId,
+    bottleneck: f64,
+    /// Its rate before the pass, and the one the pass gives it (NaN until fixed).
+    before: f64,
+    rate: f64,
+}
+
 /// The messages of one route (one source and destination) in order: the
 /// one draining, and those behind it. A route's messages cross the same
 /// links first come first served, so a later one drains after an earlier
@@ -258,9 +267,13 @@ pub struct FlowLinks {
     joined: Vec<Entity>,
     dirty: Vec<LinkId>,
     pass: u32,
-    /// The pass's connected links and flows (with their previous rate).
+    /// The pass's connected links and flows.
     reached_links: Vec<LinkId>,
-    reached_flows: Vec<(Entity, f64)>,
+    reached_flows: Vec<Reached>,
+    /// Per message entity index: the stamp of the last pass that reached
+    /// its flow and the flow's place in `reached_flows`, so a pass looks
+    /// each flow's entity up once however many of its links it walks.
+    flow_slots: Vec<(u32, u32)>,
     /// The pass's limits by share: (share, is a flow's own bottleneck,
     /// link id or index in `reached_flows`); see [`fill_progressively`].
     heap: BinaryHeap<Reverse<(u64, bool, u32)>>,
@@ -526,15 +539,19 @@ fn reassign_rates(now: Tick, net: &mut FlowAccess) {
         flows,
         ..
     } = net;
-    for &(e, before) in &fl.reached_flows {
+    for r in &fl.reached_flows {
+        // Unchanged: the flow holds this rate, and was marked shared when
+        // it got it.
+        if r.rate == r.before {
+            continue;
+        }
+        let e = r.entity;
         let Ok((msg, mut flow)) = flows.get_mut(e) else {
             unreachable!("a reached flow exists");
         };
+        flow.rate = r.rate;
         if flow.rate < flow.bottleneck * (1.0 - 1e-12) {
             flow.shared = true;
-        }
-        if flow.rate == before {
-            continue;
         }
         flow.generation = flow.generation.wrapping_add(1);
         let at = now + ceil_ticks(flow.left / flow.rate).max(1);
@@ -587,7 +604,8 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
     }
 }
 
-/// Adds flow `e` to the pass (once), and its binding links to the walk.
+/// Adds flow `e` to the pass (once), drained up to `now`, and its binding
+/// links to the walk.
 fn reach_flow(
     now: Tick,
     e: Entity,
@@ -595,16 +613,25 @@ fn reach_flow(
     flows: &mut Query<(&mut Message, &mut Flow)>,
     routes: &Routes,
 ) {
+    let slot = e.index_u32() as usize;
+    if fl.flow_slots.len() <= slot {
+        fl.flow_slots.resize(slot + 1, (0, 0));
+    }
+    if fl.flow_slots[slot].0 == fl.pass {
+        return;
+    }
     let Ok((msg, mut flow)) = flows.get_mut(e) else {
         unreachable!("a flow on a link exists");
     };
-    if flow.visit == fl.pass {
-        return;
-    }
-    flow.visit = fl.pass;
     flow.settle(now);
-    fl.reached_flows.push((e, flow.rate));
-    flow.rate = f64::NAN;
+    fl.flow_slots[slot] = (fl.pass, fl.reached_flows.len() as u32);
+    fl.reached_flows.push(Reached {
+        entity: e,
+        route: msg.route,
+        bottleneck: flow.bottleneck,
+        before: flow.rate,
+        rate: f64::NAN,
+    });
     for s in routes.segments(msg.route).0 {
         let link = &mut fl.links[s.link.index()];
         if link.binding && link.visit != fl.pass {
@@ -626,7 +653,6 @@ fn reach_flow(
 fn fill_progressively(net: &mut FlowAccess) {
     let FlowAccess {
         net: fl,
-        flows,
         routes,
         links,
         ..
@@ -642,15 +668,13 @@ fn fill_progressively(net: &mut FlowAccess) {
             fl.heap.push(Reverse((key, false, l.0)));
         }
     }
-    for (i, &(e, _)) in fl.reached_flows.iter().enumerate() {
-        let bottleneck = flows.get(e).map_or(0.0, |f| f.1.bottleneck);
+    for (i, r) in fl.reached_flows.iter().enumerate() {
         fl.heap
-            .push(Reverse((share_key(bottleneck), true, i as u32)));
+            .push(Reverse((share_key(r.bottleneck), true, i as u32)));
     }
     while let Some(Reverse((key, own, id))) = fl.heap.pop() {
         if own {
-            let e = fl.reached_flows[id as usize].0;
-            fix_rate(e, f64::from_bits(key), fl, flows, routes);
+            fix_rate(id as usize, f64::from_bits(key), fl, routes);
             continue;
         }
         let l = LinkId(id);
@@ -667,28 +691,24 @@ fn fill_progressively(net: &mut FlowAccess) {
         // billionth of the link's bandwidth.
         let share = share.max(link_rate(links, l) * 1e-9);
         for k in 0..fl.links[l.index()].flows.len() {
-            fix_rate(fl.links[l.index()].flows[k].0, share, fl, flows, routes);
+            let e = fl.links[l.index()].flows[k].0;
+            // Every flow on a reached link was reached in this pass.
+            let i = fl.flow_slots[e.index_u32() as usize].1 as usize;
+            fix_rate(i, share, fl, routes);
         }
     }
 }
 
-/// Gives flow `e` the rate `share` unless it has one, taken from the spare
-/// of its binding links.
-fn fix_rate(
-    e: Entity,
-    share: f64,
-    fl: &mut FlowLinks,
-    flows: &mut Query<(&mut Message, &mut Flow)>,
-    routes: &Routes,
-) {
-    let Ok((msg, mut flow)) = flows.get_mut(e) else {
-        unreachable!("a flow on a link exists");
-    };
-    if !flow.rate.is_nan() {
+/// Gives reached flow `i` the rate `share` unless it has one, taken from
+/// the spare of its binding links.
+fn fix_rate(i: usize, share: f64, fl: &mut FlowLinks, routes: &Routes) {
+    let r = &mut fl.reached_flows[i];
+    if !r.rate.is_nan() {
         return;
     }
-    flow.rate = share;
-    for s in routes.segments(msg.route).0 {
+    r.rate = share;
+    let route = r.route;
+    for s in routes.segments(route).0 {
         let link = &mut fl.links[s.link.index()];
         if link.binding {
             link.spare -= share;
