@@ -210,6 +210,19 @@ fn rows_kernel(tl: &mut Tl, g: &RowsArgs) {
     }
 }
 
+/// Layer norm's `x̂` and `1/σ` of a tile of rows of `cols`.
+pub(crate) fn normalize(tl: &mut Tl, x: Tile, cols: usize, eps: f32) -> (Tile, Tile) {
+    let inv_n = 1.0 / cols as f32;
+    let sum = tl.row_sum(x, cols);
+    let mean = tl.scale(sum, inv_n);
+    let centred = tl.row_sub(x, mean, cols);
+    let sq = tl.mul(centred, centred);
+    let sq_sum = tl.row_sum(sq, cols);
+    let var = tl.scale(sq_sum, inv_n);
+    let inv_std = tl.rsqrt(var, eps);
+    (tl.row_mul(centred, inv_std, cols), inv_std)
+}
+
 /// `g.op` on tile `x`: rows `r .. r + rn` of shard `s`.
 fn tile_op(tl: &mut Tl, g: &RowsArgs, (s, r, rn): (&Shard, usize, usize), x: Tile) -> Tile {
     let (c0, cols) = s.block.cols;
@@ -225,15 +238,7 @@ fn tile_op(tl: &mut Tl, g: &RowsArgs, (s, r, rn): (&Shard, usize, usize), x: Til
             tl.row_mul(e, inv, cols)
         }
         RowOp::LayerNorm { gamma, beta, eps } => {
-            let inv_n = 1.0 / cols as f32;
-            let sum = tl.row_sum(x, cols);
-            let mean = tl.scale(sum, inv_n);
-            let centred = tl.row_sub(x, mean, cols);
-            let sq = tl.mul(centred, centred);
-            let sq_sum = tl.row_sum(sq, cols);
-            let var = tl.scale(sq_sum, inv_n);
-            let inv_std = tl.rsqrt(var, *eps);
-            let normed = tl.row_mul(centred, inv_std, cols);
+            let (normed, _) = normalize(tl, x, cols, *eps);
             // layer_norm_rows checked that both rows lie on every cube of x.
             let (Some(gs), Some(bs)) = (row_on(gamma, s.cube), row_on(beta, s.cube)) else {
                 return normed;

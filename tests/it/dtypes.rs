@@ -16,10 +16,9 @@ use kernbench::spec::System;
 use kernbench::topology::address::{Location, Space};
 use kernbench::tp::replicated;
 use kernbench_systems::PeIdx;
-use kernbench_systems::ipcq::Scope;
 use kernbench_systems::memory::DataMode;
-use kernbench_systems::program::{BinOp, Launch, MemLoc, Op, Place, Program, QDir};
-use std::sync::{Arc, Mutex};
+use kernbench_systems::program::{BinOp, MemLoc, Op, Place, QDir};
+use std::sync::Mutex;
 
 /// Lanes of the test PE's vector unit (16-bit lanes: 8 f32 elements a tick).
 const LANES: u64 = 16;
@@ -692,17 +691,8 @@ fn mixed_dtypes_are_refused_naming_the_fix() {
         a: 0,
         b: 1,
     };
-    let program = Program {
-        ops: vec![load(0, 0, DType::BF16), load(1, 64, DType::F16), add],
-        regs: 3,
-        ..Program::default()
-    };
-    let launch = Launch {
-        program: Arc::new(program),
-        params: Box::new([]),
-    };
-    let h = m.submit_programs(vec![(pe, launch)], Scope::DEFAULT, 0);
-    let e = m.wait(h).unwrap_err().to_string();
+    let ops = vec![load(0, 0, DType::BF16), load(1, 64, DType::F16), add];
+    let e = common::program_error(&one_pe(), ops, 3);
     assert!(e.contains("add: operands are bf16 and f16; allowed: operands of one dtype (convert one with tl.cast)"), "{e}");
 
     let mut m = Machine::build_with(&one_pe(), DataMode::Functional).unwrap();

@@ -3,10 +3,10 @@
 
 use crate::common;
 use kernbench::ccl::CclConfig;
-use kernbench::dist::{DistError, Rank, init_process_group};
+use kernbench::dist::{DistError, ProcessGroup, Rank, init_process_group};
 use kernbench::spec::System;
 use kernbench::systems::memory::DataMode;
-use kernbench::tp::initialize_model_parallel;
+use kernbench::tp::{ModelParallel, initialize_model_parallel};
 use kernbench::transformer::{FullWeights, LayerShape, LayerStack, TpOptions};
 use std::sync::Mutex;
 
@@ -25,6 +25,13 @@ fn sips(n: u32) -> System {
         s.system.sips.count = n;
         (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (2, 1);
     })
+}
+
+/// A process group on `sys` (ring collectives) in TP groups of `tp`.
+fn tp_groups(sys: &System, tp: u32, mode: DataMode) -> (ProcessGroup, ModelParallel) {
+    let mut pg = init_process_group(sys, &CclConfig::embedded_default(), "ring", mode).unwrap();
+    let mp = initialize_model_parallel(&mut pg, tp).unwrap();
+    (pg, mp)
 }
 
 type M = Vec<f64>;
@@ -281,14 +288,7 @@ struct RankOut {
 fn run(tp: u32, opts: TpOptions, micros: usize) -> (Vec<RankOut>, u64) {
     let backward = micros > 0;
     let sys = sips(tp);
-    let mut pg = init_process_group(
-        &sys,
-        &CclConfig::embedded_default(),
-        "ring",
-        DataMode::Functional,
-    )
-    .unwrap();
-    let mp = initialize_model_parallel(&mut pg, tp).unwrap();
+    let (mut pg, mp) = tp_groups(&sys, tp, DataMode::Functional);
     let (t, h) = (SHAPE.seq * SHAPE.micro_batch, SHAPE.hidden);
     let x = kernbench::tp::seeded_matrix(7, t, h);
     let dy = kernbench::tp::seeded_matrix(8, t, h);
@@ -533,14 +533,7 @@ fn forward_flops_are_megatrons_count() {
         ffn_hidden: 4 * SHAPE.hidden,
         ..SHAPE
     };
-    let mut pg = init_process_group(
-        &sips(2),
-        &CclConfig::embedded_default(),
-        "ring",
-        DataMode::TimingOnly,
-    )
-    .unwrap();
-    let mp = initialize_model_parallel(&mut pg, 2).unwrap();
+    let (mut pg, mp) = tp_groups(&sips(2), 2, DataMode::TimingOnly);
     let sums = Mutex::new((0, 0));
     let opts = TpOptions {
         sequence_parallel: true,
@@ -563,14 +556,7 @@ fn forward_flops_are_megatrons_count() {
 /// The error `LayerStack::new` gives for `shape` at TP `tp` (SP or not).
 fn refusal(shape: LayerShape, tp: u32, sp: bool) -> String {
     let sys = sips(tp);
-    let mut pg = init_process_group(
-        &sys,
-        &CclConfig::embedded_default(),
-        "ring",
-        DataMode::TimingOnly,
-    )
-    .unwrap();
-    let mp = initialize_model_parallel(&mut pg, tp).unwrap();
+    let (mut pg, mp) = tp_groups(&sys, tp, DataMode::TimingOnly);
     let opts = TpOptions {
         sequence_parallel: sp,
         recompute: false,
@@ -630,14 +616,7 @@ fn a_shape_the_tp_group_cannot_split_is_refused_naming_the_field() {
 fn forward_time_at_tp1_is_pinned() {
     let sys = common::lean_links(1, 64, 100);
     let macs = sys.spec.pe.macs_per_tick;
-    let mut pg = init_process_group(
-        &sys,
-        &CclConfig::embedded_default(),
-        "ring",
-        DataMode::TimingOnly,
-    )
-    .unwrap();
-    let mp = initialize_model_parallel(&mut pg, 1).unwrap();
+    let (mut pg, mp) = tp_groups(&sys, 1, DataMode::TimingOnly);
     let ticks = Mutex::new(0);
     pg.spawn(1, |ctx: &mut Rank| -> Result<(), DistError> {
         let mut stack = LayerStack::new(ctx, SHAPE, 1, mp.clone(), TpOptions::default(), 0)?;
@@ -660,14 +639,7 @@ fn forward_time_at_tp1_is_pinned() {
 #[test]
 fn misuse_of_a_stack_is_refused_naming_the_fix() {
     let sys = sips(2);
-    let mut pg = init_process_group(
-        &sys,
-        &CclConfig::embedded_default(),
-        "ring",
-        DataMode::TimingOnly,
-    )
-    .unwrap();
-    let mp = initialize_model_parallel(&mut pg, 2).unwrap();
+    let (mut pg, mp) = tp_groups(&sys, 2, DataMode::TimingOnly);
     let sp = TpOptions {
         sequence_parallel: true,
         recompute: false,

@@ -22,11 +22,9 @@ use kernbench::seeded;
 use kernbench::spec::System;
 use kernbench::topology::address::{Location, Space};
 use kernbench::tp::{cube_cols, replicated};
-use kernbench_systems::ipcq::Scope;
 use kernbench_systems::memory::DataMode;
-use kernbench_systems::program::{BinOp, DType, Launch, MemLoc, Op, Place, Program, Reduce};
+use kernbench_systems::program::{BinOp, DType, MemLoc, Op, Place, Reduce};
 use kernbench_systems::trace::OpRecord;
-use std::sync::Arc;
 use std::sync::Mutex;
 
 /// f16 unit roundoff.
@@ -300,19 +298,7 @@ fn the_engine_refuses_a_row_op_over_partial_rows() {
         ),
     ];
     for (ops, want) in cases {
-        let mut m = Machine::build_with(&one_pe(), DataMode::TimingOnly).unwrap();
-        let pe = m.pe_index(0, 0, 0);
-        let program = Program {
-            ops,
-            regs: 3,
-            ..Program::default()
-        };
-        let launch = Launch {
-            program: Arc::new(program),
-            params: Box::new([]),
-        };
-        let h = m.submit_programs(vec![(pe, launch)], Scope::DEFAULT, 0);
-        let e = m.wait(h).unwrap_err().to_string();
+        let e = common::program_error(&one_pe(), ops, 3);
         assert!(e.contains(want), "missing {want:?} in {e}");
     }
 }

@@ -6,6 +6,7 @@
 //! blocks on the same cube (a view or a tensor of the same layout).
 
 use crate::gemm::Placement;
+use crate::ops::normalize;
 use crate::tp::kernels::{element, pieces};
 use kernbench_dist::{DistError, Rank, Shard, Tensor, Work};
 use kernbench_runtime::kernel::{Addr, Tile, Tl};
@@ -101,19 +102,6 @@ fn row_kernel(tl: &mut Tl, g: &Args) {
             tile(tl, g, s, (r, rn));
         }
     }
-}
-
-/// Layer norm's `x̂` and `1/σ` of a tile of rows of `cols`.
-fn normalize(tl: &mut Tl, x: Tile, cols: usize, eps: f32) -> (Tile, Tile) {
-    let inv_n = 1.0 / cols as f32;
-    let sum = tl.row_sum(x, cols);
-    let mean = tl.scale(sum, inv_n);
-    let centred = tl.row_sub(x, mean, cols);
-    let sq = tl.mul(centred, centred);
-    let sq_sum = tl.row_sum(sq, cols);
-    let var = tl.scale(sq_sum, inv_n);
-    let inv_std = tl.rsqrt(var, eps);
-    (tl.row_mul(centred, inv_std, cols), inv_std)
 }
 
 /// One tile: rows `r .. r + rn` of the output's shard `s`.

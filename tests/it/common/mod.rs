@@ -1,7 +1,12 @@
 //! Helpers shared by the system-level tests.
 #![allow(dead_code)]
 
+use kernbench::machine::Machine;
 use kernbench::spec::{SipTopology, System, SystemSpec};
+use kernbench_systems::ipcq::Scope;
+use kernbench_systems::memory::DataMode;
+use kernbench_systems::program::{Launch, Op, Program};
+use std::sync::Arc;
 
 /// The embedded default spec, edited by `f`, validated.
 pub fn system(f: impl FnOnce(&mut SystemSpec)) -> System {
@@ -106,4 +111,22 @@ pub fn kernbench_cli(args: &[&str]) -> (Option<i32>, String, String) {
         String::from_utf8_lossy(&out.stdout).into(),
         String::from_utf8_lossy(&out.stderr).into(),
     )
+}
+
+/// The error a hand-written program of `ops` over `regs` registers ends
+/// with on SIP 0's PE 0 of `sys` (timing only): the engine's own checks.
+pub fn program_error(sys: &System, ops: Vec<Op>, regs: u16) -> String {
+    let mut m = Machine::build_with(sys, DataMode::TimingOnly).unwrap();
+    let pe = m.pe_index(0, 0, 0);
+    let program = Program {
+        ops,
+        regs,
+        ..Program::default()
+    };
+    let launch = Launch {
+        program: Arc::new(program),
+        params: Box::new([]),
+    };
+    let h = m.submit_programs(vec![(pe, launch)], Scope::DEFAULT, 0);
+    m.wait(h).unwrap_err().to_string()
 }
