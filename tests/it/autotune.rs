@@ -229,7 +229,7 @@ fn a_process_group_under_auto_runs_each_buckets_pick() {
     let mut pg = init_process_group(&sys, &ccl, "auto", DataMode::Functional).unwrap();
     let pair = pg.new_group(&[0, 1]).unwrap();
     let (n, cubes) = (pg.world_size, sys.cubes_per_sip() as usize);
-    // Per participant: 1 KiB (dims), 1 MiB (hier_lanes), 1 KiB again (the first bucket's
+    // Per participant: 1 KiB (dims), 1 MiB (bidir_ring_deep), 1 KiB again (the first bucket's
     // communicator reused), then 64 KiB over ranks 0 and 1.
     let sizes = [512usize, 524_288, 512];
     let seen = Mutex::new(Vec::new());
@@ -280,7 +280,7 @@ fn a_process_group_under_auto_runs_each_buckets_pick() {
     // One communicator per distinct pick of each group, installed once.
     let installed: usize = [WORLD, pair].iter().map(|&g| pg.group(g).comms.len()).sum();
     assert_eq!(installed, picks.len(), "{picks:?}");
-    let want = [(false, "rhd"), (true, "dims"), (true, "hier_lanes_deep")];
+    let want = [(false, "rhd"), (true, "bidir_ring_deep"), (true, "dims")];
     assert_eq!(picks, want.map(|(w, a)| (w, a.to_string())).into());
 }
 

@@ -145,13 +145,13 @@ mod small {
 /// per queue) is best for every other collective: 87–97% for reduce-scatter
 /// and all-gather (rings over participant blocks: the cube ring, then each
 /// cube's lanes, rows and columns at once, or on the mesh one ring through
-/// every SIP), 91–94% for all-reduce and reduce (the reduce-scatter
+/// every SIP), 90–93% for all-reduce and reduce (the reduce-scatter
 /// levels, then the all-gather levels), 90–91% for broadcast
 /// (pipelined trees: the root SIP's cube ring, each cube's share over its
 /// lanes, the other SIPs' cube rings). The
 /// shipped `hier_lanes` entry's 4 slots of 64 KiB cannot cover a chunk's
 /// round trip over NoC and UCIe hops (~1.1k ticks), so each cube-ring link
-/// idles a quarter of the time: 70–72% for all-reduce and reduce (pinned
+/// idles a quarter of the time: 69–70% for all-reduce and reduce (pinned
 /// next to the deep entry: they were these cells' best), 68–73% for
 /// reduce-scatter and all-gather; its `chunks: 1`, which suits rings whose
 /// blocks pipeline atom by atom, leaves the broadcast trees unpipelined
@@ -176,7 +176,7 @@ mod large {
             cell(
                 AllReduce,
                 524288,
-                &[("hier_lanes", 737323), ("hier_lanes_deep", 573783)],
+                &[("hier_lanes", 760479), ("hier_lanes_deep", 574712)],
             ),
             cell(ReduceScatter, 263168, &[("hier_lanes_deep", 302657)]),
             cell(AllGather, 263168, &[("hier_lanes_deep", 278406)]),
@@ -184,7 +184,7 @@ mod large {
             cell(
                 Reduce,
                 524288,
-                &[("hier_lanes", 751315), ("hier_lanes_deep", 572899)],
+                &[("hier_lanes", 759395), ("hier_lanes_deep", 579299)],
             ),
             cell(AllToAll, 1342177, &[("pairwise", 1537459)]),
         ];
@@ -198,7 +198,7 @@ mod large {
             cell(
                 AllReduce,
                 524288,
-                &[("hier_lanes", 732516), ("hier_lanes_deep", 560214)],
+                &[("hier_lanes", 747264), ("hier_lanes_deep", 565988)],
             ),
             cell(ReduceScatter, 263168, &[("hier_lanes_deep", 294620)]),
             cell(AllGather, 263168, &[("hier_lanes_deep", 270160)]),
@@ -206,7 +206,7 @@ mod large {
             cell(
                 Reduce,
                 524288,
-                &[("hier_lanes", 731215), ("hier_lanes_deep", 555270)],
+                &[("hier_lanes", 746539), ("hier_lanes_deep", 563037)],
             ),
             cell(AllToAll, 524288, &[("pairwise", 552269)]),
         ];
@@ -220,7 +220,7 @@ mod large {
             cell(
                 AllReduce,
                 524288,
-                &[("hier_lanes", 743815), ("hier_lanes_deep", 574666)],
+                &[("hier_lanes", 760430), ("hier_lanes_deep", 575926)],
             ),
             cell(ReduceScatter, 263168, &[("hier_lanes_deep", 302565)]),
             cell(AllGather, 263168, &[("hier_lanes_deep", 278334)]),
@@ -228,7 +228,7 @@ mod large {
             cell(
                 Reduce,
                 524288,
-                &[("hier_lanes", 752270), ("hier_lanes_deep", 571746)],
+                &[("hier_lanes", 759212), ("hier_lanes_deep", 579299)],
             ),
             cell(AllToAll, 671088, &[("pairwise", 694427)]),
         ];

@@ -38,25 +38,68 @@ pub struct Atom(pub Vec<Index>);
 pub struct Buffer {
     base: Addr,
     elems: usize,
-    radices: Vec<usize>,
+    /// The first level's radix.
+    head: usize,
+    /// The radices of the levels after the first: one list for every block
+    /// of the first level, or one per block ([`Buffer::ragged`]).
+    tails: Vec<Vec<usize>>,
     tiles: FxHashMap<usize, Tile>,
 }
 
 impl Buffer {
-    /// The buffer of `elems` f16 at `base`.
+    /// The buffer of `elems` f16 at `base`, split level by level by `radices`.
     pub fn new(base: Addr, elems: usize, radices: &[usize]) -> Self {
+        let (head, tail) = radices.split_first().map_or((1, &[][..]), |(h, t)| (*h, t));
         Self {
             base,
             elems,
-            radices: radices.to_vec(),
+            head,
+            tails: vec![tail.to_vec()],
             tiles: FxHashMap::default(),
         }
     }
 
+    /// The buffer split first into `tails.len()` blocks, block `i` then
+    /// split by `tails[i]`: blocks cut differently, such as two halves that
+    /// run their rings in different orders. An atom's first index must be
+    /// the same on every PE sharing the program (a constant).
+    pub fn ragged(base: Addr, elems: usize, tails: Vec<Vec<usize>>) -> Self {
+        Self {
+            base,
+            elems,
+            head: tails.len(),
+            tails,
+            tiles: FxHashMap::default(),
+        }
+    }
+
+    /// The radices of the levels of the atoms whose first index is `first`.
+    fn radices(&self, first: Option<&Index>) -> Vec<usize> {
+        let tail = match (self.tails.len(), first) {
+            (1, _) => &self.tails[0],
+            (_, Some(i)) => {
+                let b = i
+                    .value(self.head)
+                    .expect("a ragged buffer's first index is a constant");
+                &self.tails[b]
+            }
+            (_, None) => unreachable!("the first index of a ragged buffer's atom is given"),
+        };
+        std::iter::once(self.head)
+            .chain(tail.iter().copied())
+            .collect()
+    }
+
     /// The atoms whose leading indices are `prefix`, in buffer order.
     pub fn atoms(&self, prefix: &[Index]) -> Vec<Atom> {
+        if prefix.is_empty() && self.tails.len() > 1 {
+            return (0..self.head)
+                .flat_map(|b| self.atoms(&[Index::from(b)]))
+                .collect();
+        }
+        let radices = self.radices(prefix.first());
         let mut out = vec![Atom(prefix.to_vec())];
-        for &r in &self.radices[prefix.len().min(self.radices.len())..] {
+        for &r in &radices[prefix.len().min(radices.len())..] {
             out = out
                 .into_iter()
                 .flat_map(|a| {
@@ -76,22 +119,26 @@ impl Buffer {
         Part {
             base: self.base,
             elems: self.elems,
-            digits: a
-                .0
-                .iter()
-                .cloned()
-                .zip(self.radices.iter().copied())
-                .collect(),
+            digits: a.0.iter().cloned().zip(self.radices(a.0.first())).collect(),
         }
     }
 
-    /// The atom's number on the PE being traced (None inside a loop body).
+    /// The atom's number on the PE being traced (None inside a loop body):
+    /// its digits in mixed radix, each tail padded to the longest one's
+    /// capacity so blocks of a ragged buffer do not share numbers.
     fn key(&self, a: &Atom) -> Option<usize> {
+        let capacity = self
+            .tails
+            .iter()
+            .map(|t| t.iter().product::<usize>())
+            .max()?;
+        let radices = self.radices(a.0.first());
+        let (first, rest) = a.0.split_first()?;
         let mut k = 0;
-        for (i, &r) in a.0.iter().zip(&self.radices) {
+        for (i, &r) in rest.iter().zip(&radices[1..]) {
             k = k * r + i.value(r)?;
         }
-        Some(k)
+        Some(first.value(self.head)? * capacity + k)
     }
 
     fn held_key(&self, a: &Atom) -> usize {

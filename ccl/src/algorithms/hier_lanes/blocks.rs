@@ -1,7 +1,7 @@
-//! hier_lanes' rings: the reduce-scatter levels (the cube ring, then each
-//! cube's own lanes along SIP rows and columns, or along the snake), the
-//! all-gather levels back, and all-reduce and reduce as both, over a buffer
-//! whose first level is the collective's participant blocks.
+//! hier_lanes' reduce-scatter and all-gather: the reduce-scatter levels (the
+//! cube ring, then each cube's own lanes along SIP rows and columns, or
+//! along the snake) and the all-gather levels back, over a buffer whose
+//! first level is the collective's participant blocks.
 //!
 //! The result must be participant p's block of `split(S, P)`; nested splits
 //! of an uneven buffer do not give those blocks, so the participant level
@@ -153,7 +153,7 @@ pub(crate) fn lanes_take_the_snake(g: &Group) -> bool {
 }
 
 /// The global queue from SIP `a` to its grid neighbour `b`.
-fn toward(a: u32, b: u32, w: u32) -> QDir {
+pub(super) fn toward(a: u32, b: u32, w: u32) -> QDir {
     match b {
         _ if b == a + 1 => QDir::GlobalE,
         _ if b + 1 == a => QDir::GlobalW,
@@ -297,22 +297,8 @@ pub(super) fn kernel(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     if a.job.collective == Collective::ReduceScatter {
         reduce_scatter_levels(tl, a, at, &mut buf);
     } else {
-        all_gather_levels(tl, a, at, &mut buf, true);
+        all_gather_levels(tl, a, at, &mut buf);
     }
-}
-
-/// All-reduce as the reduce-scatter levels, each participant's own block
-/// stored, then the all-gather levels (reloading it); reduce the same with only
-/// participant 0 storing what it gathers. Every ring is a neighbour ring, so on
-/// a mesh the lanes take the snake, not rows that close across the grid.
-pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
-    if a.group.size() == 1 {
-        return;
-    }
-    let mut buf = buffer(tl, a);
-    reduce_scatter_levels(tl, a, at, &mut buf);
-    let stores = a.job.collective == Collective::AllReduce || at.me == 0;
-    all_gather_levels(tl, a, at, &mut buf, stores);
 }
 
 /// The reduce-scatter levels; the participant's own block is stored at the end.
@@ -327,16 +313,15 @@ fn reduce_scatter_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buf
 }
 
 /// The all-gather levels from the participant's own block in place; every block
-/// it receives is final, stored at once when `stores` and kept for the
-/// next level.
-fn all_gather_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buffer, stores: bool) {
+/// it receives is final, stored at once and kept for the next level.
+fn all_gather_levels(tl: &mut Tl, a: &KernelArgs, at: &Coords, buf: &mut Buffer) {
     let g = &a.group;
     let rings = Rings::new(tl, g, at, 0);
     let [l0, l1, l2] = jobs(&rings, g);
     let (c, lanes) = (g.cubes_per_sip(), g.sip_count());
     let keep = |reuse| Keep {
         own: false,
-        received: stores,
+        received: true,
         reuse,
     };
     let own = |jobs: &[RingJob]| -> Vec<Sym> { jobs.iter().map(|j| j.ring.me).collect() };

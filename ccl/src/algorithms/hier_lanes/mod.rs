@@ -7,15 +7,16 @@
 //! Every ring runs in both directions at once (half of the data each way)
 //! so every link direction carries traffic ([`blocks`]).
 //!
-//! All-reduce runs both halves; reduce too, with only participant 0
-//! storing what it gathers (a ring gather to one participant costs what the
-//! all-gather costs); reduce-scatter stops after the reduce-scatter levels
-//! and all-gather starts from the all-gather levels. Broadcast pipelines
-//! the root's shares over the lanes and every SIP's cube ring
-//! ([`broadcast`]).
+//! Reduce-scatter and all-gather run over participant blocks, so each
+//! result lands where `split(S, P)` puts it ([`blocks`]). All-reduce (and
+//! reduce, with only participant 0 storing what it gathers) may cut the
+//! buffer any way, and cuts it level by level so every ring step moves one
+//! contiguous block ([`levels`]). Broadcast pipelines the root's shares
+//! over the lanes and every SIP's cube ring ([`broadcast`]).
 
 mod blocks;
 mod broadcast;
+mod levels;
 
 use blocks::lanes_take_the_snake;
 
@@ -69,7 +70,7 @@ fn kernel(tl: &mut Tl, a: &KernelArgs) {
     match a.job.collective {
         Collective::ReduceScatter | Collective::AllGather => blocks::kernel(tl, a, &at),
         Collective::Broadcast => broadcast::kernel(tl, a, &at),
-        _ => blocks::all_reduce(tl, a, &at),
+        _ => levels::all_reduce(tl, a, &at),
     }
 }
 
@@ -171,18 +172,17 @@ impl Algorithm for HierLanes {
                     ops_per_chunk: 2.0 * cubes * 3.0,
                 },
             ),
-            // All-reduce and reduce: the reduce-scatter's sends, then the
-            // all-gather's. Only participant 0 stores what a reduce's rings
-            // gather, and the rest wait on it now and then.
-            Collective::Reduce => (
-                2.0 * lane_block_sends(g),
-                bytes / (4.0 * p),
-                1,
-                p / 2.0,
-                rings,
-            ),
+            // All-reduce and reduce: the level-nested rings of [`levels`]
+            // down and back up, each send a first-lane block of S/4cA or a
+            // piece of it ([`level_sends`]). Only participant 0 stores what
+            // a reduce's rings gather, and the rest wait on it now and then.
+            Collective::Reduce => {
+                let (sends, bytes) = level_sends(g, bytes);
+                (sends, bytes, 1, p / 2.0, rings)
+            }
             Collective::AllReduce | Collective::AllToAll => {
-                (2.0 * lane_block_sends(g), bytes / (4.0 * p), 1, p, rings)
+                let (sends, bytes) = level_sends(g, bytes);
+                (sends, bytes, 1, p, rings)
             }
         };
         CostTerms {
@@ -195,6 +195,24 @@ impl Algorithm for HierLanes {
             programs,
         }
     }
+}
+
+/// Sends per participant of the all-reduce over nested levels and the bytes
+/// of each, down and back up: the cube ring's c − 1 steps send both halves'
+/// first-lane blocks (2 · 2A of S/4cA), each lane ring's steps one block per
+/// quarter and half (4 per step; the second ring's are A times smaller,
+/// counted as whole ones). `A` is the first lane ring's length (the mean of
+/// the two halves'), `B` the second's.
+fn level_sends(g: &Group, bytes: f64) -> (f64, f64) {
+    let cubes = f64::from(g.cubes_per_sip());
+    let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
+    let (a, b) = if lanes_take_the_snake(g) || w == 1.0 || h == 1.0 {
+        (w * h, 1.0)
+    } else {
+        ((w + h) / 2.0, (w + h) / 2.0)
+    };
+    let sends = 4.0 * a * (cubes - 1.0) + 4.0 * (a - 1.0) + 4.0 * (b - 1.0);
+    (2.0 * sends, bytes / (4.0 * cubes * a))
 }
 
 /// Sends per participant of the reduce-scatter and all-gather, each of a

@@ -1,0 +1,231 @@
+//! hier_lanes' all-reduce (and reduce) over a level-nested buffer: the
+//! buffer is split first in two halves, each half over the cube ring, then
+//! in two quarters (the lane rings' two directions), then over the first
+//! lane ring, then the second. A ring block of every level is then one
+//! contiguous block, sent in slot-sized pieces, however many SIPs there
+//! are: a participant sends `O(steps · pieces)` messages, not one per
+//! participant block (the participant-first layout of [`super::blocks`],
+//! which reduce-scatter and all-gather need for where their results land,
+//! sends a piece of every participant's block at every step).
+//!
+//! The cube ring and the first lane ring share one cut (their atoms are the
+//! first lane ring's blocks, in pieces); the second lane ring's blocks are
+//! finer, so a participant stores what it owns after the first lane ring
+//! and loads it back in the finer cut, and its all-gather stores what it
+//! gathers before the first lane ring reloads it coarse. Half 0 takes the
+//! rows first, half 1 the columns, so both lane phases use every lane; on a
+//! grid of one row or column, or along a mesh's snake, both halves take the
+//! one lane ring and there is no second.
+
+use super::Coords;
+use super::blocks::lanes_take_the_snake;
+use crate::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
+use crate::{Collective, Group, KernelArgs};
+use kernbench_runtime::kernel::{Index, Sym, Tl};
+use kernbench_systems::program::QDir;
+
+/// A lane ring of one half: its size, this participant's position on it and
+/// its (next, previous) queues.
+#[derive(Clone, Copy)]
+struct Lane {
+    n: usize,
+    pos: usize,
+    dirs: (QDir, QDir),
+}
+
+impl Lane {
+    const NONE: Lane = Lane {
+        n: 1,
+        pos: 0,
+        dirs: (QDir::GlobalE, QDir::GlobalW),
+    };
+
+    /// The ring walked `way` round (1: reversed).
+    fn ring(self, tl: &mut Tl, way: usize) -> Ring {
+        let r = Ring {
+            n: self.n,
+            me: tl.param(self.pos as i64),
+            next: self.dirs.0,
+            prev: self.dirs.1,
+        };
+        if way == 0 { r } else { r.reversed() }
+    }
+}
+
+/// The two lane rings of each half, first then second.
+fn lanes(g: &Group, at: &Coords) -> [[Lane; 2]; 2] {
+    let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
+    if lanes_take_the_snake(g) {
+        let order = grid_cycle(g.grid.0, g.grid.1);
+        let n = order.len();
+        let sip = (at.sy * w + at.sx) as u32;
+        let pos = order
+            .iter()
+            .position(|&s| s == sip)
+            .expect("every SIP is on the snake");
+        let dirs = (
+            super::blocks::toward(sip, order[(pos + 1) % n], g.grid.0),
+            super::blocks::toward(sip, order[(pos + n - 1) % n], g.grid.0),
+        );
+        let snake = Lane { n, pos, dirs };
+        return [[snake, Lane::NONE], [snake, Lane::NONE]];
+    }
+    let row = Lane {
+        n: w,
+        pos: at.sx,
+        dirs: (QDir::GlobalE, QDir::GlobalW),
+    };
+    let col = Lane {
+        n: h,
+        pos: at.sy,
+        dirs: (QDir::GlobalS, QDir::GlobalN),
+    };
+    match (w > 1, h > 1) {
+        (true, true) => [[row, col], [col, row]],
+        (true, false) => [[row, Lane::NONE], [row, Lane::NONE]],
+        (false, _) => [[col, Lane::NONE], [col, Lane::NONE]],
+    }
+}
+
+/// Per half: the cube ring's job, then per quarter the first and second
+/// lane rings' jobs, each over the block this participant owns after the
+/// level before.
+struct Jobs {
+    cube: Vec<RingJob>,
+    first: Vec<RingJob>,
+    second: Vec<RingJob>,
+}
+
+impl Jobs {
+    fn new(tl: &mut Tl, c: usize, at: &Coords, lanes: &[[Lane; 2]; 2]) -> Jobs {
+        let job = |ring: Ring, prefix: Vec<Index>| RingJob {
+            ring,
+            prefix,
+            order: None,
+            suffix: Vec::new(),
+        };
+        let cube_lane = Lane {
+            n: c,
+            pos: at.pos,
+            dirs: (QDir::IntraE, QDir::IntraW),
+        };
+        let (mut cube, mut first, mut second) = (Vec::new(), Vec::new(), Vec::new());
+        // Quarter q of both halves in turn, so the halves' rings advance together.
+        let mut owned: [Sym; 2] = [Sym::from(0usize); 2];
+        for (half, own) in owned.iter_mut().enumerate() {
+            let j = job(cube_lane.ring(tl, half), vec![half.into()]);
+            *own = j.owned();
+            cube.push(j);
+        }
+        for q in 0..2 {
+            for half in 0..2 {
+                let [a, b] = lanes[half];
+                let prefix = vec![half.into(), owned[half].into(), q.into()];
+                let j = job(a.ring(tl, q), prefix.clone());
+                let mut inner = prefix;
+                inner.push(j.owned().into());
+                first.push(j);
+                second.push(job(b.ring(tl, q), inner));
+            }
+        }
+        Jobs {
+            cube,
+            first,
+            second,
+        }
+    }
+
+    /// The blocks each job owns after its reduce-scatter.
+    fn owned(jobs: &[RingJob]) -> Vec<Sym> {
+        jobs.iter().map(RingJob::owned).collect()
+    }
+}
+
+/// The participant's buffer cut for the cube ring and the first lane ring
+/// (`second: false`: atoms are first-ring blocks in pieces) or for the
+/// second lane ring (atoms are second-ring blocks in pieces).
+fn buffer(tl: &mut Tl, a: &KernelArgs, lanes: &[[Lane; 2]; 2], second: bool) -> Buffer {
+    let c = a.group.cubes_per_sip() as usize;
+    let elems = a.job.elems;
+    let tails = (0..2)
+        .map(|half| {
+            let [x, y] = lanes[half];
+            let mut radices = vec![c, 2, x.n];
+            let mut blocks = 2 * c * 2 * x.n;
+            if second {
+                radices.push(y.n);
+                blocks *= y.n;
+            }
+            radices.push(slot_pieces(a, elems / blocks));
+            radices
+        })
+        .collect();
+    Buffer::ragged(a.buffer(tl), elems, tails)
+}
+
+/// The pieces of a block of `elems`: the config's, and at least enough that
+/// none is larger than a slot, so a ring step's block streams through its
+/// queue piece by piece however few participants split the buffer.
+fn slot_pieces(a: &KernelArgs, elems: usize) -> usize {
+    let slot_elems = (a.piece_limits.max_bytes / 2).max(1) as usize;
+    a.pieces(elems, 1).max(elems.div_ceil(slot_elems))
+}
+
+/// All-reduce: reduce-scatter down the levels, all-gather back up; a reduce
+/// the same with only participant 0 storing the result.
+pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
+    if a.group.size() == 1 {
+        return;
+    }
+    let c = a.group.cubes_per_sip() as usize;
+    let lanes = lanes(&a.group, at);
+    let jobs = Jobs::new(tl, c, at, &lanes);
+    let stores = a.job.collective == Collective::AllReduce || at.me == 0;
+    let second = lanes[0][1].n > 1;
+    let mut coarse = buffer(tl, a, &lanes, false);
+    reduce_scatter(tl, a.job.op, &mut coarse, &jobs.cube);
+    reduce_scatter(tl, a.job.op, &mut coarse, &jobs.first);
+    let owned_first = Jobs::owned(&jobs.first);
+    if second {
+        // Hand the first ring's result to the finer cut through memory, and
+        // back once the second ring has gathered it.
+        for (j, o) in jobs.first.iter().zip(&owned_first) {
+            coarse.store(tl, &coarse.atoms(&j.block(*o)));
+        }
+        let mut fine = buffer(tl, a, &lanes, true);
+        reduce_scatter(tl, a.job.op, &mut fine, &jobs.second);
+        let keep = Keep {
+            own: true,
+            received: true,
+            reuse: false,
+        };
+        all_gather(
+            tl,
+            &mut fine,
+            &jobs.second,
+            &Jobs::owned(&jobs.second),
+            keep,
+        );
+        coarse = buffer(tl, a, &lanes, false);
+    }
+    let keep = |own, reuse| Keep {
+        own,
+        received: stores,
+        reuse,
+    };
+    // The cube ring sends the gathered blocks from registers.
+    all_gather(
+        tl,
+        &mut coarse,
+        &jobs.first,
+        &owned_first,
+        keep(stores && !second, c > 1),
+    );
+    all_gather(
+        tl,
+        &mut coarse,
+        &jobs.cube,
+        &Jobs::owned(&jobs.cube),
+        keep(false, false),
+    );
+}
