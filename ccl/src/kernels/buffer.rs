@@ -262,4 +262,22 @@ mod tests {
         );
         assert_eq!(b.part(&all[7]).digits.len(), 3);
     }
+
+    #[test]
+    fn a_ragged_buffer_cuts_each_first_block_its_own_way() {
+        // Half 0 (50 elements) in 2 × 3 atoms, half 1 (50) in 5.
+        let b = Buffer::ragged(Addr::hbm(0), 100, vec![vec![2, 3], vec![5]]);
+        let all = b.atoms(&[]);
+        assert_eq!(all.len(), 11);
+        assert_eq!(b.atoms(&[1.into()]).len(), 5);
+        let radices: Vec<usize> = b.part(&all[10]).digits.iter().map(|d| d.1).collect();
+        assert_eq!(radices, vec![2, 5]);
+        let radices: Vec<usize> = b.part(&all[0]).digits.iter().map(|d| d.1).collect();
+        assert_eq!(radices, vec![2, 2, 3]);
+        // Every atom has its own key.
+        let mut keys: Vec<usize> = all.iter().map(|a| b.key(a).unwrap()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), 11);
+    }
 }
