@@ -60,6 +60,8 @@ fn a_run_refused_in_packet_mode_says_what_flow_mode_would_take() {
         "64M",
         "-e",
         "64M",
+        "--max-time",
+        "600",
     ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("s to simulate"), "{err}");

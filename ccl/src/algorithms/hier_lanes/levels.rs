@@ -8,14 +8,16 @@
 //! which reduce-scatter and all-gather need for where their results land,
 //! sends a piece of every participant's block at every step).
 //!
-//! The cube ring and the first lane ring share one cut (their atoms are the
-//! first lane ring's blocks, in pieces); the second lane ring's blocks are
-//! finer, so a participant stores what it owns after the first lane ring
-//! and loads it back in the finer cut, and its all-gather stores what it
-//! gathers before the first lane ring reloads it coarse. Half 0 takes the
-//! rows first, half 1 the columns, so both lane phases use every lane; on a
-//! grid of one row or column, or along a mesh's snake, both halves take the
-//! one lane ring and there is no second.
+//! Each level works in its own cut of the buffer where it needs one
+//! ([`Cut`]): the second lane ring's blocks are finer than the first's, and
+//! where the first's are a small part of a slot the cube ring takes coarser
+//! pieces than theirs. A level in a new cut gets what it owns through
+//! memory: the level before stores its owned blocks, the level loads them
+//! in its cut (and the all-gather back stores what it gathers for the
+//! coarser level to reload). Half 0 takes the rows first, half 1 the
+//! columns, so both lane phases use every lane; on a grid of one row or
+//! column, or along a mesh's snake, both halves take the one lane ring and
+//! there is no second.
 
 use super::Coords;
 use super::blocks::lanes_take_the_snake;
@@ -141,26 +143,51 @@ impl Jobs {
     }
 }
 
-/// The participant's buffer cut for the cube ring and the first lane ring
-/// (`second: false`: atoms are first-ring blocks in pieces) or for the
-/// second lane ring (atoms are second-ring blocks in pieces).
-fn buffer(tl: &mut Tl, a: &KernelArgs, lanes: &[[Lane; 2]; 2], second: bool) -> Buffer {
+/// How finely a level cuts the buffer: its atoms are ring blocks of the
+/// cube ring, the first lane ring or the second, each in pieces.
+#[derive(Clone, Copy, PartialEq)]
+enum Cut {
+    Cube,
+    First,
+    Second,
+}
+
+impl Cut {
+    /// The participant's buffer in this cut.
+    fn buffer(self, tl: &mut Tl, a: &KernelArgs, lanes: &[[Lane; 2]; 2]) -> Buffer {
+        let elems = a.job.elems;
+        let tails = (0..2)
+            .map(|half| {
+                let mut radices = self.radices(a, &lanes[half]);
+                let blocks: usize = 2 * radices.iter().product::<usize>();
+                radices.push(slot_pieces(a, elems / blocks));
+                radices
+            })
+            .collect();
+        Buffer::ragged(a.buffer(tl), elems, tails)
+    }
+
+    /// A half's radices down to this cut's blocks.
+    fn radices(self, a: &KernelArgs, [x, y]: &[Lane; 2]) -> Vec<usize> {
+        let c = a.group.cubes_per_sip() as usize;
+        match self {
+            Cut::Cube => vec![c],
+            Cut::First => vec![c, 2, x.n],
+            Cut::Second => vec![c, 2, x.n, y.n],
+        }
+    }
+}
+
+/// Whether the cube ring takes its own, coarser cut: where the first lane
+/// ring's blocks are a quarter slot or less (the cube ring would send at
+/// least four times the pieces in their cut, each short of a slot, which
+/// few slots cannot keep streaming) and the hand-over through memory, `3S/c`
+/// more HBM traffic against the `2S` the all-reduce moves anyway, is at most
+/// a fifth of it (8 cubes or more).
+fn own_cube_cut(a: &KernelArgs, lanes: &[Lane; 2]) -> bool {
     let c = a.group.cubes_per_sip() as usize;
-    let elems = a.job.elems;
-    let tails = (0..2)
-        .map(|half| {
-            let [x, y] = lanes[half];
-            let mut radices = vec![c, 2, x.n];
-            let mut blocks = 2 * c * 2 * x.n;
-            if second {
-                radices.push(y.n);
-                blocks *= y.n;
-            }
-            radices.push(slot_pieces(a, elems / blocks));
-            radices
-        })
-        .collect();
-    Buffer::ragged(a.buffer(tl), elems, tails)
+    let first_block_bytes = 2 * a.job.elems / (2 * c * 2 * lanes[0].n);
+    c >= 8 && 4 * first_block_bytes as u64 <= a.piece_limits.max_bytes
 }
 
 /// The pieces of a block of `elems`: the config's, and at least enough that
@@ -171,8 +198,17 @@ fn slot_pieces(a: &KernelArgs, elems: usize) -> usize {
     a.pieces(elems, 1).max(elems.div_ceil(slot_elems))
 }
 
+/// Stores the blocks the jobs own, so a level in another cut can load them.
+fn store_owned(tl: &mut Tl, buf: &mut Buffer, jobs: &[RingJob]) {
+    for j in jobs {
+        buf.store(tl, &buf.atoms(&j.block(j.owned())));
+    }
+}
+
 /// All-reduce: reduce-scatter down the levels, all-gather back up; a reduce
-/// the same with only participant 0 storing the result.
+/// the same with only participant 0 storing the result. A level whose cut
+/// differs from the one before hands over through memory: the blocks it
+/// owns are stored in one cut and loaded in the other.
 pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     if a.group.size() == 1 {
         return;
@@ -182,17 +218,22 @@ pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     let jobs = Jobs::new(tl, c, at, &lanes);
     let stores = a.job.collective == Collective::AllReduce || at.me == 0;
     let second = lanes[0][1].n > 1;
-    let mut coarse = buffer(tl, a, &lanes, false);
-    reduce_scatter(tl, a.job.op, &mut coarse, &jobs.cube);
-    reduce_scatter(tl, a.job.op, &mut coarse, &jobs.first);
-    let owned_first = Jobs::owned(&jobs.first);
+    let cube_cut = if own_cube_cut(a, &lanes[0]) {
+        Cut::Cube
+    } else {
+        Cut::First
+    };
+    let own_cut = cube_cut != Cut::First;
+    let mut buf = cube_cut.buffer(tl, a, &lanes);
+    reduce_scatter(tl, a.job.op, &mut buf, &jobs.cube);
+    if own_cut {
+        store_owned(tl, &mut buf, &jobs.cube);
+        buf = Cut::First.buffer(tl, a, &lanes);
+    }
+    reduce_scatter(tl, a.job.op, &mut buf, &jobs.first);
     if second {
-        // Hand the first ring's result to the finer cut through memory, and
-        // back once the second ring has gathered it.
-        for (j, o) in jobs.first.iter().zip(&owned_first) {
-            coarse.store(tl, &coarse.atoms(&j.block(*o)));
-        }
-        let mut fine = buffer(tl, a, &lanes, true);
+        store_owned(tl, &mut buf, &jobs.first);
+        let mut fine = Cut::Second.buffer(tl, a, &lanes);
         reduce_scatter(tl, a.job.op, &mut fine, &jobs.second);
         let keep = Keep {
             own: true,
@@ -206,26 +247,24 @@ pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
             &Jobs::owned(&jobs.second),
             keep,
         );
-        coarse = buffer(tl, a, &lanes, false);
+        buf = Cut::First.buffer(tl, a, &lanes);
     }
-    let keep = |own, reuse| Keep {
-        own,
-        received: stores,
-        reuse,
+    // What the cube ring reloads in its own cut is stored by everyone; else
+    // it sends the gathered blocks from registers.
+    let hand_over = stores || own_cut;
+    let keep = Keep {
+        own: hand_over && !second,
+        received: hand_over,
+        reuse: c > 1 && !own_cut,
     };
-    // The cube ring sends the gathered blocks from registers.
-    all_gather(
-        tl,
-        &mut coarse,
-        &jobs.first,
-        &owned_first,
-        keep(stores && !second, c > 1),
-    );
-    all_gather(
-        tl,
-        &mut coarse,
-        &jobs.cube,
-        &Jobs::owned(&jobs.cube),
-        keep(false, false),
-    );
+    all_gather(tl, &mut buf, &jobs.first, &Jobs::owned(&jobs.first), keep);
+    if own_cut {
+        buf = cube_cut.buffer(tl, a, &lanes);
+    }
+    let keep = Keep {
+        own: false,
+        received: stores,
+        reuse: false,
+    };
+    all_gather(tl, &mut buf, &jobs.cube, &Jobs::owned(&jobs.cube), keep);
 }

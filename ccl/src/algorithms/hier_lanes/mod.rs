@@ -201,8 +201,9 @@ impl Algorithm for HierLanes {
 /// of each, down and back up: the cube ring's c − 1 steps send both halves'
 /// first-lane blocks (2 · 2A of S/4cA), each lane ring's steps one block per
 /// quarter and half (4 per step; the second ring's are A times smaller,
-/// counted as whole ones). `A` is the first lane ring's length (the mean of
-/// the two halves'), `B` the second's.
+/// counted as whole ones; where the cube ring takes its own coarser cut its
+/// sends are fewer and larger, and this over-counts them). `A` is the first
+/// lane ring's length (the mean of the two halves'), `B` the second's.
 fn level_sends(g: &Group, bytes: f64) -> (f64, f64) {
     let cubes = f64::from(g.cubes_per_sip());
     let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
