@@ -145,13 +145,13 @@ mod small {
 /// per queue) is best for every other collective: 87–97% for reduce-scatter
 /// and all-gather (rings over participant blocks: the cube ring, then each
 /// cube's lanes, rows and columns at once, or on the mesh one ring through
-/// every SIP), 90–93% for all-reduce and reduce (the reduce-scatter
+/// every SIP), 90–94% for all-reduce and reduce (the reduce-scatter
 /// levels, then the all-gather levels), 90–91% for broadcast
 /// (pipelined trees: the root SIP's cube ring, each cube's share over its
 /// lanes, the other SIPs' cube rings). The
 /// shipped `hier_lanes` entry's 4 slots of 64 KiB cannot cover a chunk's
 /// round trip over NoC and UCIe hops (~1.1k ticks), so each cube-ring link
-/// idles a quarter of the time: 69–70% for all-reduce and reduce (pinned
+/// idles a quarter of the time: 69–71% for all-reduce and reduce (pinned
 /// next to the deep entry: they were these cells' best), 68–73% for
 /// reduce-scatter and all-gather; its `chunks: 1`, which suits rings whose
 /// blocks pipeline atom by atom, leaves the broadcast trees unpipelined
@@ -198,7 +198,7 @@ mod large {
             cell(
                 AllReduce,
                 524288,
-                &[("hier_lanes", 747264), ("hier_lanes_deep", 565988)],
+                &[("hier_lanes", 737981), ("hier_lanes_deep", 559975)],
             ),
             cell(ReduceScatter, 263168, &[("hier_lanes_deep", 294620)]),
             cell(AllGather, 263168, &[("hier_lanes_deep", 270160)]),
@@ -206,7 +206,7 @@ mod large {
             cell(
                 Reduce,
                 524288,
-                &[("hier_lanes", 746539), ("hier_lanes_deep", 563037)],
+                &[("hier_lanes", 739621), ("hier_lanes_deep", 560498)],
             ),
             cell(AllToAll, 524288, &[("pairwise", 552269)]),
         ];

@@ -178,16 +178,34 @@ impl Cut {
     }
 }
 
-/// Whether the cube ring takes its own, coarser cut: where the first lane
-/// ring's blocks are a quarter slot or less (the cube ring would send at
-/// least four times the pieces in their cut, each short of a slot, which
-/// few slots cannot keep streaming) and the hand-over through memory, `3S/c`
-/// more HBM traffic against the `2S` the all-reduce moves anyway, is at most
-/// a fifth of it (8 cubes or more).
-fn own_cube_cut(a: &KernelArgs, lanes: &[Lane; 2]) -> bool {
+/// The cuts of the lane rings and of the cube ring. Every level works in
+/// the finest cut it can, so no level hands over through memory, unless the
+/// blocks there are a quarter slot or less (pieces so short that few slots
+/// cannot keep them streaming): then the lane rings take the first ring's
+/// cut, and the cube ring its own where a SIP has 8 cubes or more and the
+/// first lane ring 8 SIPs or more. A hand-over costs `3S/cA` (lanes) or
+/// `3S/c` (cube ring) more HBM traffic, against the `2S` the all-reduce
+/// moves anyway, and the next level no longer starts on blocks while the
+/// level before finishes others: on 4 SIPs of 16 cubes at 1 MiB the cube
+/// ring's own cut made the all-reduce 44 % slower, on 64 and 256 SIPs 17–35 %
+/// faster.
+fn cuts(a: &KernelArgs, lanes: &[Lane; 2], second: bool) -> (Cut, Cut) {
     let c = a.group.cubes_per_sip() as usize;
-    let first_block_bytes = 2 * a.job.elems / (2 * c * 2 * lanes[0].n);
-    c >= 8 && 4 * first_block_bytes as u64 <= a.piece_limits.max_bytes
+    let tiny = |cut: Cut| {
+        let blocks: usize = 2 * cut.radices(a, lanes).iter().product::<usize>();
+        4 * (2 * a.job.elems / blocks) as u64 <= a.piece_limits.max_bytes
+    };
+    let lane_cut = if second && !tiny(Cut::Second) {
+        Cut::Second
+    } else {
+        Cut::First
+    };
+    let cube_cut = if c >= 8 && lanes[0].n >= 8 && tiny(lane_cut) {
+        Cut::Cube
+    } else {
+        lane_cut
+    };
+    (lane_cut, cube_cut)
 }
 
 /// The pieces of a block of `elems`: the config's, and at least enough that
@@ -216,49 +234,54 @@ pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     let c = a.group.cubes_per_sip() as usize;
     let lanes = lanes(&a.group, at);
     let jobs = Jobs::new(tl, c, at, &lanes);
-    let stores = a.job.collective == Collective::AllReduce || at.me == 0;
     let second = lanes[0][1].n > 1;
-    let cube_cut = if own_cube_cut(a, &lanes[0]) {
-        Cut::Cube
-    } else {
-        Cut::First
-    };
-    let own_cut = cube_cut != Cut::First;
+    let (lane_cut, cube_cut) = cuts(a, &lanes[0], second);
+    let fine_cut = if second { Cut::Second } else { lane_cut };
     let mut buf = cube_cut.buffer(tl, a, &lanes);
     reduce_scatter(tl, a.job.op, &mut buf, &jobs.cube);
-    if own_cut {
+    if cube_cut != lane_cut {
         store_owned(tl, &mut buf, &jobs.cube);
-        buf = Cut::First.buffer(tl, a, &lanes);
+        buf = lane_cut.buffer(tl, a, &lanes);
     }
     reduce_scatter(tl, a.job.op, &mut buf, &jobs.first);
-    if second {
+    if lane_cut != fine_cut {
         store_owned(tl, &mut buf, &jobs.first);
-        let mut fine = Cut::Second.buffer(tl, a, &lanes);
-        reduce_scatter(tl, a.job.op, &mut fine, &jobs.second);
-        let keep = Keep {
-            own: true,
-            received: true,
-            reuse: false,
-        };
+        buf = fine_cut.buffer(tl, a, &lanes);
+    }
+    if second {
+        reduce_scatter(tl, a.job.op, &mut buf, &jobs.second);
+    }
+    // Blocks a coarser cut reloads are stored by everyone.
+    let stores = a.job.collective == Collective::AllReduce || at.me == 0;
+    let hand_over = stores || cube_cut != fine_cut;
+    let keep = |own, reuse| Keep {
+        own,
+        received: hand_over,
+        reuse,
+    };
+    if second {
+        let own = Jobs::owned(&jobs.second);
         all_gather(
             tl,
-            &mut fine,
+            &mut buf,
             &jobs.second,
-            &Jobs::owned(&jobs.second),
-            keep,
+            &own,
+            keep(hand_over, lane_cut == fine_cut),
         );
-        buf = Cut::First.buffer(tl, a, &lanes);
     }
-    // What the cube ring reloads in its own cut is stored by everyone; else
-    // it sends the gathered blocks from registers.
-    let hand_over = stores || own_cut;
-    let keep = Keep {
-        own: hand_over && !second,
-        received: hand_over,
-        reuse: c > 1 && !own_cut,
-    };
-    all_gather(tl, &mut buf, &jobs.first, &Jobs::owned(&jobs.first), keep);
-    if own_cut {
+    if lane_cut != fine_cut {
+        buf = lane_cut.buffer(tl, a, &lanes);
+    }
+    let first_own = Jobs::owned(&jobs.first);
+    let reuse = c > 1 && cube_cut == lane_cut;
+    all_gather(
+        tl,
+        &mut buf,
+        &jobs.first,
+        &first_own,
+        keep(hand_over && !second, reuse),
+    );
+    if cube_cut != lane_cut {
         buf = cube_cut.buffer(tl, a, &lanes);
     }
     let keep = Keep {
