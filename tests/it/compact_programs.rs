@@ -119,13 +119,13 @@ fn adr0032_and_hier_lanes_share_programs_by_role() {
     assert_eq!((small.len(), large.len()), (1, 1));
     assert_eq!(small, large, "the exchange rounds are a loop");
     // hier_lanes on the default system (4 SIPs x 16 cubes): ring positions
-    // are parameters and every ring block is addressed from them, so all 64
-    // participants share one program; on rings of one-cube SIPs too, of
-    // the same length on 16 SIPs as on 256.
+    // are parameters, so the 16 cubes of a SIP share a program; on rings of
+    // one-cube SIPs every participant shares one, of the same length on 16
+    // SIPs as on 256.
     let sys = System::embedded_default();
     let launches = programs(&sys, "hier_lanes", Collective::AllReduce, 1 << 16);
     assert_eq!(launches.len(), 64);
-    assert_eq!(distinct(&launches).len(), 1);
+    assert_eq!(distinct(&launches).len(), 4);
     let small = distinct(&programs(
         &lean_ring(16),
         "hier_lanes",
