@@ -73,9 +73,10 @@ impl Buffer {
         }
     }
 
-    /// The radices of the levels of the atoms whose first index is `first`.
-    fn radices(&self, first: Option<&Index>) -> Vec<usize> {
-        let tail = match (self.tails.len(), first) {
+    /// The radices of the levels after the first of the atoms whose first
+    /// index is `first`.
+    fn tail(&self, first: Option<&Index>) -> &[usize] {
+        match (self.tails.len(), first) {
             (1, _) => &self.tails[0],
             (_, Some(i)) => {
                 let b = i
@@ -84,10 +85,12 @@ impl Buffer {
                 &self.tails[b]
             }
             (_, None) => unreachable!("the first index of a ragged buffer's atom is given"),
-        };
-        std::iter::once(self.head)
-            .chain(tail.iter().copied())
-            .collect()
+        }
+    }
+
+    /// The radices of every level of the atoms whose first index is `first`.
+    fn radices(&self, first: Option<&Index>) -> impl Iterator<Item = usize> + '_ {
+        std::iter::once(self.head).chain(self.tail(first).iter().copied())
     }
 
     /// The atoms whose leading indices are `prefix`, in buffer order.
@@ -97,9 +100,8 @@ impl Buffer {
                 .flat_map(|b| self.atoms(&[Index::from(b)]))
                 .collect();
         }
-        let radices = self.radices(prefix.first());
         let mut out = vec![Atom(prefix.to_vec())];
-        for &r in &radices[prefix.len().min(radices.len())..] {
+        for r in self.radices(prefix.first()).skip(prefix.len()) {
             out = out
                 .into_iter()
                 .flat_map(|a| {
@@ -132,10 +134,9 @@ impl Buffer {
             .iter()
             .map(|t| t.iter().product::<usize>())
             .max()?;
-        let radices = self.radices(a.0.first());
         let (first, rest) = a.0.split_first()?;
         let mut k = 0;
-        for (i, &r) in rest.iter().zip(&radices[1..]) {
+        for (i, &r) in rest.iter().zip(self.tail(Some(first))) {
             k = k * r + i.value(r)?;
         }
         Some(first.value(self.head)? * capacity + k)

@@ -153,7 +153,7 @@ pub(crate) fn lanes_take_the_snake(g: &Group) -> bool {
 }
 
 /// The global queue from SIP `a` to its grid neighbour `b`.
-pub(super) fn toward(a: u32, b: u32, w: u32) -> QDir {
+fn toward(a: u32, b: u32, w: u32) -> QDir {
     match b {
         _ if b == a + 1 => QDir::GlobalE,
         _ if b + 1 == a => QDir::GlobalW,
@@ -162,19 +162,28 @@ pub(super) fn toward(a: u32, b: u32, w: u32) -> QDir {
     }
 }
 
-/// This participant's snake ring both ways round (its position and the
-/// directions of its neighbours on the snake).
-fn snake_ring(tl: &mut Tl, g: &Group, at: &Coords, shift: usize) -> Option<[LevelRing; 2]> {
+/// Where this participant's SIP sits on the snake: the snake's SIPs in
+/// order, its position and the queues to its (next, previous) neighbours.
+/// None unless the lanes take the snake ([`snake`]).
+pub(super) fn on_snake(g: &Group, at: &Coords) -> Option<(Vec<u32>, usize, (QDir, QDir))> {
     let order = snake(g)?;
-    let (n, c, w) = (order.len(), g.cubes_per_sip() as usize, g.grid.0);
+    let (n, w) = (order.len(), g.grid.0);
     let sip = (at.sy * w as usize + at.sx) as u32;
     let pos = order.iter().position(|&s| s == sip)?;
     let dirs = (
         toward(sip, order[(pos + 1) % n], w),
         toward(sip, order[(pos + n - 1) % n], w),
     );
+    Some((order, pos, dirs))
+}
+
+/// This participant's snake ring both ways round (its position and the
+/// directions of its neighbours on the snake).
+fn snake_ring(tl: &mut Tl, g: &Group, at: &Coords, shift: usize) -> Option<[LevelRing; 2]> {
+    let (order, pos, dirs) = on_snake(g, at)?;
+    let c = g.cubes_per_sip() as usize;
     let digit = |cube: usize, _: usize, m: usize| order[m] as usize * c + cube;
-    let level = Level::new("snake", n, dirs, (c, 1), &digit);
+    let level = Level::new("snake", order.len(), dirs, (c, 1), &digit);
     Some([0, 1].map(|d| level.way(tl, pos, at.cube, d, shift)))
 }
 

@@ -20,8 +20,8 @@
 //! there is no second.
 
 use super::Coords;
-use super::blocks::lanes_take_the_snake;
-use crate::kernels::{Buffer, Keep, Ring, RingJob, all_gather, grid_cycle, reduce_scatter};
+use super::blocks::on_snake;
+use crate::kernels::{Buffer, Keep, Ring, RingJob, all_gather, reduce_scatter};
 use crate::{Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::{Index, Sym, Tl};
 use kernbench_systems::program::QDir;
@@ -57,19 +57,12 @@ impl Lane {
 /// The two lane rings of each half, first then second.
 fn lanes(g: &Group, at: &Coords) -> [[Lane; 2]; 2] {
     let (w, h) = (g.grid.0 as usize, g.grid.1 as usize);
-    if lanes_take_the_snake(g) {
-        let order = grid_cycle(g.grid.0, g.grid.1);
-        let n = order.len();
-        let sip = (at.sy * w + at.sx) as u32;
-        let pos = order
-            .iter()
-            .position(|&s| s == sip)
-            .expect("every SIP is on the snake");
-        let dirs = (
-            super::blocks::toward(sip, order[(pos + 1) % n], g.grid.0),
-            super::blocks::toward(sip, order[(pos + n - 1) % n], g.grid.0),
-        );
-        let snake = Lane { n, pos, dirs };
+    if let Some((order, pos, dirs)) = on_snake(g, at) {
+        let snake = Lane {
+            n: order.len(),
+            pos,
+            dirs,
+        };
         return [[snake, Lane::NONE], [snake, Lane::NONE]];
     }
     let row = Lane {
@@ -155,16 +148,21 @@ enum Cut {
 impl Cut {
     /// The participant's buffer in this cut.
     fn buffer(self, tl: &mut Tl, a: &KernelArgs, lanes: &[[Lane; 2]; 2]) -> Buffer {
-        let elems = a.job.elems;
         let tails = (0..2)
             .map(|half| {
                 let mut radices = self.radices(a, &lanes[half]);
-                let blocks: usize = 2 * radices.iter().product::<usize>();
-                radices.push(slot_pieces(a, elems / blocks));
+                let blocks = self.blocks(a, &lanes[half]);
+                radices.push(slot_pieces(a, a.job.elems / blocks));
                 radices
             })
             .collect();
-        Buffer::ragged(a.buffer(tl), elems, tails)
+        Buffer::ragged(a.buffer(tl), a.job.elems, tails)
+    }
+
+    /// How many blocks the buffer has in this cut, were both halves cut as
+    /// this one.
+    fn blocks(self, a: &KernelArgs, lanes: &[Lane; 2]) -> usize {
+        2 * self.radices(a, lanes).iter().product::<usize>()
     }
 
     /// A half's radices down to this cut's blocks.
@@ -191,10 +189,8 @@ impl Cut {
 /// faster.
 fn cuts(a: &KernelArgs, lanes: &[Lane; 2], second: bool) -> (Cut, Cut) {
     let c = a.group.cubes_per_sip() as usize;
-    let tiny = |cut: Cut| {
-        let blocks: usize = 2 * cut.radices(a, lanes).iter().product::<usize>();
-        4 * (2 * a.job.elems / blocks) as u64 <= a.piece_limits.max_bytes
-    };
+    let tiny =
+        |cut: Cut| 4 * (2 * a.job.elems / cut.blocks(a, lanes)) as u64 <= a.piece_limits.max_bytes;
     let lane_cut = if second && !tiny(Cut::Second) {
         Cut::Second
     } else {
