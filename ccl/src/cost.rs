@@ -26,6 +26,9 @@ pub struct CostTerms {
     pub register_pieces: f64,
     /// The programs its participants hold.
     pub programs: HeldPrograms,
+    /// Routes a participant sends on at once, whose messages drain
+    /// together (1 for algorithms that send to one peer at a time).
+    pub fanout: f64,
 }
 
 /// The programs an algorithm's participants hold, whose ops stay in memory
@@ -68,6 +71,7 @@ impl CostTerms {
             programs: HeldPrograms::Unrolled {
                 programs: g.size() as f64,
             },
+            fanout: 1.0,
         }
     }
 }

@@ -75,3 +75,60 @@ fn estimate_follows_counted_messages_and_schedule_runs() {
         out.join("\n")
     );
 }
+
+/// A pairwise all-to-all keeps every route busy at once, so in flow mode
+/// each flow's start or end re-rates all the flows draining then: the
+/// estimate's rate-pass term follows the flows the passes count, within 4×,
+/// and grows with the participants squared, so `auto` keeps such a run in
+/// packet mode (docs/model.md §Cost estimate).
+#[test]
+fn flow_estimate_follows_the_rate_passes_of_an_all_to_all() {
+    use kernbench_systems::network::NetworkModel;
+    use kernbench_systems::network::flow::FlowLinks;
+    let config = CclConfig::embedded_default()
+        .entry("pairwise")
+        .expect("a shipped entry")
+        .clone();
+    let job = |bytes: u64| Job {
+        collective: Collective::AllToAll,
+        op: ReduceOp::Sum,
+        elems: (bytes / 2) as usize,
+    };
+    let flow_system = |cubes| {
+        let mut sys = common::sweep_base(4, SipTopology::Torus2d, 2, cubes);
+        for l in [&mut sys.spec.links.noc, &mut sys.spec.links.ucie] {
+            l.packet_bytes = 4096;
+        }
+        sys.spec.links.inter_sip.packet_bytes = 4096;
+        sys.spec.network.model = NetworkModel::Flow;
+        sys
+    };
+    let sys = flow_system((2, 2));
+    for bytes in [64 << 10, 256 << 10] {
+        let est = Estimate::collective(&sys, &config, &job(bytes), false, false);
+        let (mut m, comm) = common::communicator(&sys, &config, DataMode::TimingOnly).unwrap();
+        comm.run(&mut m, job(bytes)).unwrap();
+        let counted = m.engine.world.resource::<FlowLinks>().reached as f64;
+        let ratio = est.flow_reached / counted;
+        assert!(
+            (0.25..=4.0).contains(&ratio),
+            "{bytes} B: {est:?} against {counted} reached"
+        );
+    }
+    // 16 participants against 64, the same bytes per peer: about 16× the
+    // flows reached per message.
+    let per_message = |cubes, bytes| {
+        let e = Estimate::collective(&flow_system(cubes), &config, &job(bytes), false, false);
+        e.flow_reached / e.messages
+    };
+    let growth = per_message((4, 4), 1 << 20) / per_message((2, 2), 256 << 10);
+    assert!((12.0..=20.0).contains(&growth), "{growth}");
+    // Other algorithms send to one peer at a time: no such term.
+    let ring = CclConfig::embedded_default().entry("ring").unwrap().clone();
+    let all_reduce = Job {
+        collective: Collective::AllReduce,
+        ..job(1 << 20)
+    };
+    let e = Estimate::collective(&sys, &ring, &all_reduce, false, false);
+    assert_eq!(e.flow_reached, 0.0);
+}

@@ -320,6 +320,7 @@ impl Algorithm for BidirRing {
             programs: HeldPrograms::Unrolled {
                 programs: g.size() as f64,
             },
+            fanout: 1.0,
         }
     }
 }

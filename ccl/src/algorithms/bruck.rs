@@ -133,6 +133,7 @@ impl Algorithm for Bruck {
             lockstep: p,
             register_pieces: g.size() as f64 / 4.0,
             programs: HeldPrograms::Unrolled { programs: 1.0 },
+            fanout: 1.0,
         }
     }
 }

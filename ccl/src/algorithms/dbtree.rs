@@ -296,6 +296,7 @@ impl Algorithm for DbTree {
             programs: HeldPrograms::Unrolled {
                 programs: g.size() as f64,
             },
+            fanout: 1.0,
         }
     }
 }

@@ -274,6 +274,7 @@ impl Algorithm for HierRoot {
                 programs: 1.0,
                 ops_per_chunk: 3.0 * 64.0,
             },
+            fanout: 1.0,
         }
     }
 }

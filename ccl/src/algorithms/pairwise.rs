@@ -136,6 +136,8 @@ impl Algorithm for Pairwise {
             lockstep: participants(g),
             register_pieces: g.size() as f64 / 4.0,
             programs: HeldPrograms::Unrolled { programs: 1.0 },
+            // Every block is in flight at once.
+            fanout: (participants(g) - 1.0).max(1.0),
         }
     }
 }

@@ -476,6 +476,7 @@ impl Algorithm for Rhd {
             programs: HeldPrograms::Unrolled {
                 programs: g.size() as f64,
             },
+            fanout: 1.0,
         }
     }
 }

@@ -147,6 +147,7 @@ impl Algorithm for RingAlgo {
                 programs: 1.0,
                 ops_per_chunk: 3.0 * 64.0,
             },
+            fanout: 1.0,
         }
     }
 }

@@ -133,6 +133,7 @@ impl Algorithm for Star {
             programs: HeldPrograms::Unrolled {
                 programs: g.size() as f64,
             },
+            fanout: 1.0,
         }
     }
 }

@@ -135,6 +135,7 @@ impl Algorithm for Tree {
             programs: HeldPrograms::Unrolled {
                 programs: g.size() as f64,
             },
+            fanout: 1.0,
         }
     }
 }

@@ -277,6 +277,10 @@ pub struct FlowLinks {
     /// The pass's limits by share: (share, is a flow's own bottleneck,
     /// link id or index in `reached_flows`); see [`fill_progressively`].
     heap: BinaryHeap<Reverse<(u64, bool, u32)>>,
+    /// Flows the rate passes reached, summed over the run: the flow model's
+    /// own work, which grows with the flows draining together (a period the
+    /// fast-forward skips adds none).
+    pub reached: u64,
 }
 
 impl FlowLinks {
@@ -532,6 +536,7 @@ fn deliver(now: Tick, entity: Entity, net: &mut FlowAccess) {
 /// schedules a new drained event for each flow whose rate changed.
 fn reassign_rates(now: Tick, net: &mut FlowAccess) {
     reach_connected(now, net);
+    net.net.reached += net.net.reached_flows.len() as u64;
     fill_progressively(net);
     let FlowAccess {
         cal,

@@ -193,6 +193,7 @@ impl Algorithm for HierLanes {
             // Four pieces of a ring step's block.
             register_pieces: 4.0,
             programs,
+            fanout: 1.0,
         }
     }
 }
