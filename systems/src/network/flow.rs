@@ -36,6 +36,7 @@ use crate::steady::Sig;
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
@@ -219,8 +220,9 @@ pub struct FlowCalendar(pub Calendar<FlowEvent>);
 #[derive(Debug, Default, Clone)]
 struct LinkFlows {
     /// The flows draining over the link with their bottleneck bandwidth,
-    /// and the sum of those.
-    flows: Vec<(Entity, f64)>,
+    /// and the sum of those. Most links carry one flow at a time, kept in
+    /// place: no heap block to fetch when a flow joins, leaves or is rated.
+    flows: SmallVec<[(Entity, f64); 1]>,
     demand: f64,
     /// Whether its flows, each at its bottleneck, would exceed its
     /// bandwidth. Only such a link can hold a flow below its bottleneck, so
