@@ -11,7 +11,9 @@
 //!   values in functional mode; trace events (streamed to the file: they
 //!   cost time and disk, not memory). In packet mode the network costs its
 //!   packet-hops; in flow mode each message's flow touches every link of its
-//!   route when it starts and when it ends (its rate updates).
+//!   route when it starts and when it ends (its rate updates), and where a
+//!   participant sends on many routes at once, each rate pass reaches the
+//!   flows draining on all of them.
 
 use crate::cost::CostTerms;
 use crate::{AlgoConfig, Algorithm, Collective, Group, Job, algorithms};

@@ -96,10 +96,10 @@ fn flow_estimate_follows_the_rate_passes_of_an_all_to_all() {
     };
     let flow_system = |cubes| {
         let mut sys = common::sweep_base(4, SipTopology::Torus2d, 2, cubes);
-        for l in [&mut sys.spec.links.noc, &mut sys.spec.links.ucie] {
+        let links = &mut sys.spec.links;
+        for l in [&mut links.noc, &mut links.ucie, &mut links.inter_sip] {
             l.packet_bytes = 4096;
         }
-        sys.spec.links.inter_sip.packet_bytes = 4096;
         sys.spec.network.model = NetworkModel::Flow;
         sys
     };
