@@ -293,7 +293,7 @@ impl Communicator {
     /// every allocation there: it must fit in what is free.
     fn check_buffer_fits(&self, machine: &Machine, job: &Job) -> Result<(), CclError> {
         let m = &machine.memory;
-        let tightest = (0..self.group.size())
+        let tightest = self.group.simulated()
             .map(|p| {
                 let hbm = m.instance_of(Space::Hbm, self.group.pe(p));
                 (m.free_below(Space::Hbm, hbm), hbm)
@@ -334,7 +334,7 @@ impl Communicator {
     }
 
     fn launch_args(&self, sys: &System, job: Job, buffers: Buffers) -> (Vec<PeIdx>, KernelArgs) {
-        let pes: Vec<PeIdx> = (0..self.group.size()).map(|p| self.group.pe(p)).collect();
+        let pes: Vec<PeIdx> = self.group.simulated().map(|p| self.group.pe(p)).collect();
         let args = KernelArgs {
             group: self.group.clone(),
             job,

@@ -198,7 +198,8 @@ impl Estimate {
             return e;
         };
         let g = Group::for_config(sys, config);
-        let p = g.size() as f64;
+        // Participants simulated: all, or a folded group's window.
+        let p = g.simulated_size() as f64;
         let limits = crate::PieceLimits::of(sys, config);
         let terms = algorithm.cost_terms(&g, job.collective, job.bytes() as f64);
         let work = pipelined(&terms, |size, stages| {

@@ -38,6 +38,10 @@ pub struct Group {
     /// SIP (`cubes` is then (1, 1) and `pes` 1, so every algorithm sees
     /// one-cube SIPs).
     pub lane: Option<Lane>,
+    /// Logical SIPs per simulated SIP along x and y ([`System::fold`]):
+    /// the group's SIP (x, y) runs on simulated SIP (x mod w', y mod h') of
+    /// the w' × h' machine, and only the first w' × h' window is simulated.
+    pub fold: (u32, u32),
 }
 
 /// Where the participants of a one-lane group sit in their SIPs.
@@ -52,15 +56,40 @@ pub struct Lane {
 impl Group {
     pub fn new(sys: &System) -> Self {
         let s = &sys.spec;
+        let (pw, ph) = sys.sip_grid;
+        let (w, h) = (pw * sys.fold.0, ph * sys.fold.1);
         Self {
-            sips: (0..s.system.sips.count).collect(),
+            sips: (0..w * h).map(|m| (m / w % ph) * pw + m % w % pw).collect(),
             pes: 1,
             topology: s.system.sips.topology,
-            grid: sys.sip_grid,
+            grid: (w, h),
             cubes: (s.sip.cube_mesh.w, s.sip.cube_mesh.h),
             pes_per_cube: s.cube.pe_layout.pes(),
             lane: None,
+            fold: sys.fold,
         }
+    }
+
+    /// Whether the group stands for more SIPs than it simulates.
+    pub fn is_folded(&self) -> bool {
+        self.fold != (1, 1)
+    }
+
+    /// The participants simulated: all of them, or in a folded group those
+    /// of the SIPs in the first window of the simulated grid's size.
+    pub fn simulated(&self) -> impl Iterator<Item = usize> + '_ {
+        let per_sip = (self.cubes_per_sip() * self.pes) as usize;
+        (0..self.size()).filter(move |&p| self.simulates_sip((p / per_sip) as u32))
+    }
+
+    /// Whether the group's SIP `m` is simulated (see [`Group::simulated`]).
+    pub fn simulates_sip(&self, m: u32) -> bool {
+        !self.is_folded() || self.sip_index(self.sip(m)) == m
+    }
+
+    /// Number of participants simulated.
+    pub fn simulated_size(&self) -> usize {
+        self.size() / (self.fold.0 * self.fold.1) as usize
     }
 
     /// The lane of PE `pe` of cube `cube`: one participant per SIP of this
@@ -97,7 +126,7 @@ impl Group {
     /// participant p; none for a group of one (it exchanges nothing).
     pub fn wire_each(&self, entries: impl Fn(usize) -> Vec<Entry>) -> Tables {
         let n = self.size();
-        (0..n)
+        self.simulated()
             .filter(|_| n > 1)
             .map(|p| (self.pe(p), entries(p)))
             .collect()
@@ -196,10 +225,15 @@ impl Group {
 
     /// The index in the group of physical SIP `sip`, which must be in it
     /// (at once when the group's SIP `sip` is `sip`, as in the whole
-    /// machine's group).
+    /// machine's group; in a folded group, the SIP of the first window it
+    /// runs).
     pub fn sip_index(&self, sip: u32) -> u32 {
         if self.sips.get(sip as usize) == Some(&sip) {
             return sip;
+        }
+        if self.is_folded() {
+            let pw = self.grid.0 / self.fold.0;
+            return sip / pw * self.grid.0 + sip % pw;
         }
         let m = self.sips.iter().position(|&s| s == sip);
         m.expect("a participant's SIP is one of its group's") as u32

@@ -22,6 +22,7 @@ pub mod config;
 pub mod cost;
 pub mod error;
 pub mod estimate;
+pub mod fold;
 pub mod group;
 pub mod kernels;
 mod load;

@@ -153,11 +153,10 @@ impl Communicator {
         from: Buffers,
         to: Buffers,
     ) -> Result<LaunchHandle, CclError> {
-        let n = match job.collective {
-            Collective::Reduce => 1,
-            _ => self.group.size(),
+        let pes: Vec<PeIdx> = match job.collective {
+            Collective::Reduce => vec![self.group.pe(0)],
+            _ => self.group.simulated().map(|p| self.group.pe(p)).collect(),
         };
-        let pes: Vec<PeIdx> = (0..n).map(|p| self.group.pe(p)).collect();
         let args = CopyArgs {
             group: self.group.clone(),
             job,
@@ -173,7 +172,7 @@ impl Communicator {
     /// happened cannot pass on an earlier run's values.
     fn clear(&self, machine: &mut Machine, job: &Job, base: u64) -> Result<(), CclError> {
         let zeros = vec![half::f16::ZERO; job.elems];
-        for p in 0..self.group.size() {
+        for p in self.group.simulated() {
             machine
                 .write(self.hbm_at(p, job, base), &zeros)
                 .map_err(|e| {
@@ -187,7 +186,7 @@ impl Communicator {
     fn check_output_fits(&self, machine: &Machine, job: &Job) -> Result<(), CclError> {
         let m = &machine.memory;
         let need = 2 * self.output_base(job);
-        let free = (0..self.group.size())
+        let free = self.group.simulated()
             .map(|p| {
                 let hbm = m.instance_of(Space::Hbm, self.group.pe(p));
                 m.free_below(Space::Hbm, hbm)

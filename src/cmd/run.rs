@@ -71,6 +71,15 @@ pub struct RunArgs {
     /// With --algorithm auto: ignore cached decisions (and overwrite them).
     #[arg(long)]
     retune: bool,
+    /// Simulate a ring or torus of SIPs of one kind on its smallest repeat
+    /// (each side cut to its least divisor of 3 or more: 64x64 runs on
+    /// 4x4) when every SIP runs the same program, shifted (hier_lanes
+    /// all-reduce, reduce-scatter and all-gather, sizes that split evenly):
+    /// the same ticks as the whole machine. Where it does not apply, the
+    /// header says why and the whole machine runs. Same as `simulation: {
+    /// fold: true }` in the spec (docs/model.md §Fold).
+    #[arg(long)]
+    fold: bool,
     #[command(flatten)]
     network: NetworkArg,
     #[command(flatten)]
@@ -78,7 +87,8 @@ pub struct RunArgs {
 }
 
 pub fn run(a: RunArgs) -> Result<()> {
-    let sys = a.system.load()?;
+    let mut sys = a.system.load()?;
+    sys.spec.simulation.fold |= a.fold;
     let ccl = load_ccl(a.ccl.as_deref())?;
     check_sizes(&a)?;
     check_outputs(&a)?;

@@ -92,16 +92,14 @@ impl SizeRun {
     /// placements, footer, utilization, trace; its records.
     fn entry(&self, sys: &System, config: &AlgoConfig, out: &mut dyn Write) -> Result<Vec<Record>> {
         let (mut machine, comm) = self.machine(sys, config, (self.min_bytes, self.max_bytes))?;
+        let mut network = self.network_line(Some(machine.engine.network_model()), sys);
+        if let Some(fold) = self.fold_line(sys, config, &machine.system) {
+            network = format!("{network}\n{fold}");
+        }
         write!(
             out,
             "{}",
-            self.header(
-                sys,
-                &comm.group,
-                &config.name,
-                &ccl_line(config),
-                &self.network_line(Some(machine.engine.network_model()), sys)
-            )
+            self.header(sys, &comm.group, &config.name, &ccl_line(config), &network)
         )?;
         let sizes = self.sizes();
         let (mut records, mut last) = (Vec::new(), None);
@@ -300,6 +298,7 @@ impl SizeRun {
                 wrong,
             );
             record.network_model = machine.engine.network_model().name().into();
+            record.simulated_sips = machine.system.n_sips();
             pair.push(record);
         }
         if tty {
@@ -321,7 +320,11 @@ impl SizeRun {
             Communicator::check_before_build(sys, config, &self.job(bytes))
                 .map_err(|e| anyhow!("{flag} {bytes}: {e}"))?;
         }
-        let mut sys = sys.clone();
+        let unfolded = self.fold_refusal(sys, config, (min_bytes, max_bytes));
+        let mut sys = match (&unfolded, sys.spec.simulation.fold) {
+            (None, true) => sys.folded().map_err(anyhow::Error::msg)?,
+            _ => sys.clone(),
+        };
         self.network
             .apply(&mut sys, config, &self.job(max_bytes), self.verify);
         let sys = &sys;
@@ -333,8 +336,10 @@ impl SizeRun {
             self.trace.is_some(),
         );
         let knobs = cli_knobs();
-        est.check(&self.budget, &knobs)
-            .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
+        est.check(&self.budget, &knobs).map_err(|e| match &unfolded {
+            Some(why) => anyhow!("{}: {e} (--fold does not apply: {why})", sys.origin),
+            None => anyhow!("{}: {e}", sys.origin),
+        })?;
         let mode = if self.verify {
             DataMode::Functional
         } else {
@@ -373,6 +378,40 @@ impl SizeRun {
                 ..Default::default()
             });
         Ok((machine, comm))
+    }
+
+    /// Why `sys`'s fold (`simulation.fold`, `--fold`) does not apply to
+    /// `config` over the sizes `min..=max` (None: it applies, or was not
+    /// asked for).
+    fn fold_refusal(
+        &self,
+        sys: &System,
+        config: &AlgoConfig,
+        (min_bytes, max_bytes): (u64, u64),
+    ) -> Option<String> {
+        if !sys.spec.simulation.fold {
+            return None;
+        }
+        [min_bytes, max_bytes].into_iter().find_map(|bytes| {
+            kernbench_ccl::fold::folded_for(sys, config, &self.job(bytes), self.verify).err()
+        })
+    }
+
+    /// The header's fold line: what the machine simulated stands for, or
+    /// why a fold asked for does not apply; None without a fold.
+    fn fold_line(&self, sys: &System, config: &AlgoConfig, built: &System) -> Option<String> {
+        if built.fold != (1, 1) {
+            return Some(format!(
+                "# fold: {} SIPs simulated ({}x{}), each standing for {}x{} (every SIP runs the same program, shifted: the same ticks as the whole machine; docs/model.md §Fold)",
+                built.n_sips(),
+                built.sip_grid.0,
+                built.sip_grid.1,
+                built.fold.0,
+                built.fold.1
+            ));
+        }
+        self.fold_refusal(sys, config, (self.min_bytes, self.max_bytes))
+            .map(|why| format!("# fold: not applied, the whole machine runs: {why}"))
     }
 
     /// The parameter lines above the table of entry `name`: what ran, on

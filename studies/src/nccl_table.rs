@@ -41,6 +41,9 @@ pub struct Record {
     pub autotuned: Option<String>,
     /// `packet` or `flow`: the network model that produced the record.
     pub network_model: String,
+    /// SIPs simulated: all of them, or fewer when the run was folded onto
+    /// a smaller torus that repeats the machine (docs/model.md §Fold).
+    pub simulated_sips: u32,
 }
 
 impl Record {
@@ -72,6 +75,7 @@ impl Record {
             wrong,
             autotuned: None,
             network_model: String::new(),
+            simulated_sips: 0,
         }
     }
 }

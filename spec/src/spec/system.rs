@@ -58,6 +58,9 @@ pub struct System {
     /// The SIP kinds resolved from `sip_kinds:` (only the base kind when
     /// there are none).
     pub kinds: super::kinds::SipKinds,
+    /// Logical SIPs each simulated SIP stands for along x and y: (1, 1)
+    /// unless this is the fold of a larger ring or torus ([`System::folded`]).
+    pub fold: (u32, u32),
 }
 
 impl System {
@@ -85,6 +88,7 @@ impl System {
             sip_grid,
             origin: origin.into(),
             kinds,
+            fold: (1, 1),
         })
     }
 
@@ -96,6 +100,7 @@ impl System {
             sip_grid,
             origin: origin.into(),
             kinds,
+            fold: (1, 1),
         })
     }
 
@@ -126,6 +131,48 @@ impl System {
             }
         };
         System::from_spec(spec, &self.origin)
+    }
+
+    /// The smallest ring or torus that repeats this one: each dimension
+    /// of `n` SIPs cut to its least divisor `d ≥ 3` (a ring of 3 still
+    /// tells its east neighbour from its west one), the rest recorded in
+    /// [`System::fold`]. Err says why this system does not fold: a mesh has
+    /// edges and SIP kinds differ, so neither repeats under a shift; a grid
+    /// whose sides have no such divisor is its own fold.
+    pub fn folded(&self) -> Result<System, String> {
+        use crate::spec::SipTopology;
+        let sips = &self.spec.system.sips;
+        if sips.topology == SipTopology::Mesh2dNoWrap {
+            return Err(
+                "a mesh_2d_no_wrap has edges, so its SIPs do not all see the same machine; allowed: a ring_1d or torus_2d".into(),
+            );
+        }
+        if !self.spec.sip_kinds.is_empty() || sips.kinds.is_some() {
+            return Err(
+                "the SIPs are of several kinds (sip_kinds), so a shift does not map the machine onto itself; allowed: SIPs of one kind".into(),
+            );
+        }
+        let least = |n: u32| (3..n).find(|d| n.is_multiple_of(*d)).unwrap_or(n);
+        let (w, h) = self.sip_grid;
+        let (dw, dh) = (least(w), least(h));
+        if (dw, dh) == (w, h) {
+            return Err(format!(
+                "a {w}x{h} grid has no smaller repeat (each side of 3 or more SIPs folds onto its least divisor of 3 or more); allowed: a side with such a divisor, e.g. 8 or 64"
+            ));
+        }
+        let mut spec = self.spec.clone();
+        spec.system.sips.count = dw * dh;
+        if sips.topology == SipTopology::Torus2d {
+            (spec.system.sips.w, spec.system.sips.h) = (Some(dw), Some(dh));
+        }
+        let mut folded = System::from_spec(spec, &self.origin).map_err(|e| e.to_string())?;
+        folded.fold = (self.fold.0 * w / dw, self.fold.1 * h / dh);
+        Ok(folded)
+    }
+
+    /// SIPs of the machine this system stands for: its own, times the fold.
+    pub fn logical_sips(&self) -> u32 {
+        self.n_sips() * self.fold.0 * self.fold.1
     }
 
     pub fn n_sips(&self) -> u32 {

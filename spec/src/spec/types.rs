@@ -33,15 +33,20 @@ pub struct SystemSpec {
     pub simulation: SimulationSpec,
 }
 
-/// `simulation: { fast_forward: true | false }`: whether a timing-only run
-/// whose whole state repeats skips the repeating periods (exact either way:
-/// docs/model.md §Fast-forward); `false` simulates every period, to check
-/// that or to time the engine.
+/// `simulation: { fast_forward: true | false, fold: false | true }`.
+/// `fast_forward`: whether a timing-only run whose whole state repeats skips
+/// the repeating periods (exact either way: docs/model.md §Fast-forward);
+/// `false` simulates every period, to check that or to time the engine.
+/// `fold`: whether a collective that runs the same program on every SIP of a
+/// ring or torus, shifted, runs on the smallest torus that repeats it
+/// (docs/model.md §Fold); off by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimulationSpec {
     #[serde(default = "default_fast_forward")]
     pub fast_forward: bool,
+    #[serde(default)]
+    pub fold: bool,
 }
 
 fn default_fast_forward() -> bool {
@@ -50,7 +55,10 @@ fn default_fast_forward() -> bool {
 
 impl Default for SimulationSpec {
     fn default() -> Self {
-        Self { fast_forward: true }
+        Self {
+            fast_forward: true,
+            fold: false,
+        }
     }
 }
 

@@ -162,8 +162,21 @@ fn collective_row(
         };
         let job = r.job();
         Communicator::check_before_build(&r.system, &r.config, &job).map_err(|e| e.to_string())?;
+        // A fold that does not apply runs the whole machine; a refusal says why.
+        let mut unfolded = None;
+        if s.simulation.fold {
+            match kernbench_ccl::fold::folded_for(&r.system, &r.config, &job, verify) {
+                Ok(folded) => r.system = folded,
+                Err(why) => unfolded = Some(why),
+            }
+        }
+        row.simulated_sips = Some(r.system.n_sips());
         kernbench_ccl::estimate::Estimate::collective(&r.system, &r.config, &job, verify, false)
-            .check(budget, "larger packet_bytes or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, fewer --jobs")?;
+            .check(budget, "larger packet_bytes or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, fewer --jobs")
+            .map_err(|e| match &unfolded {
+                Some(why) => format!("{e} (simulation.fold does not apply: {why})"),
+                None => e,
+            })?;
         let mut machine = kernbench_runtime::machine::Machine::build_with(&r.system, mode)
             .map_err(|e| e.to_string())?;
         let comm = Communicator::new(&mut machine, &r.config).map_err(|e| e.to_string())?;
@@ -234,6 +247,7 @@ fn blank_row(p: &Point) -> Row {
         packet_bytes: None,
         tick_ns: None,
         network_model: String::new(),
+        simulated_sips: None,
         participants: None,
         collective: String::new(),
         algorithm: String::new(),

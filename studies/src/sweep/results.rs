@@ -30,6 +30,11 @@ pub struct Row {
     /// in result sets written before it existed, which were all packet).
     #[serde(default)]
     pub network_model: String,
+    /// SIPs simulated: `sips`, or fewer when the run was folded onto a
+    /// smaller torus that repeats the machine (docs/model.md §Fold; empty
+    /// in result sets written before it existed).
+    #[serde(default)]
+    pub simulated_sips: Option<u32>,
     pub participants: Option<usize>,
     pub collective: String,
     pub algorithm: String,

@@ -90,12 +90,21 @@ impl Algorithm for HierLanes {
             Collective::Reduce,
         ]
     }
+    /// The reducing and gathering levels: rings along rows and columns,
+    /// every SIP in step. A broadcast or reduce has a root, so its SIPs
+    /// differ.
+    fn folds(&self, c: Collective) -> bool {
+        matches!(
+            c,
+            Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
+        )
+    }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         let c = g.cubes_per_sip() as usize;
         let order = grid_cycle(g.cubes.0, g.cubes.1);
         let (w, h) = g.grid;
         let mut out = Vec::new();
-        for sip in 0..g.sip_count() {
+        for sip in (0..g.sip_count()).filter(|&m| g.simulates_sip(m)) {
             let (sx, sy) = (sip % w, sip / w);
             for (pos, &cube) in order.iter().enumerate() {
                 let mut e = Vec::new();
@@ -144,8 +153,10 @@ impl Algorithm for HierLanes {
         let p = participants(g);
         let cubes = f64::from(g.cubes_per_sip());
         let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
+        // A folded group runs only its simulated SIPs' programs.
+        let simulated = g.simulated_size().max(1) as f64;
         let rings = HeldPrograms::Looped {
-            programs: f64::from(g.sip_count()),
+            programs: simulated / (cubes * f64::from(g.pes)),
             ops_per_chunk: 3.0 * 64.0,
         };
         let (sends, bytes_per_send, stages, lockstep, programs) = match c {
@@ -155,7 +166,7 @@ impl Algorithm for HierLanes {
             // the rings' participants ([`lane_block_sends`]); a program per SIP
             // at most, stepping in loops.
             Collective::ReduceScatter | Collective::AllGather => {
-                (lane_block_sends(g), bytes / (4.0 * p), 1, p, rings)
+                (lane_block_sends(g), bytes / (4.0 * p), 1, simulated, rings)
             }
             // Broadcast: 2c trees (two parts of a share per cube), each over
             // every participant: about 2c sends of S/2c per participant,
@@ -178,11 +189,11 @@ impl Algorithm for HierLanes {
             // a reduce's rings gather, and the rest wait on it now and then.
             Collective::Reduce => {
                 let (sends, bytes) = level_sends(g, bytes);
-                (sends, bytes, 1, p / 2.0, rings)
+                (sends, bytes, 1, simulated / 2.0, rings)
             }
             Collective::AllReduce | Collective::AllToAll => {
                 let (sends, bytes) = level_sends(g, bytes);
-                (sends, bytes, 1, p, rings)
+                (sends, bytes, 1, simulated, rings)
             }
         };
         CostTerms {

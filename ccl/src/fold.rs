@@ -1,0 +1,47 @@
+//! Folding a symmetric collective onto a smaller machine. On a ring or torus
+//! of SIPs of one kind, an algorithm whose SIPs all run the same program,
+//! shifted, and send only to their grid neighbours makes every SIP do at
+//! every tick what its neighbour does: the machine repeats with any period
+//! that divides its sides. So the run on the smallest such torus (each side
+//! cut to its least divisor of 3 or more, [`System::folded`]) takes the
+//! ticks of the whole machine, with the group still the whole machine's
+//! (its ring lengths, blocks and bounds), and only the first window of SIPs
+//! simulated (docs/model.md §Fold).
+
+use crate::{AlgoConfig, Group, Job, algorithms};
+use kernbench_spec::spec::System;
+
+/// The system to simulate `job` with `config` on when `sys` asks for a fold
+/// (`simulation.fold`): Ok the folded system, Err why it does not apply
+/// (the caller then runs the whole machine). `functional`: the run carries
+/// values, which every participant must hold.
+pub fn folded_for(
+    sys: &System,
+    config: &AlgoConfig,
+    job: &Job,
+    functional: bool,
+) -> Result<System, String> {
+    let algorithm = algorithms::find(&config.algorithm).map_err(|e| e.to_string())?;
+    if !algorithm.folds(job.collective) {
+        return Err(format!(
+            "{} ({}) does not run the same program on every SIP for {}; allowed: hier_lanes all_reduce, reduce_scatter or all_gather",
+            config.name, config.algorithm, job.collective
+        ));
+    }
+    if functional {
+        return Err(
+            "a run that checks values (--verify) needs every participant's result; allowed: timing only".into(),
+        );
+    }
+    let folded = sys.folded()?;
+    let participants = Group::for_config(&folded, config).size();
+    let unit = 4 * participants;
+    if !job.elems.is_multiple_of(unit) {
+        return Err(format!(
+            "{} B does not split into equal blocks over the {participants} participants' rings, so SIPs would move blocks of different sizes; allowed: a multiple of {} B",
+            job.bytes(),
+            2 * unit
+        ));
+    }
+    Ok(folded)
+}
