@@ -16,6 +16,7 @@ mod doc_examples;
 mod dtypes;
 mod estimate;
 mod flow;
+mod fold;
 mod gemm;
 mod ipcq;
 mod lanes;
