@@ -21,7 +21,7 @@
 use super::{Collective, Group, Job};
 use kernbench_runtime::machine::Machine;
 use kernbench_spec::spec::System;
-use kernbench_spec::topology::{INTER_SIP, NOC, Node, PCIE, UCIE, edge_kind};
+use kernbench_spec::topology::{Dir, INTER_SIP, NOC, Node, PCIE, UCIE, edge_kind};
 use kernbench_systems::{LinkId, LinkTable, NodeId, RouteSource, Tick};
 
 /// The bound and the terms it is the maximum of.
@@ -89,7 +89,7 @@ fn inbound_rate(links: &LinkTable, node: NodeId, kinds: impl Fn(u8) -> bool) -> 
 fn cube_rate(m: &Machine, sip: u32, cube: u32, kinds: &dyn Fn(u8) -> bool) -> Option<f64> {
     let t = &m.topology;
     let mut total = 0.0;
-    for dir in kernbench_spec::topology::Dir::ALL {
+    for dir in Dir::ALL {
         for port in [Node::Ucie { sip, cube, dir }, Node::XSip { sip, cube, dir }] {
             if t.present(port) {
                 total += inbound_rate(m.engine.links(), t.id(port), kinds)?;
@@ -168,11 +168,13 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     {
         terms.push(("bisection", t));
     }
-    // Latency: participant 0 to the farthest SIP's farthest cube.
+    // Latency: participant 0 to the farthest SIP's farthest cube (in a
+    // folded group, the farthest simulated one's, and the hops beyond it).
     let (w, h) = g.grid;
+    let (pw, ph) = (w / g.fold.0, h / g.fold.1);
     let far_sip = match g.topology {
         kernbench_spec::spec::SipTopology::Mesh2dNoWrap => w * h - 1,
-        _ => (h / 2) * w + w / 2,
+        _ => (ph / 2) * w + pw / 2,
     };
     let far = t.id(Node::Pe {
         sip: g.sip(far_sip),
@@ -181,17 +183,7 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     });
     let mut path = Vec::new();
     if t.route(pe0, far, &mut path).is_ok() {
-        let lat: Tick = path
-            .windows(2)
-            .filter_map(|p| links.find(p[0], p[1]))
-            .map(|l| {
-                if links.class(l).ideal {
-                    0
-                } else {
-                    links.class(l).latency
-                }
-            })
-            .sum();
+        let lat = path_latency(links, &path) + folded_latency(m, g, &path);
         terms.push(("latency", lat));
     }
     if matches!(job.collective, Collective::Broadcast | Collective::Reduce)
@@ -201,6 +193,51 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     }
     let ticks = terms.iter().map(|t| t.1).max().unwrap_or(0);
     Bound { ticks, terms }
+}
+
+/// Summed latency of the links along `path` (ideal links take none).
+fn path_latency(links: &LinkTable, path: &[NodeId]) -> Tick {
+    path.windows(2)
+        .filter_map(|p| links.find(p[0], p[1]))
+        .filter(|&l| !links.class(l).ideal)
+        .map(|l| links.class(l).latency)
+        .sum()
+}
+
+/// In a folded group (docs/model.md §Fold), what the route to the whole
+/// machine's farthest SIP adds to `path`, the route to the simulated
+/// grid's farthest SIP (pw/2, ph/2):
+/// per SIP hop more along a side, one inter-SIP link and one crossing of
+/// the lane cube `path` uses, from the port it enters by to the one it
+/// leaves by (all SIPs alike, so any SIP's serve).
+fn folded_latency(m: &Machine, g: &Group, path: &[NodeId]) -> Tick {
+    let (t, links) = (&m.topology, m.engine.links());
+    let (pw, ph) = (g.grid.0 / g.fold.0, g.grid.1 / g.fold.1);
+    let more = (g.grid.0 / 2 - pw / 2, g.grid.1 / 2 - ph / 2);
+    let lane = path.iter().find_map(|&n| match t.node(n) {
+        Node::XSip { cube, .. } => Some(cube),
+        _ => None,
+    });
+    let Some(cube) = lane else {
+        return 0;
+    };
+    // SIP 0 to its neighbour `next` leaving by `out`, then across `next`.
+    let hop = |next: u32, out: Dir, back: Dir| {
+        let port = |sip, dir| t.id(Node::XSip { sip, cube, dir });
+        let mut across = Vec::new();
+        if t.route(port(next, back), port(next, out), &mut across).is_err() {
+            return 0;
+        }
+        path_latency(links, &[port(0, out), port(next, back)]) + path_latency(links, &across)
+    };
+    let mut extra = 0;
+    if more.0 > 0 {
+        extra += Tick::from(more.0) * hop(1, Dir::E, Dir::W);
+    }
+    if more.1 > 0 {
+        extra += Tick::from(more.1) * hop(pw, Dir::S, Dir::N);
+    }
+    extra
 }
 
 /// All-to-all's bisection term: cut the machine's SIP grid in two halves
@@ -228,7 +265,7 @@ fn bisection(m: &Machine, g: &Group, job: &Job) -> Option<Tick> {
     let mut rate = 0.0;
     for sip in (0..t.sips).filter(|&s| side_a(s)) {
         for cube in 0..t.cubes_per_sip() {
-            for dir in kernbench_spec::topology::Dir::ALL {
+            for dir in Dir::ALL {
                 let port = Node::XSip { sip, cube, dir };
                 if !t.present(port) {
                     continue;
@@ -304,7 +341,7 @@ fn latency_and_links(m: &Machine, g: &Group, job: &Job) -> Option<Tick> {
 fn cut_links(m: &Machine, sip: u32, cube: u32, inbound: bool) -> Vec<LinkId> {
     let (t, links) = (&m.topology, m.engine.links());
     let mut out = Vec::new();
-    for dir in kernbench_spec::topology::Dir::ALL {
+    for dir in Dir::ALL {
         for port in [Node::Ucie { sip, cube, dir }, Node::XSip { sip, cube, dir }] {
             if !t.present(port) {
                 continue;

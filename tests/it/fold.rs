@@ -49,7 +49,7 @@ fn run(sys: &System, job: Job) -> (CollResult, [u64; 4]) {
 
 /// Every collective that folds, on a torus (8×8 on 4×4) and a ring (8 on
 /// 4), in both network models and at two sizes: the same ticks, bandwidths
-/// and bound as the whole machine, and each link kind carries the whole
+/// and bound (its latency term included) as the whole machine, and each link kind carries the whole
 /// machine's bytes divided by the fold.
 #[test]
 fn a_folded_run_takes_the_ticks_of_the_whole_machine() {
@@ -72,6 +72,7 @@ fn a_folded_run_takes_the_ticks_of_the_whole_machine() {
                 assert_eq!(got.ticks, want.ticks, "{what}");
                 assert_eq!(got.participants, want.participants, "{what}");
                 assert_eq!(got.busbw_gbps, want.busbw_gbps, "{what}");
+                assert_eq!(got.bound_ticks, want.bound_ticks, "{what}: bound");
                 let fold = u64::from(n / simulated);
                 let per_fold: Vec<u64> = want_bytes.iter().map(|b| b / fold).collect();
                 assert_eq!(got_bytes.to_vec(), per_fold, "{what}: bytes per link kind");

@@ -163,13 +163,8 @@ fn collective_row(
         let job = r.job();
         Communicator::check_before_build(&r.system, &r.config, &job).map_err(|e| e.to_string())?;
         // A fold that does not apply runs the whole machine; a refusal says why.
-        let mut unfolded = None;
-        if s.simulation.fold {
-            match kernbench_ccl::fold::folded_for(&r.system, &r.config, &job, verify) {
-                Ok(folded) => r.system = folded,
-                Err(why) => unfolded = Some(why),
-            }
-        }
+        let (system, unfolded) = r.simulated_system(&r.config, verify);
+        r.system = system;
         row.simulated_sips = Some(r.system.n_sips());
         kernbench_ccl::estimate::Estimate::collective(&r.system, &r.config, &job, verify, false)
             .check(budget, "larger packet_bytes or slot_size, fewer chunks, a smaller size, fewer SIPs or cubes, fewer --jobs")

@@ -148,6 +148,20 @@ impl Resolved {
             elems: (self.bytes / 2) as usize,
         }
     }
+
+    /// The system the point simulates with `config`: its own, or its fold
+    /// when the spec asks for one (`simulation.fold`) and it applies; the
+    /// second value says why an asked-for fold does not (the point then
+    /// runs whole).
+    pub fn simulated_system(&self, config: &AlgoConfig, verify: bool) -> (System, Option<String>) {
+        if !self.system.spec.simulation.fold {
+            return (self.system.clone(), None);
+        }
+        match kernbench_ccl::fold::folded_for(&self.system, config, &self.job(), verify) {
+            Ok(folded) => (folded, None),
+            Err(why) => (self.system.clone(), Some(why)),
+        }
+    }
 }
 
 fn plan_error(origin: &str, path: &str, problem: String, allowed: &str) -> SpecError {
@@ -657,8 +671,9 @@ impl Plan {
         let r = self.resolve(p).ok()?;
         let job = r.job();
         let estimate = |config: &AlgoConfig| {
+            let (system, _) = r.simulated_system(config, self.file.verify);
             kernbench_ccl::estimate::Estimate::collective(
-                &r.system,
+                &system,
                 config,
                 &job,
                 self.file.verify,
