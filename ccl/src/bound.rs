@@ -225,7 +225,9 @@ fn folded_latency(m: &Machine, g: &Group, path: &[NodeId]) -> Tick {
     let hop = |next: u32, out: Dir, back: Dir| {
         let port = |sip, dir| t.id(Node::XSip { sip, cube, dir });
         let mut across = Vec::new();
-        if t.route(port(next, back), port(next, out), &mut across).is_err() {
+        if t.route(port(next, back), port(next, out), &mut across)
+            .is_err()
+        {
             return 0;
         }
         path_latency(links, &[port(0, out), port(next, back)]) + path_latency(links, &across)

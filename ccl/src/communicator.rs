@@ -293,7 +293,9 @@ impl Communicator {
     /// every allocation there: it must fit in what is free.
     fn check_buffer_fits(&self, machine: &Machine, job: &Job) -> Result<(), CclError> {
         let m = &machine.memory;
-        let tightest = self.group.simulated()
+        let tightest = self
+            .group
+            .simulated()
             .map(|p| {
                 let hbm = m.instance_of(Space::Hbm, self.group.pe(p));
                 (m.free_below(Space::Hbm, hbm), hbm)

@@ -186,7 +186,9 @@ impl Communicator {
     fn check_output_fits(&self, machine: &Machine, job: &Job) -> Result<(), CclError> {
         let m = &machine.memory;
         let need = 2 * self.output_base(job);
-        let free = self.group.simulated()
+        let free = self
+            .group
+            .simulated()
             .map(|p| {
                 let hbm = m.instance_of(Space::Hbm, self.group.pe(p));
                 m.free_below(Space::Hbm, hbm)

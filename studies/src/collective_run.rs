@@ -336,10 +336,11 @@ impl SizeRun {
             self.trace.is_some(),
         );
         let knobs = cli_knobs();
-        est.check(&self.budget, &knobs).map_err(|e| match &unfolded {
-            Some(why) => anyhow!("{}: {e} (--fold does not apply: {why})", sys.origin),
-            None => anyhow!("{}: {e}", sys.origin),
-        })?;
+        est.check(&self.budget, &knobs)
+            .map_err(|e| match &unfolded {
+                Some(why) => anyhow!("{}: {e} (--fold does not apply: {why})", sys.origin),
+                None => anyhow!("{}: {e}", sys.origin),
+            })?;
         let mode = if self.verify {
             DataMode::Functional
         } else {

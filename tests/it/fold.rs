@@ -65,7 +65,10 @@ fn a_folded_run_takes_the_ticks_of_the_whole_machine() {
                 Collective::ReduceScatter,
                 Collective::AllGather,
             ];
-            for (c, bytes) in collectives.into_iter().flat_map(|c| [(c, 16 << 10), (c, 1 << 20)]) {
+            for (c, bytes) in collectives
+                .into_iter()
+                .flat_map(|c| [(c, 16 << 10), (c, 1 << 20)])
+            {
                 let what = format!("{topology:?} {model:?} {c} {bytes} B");
                 let (want, want_bytes) = run(&whole, job(c, bytes));
                 let (got, got_bytes) = run(&folded, job(c, bytes));
@@ -104,7 +107,10 @@ fn each_side_folds_onto_its_least_divisor_of_three_or_more() {
     }
     for (w, h) in [(4, 4), (7, 2)] {
         let e = grid(w, h).folded().unwrap_err();
-        assert!(e.contains(&format!("a {w}x{h} grid has no smaller repeat")), "{e}");
+        assert!(
+            e.contains(&format!("a {w}x{h} grid has no smaller repeat")),
+            "{e}"
+        );
     }
 }
 
@@ -121,7 +127,10 @@ fn a_fold_that_does_not_apply_says_why_and_what_would() {
         (
             "mesh",
             folded_for(&mesh, &hier_lanes(), &all_reduce, false),
-            &["a mesh_2d_no_wrap has edges", "allowed: a ring_1d or torus_2d"],
+            &[
+                "a mesh_2d_no_wrap has edges",
+                "allowed: a ring_1d or torus_2d",
+            ],
         ),
         (
             "algorithm",
@@ -133,7 +142,12 @@ fn a_fold_that_does_not_apply_says_why_and_what_would() {
         ),
         (
             "broadcast",
-            folded_for(&torus, &hier_lanes(), &job(Collective::Broadcast, 1 << 20), false),
+            folded_for(
+                &torus,
+                &hier_lanes(),
+                &job(Collective::Broadcast, 1 << 20),
+                false,
+            ),
             &["every SIP for broadcast", "allowed: hier_lanes all_reduce"],
         ),
         (
@@ -143,7 +157,12 @@ fn a_fold_that_does_not_apply_says_why_and_what_would() {
         ),
         (
             "uneven",
-            folded_for(&torus, &hier_lanes(), &job(Collective::AllReduce, 3 << 10), false),
+            folded_for(
+                &torus,
+                &hier_lanes(),
+                &job(Collective::AllReduce, 3 << 10),
+                false,
+            ),
             &[
                 "3072 B does not split into equal blocks over the 256 participants' rings",
                 "allowed: a multiple of 2048 B",
@@ -194,7 +213,11 @@ fn run_fold_reports_the_simulated_sips() {
     assert!(out.contains("# participants: 256 "), "{out}");
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut rows = csv::Reader::from_reader(text.as_bytes());
-    let at = rows.headers().unwrap().iter().position(|h| h == "simulated_sips");
+    let at = rows
+        .headers()
+        .unwrap()
+        .iter()
+        .position(|h| h == "simulated_sips");
     let at = at.expect("a simulated_sips column");
     let simulated: Vec<String> = rows.records().map(|r| r.unwrap()[at].into()).collect();
     assert_eq!(simulated, ["16", "16"]);
