@@ -321,6 +321,8 @@ impl SizeRun {
                 .map_err(|e| anyhow!("{flag} {bytes}: {e}"))?;
         }
         let unfolded = self.fold_refusal(sys, config, (min_bytes, max_bytes));
+        let mut knobs = cli_knobs();
+        knobs.push_str(&self.fold_hint(sys, config, (min_bytes, max_bytes)));
         let mut sys = match (&unfolded, sys.spec.simulation.fold) {
             (None, true) => sys.folded().map_err(anyhow::Error::msg)?,
             _ => sys.clone(),
@@ -335,7 +337,6 @@ impl SizeRun {
             self.verify,
             self.trace.is_some(),
         );
-        let knobs = cli_knobs();
         est.check(&self.budget, &knobs)
             .map_err(|e| match &unfolded {
                 Some(why) => anyhow!("{}: {e} (--fold does not apply: {why})", sys.origin),
@@ -396,6 +397,27 @@ impl SizeRun {
         [min_bytes, max_bytes].into_iter().find_map(|bytes| {
             kernbench_ccl::fold::folded_for(sys, config, &self.job(bytes), self.verify).err()
         })
+    }
+
+    /// For a refusal's list of what would fit: `--fold` with its estimate,
+    /// when it was not asked for and would apply; else nothing.
+    fn fold_hint(&self, sys: &System, config: &AlgoConfig, range: (u64, u64)) -> String {
+        let mut asked = sys.clone();
+        asked.spec.simulation.fold = true;
+        if sys.spec.simulation.fold || self.fold_refusal(&asked, config, range).is_some() {
+            return String::new();
+        }
+        let Ok(mut folded) = asked.folded() else {
+            return String::new();
+        };
+        let job = self.job(range.1);
+        self.network.apply(&mut folded, config, &job, self.verify);
+        let est = Estimate::collective(&folded, config, &job, self.verify, self.trace.is_some());
+        format!(
+            ", --fold (every SIP runs the same program, shifted: {} SIPs simulated for the same ticks; docs/model.md §Fold), estimated at {:.0} s",
+            folded.n_sips(),
+            est.seconds
+        )
     }
 
     /// The header's fold line: what the machine simulated stands for, or
