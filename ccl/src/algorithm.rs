@@ -131,11 +131,11 @@ pub trait Algorithm: Sync {
     fn check_group(&self, _g: &Group) -> Result<(), String> {
         Ok(())
     }
-    /// Whether its run of collective `c` on a ring or torus may be folded
-    /// ([`crate::fold`]): every SIP runs the same program shifted, sends
-    /// only to its grid neighbours, and moves blocks of equal size when the
-    /// buffer splits evenly. By default not.
-    fn folds(&self, _c: Collective) -> bool {
+    /// Whether its run of collective `c` on group `g` (a ring or torus) may
+    /// be folded ([`crate::fold`]): every SIP runs the same program shifted,
+    /// sends only to its grid neighbours, and moves blocks of equal size
+    /// when the buffer splits evenly. By default not.
+    fn folds(&self, _g: &Group, _c: Collective) -> bool {
         false
     }
     /// Neighbour tables to install (the SFR configuration), per global PE

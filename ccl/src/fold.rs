@@ -22,10 +22,15 @@ pub fn folded_for(
     functional: bool,
 ) -> Result<System, String> {
     let algorithm = algorithms::find(&config.algorithm).map_err(|e| e.to_string())?;
-    if !algorithm.folds(job.collective) {
+    let folded = sys.folded()?;
+    let g = Group::for_config(&folded, config);
+    if !algorithm.folds(&g, job.collective) {
         return Err(format!(
-            "{} ({}) does not run the same program on every SIP for {}; allowed: hier_lanes all_reduce, reduce_scatter or all_gather",
-            config.name, config.algorithm, job.collective
+            "{} ({}) does not run the same program on every SIP for {} on a {}; allowed: hier_lanes all_reduce, reduce_scatter or all_gather on a ring_1d or torus_2d, or ring's on a ring_1d",
+            config.name,
+            config.algorithm,
+            job.collective,
+            g.topology.name()
         ));
     }
     if functional {
@@ -33,8 +38,7 @@ pub fn folded_for(
             "a run that checks values (--verify) needs every participant's result; allowed: timing only".into(),
         );
     }
-    let folded = sys.folded()?;
-    let participants = Group::for_config(&folded, config).size();
+    let participants = g.size();
     let unit = 4 * participants;
     if !job.elems.is_multiple_of(unit) {
         return Err(format!(

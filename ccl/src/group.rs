@@ -78,8 +78,13 @@ impl Group {
     /// The participants simulated: all of them, or in a folded group those
     /// of the SIPs in the first window of the simulated grid's size.
     pub fn simulated(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..self.size()).filter(move |&p| self.simulates(p))
+    }
+
+    /// Whether participant `p` is simulated (see [`Group::simulated`]).
+    pub fn simulates(&self, p: usize) -> bool {
         let per_sip = (self.cubes_per_sip() * self.pes) as usize;
-        (0..self.size()).filter(move |&p| self.simulates_sip((p / per_sip) as u32))
+        self.simulates_sip((p / per_sip) as u32)
     }
 
     /// Whether the group's SIP `m` is simulated (see [`Group::simulated`]).

@@ -74,7 +74,8 @@ pub struct RunArgs {
     /// Simulate a ring or torus of SIPs of one kind on its smallest repeat
     /// (each side cut to its least divisor of 3 or more: 64x64 runs on
     /// 4x4) when every SIP runs the same program, shifted (hier_lanes
-    /// all-reduce, reduce-scatter and all-gather, sizes that split evenly):
+    /// all-reduce, reduce-scatter and all-gather; ring's on a ring_1d;
+    /// sizes that split evenly):
     /// the same ticks as the whole machine. Where it does not apply, the
     /// header says why and the whole machine runs. Same as `simulation: {
     /// fold: true }` in the spec (docs/model.md §Fold).

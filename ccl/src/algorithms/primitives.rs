@@ -57,6 +57,7 @@ pub fn cycle_wiring(g: &Group, q: &QueueConfig, cycles: &[Vec<usize>]) -> Tables
     entries
         .into_iter()
         .enumerate()
+        .filter(|(p, _)| g.simulates(*p))
         .map(|(p, e)| (g.pe(p), e))
         .collect()
 }

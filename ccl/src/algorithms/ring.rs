@@ -6,13 +6,14 @@
 //! pipelined chains along the ring.
 
 use super::primitives::{cycle_wiring, me, ring_order};
-use crate::cost::{CostTerms, HeldPrograms, block_sends, participants};
+use crate::cost::{CostTerms, HeldPrograms, block_sends};
 use crate::kernels::{
     Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
 use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tl;
 use kernbench_runtime::kernel::wiring::QueueConfig;
+use kernbench_spec::spec::SipTopology;
 use kernbench_systems::ipcq::Tables;
 use kernbench_systems::program::QDir;
 use std::sync::Arc;
@@ -123,6 +124,17 @@ impl Algorithm for RingAlgo {
     fn collectives(&self) -> &'static [Collective] {
         &Collective::RING
     }
+    /// On a ring of SIPs the cycle enters each SIP at the same cube and
+    /// leaves it for the next SIP the same way: a shift by one SIP maps it
+    /// onto itself. Broadcast and reduce have a root; on a torus the cycle
+    /// snakes, and its rows differ.
+    fn folds(&self, g: &Group, c: Collective) -> bool {
+        g.topology == SipTopology::Ring1d
+            && matches!(
+                c,
+                Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
+            )
+    }
     fn wiring(&self, g: &Group, q: &QueueConfig) -> Tables {
         cycle_wiring(g, q, &[ring_order(g)])
     }
@@ -141,7 +153,12 @@ impl Algorithm for RingAlgo {
             sends,
             bytes_per_send,
             stages: chain_stages,
-            lockstep: if chain { 1.0 } else { participants(g) },
+            // Participants simulated step together (a folded group's window).
+            lockstep: if chain {
+                1.0
+            } else {
+                g.simulated_size().max(1) as f64
+            },
             register_pieces: 1.0,
             programs: HeldPrograms::Looped {
                 programs: 1.0,

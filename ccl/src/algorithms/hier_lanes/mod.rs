@@ -93,7 +93,7 @@ impl Algorithm for HierLanes {
     /// The reducing and gathering levels: rings along rows and columns,
     /// every SIP in step. A broadcast or reduce has a root, so its SIPs
     /// differ.
-    fn folds(&self, c: Collective) -> bool {
+    fn folds(&self, _g: &Group, c: Collective) -> bool {
         matches!(
             c,
             Collective::AllReduce | Collective::ReduceScatter | Collective::AllGather
