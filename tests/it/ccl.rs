@@ -567,6 +567,45 @@ fn hier_lanes_on_uneven_groups() {
     assert_eq!(runs, 3 * 15 * 3 * 2);
 }
 
+/// hier_lanes' reduce-scatter and all-gather over nested blocks (a buffer
+/// that splits evenly, blocks small against the SIP count): the lane rings
+/// along columns, then rows (or the snake), then the cube ring, each over
+/// contiguous blocks. On the same groups at 1 and 8 elements per
+/// participant, every participant ends with exactly its block
+/// (reduce-scatter) or every block (all-gather), never under the bound.
+#[test]
+fn hier_lanes_nests_the_blocks_of_an_even_buffer() {
+    let grids = [(2, (2, 1)), (5, (5, 1)), (6, (3, 2)), (16, (4, 4))];
+    let mut runs = 0;
+    for topology in [
+        SipTopology::Ring1d,
+        SipTopology::Torus2d,
+        SipTopology::Mesh2dNoWrap,
+    ] {
+        for (k, (cubes, (n, grid))) in [(1, 1), (2, 3), (4, 4)]
+            .into_iter()
+            .flat_map(|c| grids.map(|g| (c, g)))
+            .enumerate()
+        {
+            let grid = (topology != SipTopology::Ring1d).then_some(grid);
+            let sys = sips(n, topology, grid, cubes);
+            let config = cfg("hier_lanes", BUFFERS[k % 3], 2);
+            let (mut m, c) = common::communicator(&sys, &config, DataMode::Functional).unwrap();
+            let p = c.group.size();
+            for collective in [Collective::ReduceScatter, Collective::AllGather] {
+                for (elems, op) in [(p, OPS[k % 3]), (8 * p, OPS[(k + 1) % 3])] {
+                    let what = format!(
+                        "{collective} {op:?} {elems} elements on {n} SIPs {topology:?} {grid:?}, cubes {cubes:?}"
+                    );
+                    run_checked(&mut m, &c, (collective, op, elems), &what);
+                    runs += 1;
+                }
+            }
+        }
+    }
+    assert_eq!(runs, 3 * 12 * 2 * 2);
+}
+
 /// hier_root (entry adr0032) against the every-lane hierarchical all-reduce on a 16-SIP 4×4
 /// torus of 4×4-cube SIPs at 64 MiB per participant (timing only).
 #[test]

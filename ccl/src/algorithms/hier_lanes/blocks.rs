@@ -26,7 +26,7 @@ use std::sync::Arc;
 /// block `i`. `ring.me` is the participant's position plus its window's start,
 /// a multiple of `n`, so every participant shares one program and the position
 /// mod n is unchanged.
-struct LevelRing {
+pub(super) struct LevelRing {
     ring: Ring,
     table: Arc<[u32]>,
 }
@@ -35,7 +35,7 @@ struct LevelRing {
 /// participant keeps fixed) and of jobs per participant, and `digit(key, j,
 /// m)`: the participant block of job `j` of a participant with `key` that
 /// belongs to the participant at forward ring position `m`.
-struct Level<'a> {
+pub(super) struct Level<'a> {
     name: &'a str,
     n: usize,
     next: QDir,
@@ -48,7 +48,7 @@ struct Level<'a> {
 impl<'a> Level<'a> {
     /// A level of `n` participants sending on `dirs.0` and receiving on
     /// `dirs.1`, with (keys, jobs) participants' windows.
-    fn new(
+    pub(super) fn new(
         name: &'a str,
         n: usize,
         dirs: (QDir, QDir),
@@ -71,7 +71,14 @@ impl<'a> Level<'a> {
     /// block `k` is the block of the participant at `k − 1`, since
     /// reduce-scatter leaves a participant with ring block `me + 1`; with 0
     /// (all-gather) the participant's own, which it starts from.
-    fn way(&self, tl: &mut Tl, pos: usize, key: usize, d: usize, shift: usize) -> LevelRing {
+    pub(super) fn way(
+        &self,
+        tl: &mut Tl,
+        pos: usize,
+        key: usize,
+        d: usize,
+        shift: usize,
+    ) -> LevelRing {
         let (n, w) = (self.n, 2 * self.n);
         let name = format!("hier_lanes {} way {d} shift {shift}", self.name);
         let table = tl.table(&name, || {
@@ -105,7 +112,7 @@ impl<'a> Level<'a> {
 
 impl LevelRing {
     /// Job `j` of this participant, on the part `suffix` of every block.
-    fn job(&self, j: usize, suffix: Vec<Index>) -> RingJob {
+    pub(super) fn job(&self, j: usize, suffix: Vec<Index>) -> RingJob {
         let ring = Ring {
             me: self.ring.me + j * 2 * self.ring.n,
             ..self.ring

@@ -207,7 +207,7 @@ fn cuts(a: &KernelArgs, lanes: &[Lane; 2], second: bool) -> (Cut, Cut) {
 /// The pieces of a block of `elems`: the config's, and at least enough that
 /// none is larger than a slot, so a ring step's block streams through its
 /// queue piece by piece however few participants split the buffer.
-fn slot_pieces(a: &KernelArgs, elems: usize) -> usize {
+pub(super) fn slot_pieces(a: &KernelArgs, elems: usize) -> usize {
     let slot_elems = (a.piece_limits.max_bytes / 2).max(1) as usize;
     a.pieces(elems, 1).max(elems.div_ceil(slot_elems))
 }

@@ -7,8 +7,10 @@
 //! Every ring runs in both directions at once (half of the data each way)
 //! so every link direction carries traffic ([`blocks`]).
 //!
-//! Reduce-scatter and all-gather run over participant blocks, so each
-//! result lands where `split(S, P)` puts it ([`blocks`]). All-reduce (and
+//! Reduce-scatter and all-gather must leave each result where `split(S,
+//! P)` puts it: over contiguous nested blocks, outermost level first, when
+//! the buffer splits evenly and blocks are small against the SIP count
+//! ([`nested`]), else over participant blocks ([`blocks`]). All-reduce (and
 //! reduce, with only participant 0 storing what it gathers) may cut the
 //! buffer any way, and cuts it level by level so every ring step moves one
 //! contiguous block ([`levels`]). Broadcast pipelines the root's shares
@@ -17,6 +19,7 @@
 mod blocks;
 mod broadcast;
 mod levels;
+mod nested;
 
 use blocks::lanes_take_the_snake;
 
@@ -68,6 +71,11 @@ impl Coords {
 fn kernel(tl: &mut Tl, a: &KernelArgs) {
     let at = Coords::of(tl, &a.group);
     match a.job.collective {
+        Collective::ReduceScatter | Collective::AllGather
+            if nested::chosen(&a.group, a.job.elems) =>
+        {
+            nested::kernel(tl, a, &at)
+        }
         Collective::ReduceScatter | Collective::AllGather => blocks::kernel(tl, a, &at),
         Collective::Broadcast => broadcast::kernel(tl, a, &at),
         _ => levels::all_reduce(tl, a, &at),
@@ -160,11 +168,19 @@ impl Algorithm for HierLanes {
             ops_per_chunk: 3.0 * 64.0,
         };
         let (sends, bytes_per_send, stages, lockstep, programs) = match c {
-            // Reduce-scatter and all-gather: a send per quarter of a
-            // participant block (S/4p) and ring step; the cube ring moves a
-            // half of every SIP's blocks, the lanes a quarter of each block of
-            // the rings' participants ([`lane_block_sends`]); a program per SIP
-            // at most, stepping in loops.
+            // Reduce-scatter and all-gather over the nested cut: each
+            // level's ring both ways over contiguous blocks ([`nested::sends`]).
+            Collective::ReduceScatter | Collective::AllGather
+                if nested::chosen(g, (bytes / 2.0) as usize) =>
+            {
+                let (sends, per_send) = nested::sends(g, bytes);
+                (sends, per_send, 1, simulated, rings)
+            }
+            // Participant-first: a send per quarter of a participant block
+            // (S/4p) and ring step; the cube ring moves a half of every SIP's
+            // blocks, the lanes a quarter of each block of the rings'
+            // participants ([`lane_block_sends`]); a program per SIP at most,
+            // stepping in loops.
             Collective::ReduceScatter | Collective::AllGather => {
                 (lane_block_sends(g), bytes / (4.0 * p), 1, simulated, rings)
             }
