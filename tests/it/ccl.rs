@@ -519,6 +519,33 @@ fn dims_on_sides_cut_in_two_digits() {
     assert_eq!(runs, 4 * 6 * 3 * 2);
 }
 
+/// Runs `check` on a hier_lanes communicator (functional) for each SIP
+/// topology, cube mesh (1×1, 2×3, 4×4) and group of `grids` ((SIPs, grid)):
+/// with the case's index and its description.
+fn each_hier_lanes_group(
+    grids: &[(u32, (u32, u32))],
+    mut check: impl FnMut(&mut kernbench::machine::Machine, &kernbench::ccl::Communicator, usize, &str),
+) {
+    for topology in [
+        SipTopology::Ring1d,
+        SipTopology::Torus2d,
+        SipTopology::Mesh2dNoWrap,
+    ] {
+        for (k, (cubes, &(n, grid))) in [(1, 1), (2, 3), (4, 4)]
+            .into_iter()
+            .flat_map(|c| grids.iter().map(move |g| (c, g)))
+            .enumerate()
+        {
+            let grid = (topology != SipTopology::Ring1d).then_some(grid);
+            let sys = sips(n, topology, grid, cubes);
+            let config = cfg("hier_lanes", BUFFERS[k % 3], 2);
+            let (mut m, c) = common::communicator(&sys, &config, DataMode::Functional).unwrap();
+            let what = format!("{n} SIPs {topology:?} {grid:?}, cubes {cubes:?}");
+            check(&mut m, &c, k, &what);
+        }
+    }
+}
+
 /// hier_lanes' reduce-scatter and all-gather, whose rings hand each
 /// participant a set of participant blocks, and its broadcast trees, on the
 /// latency matrix's groups (1, 2, 5, 6 and 16 SIPs of 1×1, 2×3 and 4×4
@@ -535,35 +562,19 @@ fn hier_lanes_on_uneven_groups() {
         (16, (4, 4)),
     ];
     let mut runs = 0;
-    for topology in [
-        SipTopology::Ring1d,
-        SipTopology::Torus2d,
-        SipTopology::Mesh2dNoWrap,
-    ] {
-        for (k, (cubes, (n, grid))) in [(1, 1), (2, 3), (4, 4)]
-            .into_iter()
-            .flat_map(|c| grids.map(|g| (c, g)))
-            .enumerate()
-        {
-            let grid = (topology != SipTopology::Ring1d).then_some(grid);
-            let sys = sips(n, topology, grid, cubes);
-            let config = cfg("hier_lanes", BUFFERS[k % 3], 2);
-            let (mut m, c) = common::communicator(&sys, &config, DataMode::Functional).unwrap();
-            for collective in [
-                Collective::ReduceScatter,
-                Collective::AllGather,
-                Collective::Broadcast,
-            ] {
-                for (elems, op) in [(3, OPS[k % 3]), (131, OPS[(k + 1) % 3])] {
-                    let what = format!(
-                        "{collective} {op:?} {elems} elements on {n} SIPs {topology:?} {grid:?}, cubes {cubes:?}"
-                    );
-                    run_checked(&mut m, &c, (collective, op, elems), &what);
-                    runs += 1;
-                }
+    each_hier_lanes_group(&grids, |m, c, k, on| {
+        for collective in [
+            Collective::ReduceScatter,
+            Collective::AllGather,
+            Collective::Broadcast,
+        ] {
+            for (elems, op) in [(3, OPS[k % 3]), (131, OPS[(k + 1) % 3])] {
+                let what = format!("{collective} {op:?} {elems} elements on {on}");
+                run_checked(m, c, (collective, op, elems), &what);
+                runs += 1;
             }
         }
-    }
+    });
     assert_eq!(runs, 3 * 15 * 3 * 2);
 }
 
@@ -577,32 +588,16 @@ fn hier_lanes_on_uneven_groups() {
 fn hier_lanes_nests_the_blocks_of_an_even_buffer() {
     let grids = [(2, (2, 1)), (5, (5, 1)), (6, (3, 2)), (16, (4, 4))];
     let mut runs = 0;
-    for topology in [
-        SipTopology::Ring1d,
-        SipTopology::Torus2d,
-        SipTopology::Mesh2dNoWrap,
-    ] {
-        for (k, (cubes, (n, grid))) in [(1, 1), (2, 3), (4, 4)]
-            .into_iter()
-            .flat_map(|c| grids.map(|g| (c, g)))
-            .enumerate()
-        {
-            let grid = (topology != SipTopology::Ring1d).then_some(grid);
-            let sys = sips(n, topology, grid, cubes);
-            let config = cfg("hier_lanes", BUFFERS[k % 3], 2);
-            let (mut m, c) = common::communicator(&sys, &config, DataMode::Functional).unwrap();
-            let p = c.group.size();
-            for collective in [Collective::ReduceScatter, Collective::AllGather] {
-                for (elems, op) in [(p, OPS[k % 3]), (8 * p, OPS[(k + 1) % 3])] {
-                    let what = format!(
-                        "{collective} {op:?} {elems} elements on {n} SIPs {topology:?} {grid:?}, cubes {cubes:?}"
-                    );
-                    run_checked(&mut m, &c, (collective, op, elems), &what);
-                    runs += 1;
-                }
+    each_hier_lanes_group(&grids, |m, c, k, on| {
+        let p = c.group.size();
+        for collective in [Collective::ReduceScatter, Collective::AllGather] {
+            for (elems, op) in [(p, OPS[k % 3]), (8 * p, OPS[(k + 1) % 3])] {
+                let what = format!("{collective} {op:?} {elems} elements on {on}");
+                run_checked(m, c, (collective, op, elems), &what);
+                runs += 1;
             }
         }
-    }
+    });
     assert_eq!(runs, 3 * 12 * 2 * 2);
 }
 

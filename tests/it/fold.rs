@@ -238,31 +238,3 @@ fn run_fold_reports_the_simulated_sips() {
         "{out}"
     );
 }
-
-/// A run refused for time names `--fold` with its estimate when the fold
-/// would apply: the 65,536-participant all-reduce fits the budget folded.
-#[test]
-fn a_refused_run_that_would_fold_names_fold_and_its_estimate() {
-    let (code, _, err) = kernbench_cli(&[
-        "run",
-        "--preset",
-        "torus_4096",
-        "--algorithm",
-        "hier_lanes",
-        "-b",
-        "64M",
-        "-e",
-        "64M",
-        "--max-time",
-        "600",
-    ]);
-    assert_eq!(code, Some(2), "{err}");
-    let hint = "--fold (every SIP runs the same program, shifted: 16 SIPs simulated for the same ticks; docs/model.md §Fold), estimated at ";
-    let at = err.find(hint).unwrap_or_else(|| panic!("{err}"));
-    let seconds: f64 = err[at + hint.len()..]
-        .split(' ')
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{err}"));
-    assert!(seconds < 600.0, "{err}");
-}

@@ -48,8 +48,11 @@ fn run_records_the_network_model_of_every_row() {
     }
 }
 
+/// The refusal of a 65,536-participant all-reduce names what would fit:
+/// flow mode with its estimate, and the fold with an estimate within the
+/// budget (docs/model.md §Fold).
 #[test]
-fn a_run_refused_in_packet_mode_says_what_flow_mode_would_take() {
+fn a_run_refused_in_packet_mode_says_what_flow_mode_and_the_fold_would_take() {
     let (code, _, err) = kernbench_cli(&[
         "run",
         "--preset",
@@ -69,6 +72,14 @@ fn a_run_refused_in_packet_mode_says_what_flow_mode_would_take() {
         err.contains("the flow-level network (--network flow, or network.model: flow in the spec), estimated at "),
         "{err}"
     );
+    let fold = "--fold (every SIP runs the same program, shifted: 16 SIPs simulated for the same ticks; docs/model.md §Fold), estimated at ";
+    let at = err.find(fold).unwrap_or_else(|| panic!("{err}"));
+    let seconds: f64 = err[at + fold.len()..]
+        .split(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(seconds < 600.0, "{err}");
 }
 
 /// The estimate of a 64 MiB ring all-reduce on the default system in `model`.
