@@ -171,7 +171,7 @@ pub fn lower_bound(m: &Machine, sys: &System, g: &Group, job: &Job) -> Bound {
     // Latency: participant 0 to the farthest SIP's farthest cube (in a
     // folded group, the farthest simulated one's, and the hops beyond it).
     let (w, h) = g.grid;
-    let (pw, ph) = (w / g.fold.0, h / g.fold.1);
+    let (pw, ph) = g.simulated_grid();
     let far_sip = match g.topology {
         kernbench_spec::spec::SipTopology::Mesh2dNoWrap => w * h - 1,
         _ => (ph / 2) * w + pw / 2,
@@ -212,7 +212,7 @@ fn path_latency(links: &LinkTable, path: &[NodeId]) -> Tick {
 /// leaves by (all SIPs alike, so any SIP's serve).
 fn folded_latency(m: &Machine, g: &Group, path: &[NodeId]) -> Tick {
     let (t, links) = (&m.topology, m.engine.links());
-    let (pw, ph) = (g.grid.0 / g.fold.0, g.grid.1 / g.fold.1);
+    let (pw, ph) = g.simulated_grid();
     let more = (g.grid.0 / 2 - pw / 2, g.grid.1 / 2 - ph / 2);
     let lane = path.iter().find_map(|&n| match t.node(n) {
         Node::XSip { cube, .. } => Some(cube),

@@ -49,3 +49,26 @@ pub fn folded_for(
     }
     Ok(folded)
 }
+
+/// The system a run of `jobs` (one collective over several sizes) with
+/// `config` simulates: `sys` itself, or its fold when `sys` asks for one
+/// (`simulation.fold`) and it applies to every job; the second value says
+/// why an asked-for fold does not (the whole machine then runs).
+pub fn simulated_system(
+    sys: &System,
+    config: &AlgoConfig,
+    jobs: &[Job],
+    functional: bool,
+) -> (System, Option<String>) {
+    if !sys.spec.simulation.fold {
+        return (sys.clone(), None);
+    }
+    let mut folded = None;
+    for job in jobs {
+        match folded_for(sys, config, job, functional) {
+            Ok(f) => folded = Some(f),
+            Err(why) => return (sys.clone(), Some(why)),
+        }
+    }
+    (folded.unwrap_or_else(|| sys.clone()), None)
+}

@@ -87,9 +87,16 @@ impl Group {
         self.simulates_sip((p / per_sip) as u32)
     }
 
-    /// Whether the group's SIP `m` is simulated (see [`Group::simulated`]).
+    /// Whether the group's SIP `m` is simulated: in the first window of the
+    /// simulated grid's size (see [`Group::simulated`]).
     pub fn simulates_sip(&self, m: u32) -> bool {
-        !self.is_folded() || self.sip_index(self.sip(m)) == m
+        let (pw, ph) = self.simulated_grid();
+        m % self.grid.0 < pw && m / self.grid.0 < ph
+    }
+
+    /// The grid of SIPs simulated: the group's own, divided by the fold.
+    pub fn simulated_grid(&self) -> (u32, u32) {
+        (self.grid.0 / self.fold.0, self.grid.1 / self.fold.1)
     }
 
     /// Number of participants simulated.
@@ -237,7 +244,7 @@ impl Group {
             return sip;
         }
         if self.is_folded() {
-            let pw = self.grid.0 / self.fold.0;
+            let pw = self.simulated_grid().0;
             return sip / pw * self.grid.0 + sip % pw;
         }
         let m = self.sips.iter().position(|&s| s == sip);

@@ -320,13 +320,8 @@ impl SizeRun {
             Communicator::check_before_build(sys, config, &self.job(bytes))
                 .map_err(|e| anyhow!("{flag} {bytes}: {e}"))?;
         }
-        let unfolded = self.fold_refusal(sys, config, (min_bytes, max_bytes));
-        let mut knobs = cli_knobs();
-        knobs.push_str(&self.fold_hint(sys, config, (min_bytes, max_bytes)));
-        let mut sys = match (&unfolded, sys.spec.simulation.fold) {
-            (None, true) => sys.folded().map_err(anyhow::Error::msg)?,
-            _ => sys.clone(),
-        };
+        let asked = sys;
+        let (mut sys, unfolded) = self.simulated_system(sys, config, (min_bytes, max_bytes));
         self.network
             .apply(&mut sys, config, &self.job(max_bytes), self.verify);
         let sys = &sys;
@@ -337,11 +332,15 @@ impl SizeRun {
             self.verify,
             self.trace.is_some(),
         );
-        est.check(&self.budget, &knobs)
-            .map_err(|e| match &unfolded {
+        if est.check(&self.budget, &cli_knobs()).is_err() {
+            // Refused: the message names what would fit, the fold included.
+            let knobs = cli_knobs() + &self.fold_hint(asked, config, (min_bytes, max_bytes));
+            let e = est.check(&self.budget, &knobs).unwrap_err();
+            return Err(match &unfolded {
                 Some(why) => anyhow!("{}: {e} (--fold does not apply: {why})", sys.origin),
                 None => anyhow!("{}: {e}", sys.origin),
-            })?;
+            });
+        }
         let mode = if self.verify {
             DataMode::Functional
         } else {
@@ -382,34 +381,30 @@ impl SizeRun {
         Ok((machine, comm))
     }
 
-    /// Why `sys`'s fold (`simulation.fold`, `--fold`) does not apply to
-    /// `config` over the sizes `min..=max` (None: it applies, or was not
-    /// asked for).
-    fn fold_refusal(
+    /// The system the runs of `config` over the sizes `min..=max` simulate,
+    /// and why an asked-for fold does not apply ([`kernbench_ccl::fold`]).
+    fn simulated_system(
         &self,
         sys: &System,
         config: &AlgoConfig,
         (min_bytes, max_bytes): (u64, u64),
-    ) -> Option<String> {
-        if !sys.spec.simulation.fold {
-            return None;
-        }
-        [min_bytes, max_bytes].into_iter().find_map(|bytes| {
-            kernbench_ccl::fold::folded_for(sys, config, &self.job(bytes), self.verify).err()
-        })
+    ) -> (System, Option<String>) {
+        let jobs = [self.job(min_bytes), self.job(max_bytes)];
+        kernbench_ccl::fold::simulated_system(sys, config, &jobs, self.verify)
     }
 
     /// For a refusal's list of what would fit: `--fold` with its estimate,
     /// when it was not asked for and would apply; else nothing.
     fn fold_hint(&self, sys: &System, config: &AlgoConfig, range: (u64, u64)) -> String {
-        let mut asked = sys.clone();
-        asked.spec.simulation.fold = true;
-        if sys.spec.simulation.fold || self.fold_refusal(&asked, config, range).is_some() {
+        if sys.spec.simulation.fold {
             return String::new();
         }
-        let Ok(mut folded) = asked.folded() else {
+        let mut asked = sys.clone();
+        asked.spec.simulation.fold = true;
+        let (mut folded, unfolded) = self.simulated_system(&asked, config, range);
+        if unfolded.is_some() {
             return String::new();
-        };
+        }
         let job = self.job(range.1);
         self.network.apply(&mut folded, config, &job, self.verify);
         let est = Estimate::collective(&folded, config, &job, self.verify, self.trace.is_some());
@@ -433,8 +428,8 @@ impl SizeRun {
                 built.fold.1
             ));
         }
-        self.fold_refusal(sys, config, (self.min_bytes, self.max_bytes))
-            .map(|why| format!("# fold: not applied, the whole machine runs: {why}"))
+        let (_, unfolded) = self.simulated_system(sys, config, (self.min_bytes, self.max_bytes));
+        unfolded.map(|why| format!("# fold: not applied, the whole machine runs: {why}"))
     }
 
     /// The parameter lines above the table of entry `name`: what ran, on

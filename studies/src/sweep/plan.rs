@@ -154,13 +154,7 @@ impl Resolved {
     /// second value says why an asked-for fold does not (the point then
     /// runs whole).
     pub fn simulated_system(&self, config: &AlgoConfig, verify: bool) -> (System, Option<String>) {
-        if !self.system.spec.simulation.fold {
-            return (self.system.clone(), None);
-        }
-        match kernbench_ccl::fold::folded_for(&self.system, config, &self.job(), verify) {
-            Ok(folded) => (folded, None),
-            Err(why) => (self.system.clone(), Some(why)),
-        }
+        kernbench_ccl::fold::simulated_system(&self.system, config, &[self.job()], verify)
     }
 }
 

@@ -163,8 +163,9 @@ impl Algorithm for HierLanes {
         let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
         // A folded group runs only its simulated SIPs' programs.
         let simulated = g.simulated_size().max(1) as f64;
+        let (pw, ph) = g.simulated_grid();
         let rings = HeldPrograms::Looped {
-            programs: simulated / (cubes * f64::from(g.pes)),
+            programs: f64::from(pw * ph),
             ops_per_chunk: 3.0 * 64.0,
         };
         let (sends, bytes_per_send, stages, lockstep, programs) = match c {
