@@ -6,7 +6,7 @@ use crate::RunErrors;
 use crate::exec::{HostQueue, KernelCalendar, OpsIssued, PeEvent, PeEvents, PeExec, PeState};
 use crate::hierarchy::Hardware;
 use crate::ids::{MsgId, PeIdx};
-use crate::ipcq::{DmaCalendar, Queues};
+use crate::ipcq::{DmaCalendar, Queue, Queues};
 use crate::memory::{DataMode, MemPorts};
 use crate::network::flow::FlowLinks;
 use crate::network::{Inbox, LinkTable, NetCounters, Outbox};
@@ -65,6 +65,8 @@ pub(crate) struct Snapshot {
     counters: Vec<u64>,
     /// PEs in a loop: (PE, iteration, iteration count).
     loops: Vec<(PeIdx, u32, u32)>,
+    /// Queues with a backlog of sends not yet begun, in queue order.
+    backlogs: Vec<Backlog>,
 }
 
 impl Snapshot {
@@ -94,7 +96,8 @@ impl Snapshot {
         }
         sig.word(u64::MAX);
         pe_events(&world.resource::<PeEvents>().0, &mut sig);
-        let loops = execs(world, &mut q.execs, &mut sig);
+        let backlogs = backlogs(world.resource::<Queues>());
+        let loops = execs(world, &mut q.execs, &backlogs, &mut sig);
         queues(world.resource::<Queues>(), &mut sig);
         world.resource::<MemPorts>().steady_words(&mut sig);
         world.resource::<LinkTable>().steady_words(&mut sig);
@@ -117,6 +120,7 @@ impl Snapshot {
             words: sig.words,
             counters,
             loops,
+            backlogs,
         })
     }
 }
@@ -168,10 +172,17 @@ fn pe_events(events: &[PeEvent], sig: &mut Sig) {
 fn execs(
     world: &World,
     query: &mut QueryState<&'static PeExec>,
+    backlogs: &[Backlog],
     sig: &mut Sig,
 ) -> Vec<(PeIdx, u32, u32)> {
     let pes = &world.resource::<Hardware>().pes;
     let mut loops = Vec::new();
+    // A PE's sends in backlogs count as outstanding: what they add
+    // changes with the backlogs' lengths and is left out.
+    let mut ahead = vec![0u64; pes.len()];
+    for b in backlogs {
+        ahead[b.pe.index()] += b.len;
+    }
     for (i, &e) in pes.iter().enumerate() {
         let Ok(ex) = query.get(world, e) else {
             sig.word(0);
@@ -182,7 +193,7 @@ fn execs(
             continue;
         }
         sig.word(2);
-        exec_words(ex, sig);
+        exec_words(ex, ahead[i], sig);
         if let Some(f) = ex.frame {
             loops.push((PeIdx(i as u32), f.iter, f.count));
         }
@@ -190,8 +201,9 @@ fn execs(
     loops
 }
 
-/// One running PE: its program, place in it, registers and units.
-fn exec_words(ex: &PeExec, sig: &mut Sig) {
+/// One running PE: its program, place in it, registers and units (its
+/// outstanding ops less the `ahead` of them waiting in backlogs).
+fn exec_words(ex: &PeExec, ahead: u64, sig: &mut Sig) {
     sig.word(std::sync::Arc::as_ptr(&ex.program) as u64);
     sig.word(ex.scope.0.into());
     sig.word(ex.launch.0.into());
@@ -215,7 +227,7 @@ fn exec_words(ex: &PeExec, sig: &mut Sig) {
     }
     sig.from(ex.vector_free);
     sig.from(ex.mac_free);
-    sig.word(ex.outstanding.into());
+    sig.word(u64::from(ex.outstanding) - ahead);
     sig.word(ex.pending_regs.into());
     sig.at(ex.finish);
     // Launches waiting for this one to finish.
@@ -244,11 +256,15 @@ fn queues(q: &Queues, sig: &mut Sig) {
         sig.word(qu.reserved % n);
         sig.word(qu.reserved.wrapping_sub(qu.filled));
         sig.word(qu.reserved.wrapping_sub(qu.consumed));
-        sig.word(qu.sends.len() as u64);
-        for j in &qu.sends {
+        // A backlog is encoded as one of its sends, not by its length.
+        let run = untouched_run(qu);
+        let shown = qu.sends.len() - run.saturating_sub(1);
+        sig.word(shown as u64);
+        for j in qu.sends.iter().take(shown) {
             sig.word(j.pe.0.into());
             sig.word(j.bytes);
             sig.word(j.sent);
+            sig.word(j.dtype as u64);
         }
         sig.word(qu.recvs.len() as u64);
         for j in &qu.recvs {
@@ -260,6 +276,58 @@ fn queues(q: &Queues, sig: &mut Sig) {
             sig.at(j.ready);
         }
     }
+}
+
+/// A queue's trailing sends not yet begun, each like the last: a producer
+/// running ahead of its stream adds to them faster than the queue drains
+/// (or, once it stops, drains them) by the same count every period, and the
+/// queue only ever reads its front sends, so their number does not steer
+/// the run while they last.
+#[derive(Debug, Clone, Copy)]
+struct Backlog {
+    queue: usize,
+    pe: PeIdx,
+    /// The backlog's sends left out of the encoding (all but its first).
+    len: u64,
+    /// The queue's sends in the encoding: those in front, and the first.
+    ahead_of_it: u64,
+    /// The queue's send ops so far.
+    send_ops: u64,
+}
+
+/// How many of the queue's last sends are not begun and alike.
+fn untouched_run(qu: &Queue) -> usize {
+    let Some(last) = qu.sends.back() else {
+        return 0;
+    };
+    let alike = |j: &&crate::ipcq::SendJob| {
+        j.sent == 0
+            && j.pe == last.pe
+            && j.bytes == last.bytes
+            && j.dtype == last.dtype
+            && j.data.is_none()
+            && j.trace.is_none()
+    };
+    qu.sends.iter().rev().take_while(alike).count()
+}
+
+/// Every queue's backlog of sends (its last ones untouched and alike; all
+/// but the first of them hidden from the encoding).
+fn backlogs(q: &Queues) -> Vec<Backlog> {
+    q.list
+        .iter()
+        .enumerate()
+        .filter_map(|(i, qu)| {
+            let run = untouched_run(qu);
+            (run > 0).then(|| Backlog {
+                queue: i,
+                pe: qu.sends[qu.sends.len() - 1].pe,
+                len: run as u64 - 1,
+                ahead_of_it: (qu.sends.len() - run) as u64 + 1,
+                send_ops: qu.send_ops.into(),
+            })
+        })
+        .collect()
 }
 
 /// Every counter that grows with the run without steering it: statistics
@@ -296,6 +364,8 @@ pub(crate) struct Plan {
     pub(crate) periods: u64,
     msgs: u64,
     iters: Vec<(PeIdx, u32)>,
+    /// Backlogs that change length: (queue, its sender, sends added a period).
+    backlogs: Vec<(usize, PeIdx, i64)>,
     /// Counter growth over one period (in [`visit_counters`] order).
     growth: Vec<u64>,
 }
@@ -337,6 +407,7 @@ impl Plan {
             let same = same_sizes_until(ex, at0, last as u32);
             periods = periods.min(u64::from(same.saturating_sub(at)) / u64::from(step));
         }
+        let backlogs = backlog_growth(then, now, &mut periods)?;
         let iters: Vec<(PeIdx, u32)> = iters.into_iter().map(|(pe, _, step)| (pe, step)).collect();
         if iters.is_empty() || periods == 0 {
             return None;
@@ -352,9 +423,47 @@ impl Plan {
             periods,
             msgs: now.next_msg - then.next_msg,
             iters,
+            backlogs,
             growth,
         })
     }
+}
+
+/// How each backlog's length changes a period, lowering `periods` to those
+/// over which no queue could run out of sends (a queue with sends left
+/// behaves the same however many are left behind its front); None when the
+/// period seen may itself have emptied one.
+fn backlog_growth(
+    then: &Snapshot,
+    now: &Snapshot,
+    periods: &mut u64,
+) -> Option<Vec<(usize, PeIdx, i64)>> {
+    if then.backlogs.len() != now.backlogs.len() {
+        return None;
+    }
+    let mut growth = Vec::new();
+    for (b0, b1) in then.backlogs.iter().zip(&now.backlogs) {
+        if b0.queue != b1.queue {
+            return None;
+        }
+        let g = b1.len as i64 - b0.len as i64;
+        if g == 0 {
+            // The same sends: the same state.
+            continue;
+        }
+        // Sends begun in a period: at most those added, less the growth.
+        let begun = (b1.send_ops - b0.send_ops) as i64 - g;
+        // Sends left at a period's start must outnumber them.
+        let left = |len: u64| (b1.ahead_of_it + len) as i64 - begun - 1;
+        if left(b0.len) < 1 || left(b1.len) < 1 {
+            return None;
+        }
+        if g < 0 {
+            *periods = (*periods).min((left(b1.len) - 1) as u64 / g.unsigned_abs() + 1);
+        }
+        growth.push((b1.queue, b1.pe, g));
+    }
+    Some(growth)
 }
 
 /// The last iteration up to `last` through which every op of the PE's loop
@@ -425,6 +534,21 @@ pub(crate) fn apply(world: &mut World, q: &mut Queries, plan: &Plan) {
     }
     for qu in &mut world.resource_mut::<Queues>().list {
         qu.recvs.iter_mut().for_each(|j| later(&mut j.ready, d));
+    }
+    for &(queue, pe, g) in &plan.backlogs {
+        let by = g.unsigned_abs() * plan.periods;
+        let mut queues = world.resource_mut::<Queues>();
+        let sends = &mut queues.list[queue].sends;
+        let back = sends.back().cloned().expect("a backlog has sends");
+        if g > 0 {
+            sends.extend(std::iter::repeat_n(back, by as usize));
+        } else {
+            sends.truncate(sends.len() - by as usize);
+        }
+        if let Ok(mut ex) = q.execs_mut.get_mut(world, pes[pe.index()]) {
+            let n = i64::from(ex.outstanding) + g * plan.periods as i64;
+            ex.outstanding = n as u32;
+        }
     }
     for ev in &mut world.resource_mut::<PeEvents>().0 {
         match ev {
