@@ -291,8 +291,8 @@ struct Backlog {
     len: u64,
     /// The queue's sends in the encoding: those in front, and the first.
     ahead_of_it: u64,
-    /// The queue's send ops so far.
-    send_ops: u64,
+    /// The queue's send ops so far (a wrapping count).
+    send_ops: u32,
 }
 
 /// How many of the queue's last sends are not begun and alike.
@@ -324,7 +324,7 @@ fn backlogs(q: &Queues) -> Vec<Backlog> {
                 pe: qu.sends[qu.sends.len() - 1].pe,
                 len: run as u64 - 1,
                 ahead_of_it: (qu.sends.len() - run) as u64 + 1,
-                send_ops: qu.send_ops.into(),
+                send_ops: qu.send_ops,
             })
         })
         .collect()
@@ -431,8 +431,9 @@ impl Plan {
 
 /// How each backlog's length changes a period, lowering `periods` to those
 /// over which no queue could run out of sends (a queue with sends left
-/// behaves the same however many are left behind its front); None when the
-/// period seen may itself have emptied one.
+/// behaves the same however many are left behind its front) and no
+/// shrinking backlog runs out of hidden sends; None when the period seen
+/// may itself have emptied a queue.
 fn backlog_growth(
     then: &Snapshot,
     now: &Snapshot,
@@ -452,14 +453,18 @@ fn backlog_growth(
             continue;
         }
         // Sends begun in a period: at most those added, less the growth.
-        let begun = (b1.send_ops - b0.send_ops) as i64 - g;
+        let begun = i64::from(b1.send_ops.wrapping_sub(b0.send_ops)) - g;
         // Sends left at a period's start must outnumber them.
         let left = |len: u64| (b1.ahead_of_it + len) as i64 - begun - 1;
         if left(b0.len) < 1 || left(b1.len) < 1 {
             return None;
         }
         if g < 0 {
-            *periods = (*periods).min((left(b1.len) - 1) as u64 / g.unsigned_abs() + 1);
+            // The hidden sends may run down to none, no further: past that,
+            // the queue's front would reach the backlog's first send.
+            let shrink = g.unsigned_abs();
+            let runs_out = (left(b1.len) - 1) as u64 / shrink + 1;
+            *periods = (*periods).min(runs_out).min(b1.len / shrink);
         }
         growth.push((b1.queue, b1.pe, g));
     }
