@@ -98,7 +98,7 @@ impl Snapshot {
         pe_events(&world.resource::<PeEvents>().0, &mut sig);
         let backlogs = backlogs(world.resource::<Queues>());
         let loops = execs(world, &mut q.execs, &backlogs, &mut sig);
-        queues(world.resource::<Queues>(), &mut sig);
+        queues(world.resource::<Queues>(), &backlogs, &mut sig);
         world.resource::<MemPorts>().steady_words(&mut sig);
         world.resource::<LinkTable>().steady_words(&mut sig);
         crate::network::steady_words(world, &mut q.msgs, &mut sig);
@@ -242,8 +242,9 @@ fn exec_words(ex: &PeExec, ahead: u64, sig: &mut Sig) {
 
 /// Every queue's credits, slots and jobs in progress (its ever-counters
 /// relative to its chunks reserved).
-fn queues(q: &Queues, sig: &mut Sig) {
-    for qu in &q.list {
+fn queues(q: &Queues, backlogs: &[Backlog], sig: &mut Sig) {
+    let mut backlogs = backlogs.iter().peekable();
+    for (i, qu) in q.list.iter().enumerate() {
         sig.word(u64::from(qu.installed));
         sig.word(qu.sender_pe.map_or(u64::MAX, |p| p.0.into()));
         sig.word(qu.credits.into());
@@ -257,8 +258,10 @@ fn queues(q: &Queues, sig: &mut Sig) {
         sig.word(qu.reserved.wrapping_sub(qu.filled));
         sig.word(qu.reserved.wrapping_sub(qu.consumed));
         // A backlog is encoded as one of its sends, not by its length.
-        let run = untouched_run(qu);
-        let shown = qu.sends.len() - run.saturating_sub(1);
+        let shown = match backlogs.next_if(|b| b.queue == i) {
+            Some(b) => b.ahead_of_it as usize,
+            None => qu.sends.len(),
+        };
         sig.word(shown as u64);
         for j in qu.sends.iter().take(shown) {
             sig.word(j.pe.0.into());
@@ -319,9 +322,10 @@ fn backlogs(q: &Queues) -> Vec<Backlog> {
         .enumerate()
         .filter_map(|(i, qu)| {
             let run = untouched_run(qu);
-            (run > 0).then(|| Backlog {
+            let last = qu.sends.back().filter(|_| run > 0)?;
+            Some(Backlog {
                 queue: i,
-                pe: qu.sends[qu.sends.len() - 1].pe,
+                pe: last.pe,
                 len: run as u64 - 1,
                 ahead_of_it: (qu.sends.len() - run) as u64 + 1,
                 send_ops: qu.send_ops,
