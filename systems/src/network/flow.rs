@@ -240,7 +240,9 @@ struct LinkFlows {
 #[derive(Debug, Clone, Copy)]
 struct Reached {
     entity: Entity,
-    route: RouteId,
+    /// Its binding links: `reached_binding[binding.0 .. binding.0 + binding.1]`,
+    /// in route order.
+    binding: (u32, u32),
     bottleneck: f64,
     /// Its rate before the pass, and the one the pass gives it (NaN until fixed).
     before: f64,
@@ -272,6 +274,8 @@ pub struct FlowLinks {
     /// The pass's connected links and flows.
     reached_links: Vec<LinkId>,
     reached_flows: Vec<Reached>,
+    /// The reached flows' binding links, each flow's in one run.
+    reached_binding: Vec<LinkId>,
     /// Per message entity index: the stamp of the last pass that reached
     /// its flow and the flow's place in `reached_flows`, so a pass looks
     /// each flow's entity up once however many of its links it walks.
@@ -586,6 +590,7 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
     let pass = fl.pass;
     fl.reached_links.clear();
     fl.reached_flows.clear();
+    fl.reached_binding.clear();
     // Dirty links are walked whether they bind now or did before.
     for k in 0..fl.dirty.len() {
         let l = fl.dirty[k];
@@ -632,20 +637,26 @@ fn reach_flow(
     };
     flow.settle(now);
     fl.flow_slots[slot] = (fl.pass, fl.reached_flows.len() as u32);
-    fl.reached_flows.push(Reached {
-        entity: e,
-        route: msg.route,
-        bottleneck: flow.bottleneck,
-        before: flow.rate,
-        rate: f64::NAN,
-    });
+    let first = fl.reached_binding.len() as u32;
     for s in routes.segments(msg.route).0 {
         let link = &mut fl.links[s.link.index()];
-        if link.binding && link.visit != fl.pass {
+        if !link.binding {
+            continue;
+        }
+        fl.reached_binding.push(s.link);
+        if link.visit != fl.pass {
             link.visit = fl.pass;
             fl.reached_links.push(s.link);
         }
     }
+    let binding = (first, fl.reached_binding.len() as u32 - first);
+    fl.reached_flows.push(Reached {
+        entity: e,
+        binding,
+        bottleneck: flow.bottleneck,
+        before: flow.rate,
+        rate: f64::NAN,
+    });
 }
 
 /// Max-min rates of the reached flows: the least of the binding links'
@@ -658,30 +669,27 @@ fn reach_flow(
 /// changed since is pushed again with its new share. Ties go to links, then
 /// to the lower id (deterministic).
 fn fill_progressively(net: &mut FlowAccess) {
-    let FlowAccess {
-        net: fl,
-        routes,
-        links,
-        ..
-    } = net;
+    let FlowAccess { net: fl, links, .. } = net;
     let fl: &mut FlowLinks = fl;
-    fl.heap.clear();
+    // The limits are gathered first and heapified once (linear time);
+    // their keys are distinct, so the pop order is that of pushing each.
+    let mut limits = std::mem::take(&mut fl.heap).into_vec();
+    limits.clear();
     for &l in &fl.reached_links {
         let link = &mut fl.links[l.index()];
         let (spare, n) = (link_rate(links, l), link.flows.len() as u32);
         (link.spare, link.unfixed) = (spare, n);
         if link.binding && n > 0 {
             let key = share_key(spare / f64::from(n));
-            fl.heap.push(Reverse((key, false, l.0)));
+            limits.push(Reverse((key, false, l.0)));
         }
     }
-    for (i, r) in fl.reached_flows.iter().enumerate() {
-        fl.heap
-            .push(Reverse((share_key(r.bottleneck), true, i as u32)));
-    }
+    let own = fl.reached_flows.iter().enumerate();
+    limits.extend(own.map(|(i, r)| Reverse((share_key(r.bottleneck), true, i as u32))));
+    fl.heap = BinaryHeap::from(limits);
     while let Some(Reverse((key, own, id))) = fl.heap.pop() {
         if own {
-            fix_rate(id as usize, f64::from_bits(key), fl, routes);
+            fix_rate(id as usize, f64::from_bits(key), fl);
             continue;
         }
         let l = LinkId(id);
@@ -701,26 +709,24 @@ fn fill_progressively(net: &mut FlowAccess) {
             let e = fl.links[l.index()].flows[k].0;
             // Every flow on a reached link was reached in this pass.
             let i = fl.flow_slots[e.index_u32() as usize].1 as usize;
-            fix_rate(i, share, fl, routes);
+            fix_rate(i, share, fl);
         }
     }
 }
 
 /// Gives reached flow `i` the rate `share` unless it has one, taken from
 /// the spare of its binding links.
-fn fix_rate(i: usize, share: f64, fl: &mut FlowLinks, routes: &Routes) {
+fn fix_rate(i: usize, share: f64, fl: &mut FlowLinks) {
     let r = &mut fl.reached_flows[i];
     if !r.rate.is_nan() {
         return;
     }
     r.rate = share;
-    let route = r.route;
-    for s in routes.segments(route).0 {
-        let link = &mut fl.links[s.link.index()];
-        if link.binding {
-            link.spare -= share;
-            link.unfixed -= 1;
-        }
+    let (first, n) = r.binding;
+    for &l in &fl.reached_binding[first as usize..(first + n) as usize] {
+        let link = &mut fl.links[l.index()];
+        link.spare -= share;
+        link.unfixed -= 1;
     }
 }
 
