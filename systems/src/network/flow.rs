@@ -10,7 +10,9 @@
 //! recomputed (selective update: a walk from the links whose flow set
 //! changed, over their flows' routes). A link that its flows could not fill
 //! even at their bottlenecks never lowers a rate, so the walk crosses only
-//! binding links, and each flow's bottleneck is its own limit.
+//! binding links, and each flow's bottleneck is its own limit. The next
+//! message of a route takes a drained one's place and rate without a pass:
+//! same links, same bottleneck, so the same rates.
 //!
 //! Timing: a message's uncontended time on its route `alone`
 //! ([`uncontended_ticks`], the packet engine's, exact) is an overhead
@@ -28,9 +30,7 @@
 //! generation, so drained events of an older generation, or of an earlier
 //! message of a reused entity, are stale and ignored.
 
-use super::{
-    Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, RouteId, Routes, Segment,
-};
+use super::{Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, Routes, Segment};
 use crate::ids::MsgId;
 use crate::steady::Sig;
 use crate::time::{Calendar, Clock, Tick};
@@ -481,14 +481,49 @@ fn drain_now(now: Tick, e: Entity, net: &mut FlowAccess) {
     net.net.join(&net.links, e, flow.bottleneck, segs);
 }
 
-/// A message of `route` drained: the next one waiting on the route starts
-/// to drain now.
-fn next_on_route(now: Tick, route: RouteId, net: &mut FlowAccess) {
-    let queue = &mut net.net.routes[route.index()];
-    match queue.waiting.pop_front() {
-        Some(e) => drain_now(now, e, net),
-        None => queue.sending = false,
+/// Flow `from` drained and `to`, the next message of its route, drains
+/// from now in its place on every link. The two share their links and
+/// bottleneck, so the max-min rates stand: `to` takes `from`'s rate without
+/// a rate pass (one still runs if other flows changed this tick, and then
+/// reaches `to` if they are connected to it).
+fn hand_over(now: Tick, (from, to): (Entity, Entity), rate: f64, net: &mut FlowAccess) {
+    let Ok((msg, mut flow)) = net.flows.get_mut(to) else {
+        unreachable!("a flow waiting on its route exists");
+    };
+    for s in net.routes.segments(msg.route).0 {
+        let link = &mut net.net.links[s.link.index()];
+        if let Some(f) = link.flows.iter_mut().find(|f| f.0 == from) {
+            f.0 = to;
+        }
     }
+    flow.updated_at = now;
+    set_rate(now, (msg.id, to), &mut flow, rate, &mut net.cal);
+}
+
+/// Gives flow `e` (of message `id`, drained up to `now`) the rate `rate`
+/// and schedules its drained event, making the earlier one stale.
+fn set_rate(
+    now: Tick,
+    (id, e): (MsgId, Entity),
+    flow: &mut Flow,
+    rate: f64,
+    cal: &mut FlowCalendar,
+) {
+    flow.rate = rate;
+    if rate < flow.bottleneck * (1.0 - 1e-12) {
+        flow.shared = true;
+    }
+    flow.generation = flow.generation.wrapping_add(1);
+    let at = now + ceil_ticks(flow.left / rate).max(1);
+    let step = FlowStep::Drained(flow.generation);
+    cal.0.push(
+        at,
+        FlowEvent {
+            msg: id,
+            entity: e,
+            step,
+        },
+    );
 }
 
 /// A drained event: stale unless of the flow's message and generation; a
@@ -514,9 +549,14 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
         }
     }
     let at = flow.arrival().max(now);
-    let route = msg.route;
-    net.net.leave(&net.links, ev.entity, segs);
-    next_on_route(now, route, net);
+    let rate = flow.rate;
+    match net.net.routes[msg.route.index()].waiting.pop_front() {
+        Some(next) => hand_over(now, (ev.entity, next), rate, net),
+        None => {
+            net.net.routes[msg.route.index()].sending = false;
+            net.net.leave(&net.links, ev.entity, segs);
+        }
+    }
     if at == now {
         return deliver(now, ev.entity, net);
     }
@@ -560,18 +600,7 @@ fn reassign_rates(now: Tick, net: &mut FlowAccess) {
         let Ok((msg, mut flow)) = flows.get_mut(e) else {
             unreachable!("a reached flow exists");
         };
-        flow.rate = r.rate;
-        if flow.rate < flow.bottleneck * (1.0 - 1e-12) {
-            flow.shared = true;
-        }
-        flow.generation = flow.generation.wrapping_add(1);
-        let at = now + ceil_ticks(flow.left / flow.rate).max(1);
-        let ev = FlowEvent {
-            msg: msg.id,
-            entity: e,
-            step: FlowStep::Drained(flow.generation),
-        };
-        cal.0.push(at, ev);
+        set_rate(now, (msg.id, e), &mut flow, r.rate, cal);
     }
 }
 
@@ -943,6 +972,32 @@ mod tests {
         let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
         rates.sort_by_key(|r| r.0);
         assert_eq!(rates, vec![(MsgId(0), 100.0), (MsgId(1), 100.0)]);
+    }
+
+    #[test]
+    fn the_next_message_of_a_route_takes_its_rate_without_a_pass() {
+        // 0→1 at 100 B/tick, 1→2 at 60, L = 10. Two messages 0→2 queue on
+        // their route; a long one 1→2 shares 1→2 (30 each from tick 80, when
+        // the first 0→2 joins). The first drains at 80 + 6000 / 30 = 280 and
+        // the second drains in its place at 30 until 480, with no rate pass.
+        let (links, _) = line(vec![class(100, 1, 10, 1 << 20), class(60, 1, 10, 1 << 20)]);
+        let mut e = Engine::new(links, Box::new(Line));
+        e.set_network_model(NetworkModel::Flow);
+        let mut t = ScheduledTraffic::new();
+        for (a, b, bytes) in [(0, 2, 6000), (0, 2, 6000), (1, 2, 60_000)] {
+            t.add(NodeId(a), NodeId(b), bytes, Start::At(0));
+        }
+        e.set_traffic(t);
+        e.run_until(|w| w.resource::<Clock>().now > 100).unwrap();
+        let reached = e.world.resource::<FlowLinks>().reached;
+        e.run_until(|w| w.resource::<Clock>().now > 300).unwrap();
+        assert_eq!(e.world.resource::<FlowLinks>().reached, reached);
+        let rates = max_min_by_brute_force(&mut e);
+        assert_eq!(rates, vec![(MsgId(1), 30.0), (MsgId(2), 30.0)]);
+        let mut q = e.world.query::<(&Message, &Flow)>();
+        for (m, f) in q.iter(&e.world).filter(|(m, _)| m.id != MsgId(0)) {
+            assert_eq!(f.rate, 30.0, "message {}", m.id);
+        }
     }
 
     /// Max-min rates of every draining flow, by progressive filling over
