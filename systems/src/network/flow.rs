@@ -921,6 +921,33 @@ mod tests {
         assert_eq!(ceil_ticks(0.0), 0);
     }
 
+    /// A flow-mode engine on a line of `classes` sending `msgs`
+    /// (source, destination, bytes, start tick).
+    fn flow_engine(classes: Vec<LinkClass>, msgs: &[(u32, u32, u64, Tick)]) -> Engine {
+        let (links, _) = line(classes);
+        let mut e = Engine::new(links, Box::new(Line));
+        e.set_network_model(NetworkModel::Flow);
+        let mut t = ScheduledTraffic::new();
+        for &(a, b, bytes, at) in msgs {
+            t.add(NodeId(a), NodeId(b), bytes, Start::At(at));
+        }
+        e.set_traffic(t);
+        e
+    }
+
+    /// Every flow's current rate, by message id.
+    fn flow_rates(e: &mut Engine) -> Vec<(MsgId, f64)> {
+        let mut q = e.world.query::<(&Message, &Flow)>();
+        let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
+        rates.sort_by_key(|r| r.0);
+        rates
+    }
+
+    /// 0→1 at 100 B/tick, 1→2 at 60, latency 10, one packet a message.
+    fn parking_lot() -> Vec<LinkClass> {
+        vec![class(100, 1, 10, 1 << 20), class(60, 1, 10, 1 << 20)]
+    }
+
     #[test]
     fn parking_lot_gets_max_min_rates() {
         // 0→1 at 100 B/tick, 1→2 at 60 B/tick, L = 10; a long flow 0→2 and a
@@ -928,20 +955,11 @@ mod tests {
         // starts at 0 with an overhead of 80, the short ones at 70 with 10).
         // 1→2 is the bottleneck: 30 each for the long flow and its short
         // one; the other short one takes 0→1's spare, 70.
-        let (links, _) = line(vec![class(100, 1, 10, 1 << 20), class(60, 1, 10, 1 << 20)]);
-        let mut e = Engine::new(links, Box::new(Line));
-        e.set_network_model(NetworkModel::Flow);
-        let mut t = ScheduledTraffic::new();
-        for (a, b, at) in [(0, 2, 0), (0, 1, 70), (1, 2, 70)] {
-            t.add(NodeId(a), NodeId(b), 6000, Start::At(at));
-        }
-        e.set_traffic(t);
+        let msgs = [(0, 2, 6000, 0), (0, 1, 6000, 70), (1, 2, 6000, 70)];
+        let mut e = flow_engine(parking_lot(), &msgs);
         e.run_until(|w| w.resource::<Clock>().now > 80).unwrap();
-        let mut q = e.world.query::<(&Message, &Flow)>();
-        let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
-        rates.sort_by_key(|r| r.0);
         assert_eq!(
-            rates,
+            flow_rates(&mut e),
             vec![(MsgId(0), 30.0), (MsgId(1), 70.0), (MsgId(2), 30.0)]
         );
     }
@@ -956,22 +974,16 @@ mod tests {
             class(1000, 1, 5, 1 << 20),
             class(100, 1, 5, 1 << 20),
         ];
-        let (links, _) = line(classes);
-        let mut e = Engine::new(links, Box::new(Line));
-        e.set_network_model(NetworkModel::Flow);
-        let mut t = ScheduledTraffic::new();
-        t.add(NodeId(0), NodeId(2), 6000, Start::At(0));
-        t.add(NodeId(1), NodeId(3), 6000, Start::At(20));
-        e.set_traffic(t);
+        let mut e = flow_engine(classes, &[(0, 2, 6000, 0), (1, 3, 6000, 20)]);
         // The second flow joins at 20 + its overhead of 16.
         e.run_until(|w| w.resource::<Clock>().now > 36).unwrap();
         let fl = e.world.resource::<FlowLinks>();
         assert_eq!(fl.reached_flows.len(), 1);
         assert!(fl.links.iter().all(|l| !l.binding));
-        let mut q = e.world.query::<(&Message, &Flow)>();
-        let mut rates: Vec<(MsgId, f64)> = q.iter(&e.world).map(|(m, f)| (m.id, f.rate)).collect();
-        rates.sort_by_key(|r| r.0);
-        assert_eq!(rates, vec![(MsgId(0), 100.0), (MsgId(1), 100.0)]);
+        assert_eq!(
+            flow_rates(&mut e),
+            vec![(MsgId(0), 100.0), (MsgId(1), 100.0)]
+        );
     }
 
     #[test]
@@ -980,24 +992,17 @@ mod tests {
         // their route; a long one 1→2 shares 1→2 (30 each from tick 80, when
         // the first 0→2 joins). The first drains at 80 + 6000 / 30 = 280 and
         // the second drains in its place at 30 until 480, with no rate pass.
-        let (links, _) = line(vec![class(100, 1, 10, 1 << 20), class(60, 1, 10, 1 << 20)]);
-        let mut e = Engine::new(links, Box::new(Line));
-        e.set_network_model(NetworkModel::Flow);
-        let mut t = ScheduledTraffic::new();
-        for (a, b, bytes) in [(0, 2, 6000), (0, 2, 6000), (1, 2, 60_000)] {
-            t.add(NodeId(a), NodeId(b), bytes, Start::At(0));
-        }
-        e.set_traffic(t);
+        let msgs = [(0, 2, 6000, 0), (0, 2, 6000, 0), (1, 2, 60_000, 0)];
+        let mut e = flow_engine(parking_lot(), &msgs);
         e.run_until(|w| w.resource::<Clock>().now > 100).unwrap();
         let reached = e.world.resource::<FlowLinks>().reached;
         e.run_until(|w| w.resource::<Clock>().now > 300).unwrap();
         assert_eq!(e.world.resource::<FlowLinks>().reached, reached);
-        let rates = max_min_by_brute_force(&mut e);
-        assert_eq!(rates, vec![(MsgId(1), 30.0), (MsgId(2), 30.0)]);
-        let mut q = e.world.query::<(&Message, &Flow)>();
-        for (m, f) in q.iter(&e.world).filter(|(m, _)| m.id != MsgId(0)) {
-            assert_eq!(f.rate, 30.0, "message {}", m.id);
-        }
+        let want = vec![(MsgId(1), 30.0), (MsgId(2), 30.0)];
+        assert_eq!(max_min_by_brute_force(&mut e), want);
+        let mut rates = flow_rates(&mut e);
+        rates.retain(|r| r.0 != MsgId(0));
+        assert_eq!(rates, want);
     }
 
     /// Max-min rates of every draining flow, by progressive filling over
