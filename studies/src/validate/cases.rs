@@ -2,8 +2,9 @@
 //! packet engine. Every collective × algorithm on small ring, torus and mesh
 //! systems, and adversarial traffic built to stress what flow mode
 //! approximates: an incast onto one PE, cross traffic on multi-hop routes,
-//! short messages beside a long one, credit-starved queues, and SIP kinds
-//! whose links differ.
+//! short messages beside a long one, credit-starved queues, SIP kinds
+//! whose links differ, and a GPT layer whose GEMMs load their operands over
+//! a cube mesh.
 
 use kernbench_ccl::{CclConfig, Collective, Job, ReduceOp, algorithms};
 use kernbench_spec::spec::SipTopology;
@@ -64,6 +65,10 @@ pub enum Workload {
     /// Messages between PEs (pe0 of the given SIP and cube), each
     /// `(src, dst, bytes, start tick)`.
     Traffic(Vec<(PeAt, PeAt, u64, u64)>),
+    /// One GPT layer, forward and backward, on SIP 0 alone (no parallelism):
+    /// its GEMMs' operand loads, many at once from every cube's HBM over the
+    /// cube mesh, are traffic no collective makes.
+    Layer { hidden: usize, seq: usize },
 }
 
 /// A PE by (SIP, cube, PE index).
@@ -73,8 +78,8 @@ pub type PeAt = (u32, u32, u32);
 #[derive(Debug, Clone, PartialEq)]
 pub struct Case {
     pub index: usize,
-    /// `matrix`, `incast`, `cross_traffic`, `mixed_sizes`, `credit_starved`
-    /// or `sip_kinds`.
+    /// `matrix`, `incast`, `cross_traffic`, `mixed_sizes`, `gemm_loads`,
+    /// `credit_starved` or `sip_kinds`.
     pub family: &'static str,
     pub topology: SipTopology,
     pub sips: u32,
@@ -100,6 +105,7 @@ impl Case {
                 n_slots.map_or(String::new(), |n| format!(" {n} slots"))
             ),
             Workload::Traffic(m) => format!("{} messages", m.len()),
+            Workload::Layer { hidden, seq } => format!("GPT layer hidden {hidden} seq {seq}"),
         };
         format!(
             "{} {} {} SIPs {}x{} cubes{}: {what}",
@@ -122,7 +128,7 @@ impl Case {
                 op: ReduceOp::Sum,
                 elems: (*bytes / 2) as usize,
             }),
-            Workload::Traffic(_) => None,
+            Workload::Traffic(_) | Workload::Layer { .. } => None,
         }
     }
 }
@@ -234,6 +240,16 @@ fn adversarial(matrix: Matrix) -> Vec<Case> {
             4,
             (1, 1),
             mixed_sizes((1 << 20) * scale.min(4), 4 << 10, 32),
+        ),
+        case(
+            "gemm_loads",
+            SipTopology::Ring1d,
+            4,
+            (4, 4),
+            Workload::Layer {
+                hidden: 1024 * scale.min(2) as usize,
+                seq: 512 * scale.min(2) as usize,
+            },
         ),
     ];
     for n_slots in [1, 2] {

@@ -94,9 +94,10 @@ fn link_bytes(machine: &Machine) -> Vec<u64> {
 fn run_model(case: &Case, ccl: &CclConfig, model: NetworkModel) -> Result<ModelRun, String> {
     let sys = case_system(case, model)?;
     let t0 = Instant::now();
-    let mut machine = Machine::build_with(&sys, DataMode::TimingOnly).map_err(|e| e.to_string())?;
-    let (ticks, pct_of_bound) = match &case.workload {
+    let machine = || Machine::build_with(&sys, DataMode::TimingOnly).map_err(|e| e.to_string());
+    let (ticks, pct_of_bound, link_bytes) = match &case.workload {
         Workload::Collective { entry, n_slots, .. } => {
+            let mut machine = machine()?;
             let mut config = ccl.entry(entry).map_err(|(p, _)| p)?.clone();
             if let Some(n) = n_slots {
                 config.n_slots = *n;
@@ -104,16 +105,65 @@ fn run_model(case: &Case, ccl: &CclConfig, model: NetworkModel) -> Result<ModelR
             let comm = Communicator::new(&mut machine, &config).map_err(|e| e.to_string())?;
             let job = case.job().expect("a collective case has a job");
             let r = comm.run(&mut machine, job).map_err(|e| e.to_string())?;
-            (r.ticks, r.pct_of_bound)
+            (r.ticks, r.pct_of_bound, link_bytes(&machine))
         }
-        Workload::Traffic(messages) => (run_traffic(&mut machine, messages)?, 0.0),
+        Workload::Traffic(messages) => {
+            let mut machine = machine()?;
+            let ticks = run_traffic(&mut machine, messages)?;
+            (ticks, 0.0, link_bytes(&machine))
+        }
+        Workload::Layer { hidden, seq } => {
+            let (ticks, bytes) = run_layer(&sys, (*hidden, *seq))?;
+            (ticks, 0.0, bytes)
+        }
     };
     Ok(ModelRun {
         ticks,
-        link_bytes: link_bytes(&machine),
+        link_bytes,
         pct_of_bound,
         wall_ms: t0.elapsed().as_secs_f64() * 1e3,
     })
+}
+
+/// One GPT layer, forward and backward, on SIP 0 with no parallelism (one
+/// micro-batch).
+fn layer_step(sys: &System, (hidden, seq): (usize, usize)) -> crate::train::TrainStep {
+    use crate::train::{AxisOrder, DpReduce, Model, ModelShape, Parallel, Schedule, TrainStep};
+    TrainStep {
+        model: Model::Transformer,
+        shape: ModelShape {
+            hidden,
+            heads: (hidden / 128).max(1),
+            ffn_hidden: 4 * hidden,
+            seq,
+            micro_batch: 1,
+            layers_per_stage: 1,
+        },
+        tp_options: crate::transformer::TpOptions::default(),
+        parallel: Parallel {
+            dp: 1,
+            tp: 1,
+            pp: 1,
+            order: AxisOrder::default(),
+        },
+        schedule: Schedule::OneFOneB,
+        micro_batches: 1,
+        dp_reduce: DpReduce::AllReduce,
+        bucket_bytes: 4 << 20,
+        placement: crate::gemm::Placement::off_leader(sys.pes_per_cube()),
+        seed: 1,
+    }
+}
+
+/// [`layer_step`] run timing only: the step's ticks and each link's bytes.
+fn run_layer(sys: &System, shape: (usize, usize)) -> Result<(u64, Vec<u64>), String> {
+    let step = layer_step(sys, shape);
+    let mode = DataMode::TimingOnly;
+    let ccl = CclConfig::embedded_default();
+    let mut pg =
+        crate::autotune::init_process_group(sys, &ccl, "ring", mode).map_err(|e| e.to_string())?;
+    let report = crate::train::train_step(&mut pg, &step, mode).map_err(|e| e.to_string())?;
+    Ok((report.step, link_bytes(&pg.machine)))
 }
 
 /// Sends a traffic case's messages; the tick the last one arrived.
@@ -147,6 +197,10 @@ pub fn run_case(case: &Case, ccl: &CclConfig) -> Result<ValidateRow, String> {
             String::new(),
             m.iter().map(|x| x.2).max().unwrap_or(0),
         ),
+        // The size of the layer's activations (f16).
+        Workload::Layer { hidden, seq } => {
+            (String::new(), String::new(), (hidden * seq * 2) as u64)
+        }
     };
     Ok(ValidateRow {
         family: case.family.into(),
@@ -217,8 +271,14 @@ impl ValidateStudy {
     }
 
     /// The estimated seconds of a case: both models' estimates of a
-    /// collective, a fixed cost for the small traffic cases.
+    /// collective or a layer, a fixed cost for the small traffic cases.
     pub fn case_seconds(&self, case: &Case) -> f64 {
+        if let (Workload::Layer { hidden, seq }, Ok(sys)) =
+            (&case.workload, case_system(case, NetworkModel::Packet))
+        {
+            let e = crate::command_costs::train_step(&sys, &layer_step(&sys, (*hidden, *seq)));
+            return e.seconds + e.flow_seconds.unwrap_or(e.seconds);
+        }
         let Some(job) = case.job() else {
             return 0.05;
         };
