@@ -113,7 +113,7 @@ fn run_model(case: &Case, ccl: &CclConfig, model: NetworkModel) -> Result<ModelR
             (ticks, 0.0, link_bytes(&machine))
         }
         Workload::Layer { hidden, seq } => {
-            let (ticks, bytes) = run_layer(&sys, (*hidden, *seq))?;
+            let (ticks, bytes) = run_layer(&sys, ccl, (*hidden, *seq))?;
             (ticks, 0.0, bytes)
         }
     };
@@ -156,12 +156,15 @@ fn layer_step(sys: &System, (hidden, seq): (usize, usize)) -> crate::train::Trai
 }
 
 /// [`layer_step`] run timing only: the step's ticks and each link's bytes.
-fn run_layer(sys: &System, shape: (usize, usize)) -> Result<(u64, Vec<u64>), String> {
+fn run_layer(
+    sys: &System,
+    ccl: &CclConfig,
+    shape: (usize, usize),
+) -> Result<(u64, Vec<u64>), String> {
     let step = layer_step(sys, shape);
     let mode = DataMode::TimingOnly;
-    let ccl = CclConfig::embedded_default();
     let mut pg =
-        crate::autotune::init_process_group(sys, &ccl, "ring", mode).map_err(|e| e.to_string())?;
+        crate::autotune::init_process_group(sys, ccl, "ring", mode).map_err(|e| e.to_string())?;
     let report = crate::train::train_step(&mut pg, &step, mode).map_err(|e| e.to_string())?;
     Ok((report.step, link_bytes(&pg.machine)))
 }
@@ -273,10 +276,11 @@ impl ValidateStudy {
     /// The estimated seconds of a case: both models' estimates of a
     /// collective or a layer, a fixed cost for the small traffic cases.
     pub fn case_seconds(&self, case: &Case) -> f64 {
-        if let (Workload::Layer { hidden, seq }, Ok(sys)) =
-            (&case.workload, case_system(case, NetworkModel::Packet))
-        {
-            let e = crate::command_costs::train_step(&sys, &layer_step(&sys, (*hidden, *seq)));
+        if let Workload::Layer { hidden, seq } = case.workload {
+            let Ok(sys) = case_system(case, NetworkModel::Packet) else {
+                return 0.05;
+            };
+            let e = crate::command_costs::train_step(&sys, &layer_step(&sys, (hidden, seq)));
             return e.seconds + e.flow_seconds.unwrap_or(e.seconds);
         }
         let Some(job) = case.job() else {

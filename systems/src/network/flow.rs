@@ -550,10 +550,11 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
     }
     let at = flow.arrival().max(now);
     let rate = flow.rate;
-    match net.net.routes[msg.route.index()].waiting.pop_front() {
+    let queue = &mut net.net.routes[msg.route.index()];
+    match queue.waiting.pop_front() {
         Some(next) => hand_over(now, (ev.entity, next), rate, net),
         None => {
-            net.net.routes[msg.route.index()].sending = false;
+            queue.sending = false;
             net.net.leave(&net.links, ev.entity, segs);
         }
     }
