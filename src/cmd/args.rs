@@ -61,8 +61,9 @@ impl BudgetArg {
 /// How messages cross the network in the command's runs.
 #[derive(Args)]
 pub struct NetworkArg {
-    /// packet: exact store-and-forward packets; flow: one max-min fair flow
-    /// per message, events per message instead of per packet-hop (for
+    /// packet: exact store-and-forward packets; flow: one flow per message,
+    /// links serving earlier flows first, events per message instead of per
+    /// packet-hop (for
     /// thousands of SIPs; docs/model.md §Flow-level network); auto: packet
     /// where a run's estimate fits the budget, flow otherwise. Default: the
     /// system spec's network.model (packet unless it says flow).

@@ -440,7 +440,7 @@ impl SizeRun {
         let what = |m: NetworkModel| match m {
             NetworkModel::Packet => "packet (store-and-forward packets, exact)",
             NetworkModel::Flow => {
-                "flow (one max-min fair flow per message; docs/model.md §Flow-level network)"
+                "flow (one flow per message, first come first served by turn; docs/model.md §Flow-level network)"
             }
         };
         match (self.network, built) {

@@ -300,13 +300,13 @@ fn a_short_message_behind_a_long_one_on_its_route_waits_for_it() {
 }
 
 #[test]
-fn two_routes_share_a_link_max_min_fairly() {
+fn a_shared_link_serves_the_earlier_turn_first() {
     // Nodes 0-1-2-3: links 0-1 and 1-2 of 256 B/tick (L = 10), 2-3 of
     // 64 B/tick (L = 20). 0→3 alone takes 136 ticks (overhead 72), 1→3
-    // 110 (overhead 46). 1→3 drains alone from 46 (1664 B by 72), then both
-    // drain at 32 B/tick on 2-3: 1→3 is done at 72 + 2432/32 = 148; 0→3
-    // has 1664 B left, drained at 64 B/tick by 174. Packet mode serves the
-    // shared link first come first served: 1→3 at 110, 0→3 at 174.
+    // 110 (overhead 46). 1→3 drains from 46, its turn, at 64 B/tick; 0→3
+    // reaches the full link at 72 and waits until 1→3 has drained at 110,
+    // then drains by 174. Packet mode serves the shared link first come
+    // first served: the same ticks, 1→3 at 110, 0→3 at 174.
     let classes = [
         class(256, 10, 1 << 20),
         class(256, 10, 1 << 20),
@@ -317,7 +317,7 @@ fn two_routes_share_a_link_max_min_fairly() {
         t.add(NodeId(1), NodeId(3), 4096, Start::At(0));
     });
     assert_eq!(packet.arrivals, vec![174, 110]);
-    assert_eq!(flow.arrivals, vec![174, 148]);
+    assert_eq!(flow.arrivals, vec![174, 110]);
     assert_eq!(flow.stats, packet.stats);
 }
 

@@ -2,17 +2,21 @@
 //! whole route at once, instead of packets crossing links one by one
 //! (docs/model.md §Flow-level network).
 //!
-//! Rates follow max-min fairness by progressive filling (SimGrid's flow
-//! model): the link whose spare bandwidth per unfixed flow is smallest fixes
-//! its flows at that share, which then leave the other links' spare, until
-//! every flow has a rate. Rates change only when a flow starts or drains,
-//! and only those of flows connected to it through shared links are
-//! recomputed (selective update: a walk from the links whose flow set
-//! changed, over their flows' routes). A link that its flows could not fill
-//! even at their bottlenecks never lowers a rate, so the walk crosses only
-//! binding links, and each flow's bottleneck is its own limit. The next
-//! message of a route takes a drained one's place and rate without a pass:
-//! same links, same bottleneck, so the same rates.
+//! A link serves flows by turn (the tick their latency phase ended), first
+//! come, first served: a flow takes what earlier turns left on its links.
+//! Flows of one turn share that max-min fairly, by progressive filling
+//! (SimGrid's flow model): the link whose spare bandwidth per unfixed flow
+//! is smallest fixes its flows at that share, which then leave the other
+//! links' spare, until every flow of the turn has a rate. Rates change only
+//! when a flow starts or drains, and only those of flows connected to it
+//! through shared links, of its turn or later, are recomputed (selective
+//! update: a walk from the links whose flow set changed, over their flows'
+//! routes; earlier flows it meets are pinned). A link that its flows could
+//! not fill even at their bottlenecks never lowers a rate, so the walk
+//! crosses only binding links, and each flow's bottleneck is its own limit.
+//! The next message of a route takes a drained one's place and rate without
+//! a pass when no other flow's turn falls between theirs: same links, same
+//! bottleneck, same order of turns, so the same rates.
 //!
 //! Timing: a message's uncontended time on its route `alone`
 //! ([`uncontended_ticks`], the packet engine's, exact) is an overhead
@@ -48,7 +52,8 @@ pub enum NetworkModel {
     /// Store-and-forward packets, one event per packet per link: exact.
     #[default]
     Packet,
-    /// One flow per message, max-min fair rates: events per message.
+    /// One flow per message, first come first served by turn, max-min fair
+    /// within a turn: events per message.
     Flow,
 }
 
@@ -75,9 +80,14 @@ pub struct Flow {
     pub bottleneck: f64,
     /// Tick at which the message started (its latency phase).
     pub start: Tick,
+    /// Tick its latency phase ended (it then drained, or queued behind its
+    /// route): its turn on every link. An earlier turn is served first; flows
+    /// of one turn share fairly.
+    pub turn: Tick,
     /// Bytes left to drain as of `updated_at`.
     pub left: f64,
-    /// Current max-min rate, bytes per tick (0 before the first rate pass).
+    /// Current rate, bytes per tick (0 before the first rate pass, and
+    /// while earlier turns fill one of its links).
     pub rate: f64,
     pub updated_at: Tick,
     /// Bumped at every rate change: drained events of older ones are stale.
@@ -114,6 +124,7 @@ impl Flow {
             tail: overhead.fract(),
             bottleneck,
             start: 0,
+            turn: 0,
             left: bytes as f64,
             rate: 0.0,
             updated_at: 0,
@@ -219,10 +230,11 @@ pub struct FlowCalendar(pub Calendar<FlowEvent>);
 /// pass touches one cache line per link it reaches.
 #[derive(Debug, Default, Clone)]
 struct LinkFlows {
-    /// The flows draining over the link with their bottleneck bandwidth,
-    /// and the sum of those. Most links carry one flow at a time, kept in
-    /// place: no heap block to fetch when a flow joins, leaves or is rated.
-    flows: SmallVec<[(Entity, f64); 1]>,
+    /// The flows draining over the link with their bottleneck bandwidth
+    /// and turn, and the sum of the bottlenecks. Most links carry one flow
+    /// at a time, kept in place: no heap block to fetch when a flow joins,
+    /// leaves or is rated.
+    flows: SmallVec<[LinkFlow; 1]>,
     demand: f64,
     /// Whether its flows, each at its bottleneck, would exceed its
     /// bandwidth. Only such a link can hold a flow below its bottleneck, so
@@ -233,6 +245,16 @@ struct LinkFlows {
     visit: u32,
     spare: f64,
     unfixed: u32,
+    /// The stamp of the last turn of a pass whose flows cross it.
+    group: u32,
+}
+
+/// A flow on a link, as rate passes read it without looking it up.
+#[derive(Debug, Clone, Copy)]
+struct LinkFlow {
+    entity: Entity,
+    bottleneck: f64,
+    turn: Tick,
 }
 
 /// A flow as a rate pass reads it: its entity is looked up once, when the
@@ -240,11 +262,16 @@ struct LinkFlows {
 #[derive(Debug, Clone, Copy)]
 struct Reached {
     entity: Entity,
+    turn: Tick,
+    /// Older than every change of the pass: its rate stands, and only
+    /// lessens the spare of the pass's links.
+    pinned: bool,
     /// Its binding links: `reached_binding[binding.0 .. binding.0 + binding.1]`,
     /// in route order.
     binding: (u32, u32),
     bottleneck: f64,
-    /// Its rate before the pass, and the one the pass gives it (NaN until fixed).
+    /// Its rate before the pass, and the one the pass gives it (NaN until
+    /// fixed; a pinned flow's stays its rate before).
     before: f64,
     rate: f64,
 }
@@ -267,10 +294,19 @@ pub struct FlowLinks {
     /// Per route (grown as routes are cached).
     routes: Vec<RouteQueue>,
     /// Flows that joined since the last rate pass, and links whose flows
-    /// changed while binding (before or after the change).
+    /// changed while binding (before or after the change) or whose order of
+    /// turns changed.
     joined: Vec<Entity>,
     dirty: Vec<LinkId>,
+    /// The earliest turn of a flow that joined or left since the last pass:
+    /// flows of earlier turns keep their rates.
+    changed_turn: Option<Tick>,
     pass: u32,
+    /// The stamp of the last turn a pass filled, and the pass's flows
+    /// without a rate ordered by turn, and one turn's links.
+    group: u32,
+    by_turn: Vec<u32>,
+    turn_links: Vec<LinkId>,
     /// The pass's connected links and flows.
     reached_links: Vec<LinkId>,
     reached_flows: Vec<Reached>,
@@ -296,21 +332,23 @@ impl FlowLinks {
         }
     }
 
-    fn join(&mut self, links: &LinkTable, e: Entity, bottleneck: f64, segs: &[Segment]) {
-        self.joined.push(e);
+    fn join(&mut self, links: &LinkTable, flow: LinkFlow, segs: &[Segment]) {
+        self.joined.push(flow.entity);
+        self.changed(flow.turn);
         for s in segs {
             let link = &mut self.links[s.link.index()];
-            link.flows.push((e, bottleneck));
-            link.demand += bottleneck;
+            link.flows.push(flow);
+            link.demand += flow.bottleneck;
             self.update_binding(links, s.link);
         }
     }
 
-    fn leave(&mut self, links: &LinkTable, e: Entity, segs: &[Segment]) {
+    fn leave(&mut self, links: &LinkTable, (e, turn): (Entity, Tick), segs: &[Segment]) {
+        self.changed(turn);
         for s in segs {
             let link = &mut self.links[s.link.index()];
-            if let Some(i) = link.flows.iter().position(|f| f.0 == e) {
-                let (_, bottleneck) = link.flows.remove(i);
+            if let Some(i) = link.flows.iter().position(|f| f.entity == e) {
+                let bottleneck = link.flows.remove(i).bottleneck;
                 // An emptied link starts again from an exact zero.
                 link.demand = if link.flows.is_empty() {
                     0.0
@@ -332,6 +370,12 @@ impl FlowLinks {
         }
         link.binding = binds;
     }
+
+    /// A flow of turn `turn` joined or left: flows of that turn and later
+    /// ones may change rate.
+    fn changed(&mut self, turn: Tick) {
+        self.changed_turn = Some(self.changed_turn.map_or(turn, |t| t.min(turn)));
+    }
 }
 
 impl FlowLinks {
@@ -345,9 +389,10 @@ impl FlowLinks {
     pub(crate) fn steady_words(&self, id_of: &impl Fn(Entity) -> MsgId, sig: &mut Sig) {
         for l in &self.links {
             sig.word(l.flows.len() as u64);
-            for &(e, b) in &l.flows {
-                sig.msg(id_of(e));
-                sig.float(b);
+            for f in &l.flows {
+                sig.msg(id_of(f.entity));
+                sig.float(f.bottleneck);
+                sig.at(f.turn);
             }
             sig.float(l.demand);
             sig.word(u64::from(l.binding));
@@ -455,6 +500,7 @@ fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
     let Ok((msg, mut flow)) = net.flows.get_mut(e) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
+    flow.turn = now;
     let r = msg.route.index();
     if net.net.routes.len() <= r {
         net.net
@@ -478,30 +524,58 @@ fn drain_now(now: Tick, e: Entity, net: &mut FlowAccess) {
     };
     flow.updated_at = now;
     let segs = net.routes.segments(msg.route).0;
-    net.net.join(&net.links, e, flow.bottleneck, segs);
+    let (bottleneck, turn) = (flow.bottleneck, flow.turn);
+    let entity = e;
+    let link_flow = LinkFlow {
+        entity,
+        bottleneck,
+        turn,
+    };
+    net.net.join(&net.links, link_flow, segs);
 }
 
-/// Flow `from` drained and `to`, the next message of its route, drains
-/// from now in its place on every link. The two share their links and
-/// bottleneck, so the max-min rates stand: `to` takes `from`'s rate without
-/// a rate pass (one still runs if other flows changed this tick, and then
-/// reaches `to` if they are connected to it).
-fn hand_over(now: Tick, (from, to): (Entity, Entity), rate: f64, net: &mut FlowAccess) {
+/// Flow `from` (of turn `from_turn`) drained and `to`, the next message of
+/// its route, drains from now in its place on every link. The two share
+/// their links and bottleneck; when every other flow on a binding link
+/// comes before both, after both or in the same turn as both, the rates
+/// stand: `to` takes `from`'s rate without a rate pass (one still runs if
+/// other flows changed this tick, and then reaches `to` if they are
+/// connected to it). Otherwise the links are rated again.
+fn hand_over(now: Tick, (from, from_turn): (Entity, Tick), to: Entity, net: &mut FlowAccess) {
+    let rate = net.flows.get(from).expect("the drained flow exists").1.rate;
     let Ok((msg, mut flow)) = net.flows.get_mut(to) else {
         unreachable!("a flow waiting on its route exists");
     };
+    let fl: &mut FlowLinks = &mut net.net;
+    let to_turn = flow.turn;
+    let mut same_order = true;
     for s in net.routes.segments(msg.route).0 {
-        let link = &mut net.net.links[s.link.index()];
-        if let Some(f) = link.flows.iter_mut().find(|f| f.0 == from) {
-            f.0 = to;
+        let link = &mut fl.links[s.link.index()];
+        let mut passed = false;
+        for f in link.flows.iter_mut() {
+            if f.entity == from {
+                (f.entity, f.turn) = (to, to_turn);
+            } else {
+                passed |= from_turn.cmp(&f.turn) != to_turn.cmp(&f.turn);
+            }
+        }
+        if link.binding && passed {
+            same_order = false;
+            fl.dirty.push(s.link);
         }
     }
     flow.updated_at = now;
-    set_rate(now, (msg.id, to), &mut flow, rate, &mut net.cal);
+    if same_order {
+        set_rate(now, (msg.id, to), &mut flow, rate, &mut net.cal);
+    } else {
+        fl.joined.push(to);
+        fl.changed(from_turn);
+    }
 }
 
 /// Gives flow `e` (of message `id`, drained up to `now`) the rate `rate`
-/// and schedules its drained event, making the earlier one stale.
+/// and schedules its drained event, making the earlier one stale; a flow
+/// at rate 0 waits for a rate pass without one.
 fn set_rate(
     now: Tick,
     (id, e): (MsgId, Entity),
@@ -514,6 +588,9 @@ fn set_rate(
         flow.shared = true;
     }
     flow.generation = flow.generation.wrapping_add(1);
+    if rate == 0.0 {
+        return;
+    }
     let at = now + ceil_ticks(flow.left / rate).max(1);
     let step = FlowStep::Drained(flow.generation);
     cal.0.push(
@@ -549,13 +626,13 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
         }
     }
     let at = flow.arrival().max(now);
-    let rate = flow.rate;
+    let turn = flow.turn;
     let queue = &mut net.net.routes[msg.route.index()];
     match queue.waiting.pop_front() {
-        Some(next) => hand_over(now, (ev.entity, next), rate, net),
+        Some(next) => hand_over(now, (ev.entity, turn), next, net),
         None => {
             queue.sending = false;
-            net.net.leave(&net.links, ev.entity, segs);
+            net.net.leave(&net.links, (ev.entity, turn), segs);
         }
     }
     if at == now {
@@ -578,7 +655,7 @@ fn deliver(now: Tick, entity: Entity, net: &mut FlowAccess) {
     net.counters.delivered += 1;
 }
 
-/// Recomputes the max-min rates of the flows that joined and of every flow
+/// Recomputes the rates of the flows that joined and of every flow
 /// connected to them or to a dirty link through binding links, and
 /// schedules a new drained event for each flow whose rate changed.
 fn reassign_rates(now: Tick, net: &mut FlowAccess) {
@@ -606,8 +683,10 @@ fn reassign_rates(now: Tick, net: &mut FlowAccess) {
 }
 
 /// Collects the flows that joined and those connected to them or to the
-/// dirty links through binding links, with those links; drains each
-/// reached flow up to `now` and clears its rate.
+/// dirty links through binding links, with those links. A flow of a turn
+/// before every change is pinned: its rate stands and the walk does not go
+/// on from it. Every other reached flow is drained up to `now` and loses
+/// its rate.
 fn reach_connected(now: Tick, net: &mut FlowAccess) {
     let FlowAccess {
         net: fl,
@@ -618,6 +697,7 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
     let fl: &mut FlowLinks = fl;
     fl.pass = fl.pass.wrapping_add(1).max(1);
     let pass = fl.pass;
+    let from_turn = fl.changed_turn.take().unwrap_or(0);
     fl.reached_links.clear();
     fl.reached_flows.clear();
     fl.reached_binding.clear();
@@ -632,7 +712,7 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
     fl.dirty.clear();
     let mut joined = std::mem::take(&mut fl.joined);
     for &e in &joined {
-        reach_flow(now, e, fl, flows, routes);
+        reach_flow((now, from_turn), e, fl, flows, routes);
     }
     joined.clear();
     fl.joined = joined;
@@ -641,15 +721,17 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
         let l = fl.reached_links[i].index();
         i += 1;
         for k in 0..fl.links[l].flows.len() {
-            reach_flow(now, fl.links[l].flows[k].0, fl, flows, routes);
+            let e = fl.links[l].flows[k].entity;
+            reach_flow((now, from_turn), e, fl, flows, routes);
         }
     }
 }
 
-/// Adds flow `e` to the pass (once), drained up to `now`, and its binding
-/// links to the walk.
+/// Adds flow `e` to the pass (once): pinned if its turn is before
+/// `from_turn`, else drained up to `now` with its binding links added to
+/// the walk.
 fn reach_flow(
-    now: Tick,
+    (now, from_turn): (Tick, Tick),
     e: Entity,
     fl: &mut FlowLinks,
     flows: &mut Query<(&mut Message, &mut Flow)>,
@@ -665,7 +747,10 @@ fn reach_flow(
     let Ok((msg, mut flow)) = flows.get_mut(e) else {
         unreachable!("a flow on a link exists");
     };
-    flow.settle(now);
+    let pinned = flow.turn < from_turn;
+    if !pinned {
+        flow.settle(now);
+    }
     fl.flow_slots[slot] = (fl.pass, fl.reached_flows.len() as u32);
     let first = fl.reached_binding.len() as u32;
     for s in routes.segments(msg.route).0 {
@@ -674,7 +759,7 @@ fn reach_flow(
             continue;
         }
         fl.reached_binding.push(s.link);
-        if link.visit != fl.pass {
+        if !pinned && link.visit != fl.pass {
             link.visit = fl.pass;
             fl.reached_links.push(s.link);
         }
@@ -682,40 +767,91 @@ fn reach_flow(
     let binding = (first, fl.reached_binding.len() as u32 - first);
     fl.reached_flows.push(Reached {
         entity: e,
+        turn: flow.turn,
+        pinned,
         binding,
         bottleneck: flow.bottleneck,
         before: flow.rate,
-        rate: f64::NAN,
+        rate: if pinned { flow.rate } else { f64::NAN },
     });
 }
 
-/// Max-min rates of the reached flows: the least of the binding links'
-/// spare bandwidth per flow without a rate and the flows' own bottlenecks
-/// fixes its flows at that share, which leaves the spare of their binding
-/// links; repeated until all have a rate (a link that does not bind cannot
-/// lower a rate below a flow's bottleneck, so it takes no part). Limits wait
-/// in a min-heap: fixing flows at the least share never lowers another
-/// link's share, so an entry is a lower bound, and a popped link that
-/// changed since is pushed again with its new share. Ties go to links, then
-/// to the lower id (deterministic).
+/// Rates of the reached flows, turn by turn from the earliest: a pinned
+/// flow's rate leaves the spare of the pass's links first, then each turn's
+/// flows share what earlier turns left, max-min ([`fill_turn`]).
 fn fill_progressively(net: &mut FlowAccess) {
     let FlowAccess { net: fl, links, .. } = net;
     let fl: &mut FlowLinks = fl;
+    for &l in &fl.reached_links {
+        fl.links[l.index()].spare = link_rate(links, l);
+    }
+    let mut by_turn = std::mem::take(&mut fl.by_turn);
+    by_turn.clear();
+    for (i, r) in fl.reached_flows.iter().enumerate() {
+        if !r.pinned {
+            by_turn.push(i as u32);
+            continue;
+        }
+        let (first, n) = r.binding;
+        for &l in &fl.reached_binding[first as usize..(first + n) as usize] {
+            let link = &mut fl.links[l.index()];
+            if link.visit == fl.pass {
+                link.spare -= r.rate;
+            }
+        }
+    }
+    by_turn.sort_unstable_by_key(|&i| (fl.reached_flows[i as usize].turn, i));
+    let turn_of = |fl: &FlowLinks, k: usize| fl.reached_flows[by_turn[k] as usize].turn;
+    let mut first = 0;
+    while first < by_turn.len() {
+        let mut end = first + 1;
+        while end < by_turn.len() && turn_of(fl, end) == turn_of(fl, first) {
+            end += 1;
+        }
+        fill_turn(&by_turn[first..end], links, fl);
+        first = end;
+    }
+    fl.by_turn = by_turn;
+}
+
+/// Max-min rates of the reached flows `turn` (of one turn) in the spare
+/// their binding links have left: the least of those links' spare per flow
+/// of the turn without a rate and the flows' own bottlenecks fixes its
+/// flows at that share, which leaves the spare of their binding links;
+/// repeated until all have a rate (a link that does not bind cannot lower a
+/// rate below a flow's bottleneck, so it takes no part). Limits wait in a
+/// min-heap: fixing flows at the least share never lowers another link's
+/// share, so an entry is a lower bound, and a popped link that changed
+/// since is pushed again with its new share. Ties go to links, then to the
+/// lower id (deterministic).
+fn fill_turn(turn: &[u32], links: &LinkTable, fl: &mut FlowLinks) {
+    fl.group = fl.group.wrapping_add(1).max(1);
+    let (group, turn_tick) = (fl.group, fl.reached_flows[turn[0] as usize].turn);
+    fl.turn_links.clear();
+    for &i in turn {
+        let (first, n) = fl.reached_flows[i as usize].binding;
+        for &l in &fl.reached_binding[first as usize..(first + n) as usize] {
+            let link = &mut fl.links[l.index()];
+            if link.group != group {
+                (link.group, link.unfixed) = (group, 0);
+                fl.turn_links.push(l);
+            }
+            link.unfixed += 1;
+        }
+    }
     // The limits are gathered first and heapified once (linear time);
     // their keys are distinct, so the pop order is that of pushing each.
     let mut limits = std::mem::take(&mut fl.heap).into_vec();
     limits.clear();
-    for &l in &fl.reached_links {
-        let link = &mut fl.links[l.index()];
-        let (spare, n) = (link_rate(links, l), link.flows.len() as u32);
-        (link.spare, link.unfixed) = (spare, n);
-        if link.binding && n > 0 {
-            let key = share_key(spare / f64::from(n));
-            limits.push(Reverse((key, false, l.0)));
-        }
+    for &l in &fl.turn_links {
+        let link = &fl.links[l.index()];
+        let key = share_key(link.spare / f64::from(link.unfixed));
+        limits.push(Reverse((key, false, l.0)));
     }
-    let own = fl.reached_flows.iter().enumerate();
-    limits.extend(own.map(|(i, r)| Reverse((share_key(r.bottleneck), true, i as u32))));
+    let own = turn
+        .iter()
+        .map(|&i| (i, fl.reached_flows[i as usize].bottleneck));
+    limits.extend(own.map(|(i, b)| Reverse((share_key(b), true, i))));
     fl.heap = BinaryHeap::from(limits);
     while let Some(Reverse((key, own, id))) = fl.heap.pop() {
         if own {
@@ -727,19 +863,25 @@ fn fill_progressively(net: &mut FlowAccess) {
         if link.unfixed == 0 {
             continue;
         }
-        let share = link.spare / f64::from(link.unfixed);
+        let share = link.spare.max(0.0) / f64::from(link.unfixed);
         if share_key(share) != key {
             fl.heap.push(Reverse((share_key(share), false, id)));
             continue;
         }
-        // Float noise must not stop a flow: a share is never below a
-        // billionth of the link's bandwidth.
-        let share = share.max(link_rate(links, l) * 1e-9);
+        // Earlier turns filled the link (up to float noise: a billionth of
+        // its bandwidth): its flows of this turn wait for one to finish.
+        let share = if share > link_rate(links, l) * 1e-9 {
+            share
+        } else {
+            0.0
+        };
         for k in 0..fl.links[l.index()].flows.len() {
-            let e = fl.links[l.index()].flows[k].0;
-            // Every flow on a reached link was reached in this pass.
-            let i = fl.flow_slots[e.index_u32() as usize].1 as usize;
-            fix_rate(i, share, fl);
+            let f = fl.links[l.index()].flows[k];
+            if f.turn == turn_tick {
+                // Every flow on a reached link was reached in this pass.
+                let i = fl.flow_slots[f.entity.index_u32() as usize].1 as usize;
+                fix_rate(i, share, fl);
+            }
         }
     }
 }
@@ -988,63 +1130,98 @@ mod tests {
     }
 
     #[test]
+    fn an_earlier_turn_is_served_first() {
+        // Parking lot: a flow 1→2 joins at 10 (start 0, overhead 10) and
+        // takes all of 1→2 (60 B/tick); a flow 0→2 joining at 80 waits at
+        // rate 0 until the first drains at 10 + 6000 / 60 = 110, then takes
+        // all 60.
+        let msgs = [(0, 2, 6000, 0), (1, 2, 6000, 0)];
+        let mut e = flow_engine(parking_lot(), &msgs);
+        e.run_until(|w| w.resource::<Clock>().now > 80).unwrap();
+        assert_eq!(flow_rates(&mut e), vec![(MsgId(0), 0.0), (MsgId(1), 60.0)]);
+        e.run_until(|w| w.resource::<Clock>().now > 110).unwrap();
+        assert_eq!(flow_rates(&mut e)[0], (MsgId(0), 60.0));
+    }
+
+    #[test]
     fn the_next_message_of_a_route_takes_its_rate_without_a_pass() {
         // 0→1 at 100 B/tick, 1→2 at 60, L = 10. Two messages 0→2 queue on
-        // their route; a long one 1→2 shares 1→2 (30 each from tick 80, when
-        // the first 0→2 joins). The first drains at 80 + 6000 / 30 = 280 and
-        // the second drains in its place at 30 until 480, with no rate pass.
-        let msgs = [(0, 2, 6000, 0), (0, 2, 6000, 0), (1, 2, 60_000, 0)];
+        // their route (both join at 80); a long one 1→2 joins at 80 too
+        // (start 70, overhead 10), so the first 0→2 and it share 1→2 at 30
+        // each. The first drains at 80 + 6000 / 30 = 280 and the second
+        // drains in its place at 30 until 480, with no rate pass: it is of
+        // the long one's turn, as the first was.
+        let msgs = [(0, 2, 6000, 0), (0, 2, 6000, 0), (1, 2, 60_000, 70)];
         let mut e = flow_engine(parking_lot(), &msgs);
         e.run_until(|w| w.resource::<Clock>().now > 100).unwrap();
         let reached = e.world.resource::<FlowLinks>().reached;
         e.run_until(|w| w.resource::<Clock>().now > 300).unwrap();
         assert_eq!(e.world.resource::<FlowLinks>().reached, reached);
         let want = vec![(MsgId(1), 30.0), (MsgId(2), 30.0)];
-        assert_eq!(max_min_by_brute_force(&mut e), want);
+        assert_eq!(rates_by_brute_force(&mut e), want);
         let mut rates = flow_rates(&mut e);
         rates.retain(|r| r.0 != MsgId(0));
         assert_eq!(rates, want);
     }
 
-    /// Max-min rates of every draining flow, by progressive filling over
-    /// every link at once (no selective update, no pruning).
-    fn max_min_by_brute_force(e: &mut Engine) -> Vec<(MsgId, f64)> {
-        let mut q = e.world.query::<(Entity, &Message)>();
-        let msgs: Vec<(Entity, MsgId, RouteId)> = q
+    /// The rates of every draining flow, turn by turn from the earliest,
+    /// each turn's flows max-min fair by progressive filling over every
+    /// link at once in what earlier turns left (no selective update, no
+    /// pruning, no pinning).
+    fn rates_by_brute_force(e: &mut Engine) -> Vec<(MsgId, f64)> {
+        let mut q = e.world.query::<(Entity, &Message, &Flow)>();
+        let msgs: Vec<(Entity, MsgId, RouteId, Tick)> = q
             .iter(&e.world)
-            .map(|(en, m)| (en, m.id, m.route))
+            .map(|(en, m, f)| (en, m.id, m.route, f.turn))
             .collect();
         let (fl, routes, links) = (
             e.world.resource::<FlowLinks>(),
             e.world.resource::<Routes>(),
             e.world.resource::<LinkTable>(),
         );
-        let draining = |en: Entity| fl.links.iter().any(|l| l.flows.iter().any(|f| f.0 == en));
-        let mut todo: Vec<(MsgId, Vec<LinkId>)> = msgs
+        let draining = |en: Entity| {
+            fl.links
+                .iter()
+                .any(|l| l.flows.iter().any(|f| f.entity == en))
+        };
+        let mut flows: Vec<(Tick, MsgId, Vec<LinkId>)> = msgs
             .iter()
             .filter(|m| draining(m.0))
-            .map(|m| (m.1, routes.segments(m.2).0.iter().map(|s| s.link).collect()))
+            .map(|m| {
+                let route = routes.segments(m.2).0.iter().map(|s| s.link).collect();
+                (m.3, m.1, route)
+            })
             .collect();
+        flows.sort_by_key(|f| (f.0, f.1));
         let mut spare: Vec<f64> = links.ids().map(|l| link_rate(links, l)).collect();
         let mut rates = Vec::new();
-        while !todo.is_empty() {
-            let users = |l: LinkId| todo.iter().filter(|f| f.1.contains(&l)).count();
-            let (share, l) = links
-                .ids()
-                .filter(|&l| users(l) > 0)
-                .map(|l| (spare[l.index()] / users(l) as f64, l))
-                .fold(
-                    (f64::INFINITY, LinkId(0)),
-                    |a, b| {
-                        if b.0 < a.0 { b } else { a }
-                    },
-                );
-            let (fixed, rest): (Vec<_>, Vec<_>) = todo.into_iter().partition(|f| f.1.contains(&l));
-            for (id, route) in fixed {
-                route.iter().for_each(|&k| spare[k.index()] -= share);
-                rates.push((id, share));
+        for turn in flows.chunk_by(|a, b| a.0 == b.0) {
+            let mut todo: Vec<&(Tick, MsgId, Vec<LinkId>)> = turn.iter().collect();
+            while !todo.is_empty() {
+                let users = |l: LinkId| todo.iter().filter(|f| f.2.contains(&l)).count();
+                let (share, l) = links
+                    .ids()
+                    .filter(|&l| users(l) > 0)
+                    .map(|l| (spare[l.index()].max(0.0) / users(l) as f64, l))
+                    .fold(
+                        (f64::INFINITY, LinkId(0)),
+                        |a, b| {
+                            if b.0 < a.0 { b } else { a }
+                        },
+                    );
+                let share = if share > link_rate(links, l) * 1e-9 {
+                    share
+                } else {
+                    0.0
+                };
+                let (fixed, rest): (Vec<_>, Vec<_>) =
+                    todo.into_iter().partition(|f| f.2.contains(&l));
+                for f in fixed {
+                    f.2.iter().for_each(|&k| spare[k.index()] -= share);
+                    rates.push((f.1, share));
+                }
+                todo = rest;
             }
-            todo = rest;
         }
         rates.sort_by_key(|r| r.0);
         rates
@@ -1073,12 +1250,12 @@ mod tests {
             }
             e.set_traffic(t);
             while !e.step() {
-                let want = max_min_by_brute_force(&mut e);
+                let want = rates_by_brute_force(&mut e);
                 let mut q = e.world.query::<(&Message, &Flow)>();
                 for (id, rate) in want {
                     let got = q.iter(&e.world).find(|f| f.0.id == id).unwrap().1.rate;
                     assert!(
-                        (got - rate).abs() <= 1e-9 * rate,
+                        (got - rate).abs() <= 1e-9 * rate + 1e-9,
                         "message {id}: {got} vs {rate}"
                     );
                     compared += 1;

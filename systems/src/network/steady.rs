@@ -93,7 +93,7 @@ fn flow_words(f: &Flow, sig: &mut Sig) {
     for x in [f.tail, f.bottleneck, f.left, f.rate] {
         sig.float(x);
     }
-    for t in [f.start, f.updated_at] {
+    for t in [f.start, f.turn, f.updated_at] {
         if t == 0 {
             sig.word(u64::MAX - 1);
         } else {
@@ -112,6 +112,7 @@ pub(crate) fn steady_shift(world: &mut World, query: &mut MessageQueryMut, d: Ti
         later(&mut m.injected_at, d);
         if let Some(mut f) = f {
             later(&mut f.start, d);
+            later(&mut f.turn, d);
             later(&mut f.updated_at, d);
         }
     }
