@@ -241,12 +241,13 @@ struct LinkFlows {
     /// only such links connect flows in a rate pass.
     binding: bool,
     /// The stamp of the last rate pass that reached it, and its spare
-    /// bandwidth and flows without a rate yet in that pass.
+    /// bandwidth in that pass.
     visit: u32,
     spare: f64,
+    /// The stamp of the last turn filled whose flows cross it, and its
+    /// flows of that turn without a rate yet.
+    turn_stamp: u32,
     unfixed: u32,
-    /// The stamp of the last turn of a pass whose flows cross it.
-    group: u32,
 }
 
 /// A flow on a link, as rate passes read it without looking it up.
@@ -304,7 +305,7 @@ pub struct FlowLinks {
     pass: u32,
     /// The stamp of the last turn a pass filled, and the pass's flows
     /// without a rate ordered by turn, and one turn's links.
-    group: u32,
+    turn_stamp: u32,
     by_turn: Vec<u32>,
     turn_links: Vec<LinkId>,
     /// The pass's connected links and flows.
@@ -825,15 +826,15 @@ fn fill_progressively(net: &mut FlowAccess) {
 /// since is pushed again with its new share. Ties go to links, then to the
 /// lower id (deterministic).
 fn fill_turn(turn: &[u32], links: &LinkTable, fl: &mut FlowLinks) {
-    fl.group = fl.group.wrapping_add(1).max(1);
-    let (group, turn_tick) = (fl.group, fl.reached_flows[turn[0] as usize].turn);
+    fl.turn_stamp = fl.turn_stamp.wrapping_add(1).max(1);
+    let (stamp, turn_tick) = (fl.turn_stamp, fl.reached_flows[turn[0] as usize].turn);
     fl.turn_links.clear();
     for &i in turn {
         let (first, n) = fl.reached_flows[i as usize].binding;
         for &l in &fl.reached_binding[first as usize..(first + n) as usize] {
             let link = &mut fl.links[l.index()];
-            if link.group != group {
-                (link.group, link.unfixed) = (group, 0);
+            if link.turn_stamp != stamp {
+                (link.turn_stamp, link.unfixed) = (stamp, 0);
                 fl.turn_links.push(l);
             }
             link.unfixed += 1;
