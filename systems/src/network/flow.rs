@@ -306,7 +306,7 @@ pub struct FlowLinks {
     /// The stamp of the last turn a pass filled, and the pass's flows
     /// without a rate ordered by turn, and one turn's links.
     turn_stamp: u32,
-    by_turn: Vec<u32>,
+    by_turn: Vec<(Tick, u32)>,
     turn_links: Vec<LinkId>,
     /// The pass's connected links and flows.
     reached_links: Vec<LinkId>,
@@ -525,12 +525,10 @@ fn drain_now(now: Tick, e: Entity, net: &mut FlowAccess) {
     };
     flow.updated_at = now;
     let segs = net.routes.segments(msg.route).0;
-    let (bottleneck, turn) = (flow.bottleneck, flow.turn);
-    let entity = e;
     let link_flow = LinkFlow {
-        entity,
-        bottleneck,
-        turn,
+        entity: e,
+        bottleneck: flow.bottleneck,
+        turn: flow.turn,
     };
     net.net.join(&net.links, link_flow, segs);
 }
@@ -790,7 +788,7 @@ fn fill_progressively(net: &mut FlowAccess) {
     by_turn.clear();
     for (i, r) in fl.reached_flows.iter().enumerate() {
         if !r.pinned {
-            by_turn.push(i as u32);
+            by_turn.push((r.turn, i as u32));
             continue;
         }
         let (first, n) = r.binding;
@@ -801,21 +799,15 @@ fn fill_progressively(net: &mut FlowAccess) {
             }
         }
     }
-    by_turn.sort_unstable_by_key(|&i| (fl.reached_flows[i as usize].turn, i));
-    let turn_of = |fl: &FlowLinks, k: usize| fl.reached_flows[by_turn[k] as usize].turn;
-    let mut first = 0;
-    while first < by_turn.len() {
-        let mut end = first + 1;
-        while end < by_turn.len() && turn_of(fl, end) == turn_of(fl, first) {
-            end += 1;
-        }
-        fill_turn(&by_turn[first..end], links, fl);
-        first = end;
+    by_turn.sort_unstable();
+    for turn in by_turn.chunk_by(|a, b| a.0 == b.0) {
+        fill_turn(turn, links, fl);
     }
     fl.by_turn = by_turn;
 }
 
-/// Max-min rates of the reached flows `turn` (of one turn) in the spare
+/// Max-min rates of the reached flows `turn` (turn and index in
+/// `reached_flows`, all of one turn) in the spare
 /// their binding links have left: the least of those links' spare per flow
 /// of the turn without a rate and the flows' own bottlenecks fixes its
 /// flows at that share, which leaves the spare of their binding links;
@@ -825,11 +817,11 @@ fn fill_progressively(net: &mut FlowAccess) {
 /// share, so an entry is a lower bound, and a popped link that changed
 /// since is pushed again with its new share. Ties go to links, then to the
 /// lower id (deterministic).
-fn fill_turn(turn: &[u32], links: &LinkTable, fl: &mut FlowLinks) {
+fn fill_turn(turn: &[(Tick, u32)], links: &LinkTable, fl: &mut FlowLinks) {
     fl.turn_stamp = fl.turn_stamp.wrapping_add(1).max(1);
-    let (stamp, turn_tick) = (fl.turn_stamp, fl.reached_flows[turn[0] as usize].turn);
+    let (stamp, turn_tick) = (fl.turn_stamp, turn[0].0);
     fl.turn_links.clear();
-    for &i in turn {
+    for &(_, i) in turn {
         let (first, n) = fl.reached_flows[i as usize].binding;
         for &l in &fl.reached_binding[first as usize..(first + n) as usize] {
             let link = &mut fl.links[l.index()];
@@ -851,7 +843,7 @@ fn fill_turn(turn: &[u32], links: &LinkTable, fl: &mut FlowLinks) {
     }
     let own = turn
         .iter()
-        .map(|&i| (i, fl.reached_flows[i as usize].bottleneck));
+        .map(|&(_, i)| (i, fl.reached_flows[i as usize].bottleneck));
     limits.extend(own.map(|(i, b)| Reverse((share_key(b), true, i))));
     fl.heap = BinaryHeap::from(limits);
     while let Some(Reverse((key, own, id))) = fl.heap.pop() {
