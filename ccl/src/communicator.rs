@@ -373,7 +373,7 @@ impl Communicator {
         at: Tick,
     ) -> Result<LaunchHandle, CclError> {
         let programs = self.trace_job(machine, job, buffers)?;
-        Ok(machine.submit_programs(programs, self.scope, at))
+        Ok(machine.submit_programs(programs, self.scope, at)?)
     }
 
     /// The programs of `job` on `buffers`, per participant's PE.

@@ -165,7 +165,7 @@ impl Communicator {
             piece_elems: (self.config.slot_size / 2) as usize,
         };
         let programs = machine.trace(copy_kernel, &args, &pes)?;
-        Ok(machine.submit_programs(programs, self.scope, 0))
+        Ok(machine.submit_programs(programs, self.scope, 0)?)
     }
 
     /// Zeroes every participant's buffer at `base`, so a copy that never

@@ -132,7 +132,11 @@ impl Sched<'_> {
         for &m in &s.members {
             self.queued[m as usize].retain(|e| e.work != s.work);
         }
-        let h = self.pg.machine.submit_programs(s.programs, s.scope, at);
+        let h = self
+            .pg
+            .machine
+            .submit_programs(s.programs, s.scope, at)
+            .map_err(|e| e.to_string())?;
         self.works.insert(s.work, WorkState::Running(h, s.scope));
         Ok(())
     }

@@ -4,6 +4,7 @@
 //! output, progress and seeded-data helpers every command shares.
 pub mod kernel;
 pub mod machine;
+pub mod measured;
 pub mod memory_map;
 pub mod output;
 pub mod progress;

@@ -2,6 +2,7 @@
 //! PE entities, the link table, memory ports and the route cache.
 
 use crate::kernel::{Kernel, trace};
+use crate::measured::KernelCosts;
 use crate::memory_map::MemoryMap;
 use half::f16;
 use kernbench_spec::spec::System;
@@ -32,6 +33,9 @@ pub struct Machine {
     /// Communicators by scope (scope 0 is `default`, for wiring installed
     /// without a communicator).
     scopes: Vec<ScopeRecord>,
+    /// Under `simulation.compute: measured`, the measured kernel times
+    /// that compute launches take instead of running.
+    pub costs: Option<KernelCosts>,
 }
 
 /// What a communicator scope holds on the machine, so that releasing it
@@ -161,6 +165,11 @@ impl Machine {
             credit_bytes: c.credit_bytes,
         });
         w.insert_resource(mode);
+        let costs = KernelCosts::of(sys, mode).map_err(|problem| TopologyError {
+            origin: sys.origin.clone(),
+            field: "simulation.compute".into(),
+            problem,
+        })?;
         Ok(Self {
             system: sys.clone(),
             topology,
@@ -171,6 +180,7 @@ impl Machine {
                 name: "default".into(),
                 ..ScopeRecord::default()
             }],
+            costs,
         })
     }
 
@@ -397,17 +407,40 @@ impl Machine {
             )));
         }
         let programs = self.trace(kernel, args, pes)?;
-        Ok(self.submit_programs(programs, scope, at))
+        self.submit_programs(programs, scope, at)
     }
 
-    /// Sends traced programs (see [`Machine::trace`]) as one launch.
+    /// Sends traced programs (see [`Machine::trace`]) as one launch; under
+    /// measured compute, a compute kernel goes as the time it takes alone
+    /// (measured on first sight: [`KernelCosts`]).
     pub fn submit_programs(
         &mut self,
         programs: Vec<(PeIdx, Launch)>,
         scope: Scope,
         at: Tick,
-    ) -> LaunchHandle {
-        LaunchHandle(self.engine.launch(scope, programs, at))
+    ) -> Result<LaunchHandle, LaunchError> {
+        let programs = match &mut self.costs {
+            Some(costs) => costs.replace(programs)?,
+            None => programs,
+        };
+        Ok(LaunchHandle(self.engine.launch(scope, programs, at)))
+    }
+
+    /// Runs `programs` as one launch from now, on a machine with nothing
+    /// else to do, and returns each PE with the ticks from its start to
+    /// its finish.
+    pub fn run_alone(
+        &mut self,
+        programs: Vec<(PeIdx, Launch)>,
+    ) -> Result<Vec<(PeIdx, Tick)>, LaunchError> {
+        let now = self.engine.now();
+        let h = LaunchHandle(self.engine.launch(Scope::DEFAULT, programs, now));
+        self.run_until_any(&[&h])?;
+        let r = self
+            .engine
+            .take_launch(h.0)
+            .ok_or_else(|| LaunchError::Trace("a measured launch left no record".into()))?;
+        Ok(r.spans)
     }
 
     /// Whether a submitted launch has finished (without running anything).

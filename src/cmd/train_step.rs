@@ -10,6 +10,7 @@ use kernbench::train::{
     write_trace,
 };
 use kernbench::transformer::TpOptions;
+use kernbench_spec::spec::ComputeModel;
 use kernbench_systems::memory::DataMode;
 
 #[derive(Args)]
@@ -88,6 +89,15 @@ pub struct TrainStepArgs {
     algorithm: String,
     #[command(flatten)]
     network: NetworkArg,
+    /// How compute kernels are timed. tiled: every tile load crosses the
+    /// network (exact); measured: each distinct kernel runs once alone and
+    /// every launch of it then takes that time, so contention between
+    /// compute loads and communication inside a SIP is left out (for
+    /// steps of many micro-batches; docs/model.md §Measured compute).
+    /// Default: the system spec's simulation.compute (tiled unless it says
+    /// measured).
+    #[arg(long, value_name = "MODEL", value_parser = ["tiled", "measured"])]
+    compute: Option<String>,
     /// Seed of the stages' data.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -144,6 +154,12 @@ pub fn run(a: TrainStepArgs) -> Result<()> {
     let mut sys = a.system.load()?;
     a.network
         .set_fixed(&mut sys, "a training step runs on one machine")?;
+    if let Some(c) = &a.compute {
+        sys.spec.simulation.compute = match c.as_str() {
+            "measured" => ComputeModel::Measured,
+            _ => ComputeModel::Tiled,
+        };
+    }
     let step = config(&a, sys.pes_per_cube())?;
     step.check(sys.n_sips(), sys.cubes_per_sip())
         .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
@@ -162,17 +178,41 @@ pub fn run(a: TrainStepArgs) -> Result<()> {
     if a.json {
         println!("{}", report.to_json());
     } else {
-        print!("{}", table(&step, &report, sys.spec.network.model.name()));
+        let models = Models {
+            network: sys.spec.network.model.name(),
+            compute: compute_note(&pg, sys.spec.simulation.compute),
+        };
+        print!("{}", table(&step, &report, &models));
     }
     Ok(())
 }
 
+/// What produced a report: the network model, and the compute model with
+/// how many kernels it measured.
+struct Models {
+    network: &'static str,
+    compute: String,
+}
+
+/// `tiled`, or `measured (K kernels measured, L launches reused)`.
+fn compute_note(pg: &kernbench::dist::ProcessGroup, model: ComputeModel) -> String {
+    match &pg.machine.costs {
+        Some(c) => format!(
+            "{} ({} kernels measured, {} launches reused)",
+            model.name(),
+            c.measured,
+            c.reused
+        ),
+        None => model.name().into(),
+    }
+}
+
 /// The step and its breakdown, mean over ranks, µs.
-fn table(step: &TrainStep, r: &TrainReport, network: &str) -> String {
+fn table(step: &TrainStep, r: &TrainReport, models: &Models) -> String {
     let p = step.parallel;
     let sum = r.summary();
     let mut out = format!(
-        "# train-step: {} model, hidden {}{}, seq {}, micro-batch {}, {} layer(s)/stage; DP {} x TP {} x PP {} ({}), {} x {} micro-batches, DP {} in {} B buckets; network {network}\n",
+        "# train-step: {} model, hidden {}{}, seq {}, micro-batch {}, {} layer(s)/stage; DP {} x TP {} x PP {} ({}), {} x {} micro-batches, DP {} in {} B buckets; network {}, compute {}\n",
         step.model.name(),
         step.shape.hidden,
         model_detail(step),
@@ -187,6 +227,8 @@ fn table(step: &TrainStep, r: &TrainReport, network: &str) -> String {
         step.micro_batches,
         step.dp_reduce.name(),
         step.bucket_bytes,
+        models.network,
+        models.compute,
     );
     let line = |name: &str, v: f64| format!("{:<32} {v:>12.3}\n", format!("{name} (us)"));
     out += &line("step time", sum.step_us);

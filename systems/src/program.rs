@@ -434,6 +434,9 @@ pub enum Op {
         rot: Reg,
         rot_len: u16,
     },
+    /// The PE works for `ticks` and touches nothing: a kernel replaced by
+    /// the time it was measured to take alone (the measured compute model).
+    Busy { ticks: u64 },
 }
 
 impl Op {
@@ -452,6 +455,7 @@ impl Op {
             Op::Cast { .. } => "cast",
             Op::Gemm { .. } => "gemm",
             Op::Loop { .. } => "loop",
+            Op::Busy { .. } => "busy",
         }
     }
 
@@ -464,7 +468,7 @@ impl Op {
             Op::Unary { src, .. } | Op::RowReduce { src, .. } => ([src, 0], 1),
             Op::Binary { a, b, .. } | Op::Gemm { a, b, .. } => ([a, b], 2),
             Op::RowBroadcast { a, b, .. } => ([a, b], 2),
-            Op::Load { .. } | Op::Recv { .. } | Op::Loop { .. } => ([0, 0], 0),
+            Op::Load { .. } | Op::Recv { .. } | Op::Loop { .. } | Op::Busy { .. } => ([0, 0], 0),
         }
     }
 
@@ -481,7 +485,7 @@ impl Op {
             | Op::Copy { dst, .. }
             | Op::Cast { dst, .. }
             | Op::Gemm { dst, .. } => Some(dst),
-            Op::Store { .. } | Op::Send { .. } | Op::Loop { .. } => None,
+            Op::Store { .. } | Op::Send { .. } | Op::Loop { .. } | Op::Busy { .. } => None,
         }
     }
 }

@@ -33,6 +33,7 @@ mod share;
 mod sym;
 pub mod wiring;
 
+pub(crate) use share::hash_op;
 pub use sym::{Index, Sym};
 
 use kernbench_spec::topology::Topology;

@@ -189,6 +189,6 @@ fn set_regs(op: &mut Op, ins: [Reg; 2], dst: Option<Reg>) {
             *d = dst();
             (*a, *b) = (ins[0], ins[1]);
         }
-        Op::Loop { .. } => {}
+        Op::Loop { .. } | Op::Busy { .. } => {}
     }
 }

@@ -53,7 +53,8 @@ fn fingerprint(p: &Program) -> u64 {
     h.finish()
 }
 
-fn hash_op(op: &Op, h: &mut impl Hasher) {
+/// Feeds every field of `op` to `h` (floats by their bits).
+pub(crate) fn hash_op(op: &Op, h: &mut impl Hasher) {
     std::mem::discriminant(op).hash(h);
     match *op {
         Op::Load { dst, src, dtype } => (dst, src, dtype).hash(h),
@@ -98,5 +99,6 @@ fn hash_op(op: &Op, h: &mut impl Hasher) {
             rot,
             rot_len,
         } => (count, len, rot, rot_len).hash(h),
+        Op::Busy { ticks } => ticks.hash(h),
     }
 }

@@ -33,13 +33,15 @@ pub struct SystemSpec {
     pub simulation: SimulationSpec,
 }
 
-/// `simulation: { fast_forward: true | false, fold: false | true }`.
+/// `simulation: { fast_forward: true | false, fold: false | true, compute:
+/// tiled | measured }`.
 /// `fast_forward`: whether a timing-only run whose whole state repeats skips
 /// the repeating periods (exact either way: docs/model.md §Fast-forward);
 /// `false` simulates every period, to check that or to time the engine.
 /// `fold`: whether a collective that runs the same program on every SIP of a
 /// ring or torus, shifted, runs on the smallest torus that repeats it
-/// (docs/model.md §Fold); off by default.
+/// (docs/model.md §Fold); off by default. `compute`: how compute kernels
+/// are timed (see [`ComputeModel`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimulationSpec {
@@ -47,6 +49,32 @@ pub struct SimulationSpec {
     pub fast_forward: bool,
     #[serde(default)]
     pub fold: bool,
+    #[serde(default)]
+    pub compute: ComputeModel,
+}
+
+/// How a compute kernel (one that sends nothing through the IPCQ) is
+/// timed (docs/model.md §Measured compute).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputeModel {
+    /// Every op of every launch runs: loads cross the network, exact.
+    #[default]
+    Tiled,
+    /// Each distinct kernel runs once alone on a scratch machine; every
+    /// launch of it then occupies each PE for the ticks it took there.
+    /// Timing only: no values are computed.
+    Measured,
+}
+
+impl ComputeModel {
+    /// The spec's spelling, as results record it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ComputeModel::Tiled => "tiled",
+            ComputeModel::Measured => "measured",
+        }
+    }
 }
 
 fn default_fast_forward() -> bool {
@@ -58,6 +86,7 @@ impl Default for SimulationSpec {
         Self {
             fast_forward: true,
             fold: false,
+            compute: ComputeModel::Tiled,
         }
     }
 }

@@ -76,7 +76,19 @@ pub(super) fn issue(
         Op::Send { .. } => send(pe, ex, op, table, ka, qa),
         Op::Recv { .. } => recv(pe, ex, op, table, qa),
         Op::Loop { .. } => unreachable!("PeExec moves past loop markers"),
+        Op::Busy { ticks } => {
+            busy(pe, ex, ticks, qa);
+            Ok(())
+        }
     }
+}
+
+/// The PE is occupied until `ticks` from now: its finish moves there.
+fn busy(pe: PeIdx, ex: &mut PeExec, ticks: u64, qa: &mut QueueAccess) {
+    let now = qa.clock.now;
+    let done = now + ticks;
+    qa.trace.op(&*qa.hw, pe, "busy", now, done, 0, None, String::new);
+    ex.finish = ex.finish.max(done);
 }
 
 /// A vector op of one pass: it waits for the vector unit (FIFO) and writes

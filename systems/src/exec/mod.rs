@@ -269,7 +269,7 @@ impl PeExec {
                 k,
                 out,
             },
-            Op::Loop { .. } => op,
+            Op::Loop { .. } | Op::Busy { .. } => op,
         })
     }
 

@@ -127,6 +127,8 @@ pub fn program_error(sys: &System, ops: Vec<Op>, regs: u16) -> String {
         program: Arc::new(program),
         params: Box::new([]),
     };
-    let h = m.submit_programs(vec![(pe, launch)], Scope::DEFAULT, 0);
+    let h = m
+        .submit_programs(vec![(pe, launch)], Scope::DEFAULT, 0)
+        .unwrap();
     m.wait(h).unwrap_err().to_string()
 }
