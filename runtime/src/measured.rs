@@ -30,7 +30,7 @@ pub struct KernelCosts {
     system: System,
     scratch: Option<Box<Machine>>,
     /// Busy ticks of each PE, in launch order, by timing shape.
-    known: HashMap<Vec<u8>, Arc<[Tick]>>,
+    known: HashMap<ShapeKey, Arc<[Tick]>>,
     /// Launches measured on the scratch machine, and launches that reused
     /// a measurement.
     pub measured: u64,
@@ -107,17 +107,17 @@ impl KernelCosts {
             .collect())
     }
 
-    /// The bytes that identify a launch's timing: its SIP's kind, and per
-    /// PE its place in the SIP and its program with memories relative to
-    /// the SIP and offsets dropped. `None` for a launch that uses the IPCQ.
-    fn timing_shape(&self, programs: &[(PeIdx, Launch)]) -> Option<Vec<u8>> {
+    /// What identifies a launch's timing: its SIP's kind, and per PE its
+    /// place in the SIP and its program with memories relative to the SIP
+    /// and offsets dropped. `None` for a launch that uses the IPCQ.
+    fn timing_shape(&self, programs: &[(PeIdx, Launch)]) -> Option<ShapeKey> {
         let sys = &self.system;
         let cubes = sys.cubes_per_sip();
         let pes = cubes * sys.pes_per_cube();
         let first = programs.first()?.0.0;
         let sip = first / pes;
         let rel = SipRelative { sip, cubes, pes };
-        let mut key = KeyBytes(Vec::new());
+        let mut key = KeyHasher::default();
         sys.kinds.index_of(sip).hash(&mut key);
         let mut distinct: Vec<*const Program> = Vec::new();
         for (pe, launch) in programs {
@@ -135,7 +135,7 @@ impl KernelCosts {
                 rel.hash_program(&launch.program, &mut key)?;
             }
         }
-        Some(key.0)
+        Some(key.finish_key())
     }
 }
 
@@ -186,7 +186,7 @@ impl SipRelative {
 
     /// Hashes `p` with its memories relative to the SIP; `None` when it
     /// sends or receives.
-    fn hash_program(&self, p: &Program, key: &mut KeyBytes) -> Option<()> {
+    fn hash_program(&self, p: &Program, key: &mut KeyHasher) -> Option<()> {
         p.regs.hash(key);
         p.ops.len().hash(key);
         for op in &p.ops {
@@ -220,16 +220,33 @@ impl SipRelative {
     }
 }
 
-/// A hasher that keeps every byte written: the key is compared whole, so
-/// two shapes never share a measurement by a hash collision.
-struct KeyBytes(Vec<u8>);
+/// A timing shape's fingerprint: two independent 64-bit hashes of its
+/// bytes and their count, so that distinct shapes share a measurement only
+/// with a probability far below one in 2^64.
+type ShapeKey = (u64, u64, u64);
 
-impl Hasher for KeyBytes {
+/// Feeds every byte to both hashes of a [`ShapeKey`].
+#[derive(Default)]
+struct KeyHasher {
+    sip: std::hash::DefaultHasher,
+    fx: rustc_hash::FxHasher,
+    bytes: u64,
+}
+
+impl KeyHasher {
+    fn finish_key(&self) -> ShapeKey {
+        (self.sip.finish(), self.fx.finish(), self.bytes)
+    }
+}
+
+impl Hasher for KeyHasher {
     fn write(&mut self, bytes: &[u8]) {
-        self.0.extend_from_slice(bytes);
+        self.sip.write(bytes);
+        self.fx.write(bytes);
+        self.bytes += bytes.len() as u64;
     }
 
     fn finish(&self) -> u64 {
-        0
+        self.sip.finish()
     }
 }

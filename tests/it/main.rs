@@ -20,6 +20,7 @@ mod fold;
 mod gemm;
 mod ipcq;
 mod lanes;
+mod measured;
 mod layers;
 mod mutants;
 mod mutated_inputs;

@@ -15,7 +15,7 @@ use kernbench_systems::memory::DataMode;
 
 /// `sips` SIPs of 4 cubes of 2 PEs with every link, memory and launch free:
 /// only the PEs' MACs cost time.
-fn ideal(sips: u32) -> System {
+pub(crate) fn ideal(sips: u32) -> System {
     system(|s| {
         s.system.sips.count = sips;
         (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (2, 2);
@@ -36,7 +36,7 @@ fn ideal(sips: u32) -> System {
     })
 }
 
-fn step(dp: u32, pp: u32, schedule: Schedule, m: usize) -> TrainStep {
+pub(crate) fn step(dp: u32, pp: u32, schedule: Schedule, m: usize) -> TrainStep {
     TrainStep {
         model: Model::Uniform,
         shape: ModelShape {

@@ -135,6 +135,8 @@ pub struct TrainRow {
     pub algorithm: String,
     /// The network model the point ran on (`packet` or `flow`).
     pub network_model: String,
+    /// How its compute kernels were timed (`tiled` or `measured`).
+    pub compute_model: String,
     pub step_us: f64,
     pub compute_us: f64,
     pub exposed_comm_us: f64,
@@ -403,6 +405,7 @@ impl<'a> TrainStudy<'a> {
             schedule: self.plan.schedule.clone(),
             algorithm: p.algorithm.clone(),
             network_model: sys.spec.network.model.name().into(),
+            compute_model: sys.spec.simulation.compute.name().into(),
             step_us: sum.step_us,
             compute_us: sum.compute_us,
             exposed_comm_us: sum.exposed_us,
