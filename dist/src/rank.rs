@@ -11,6 +11,7 @@ use super::work::{Stream, StreamKind, Work, WorkKind, WorkRecord, WorkReport};
 use kernbench_ccl::{Buffers, CollResult, Collective, Job, LaneBuffer, Operand, ReduceOp};
 use kernbench_runtime::kernel::Kernel;
 use kernbench_runtime::machine::LaunchReport;
+use kernbench_runtime::measured::shape_key;
 use kernbench_runtime::memory_map::{BUFFER_ALIGN, End};
 use kernbench_spec::topology::address::{Location, Space};
 use kernbench_systems::DType;
@@ -349,16 +350,56 @@ impl<'p> Rank<'_, 'p> {
         args: &A,
         pes: &[(u32, u32)],
     ) -> Result<Work, DistError> {
+        self.launch_maybe_shaped(kernel, args, pes, None)
+    }
+
+    /// [`Rank::launch`] of a kernel whose programs' timing depends on
+    /// nothing but `shape` (its arguments without ranks, SIPs and
+    /// addresses), the kernel and the PEs: under measured compute
+    /// (`simulation.compute: measured`) a launch of a shape already
+    /// measured on this SIP kind is not traced at all.
+    pub fn launch_shaped<A>(
+        &mut self,
+        kernel: Kernel<A>,
+        args: &A,
+        pes: &[(u32, u32)],
+        shape: &str,
+    ) -> Result<Work, DistError> {
+        self.launch_maybe_shaped(kernel, args, pes, Some(shape))
+    }
+
+    fn launch_maybe_shaped<A>(
+        &mut self,
+        kernel: Kernel<A>,
+        args: &A,
+        pes: &[(u32, u32)],
+        shape: Option<&str>,
+    ) -> Result<Work, DistError> {
         let mut g = self.enter()?;
-        let m = &g.pg.machine;
         let (sip, cps, ppc) = self.device_sip(&g);
         if let Some(&(c, p)) = pes.iter().find(|&&(c, p)| c >= cps || p >= ppc) {
             return Err(DistError::Config(format!(
                 "launch on (cube {c}, pe {p}): a SIP has cubes 0..{cps} of PEs 0..{ppc}"
             )));
         }
+        let m = &mut g.pg.machine;
         let global: Vec<PeIdx> = pes.iter().map(|&(c, p)| m.pe_index(sip, c, p)).collect();
-        let programs = m.trace(kernel, args, &global)?;
+        let kind = m.system.kinds.index_of(sip);
+        let named = shape.map(|s| shape_key((kernel as usize, kind, pes, s)));
+        let recalled = match (&mut m.costs, &named) {
+            (Some(costs), Some(key)) => costs.recall(key, &global),
+            _ => None,
+        };
+        let programs = match recalled {
+            Some(busy) => busy,
+            None => {
+                let traced = m.trace(kernel, args, &global)?;
+                match (&mut m.costs, named) {
+                    (Some(costs), Some(key)) => costs.replace_named(traced, key)?,
+                    _ => traced,
+                }
+            }
+        };
         let work = g.new_work(WorkState::Pending);
         let r = self.rank as usize;
         let stream = g.current[r][0];

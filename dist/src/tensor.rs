@@ -180,6 +180,17 @@ pub struct Tensor {
 }
 
 impl Tensor {
+    /// The tensor without its rank, SIP and addresses: what a kernel's
+    /// timing depends on ([`crate::Rank::launch_shaped`]).
+    pub fn timing_view(&self) -> Tensor {
+        let mut t = self.clone();
+        t.rank = 0;
+        for s in &mut t.shards {
+            (s.sip, s.addr) = (0, 0);
+        }
+        t
+    }
+
     pub fn elems(&self) -> usize {
         self.shape.0 * self.shape.1
     }

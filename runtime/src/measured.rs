@@ -31,6 +31,8 @@ pub struct KernelCosts {
     scratch: Option<Box<Machine>>,
     /// Busy ticks of each PE, in launch order, by timing shape.
     known: HashMap<ShapeKey, Arc<[Tick]>>,
+    /// The same, by the shape key a caller gave ([`shape_key`]).
+    named: HashMap<ShapeKey, Arc<[Tick]>>,
     /// Launches measured on the scratch machine, and launches that reused
     /// a measurement.
     pub measured: u64,
@@ -54,6 +56,7 @@ impl KernelCosts {
             system,
             scratch: None,
             known: HashMap::new(),
+            named: HashMap::new(),
             measured: 0,
             reused: 0,
         }))
@@ -61,31 +64,61 @@ impl KernelCosts {
 
     /// `programs` as busy programs when they are a compute kernel (each PE
     /// busy for what it took alone); unchanged when any PE sends or
-    /// receives through the IPCQ.
+    /// receives through the IPCQ, or when they are busy programs already.
     pub fn replace(
         &mut self,
         programs: Vec<(PeIdx, Launch)>,
     ) -> Result<Vec<(PeIdx, Launch)>, LaunchError> {
-        let Some(key) = self.timing_shape(&programs) else {
-            return Ok(programs);
-        };
-        let ticks = match self.known.get(&key) {
-            Some(t) => {
-                self.reused += 1;
-                t.clone()
+        Ok(match self.ticks_of(&programs)? {
+            Some(ticks) => busy_programs(&programs, &ticks),
+            None => programs,
+        })
+    }
+
+    /// [`KernelCosts::replace`] of a launch whose caller names its timing
+    /// shape `named` ([`shape_key`]), so that [`KernelCosts::recall`] finds
+    /// the next one without tracing it.
+    pub fn replace_named(
+        &mut self,
+        programs: Vec<(PeIdx, Launch)>,
+        named: ShapeKey,
+    ) -> Result<Vec<(PeIdx, Launch)>, LaunchError> {
+        Ok(match self.ticks_of(&programs)? {
+            Some(ticks) => {
+                self.named.insert(named, ticks.clone());
+                busy_programs(&programs, &ticks)
             }
-            None => {
-                let t: Arc<[Tick]> = self.measure(&programs)?.into();
-                self.measured += 1;
-                self.known.insert(key, t.clone());
-                t
-            }
-        };
-        Ok(programs
+            None => programs,
+        })
+    }
+
+    /// Busy programs for `pes` when a launch named `named` was measured.
+    pub fn recall(&mut self, named: &ShapeKey, pes: &[PeIdx]) -> Option<Vec<(PeIdx, Launch)>> {
+        let ticks = self.named.get(named).filter(|t| t.len() == pes.len())?;
+        self.reused += 1;
+        Some(pes.iter().zip(ticks.iter()).map(|(&pe, &t)| (pe, busy(t))).collect())
+    }
+
+    /// Each PE's busy ticks, in launch order: measured now or earlier;
+    /// `None` for programs that use the IPCQ or are busy programs.
+    fn ticks_of(&mut self, programs: &[(PeIdx, Launch)]) -> Result<Option<Arc<[Tick]>>, LaunchError> {
+        let already_busy = programs
             .iter()
-            .zip(ticks.iter())
-            .map(|(&(pe, _), &ticks)| (pe, busy(ticks)))
-            .collect())
+            .all(|(_, l)| matches!(l.program.ops[..], [Op::Busy { .. }]));
+        if already_busy {
+            return Ok(None);
+        }
+        let Some(key) = self.timing_shape(programs) else {
+            return Ok(None);
+        };
+        if let Some(t) = self.known.get(&key) {
+            self.reused += 1;
+            return Ok(Some(t.clone()));
+        }
+        let t: Arc<[Tick]> = self.measure(programs)?.into();
+        self.measured += 1;
+        self.known.insert(key, t.clone());
+        Ok(Some(t))
     }
 
     /// Runs `programs` alone on the scratch machine: each PE's ticks from
@@ -137,6 +170,15 @@ impl KernelCosts {
         }
         Some(key.finish_key())
     }
+}
+
+/// Each PE of `programs` busy for its ticks.
+fn busy_programs(programs: &[(PeIdx, Launch)], ticks: &[Tick]) -> Vec<(PeIdx, Launch)> {
+    programs
+        .iter()
+        .zip(ticks)
+        .map(|(&(pe, _), &t)| (pe, busy(t)))
+        .collect()
 }
 
 /// A program that keeps its PE busy for `ticks`.
@@ -223,7 +265,16 @@ impl SipRelative {
 /// A timing shape's fingerprint: two independent 64-bit hashes of its
 /// bytes and their count, so that distinct shapes share a measurement only
 /// with a probability far below one in 2^64.
-type ShapeKey = (u64, u64, u64);
+pub type ShapeKey = (u64, u64, u64);
+
+/// The key of a launch described by `parts`: what a caller of
+/// [`KernelCosts::replace_named`] passes when `parts` fix the timing shape
+/// of the programs it traces.
+pub fn shape_key(parts: impl Hash) -> ShapeKey {
+    let mut h = KeyHasher::default();
+    parts.hash(&mut h);
+    h.finish_key()
+}
 
 /// Feeds every byte to both hashes of a [`ShapeKey`].
 #[derive(Default)]

@@ -149,6 +149,27 @@ fn whole_rows(what: &str, x: &Tensor) -> Result<(), DistError> {
     )))
 }
 
+impl RowOp {
+    /// The op with its tensors' [`Tensor::timing_view`]s.
+    fn timing_view(&self) -> RowOp {
+        match self {
+            RowOp::LayerNorm { gamma, beta, eps } => RowOp::LayerNorm {
+                gamma: gamma.timing_view(),
+                beta: beta.timing_view(),
+                eps: *eps,
+            },
+            RowOp::ResidualAdd { residual } => RowOp::ResidualAdd {
+                residual: residual.timing_view(),
+            },
+            RowOp::Cast { out } => RowOp::Cast {
+                out: out.timing_view(),
+            },
+            RowOp::Softmax => RowOp::Softmax,
+            RowOp::Gelu => RowOp::Gelu,
+        }
+    }
+}
+
 /// The shard of `p` on `cube` holding a whole (1, cols) row.
 fn row_on(p: &Tensor, cube: u32) -> Option<&Shard> {
     p.shards
@@ -182,7 +203,11 @@ fn launch(ctx: &mut Rank, x: &Tensor, op: RowOp, placement: &Placement) -> Resul
         pes_per_cube: ppc,
         placement: placement.clone(),
     };
-    ctx.launch(rows_kernel, &args, &pes)
+    let shape = format!(
+        "{:?}",
+        (args.x.timing_view(), args.op.timing_view(), ppc, &args.placement)
+    );
+    ctx.launch_shaped(rows_kernel, &args, &pes, &shape)
 }
 
 /// Each of this PE's rows of every shard on its cube, a tile of whole shard

@@ -187,7 +187,19 @@ fn launch_gemm(
         workers,
         accumulate,
     };
-    ctx.launch(gemm_kernel, &args, &pes)
+    let shape = format!(
+        "{:?}",
+        (
+            args.a.timing_view(),
+            args.b.timing_view(),
+            args.transposed,
+            args.c.timing_view(),
+            args.tile,
+            &args.workers,
+            args.accumulate
+        )
+    );
+    ctx.launch_shaped(gemm_kernel, &args, &pes, &shape)
 }
 
 /// Where A, B and C of an m × k · k × n GEMM live on one SIP.

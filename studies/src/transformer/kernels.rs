@@ -67,7 +67,12 @@ pub fn launch_rows(
         pes_per_cube: ppc,
         placement: placement.clone(),
     };
-    ctx.launch(row_kernel, &args, &pes)
+    let ins: Vec<Tensor> = args.ins.iter().map(Tensor::timing_view).collect();
+    let shape = format!(
+        "{:?}",
+        (args.out.timing_view(), ins, &args.op, ppc, &args.placement)
+    );
+    ctx.launch_shaped(row_kernel, &args, &pes, &shape)
 }
 
 /// Where row `r` (of a `cols`-wide tile) of `t` lies on `cube`: a row
