@@ -115,3 +115,32 @@ fn measured_compute_refuses_a_functional_run() {
     assert!(e.contains("simulation.compute"), "{e}");
     assert!(e.contains("allowed: simulation.compute: tiled"), "{e}");
 }
+
+/// The estimate knows the compute model: the GPT step of the guide costs
+/// its MACs on every rank and micro-batch tiled, but under measured compute
+/// only one micro-batch's MACs and 20 µs per PE of each replayed launch.
+#[test]
+fn the_train_step_estimate_knows_the_compute_model() {
+    let tiled = kernbench::spec::presets::preset("mesh_16").unwrap();
+    let gpt = TrainStep {
+        model: Model::Transformer,
+        shape: ModelShape {
+            hidden: 4096,
+            heads: 32,
+            ffn_hidden: 16384,
+            seq: 2048,
+            micro_batch: 1,
+            layers_per_stage: 1,
+        },
+        micro_batches: 8,
+        placement: Placement::off_leader(tiled.pes_per_cube()),
+        ..step(2, 2, Schedule::OneFOneB, 8)
+    };
+    let gpt = TrainStep {
+        parallel: kernbench::train::Parallel { tp: 4, ..gpt.parallel },
+        ..gpt
+    };
+    let cost = |sys: &System| kernbench::command_costs::train_step(sys, &gpt).seconds.round();
+    let measured = with_compute(&tiled, ComputeModel::Measured);
+    assert_eq!((cost(&tiled), cost(&measured)), (429.0, 37.0));
+}

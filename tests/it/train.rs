@@ -272,6 +272,7 @@ fn a_train_sweep_writes_rows_and_figures() {
     let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
     assert_eq!(csv.lines().count(), 2, "{csv}");
     assert!(csv.contains("2,2,1,tp-dp-pp"), "{csv}");
+    assert!(csv.contains(",flow,measured,"), "{csv}");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r");
     let (code, stdout, err) = crate::common::kernbench_cli(&[
@@ -293,6 +294,8 @@ fn a_train_sweep_writes_rows_and_figures() {
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(rows.len(), 2);
     assert!(rows.iter().all(|r| r[col] == "flow"), "{csv}");
+    let col = header.iter().position(|h| *h == "compute_model").unwrap();
+    assert!(rows.iter().all(|r| r[col] == "tiled"), "{csv}");
     for f in [
         "train_step_components.svg",
         "train_mfu.svg",
