@@ -96,12 +96,20 @@ impl KernelCosts {
     pub fn recall(&mut self, named: &ShapeKey, pes: &[PeIdx]) -> Option<Vec<(PeIdx, Launch)>> {
         let ticks = self.named.get(named).filter(|t| t.len() == pes.len())?;
         self.reused += 1;
-        Some(pes.iter().zip(ticks.iter()).map(|(&pe, &t)| (pe, busy(t))).collect())
+        Some(
+            pes.iter()
+                .zip(ticks.iter())
+                .map(|(&pe, &t)| (pe, busy(t)))
+                .collect(),
+        )
     }
 
     /// Each PE's busy ticks, in launch order: measured now or earlier;
     /// `None` for programs that use the IPCQ or are busy programs.
-    fn ticks_of(&mut self, programs: &[(PeIdx, Launch)]) -> Result<Option<Arc<[Tick]>>, LaunchError> {
+    fn ticks_of(
+        &mut self,
+        programs: &[(PeIdx, Launch)],
+    ) -> Result<Option<Arc<[Tick]>>, LaunchError> {
         let already_busy = programs
             .iter()
             .all(|(_, l)| matches!(l.program.ops[..], [Op::Busy { .. }]));
@@ -159,7 +167,12 @@ impl KernelCosts {
                 distinct.push(p);
                 distinct.len() - 1
             });
-            (i64::from(pe.0) - i64::from(sip * pes), index, &launch.params).hash(&mut key);
+            (
+                i64::from(pe.0) - i64::from(sip * pes),
+                index,
+                &launch.params,
+            )
+                .hash(&mut key);
         }
         for (_, launch) in programs {
             let p = Arc::as_ptr(&launch.program);

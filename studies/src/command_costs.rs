@@ -273,8 +273,7 @@ pub fn train_step(sys: &System, step: &crate::train::TrainStep) -> Estimate {
     let pes = f64::from(sys.cubes_per_sip() * sys.pes_per_cube());
     let replayed = ranks * micro_batches * layers * launches_per_layer * pes;
     e.peak_bytes += Estimate::build(sys).peak_bytes;
-    e.seconds += macs_per_rank * SECONDS_PER_GEMM_MAC
-        + replayed * SECONDS_PER_MEASURED_PE_LAUNCH;
+    e.seconds += macs_per_rank * SECONDS_PER_GEMM_MAC + replayed * SECONDS_PER_MEASURED_PE_LAUNCH;
     e
 }
 

@@ -205,7 +205,12 @@ fn launch(ctx: &mut Rank, x: &Tensor, op: RowOp, placement: &Placement) -> Resul
     };
     let shape = format!(
         "{:?}",
-        (args.x.timing_view(), args.op.timing_view(), ppc, &args.placement)
+        (
+            args.x.timing_view(),
+            args.op.timing_view(),
+            ppc,
+            &args.placement
+        )
     );
     ctx.launch_shaped(rows_kernel, &args, &pes, &shape)
 }

@@ -4,14 +4,13 @@
 //! refuse it.
 
 use crate::common::system;
-use crate::train::{ideal, step};
+use crate::train::step;
 use kernbench::autotune::init_process_group;
 use kernbench::ccl::CclConfig;
 use kernbench::gemm::Placement;
 use kernbench::spec::{ComputeModel, System};
 use kernbench::train::{Model, ModelShape, Schedule, TrainReport, TrainStep, train_step};
 use kernbench_runtime::machine::Machine;
-use kernbench_systems::ipcq::Scope;
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::{Launch, Op, Program};
 use std::sync::Arc;
@@ -137,10 +136,17 @@ fn the_train_step_estimate_knows_the_compute_model() {
         ..step(2, 2, Schedule::OneFOneB, 8)
     };
     let gpt = TrainStep {
-        parallel: kernbench::train::Parallel { tp: 4, ..gpt.parallel },
+        parallel: kernbench::train::Parallel {
+            tp: 4,
+            ..gpt.parallel
+        },
         ..gpt
     };
-    let cost = |sys: &System| kernbench::command_costs::train_step(sys, &gpt).seconds.round();
+    let cost = |sys: &System| {
+        kernbench::command_costs::train_step(sys, &gpt)
+            .seconds
+            .round()
+    };
     let measured = with_compute(&tiled, ComputeModel::Measured);
     assert_eq!((cost(&tiled), cost(&measured)), (429.0, 37.0));
 }

@@ -15,7 +15,7 @@ use kernbench_systems::memory::DataMode;
 
 /// `sips` SIPs of 4 cubes of 2 PEs with every link, memory and launch free:
 /// only the PEs' MACs cost time.
-pub(crate) fn ideal(sips: u32) -> System {
+fn ideal(sips: u32) -> System {
     system(|s| {
         s.system.sips.count = sips;
         (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (2, 2);

@@ -87,7 +87,8 @@ pub(super) fn issue(
 fn busy(pe: PeIdx, ex: &mut PeExec, ticks: u64, qa: &mut QueueAccess) {
     let now = qa.clock.now;
     let done = now + ticks;
-    qa.trace.op(&*qa.hw, pe, "busy", now, done, 0, None, String::new);
+    qa.trace
+        .op(&*qa.hw, pe, "busy", now, done, 0, None, String::new);
     ex.finish = ex.finish.max(done);
 }
 
