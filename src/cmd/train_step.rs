@@ -112,6 +112,10 @@ pub struct TrainStepArgs {
     budget: BudgetArg,
 }
 
+/// An estimated step past this many seconds of wall time is told of
+/// measured compute when that would be much faster.
+const LONG_STEP_SECONDS: f64 = 60.0;
+
 /// Knobs that shrink a training step.
 const TRAIN_STEP_KNOBS: &str = "a smaller --hidden, --seq, --micro-batch, --layers-per-stage or --micro-batches, or fewer SIPs";
 
@@ -163,9 +167,23 @@ pub fn run(a: TrainStepArgs) -> Result<()> {
     let step = config(&a, sys.pes_per_cube())?;
     step.check(sys.n_sips(), sys.cubes_per_sip())
         .map_err(|e| anyhow!("{}: {e}", sys.origin))?;
-    kernbench::command_costs::train_step(&sys, &step)
+    let estimate = kernbench::command_costs::train_step(&sys, &step);
+    let measured = kernbench::command_costs::train_step_measured_seconds(&sys, &step);
+    let faster = measured.filter(|&m| m < estimate.seconds / 2.0).map(|m| {
+        format!(
+            "--compute measured (each distinct kernel simulated once) is estimated at {m:.0} s instead of {:.0} s",
+            estimate.seconds
+        )
+    });
+    estimate
         .check(&a.budget.budget(), TRAIN_STEP_KNOBS)
-        .map_err(|e| anyhow!("train-step on {}: {e}", sys.origin))?;
+        .map_err(|e| match &faster {
+            Some(f) => anyhow!("train-step on {}: {e}; {f}", sys.origin),
+            None => anyhow!("train-step on {}: {e}", sys.origin),
+        })?;
+    if let Some(f) = faster.filter(|_| estimate.seconds > LONG_STEP_SECONDS) {
+        eprintln!("note: tiled compute: every tile load crosses the network; {f}");
+    }
     let ccl = kernbench::ccl::CclConfig::embedded_default();
     let mut pg =
         kernbench::autotune::init_process_group(&sys, &ccl, &a.algorithm, DataMode::TimingOnly)

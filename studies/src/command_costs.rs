@@ -277,6 +277,17 @@ pub fn train_step(sys: &System, step: &crate::train::TrainStep) -> Estimate {
     e
 }
 
+/// Under tiled compute, the seconds [`train_step`] estimates for the same
+/// step under measured compute; `None` when it is measured already.
+pub fn train_step_measured_seconds(sys: &System, step: &crate::train::TrainStep) -> Option<f64> {
+    if sys.spec.simulation.compute != ComputeModel::Tiled {
+        return None;
+    }
+    let mut measured = sys.clone();
+    measured.spec.simulation.compute = ComputeModel::Measured;
+    Some(train_step(&measured, step).seconds)
+}
+
 /// `sweep` of a train plan: [`train_step`] per point.
 pub fn train_study(plan: &crate::train::study::TrainPlan, base: &System) -> Result<Cost, String> {
     let base = plan.base_system(base)?;

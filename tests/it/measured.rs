@@ -150,3 +150,33 @@ fn the_train_step_estimate_knows_the_compute_model() {
     let measured = with_compute(&tiled, ComputeModel::Measured);
     assert_eq!((cost(&tiled), cost(&measured)), (429.0, 37.0));
 }
+
+/// A tiled step refused for time says what measured compute would take.
+#[test]
+fn a_refused_tiled_step_names_measured_compute() {
+    let (code, _, err) = crate::common::kernbench_cli(&[
+        "train-step",
+        "--preset",
+        "mesh_16",
+        "--dp",
+        "2",
+        "--tp",
+        "4",
+        "--pp",
+        "2",
+        "--micro-batches",
+        "8",
+        "--hidden",
+        "4096",
+        "--seq",
+        "2048",
+        "--max-time",
+        "100",
+    ]);
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("more than the time budget of 100 s"), "{err}");
+    assert!(
+        err.contains("--compute measured (each distinct kernel simulated once) is estimated at 37 s instead of 429 s"),
+        "{err}"
+    );
+}
