@@ -196,41 +196,29 @@ pub fn run(a: TrainStepArgs) -> Result<()> {
     if a.json {
         println!("{}", report.to_json());
     } else {
-        let models = Models {
-            network: sys.spec.network.model.name(),
-            compute: compute_note(&pg, sys.spec.simulation.compute),
-        };
-        print!("{}", table(&step, &report, &models));
+        print!("{}", table(&step, &report, &measured_counts(&pg)));
     }
     Ok(())
 }
 
-/// What produced a report: the network model, and the compute model with
-/// how many kernels it measured.
-struct Models {
-    network: &'static str,
-    compute: String,
-}
-
-/// `tiled`, or `measured (K kernels measured, L launches reused)`.
-fn compute_note(pg: &kernbench::dist::ProcessGroup, model: ComputeModel) -> String {
-    match &pg.machine.costs {
-        Some(c) => format!(
-            "{} ({} kernels measured, {} launches reused)",
-            model.name(),
-            c.measured,
-            c.reused
-        ),
-        None => model.name().into(),
-    }
+/// Under measured compute, how many kernels were measured and how many
+/// launches reused a measurement: ` (K kernels measured, L launches
+/// reused)`; empty otherwise.
+fn measured_counts(pg: &kernbench::dist::ProcessGroup) -> String {
+    pg.machine.costs.as_ref().map_or_else(String::new, |c| {
+        format!(
+            " ({} kernels measured, {} launches reused)",
+            c.measured, c.reused
+        )
+    })
 }
 
 /// The step and its breakdown, mean over ranks, µs.
-fn table(step: &TrainStep, r: &TrainReport, models: &Models) -> String {
+fn table(step: &TrainStep, r: &TrainReport, counts: &str) -> String {
     let p = step.parallel;
     let sum = r.summary();
     let mut out = format!(
-        "# train-step: {} model, hidden {}{}, seq {}, micro-batch {}, {} layer(s)/stage; DP {} x TP {} x PP {} ({}), {} x {} micro-batches, DP {} in {} B buckets; network {}, compute {}\n",
+        "# train-step: {} model, hidden {}{}, seq {}, micro-batch {}, {} layer(s)/stage; DP {} x TP {} x PP {} ({}), {} x {} micro-batches, DP {} in {} B buckets; network {}, compute {}{counts}\n",
         step.model.name(),
         step.shape.hidden,
         model_detail(step),
@@ -245,8 +233,8 @@ fn table(step: &TrainStep, r: &TrainReport, models: &Models) -> String {
         step.micro_batches,
         step.dp_reduce.name(),
         step.bucket_bytes,
-        models.network,
-        models.compute,
+        r.network_model,
+        r.compute_model,
     );
     let line = |name: &str, v: f64| format!("{:<32} {v:>12.3}\n", format!("{name} (us)"));
     out += &line("step time", sum.step_us);

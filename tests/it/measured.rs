@@ -180,3 +180,38 @@ fn a_refused_tiled_step_names_measured_compute() {
         "{err}"
     );
 }
+
+/// `train-step --compute measured` says so: the table's header with its
+/// counts, the JSON report with its models.
+#[test]
+fn train_step_reports_its_compute_model() {
+    let args = [
+        "train-step",
+        "--dp",
+        "2",
+        "--pp",
+        "2",
+        "--micro-batches",
+        "2",
+        "--hidden",
+        "64",
+        "--heads",
+        "4",
+        "--seq",
+        "64",
+        "--compute",
+        "measured",
+    ];
+    let (code, table, err) = crate::common::kernbench_cli(&args);
+    assert_eq!(code, Some(0), "{err}");
+    let header = table.lines().next().unwrap();
+    assert!(
+        header.contains("network packet, compute measured ("),
+        "{header}"
+    );
+    assert!(header.contains(" kernels measured, "), "{header}");
+    let (code, json, err) = crate::common::kernbench_cli(&[&args[..], &["--json"]].concat());
+    assert_eq!(code, Some(0), "{err}");
+    assert!(json.contains("\"network_model\": \"packet\""), "{json}");
+    assert!(json.contains("\"compute_model\": \"measured\""), "{json}");
+}

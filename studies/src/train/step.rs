@@ -99,6 +99,10 @@ pub struct TrainReport {
     /// From the first rank's start to the last rank's end, ticks.
     pub step: Tick,
     pub tick_ns: f64,
+    /// The network model (`packet` or `flow`) and the compute model
+    /// (`tiled` or `measured`) that produced it.
+    pub network_model: &'static str,
+    pub compute_model: &'static str,
     /// Each rank's breakdown over the step, by rank.
     pub ranks: Vec<RankBreakdown>,
     /// Most micro-batches' activations any rank kept at once.
@@ -429,6 +433,8 @@ fn report(pg: &ProcessGroup, step: &TrainStep, runs: Vec<RankRun>) -> TrainRepor
     TrainReport {
         step: end - begin,
         tick_ns,
+        network_model: spec.network.model.name(),
+        compute_model: spec.simulation.compute.name(),
         ranks: runs
             .iter()
             .map(|r| RankBreakdown::of(r.rank, &r.record, (begin, end)))
