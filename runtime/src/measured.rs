@@ -44,14 +44,14 @@ impl KernelCosts {
     /// spec asks for measured compute. Measured compute computes no
     /// values, so it is refused in functional data mode.
     pub fn of(system: &System, mode: DataMode) -> Result<Option<Self>, String> {
-        if system.spec.simulation.compute != ComputeModel::Measured {
+        if system.spec.simulation.compute_model() != ComputeModel::Measured {
             return Ok(None);
         }
         if mode == DataMode::Functional {
             return Err("simulation.compute is measured, which times kernels without computing their values, and this run computes values (functional data mode); allowed: simulation.compute: tiled, or a timing-only run".into());
         }
         let mut system = system.clone();
-        system.spec.simulation.compute = ComputeModel::Tiled;
+        system.spec.simulation.compute = Some(ComputeModel::Tiled);
         Ok(Some(Self {
             system,
             scratch: None,

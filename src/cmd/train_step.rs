@@ -89,13 +89,13 @@ pub struct TrainStepArgs {
     algorithm: String,
     #[command(flatten)]
     network: NetworkArg,
-    /// How compute kernels are timed. tiled: every tile load crosses the
-    /// network (exact); measured: each distinct kernel runs once alone and
-    /// every launch of it then takes that time, so contention between
-    /// compute loads and communication inside a SIP is left out (for
-    /// steps of many micro-batches; docs/model.md §Measured compute).
-    /// Default: the system spec's simulation.compute (tiled unless it says
-    /// measured).
+    /// How compute kernels are timed. measured (the default unless the
+    /// system spec's simulation.compute names one): each distinct kernel
+    /// runs once alone and every launch of it then takes that time, so
+    /// contention between compute loads and communication inside a SIP is
+    /// left out (docs/model.md §Measured compute); tiled: every tile load
+    /// crosses the network (exact, and about 10x the wall time on GPT
+    /// layers).
     #[arg(long, value_name = "MODEL", value_parser = ["tiled", "measured"])]
     compute: Option<String>,
     /// Seed of the stages' data.
@@ -158,12 +158,12 @@ pub fn run(a: TrainStepArgs) -> Result<()> {
     let mut sys = a.system.load()?;
     a.network
         .set_fixed(&mut sys, "a training step runs on one machine")?;
-    if let Some(c) = &a.compute {
-        sys.spec.simulation.compute = match c.as_str() {
-            "measured" => ComputeModel::Measured,
-            _ => ComputeModel::Tiled,
-        };
-    }
+    let compute = match a.compute.as_deref() {
+        Some("tiled") => Some(ComputeModel::Tiled),
+        Some(_) => Some(ComputeModel::Measured),
+        None => sys.spec.simulation.compute,
+    };
+    sys.spec.simulation.compute = Some(compute.unwrap_or(ComputeModel::Measured));
     let step = config(&a, sys.pes_per_cube())?;
     step.check(sys.n_sips(), sys.cubes_per_sip())
         .map_err(|e| anyhow!("{}: {e}", sys.origin))?;

@@ -257,7 +257,7 @@ pub fn train_step(sys: &System, step: &crate::train::TrainStep) -> Estimate {
     let ranks = f64::from(par.dp) * f64::from(par.tp) * f64::from(par.pp);
     let mut e = process_group_estimate(sys, sys.spec.system.sips.count);
     let micro_batches = step.micro_batches as f64;
-    if sys.spec.simulation.compute == ComputeModel::Tiled {
+    if sys.spec.simulation.compute_model() == ComputeModel::Tiled {
         e.seconds += macs_per_rank * ranks * micro_batches * SECONDS_PER_GEMM_MAC;
         return e;
     }
@@ -280,11 +280,11 @@ pub fn train_step(sys: &System, step: &crate::train::TrainStep) -> Estimate {
 /// Under tiled compute, the seconds [`train_step`] estimates for the same
 /// step under measured compute; `None` when it is measured already.
 pub fn train_step_measured_seconds(sys: &System, step: &crate::train::TrainStep) -> Option<f64> {
-    if sys.spec.simulation.compute != ComputeModel::Tiled {
+    if sys.spec.simulation.compute_model() != ComputeModel::Tiled {
         return None;
     }
     let mut measured = sys.clone();
-    measured.spec.simulation.compute = ComputeModel::Measured;
+    measured.spec.simulation.compute = Some(ComputeModel::Measured);
     Some(train_step(&measured, step).seconds)
 }
 

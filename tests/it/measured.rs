@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// `sys` with compute timed by `model`.
 fn with_compute(sys: &System, model: ComputeModel) -> System {
     let mut spec = sys.spec.clone();
-    spec.simulation.compute = model;
+    spec.simulation.compute = Some(model);
     System::from_spec(spec, "test").unwrap()
 }
 
@@ -170,6 +170,8 @@ fn a_refused_tiled_step_names_measured_compute() {
         "4096",
         "--seq",
         "2048",
+        "--compute",
+        "tiled",
         "--max-time",
         "100",
     ]);
@@ -181,8 +183,9 @@ fn a_refused_tiled_step_names_measured_compute() {
     );
 }
 
-/// `train-step --compute measured` says so: the table's header with its
-/// counts, the JSON report with its models.
+/// `train-step` times compute as measured unless told otherwise, and says
+/// which model it ran: the table's header with its counts, the JSON report
+/// with its models.
 #[test]
 fn train_step_reports_its_compute_model() {
     let args = [
@@ -199,8 +202,6 @@ fn train_step_reports_its_compute_model() {
         "4",
         "--seq",
         "64",
-        "--compute",
-        "measured",
     ];
     let (code, table, err) = crate::common::kernbench_cli(&args);
     assert_eq!(code, Some(0), "{err}");
@@ -210,8 +211,9 @@ fn train_step_reports_its_compute_model() {
         "{header}"
     );
     assert!(header.contains(" kernels measured, "), "{header}");
-    let (code, json, err) = crate::common::kernbench_cli(&[&args[..], &["--json"]].concat());
+    let tiled = [&args[..], &["--compute", "tiled", "--json"]].concat();
+    let (code, json, err) = crate::common::kernbench_cli(&tiled);
     assert_eq!(code, Some(0), "{err}");
     assert!(json.contains("\"network_model\": \"packet\""), "{json}");
-    assert!(json.contains("\"compute_model\": \"measured\""), "{json}");
+    assert!(json.contains("\"compute_model\": \"tiled\""), "{json}");
 }

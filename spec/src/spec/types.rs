@@ -41,7 +41,8 @@ pub struct SystemSpec {
 /// `fold`: whether a collective that runs the same program on every SIP of a
 /// ring or torus, shifted, runs on the smallest torus that repeats it
 /// (docs/model.md §Fold); off by default. `compute`: how compute kernels
-/// are timed (see [`ComputeModel`]).
+/// are timed (see [`ComputeModel`]); when absent, each command's default
+/// ([`SimulationSpec::compute_model`] for a machine: tiled).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimulationSpec {
@@ -49,8 +50,8 @@ pub struct SimulationSpec {
     pub fast_forward: bool,
     #[serde(default)]
     pub fold: bool,
-    #[serde(default)]
-    pub compute: ComputeModel,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<ComputeModel>,
 }
 
 /// How a compute kernel (one that sends nothing through the IPCQ) is
@@ -86,7 +87,7 @@ impl Default for SimulationSpec {
         Self {
             fast_forward: true,
             fold: false,
-            compute: ComputeModel::Tiled,
+            compute: None,
         }
     }
 }
@@ -94,6 +95,11 @@ impl Default for SimulationSpec {
 impl SimulationSpec {
     fn is_default(&self) -> bool {
         *self == Self::default()
+    }
+
+    /// The compute model a machine runs: the spec's, tiled if it names none.
+    pub fn compute_model(&self) -> ComputeModel {
+        self.compute.unwrap_or_default()
     }
 }
 

@@ -434,7 +434,7 @@ fn report(pg: &ProcessGroup, step: &TrainStep, runs: Vec<RankRun>) -> TrainRepor
         step: end - begin,
         tick_ns,
         network_model: spec.network.model.name(),
-        compute_model: spec.simulation.compute.name(),
+        compute_model: spec.simulation.compute_model().name(),
         ranks: runs
             .iter()
             .map(|r| RankBreakdown::of(r.rank, &r.record, (begin, end)))

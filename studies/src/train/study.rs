@@ -405,7 +405,7 @@ impl<'a> TrainStudy<'a> {
             schedule: self.plan.schedule.clone(),
             algorithm: p.algorithm.clone(),
             network_model: sys.spec.network.model.name().into(),
-            compute_model: sys.spec.simulation.compute.name().into(),
+            compute_model: sys.spec.simulation.compute_model().name().into(),
             step_us: sum.step_us,
             compute_us: sum.compute_us,
             exposed_comm_us: sum.exposed_us,
