@@ -6,6 +6,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use kernbench::ccl::CclConfig;
 use kernbench::spec::{System, presets};
+use kernbench::sweep::plan::sets_network_model;
 use kernbench::sweep::{Options, Plan};
 use kernbench::tp::study::{self, TpPlan, TpStudy};
 use kernbench::train::study::{self as train_study, TrainPlan, TrainStudy};
@@ -237,15 +238,22 @@ const TP_STUDY_KNOBS: &str = "fewer points (grid.tp, grid.hidden, grid.topology 
 
 /// The base system of a plan of whole programs (TP, train): refuses
 /// `--ccl` (the plan names entries of the embedded ccl.yaml, `entries`
-/// says where) and fixes the network model of every point.
+/// says where) and fixes the network model of every point; a plan whose
+/// `base:` sets the model too is refused (the plan's would win unseen).
 fn program_plan_base(
     a: &SweepArgs,
     system: Option<System>,
     (kind, name, entries): (&str, &str, &str),
+    plan_sets_network: bool,
 ) -> Result<System> {
     if a.ccl.is_some() {
         bail!(
             "--ccl applies to collective plans; the {kind} plan '{name}' runs with the embedded ccl.yaml ({entries}); allowed: no --ccl"
+        );
+    }
+    if a.network.network.is_some() && plan_sets_network {
+        bail!(
+            "--network: the {kind} plan '{name}' sets network.model in its base; allowed: --network or the plan's base, not both"
         );
     }
     let mut base = system.unwrap_or_else(System::embedded_default);
@@ -263,6 +271,7 @@ fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> 
         a,
         system,
         ("TP", &plan.name, "its `algorithm:` names the entry"),
+        sets_network_model(&plan.base),
     )?;
     let cost = kernbench::command_costs::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
     cost.check("sweep", &a.budget.budget(), TP_STUDY_KNOBS)
@@ -300,6 +309,7 @@ fn train_sweep(plan: &TrainPlan, a: &SweepArgs, system: Option<System>) -> Resul
         a,
         system,
         ("train", &plan.name, "its grid.algorithm names the entries"),
+        sets_network_model(&plan.base),
     )?;
     let cost = kernbench::command_costs::train_study(plan, &base).map_err(anyhow::Error::msg)?;
     cost.check("sweep", &a.budget.budget(), TRAIN_STUDY_KNOBS)

@@ -241,6 +241,12 @@ fn set_ccl_field(config: &mut AlgoConfig, field: &str, v: &str) -> Result<(), (S
     }
 }
 
+/// Whether a plan's `base:` or axes (`m`) set the network model.
+pub fn sets_network_model(m: &Mapping) -> bool {
+    m.keys()
+        .any(|k| matches!(scalar(k).as_str(), "network" | "network.model"))
+}
+
 fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -565,10 +571,7 @@ impl Plan {
         if choice == NetworkChoice::Spec {
             return Ok(());
         }
-        let sets_model = |m: &Mapping| {
-            m.keys()
-                .any(|k| matches!(scalar(k).as_str(), "network" | "network.model"))
-        };
+        let sets_model = sets_network_model;
         let axis = self
             .file
             .studies
