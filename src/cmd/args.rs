@@ -4,7 +4,7 @@ use anyhow::{Result, bail};
 use clap::Args;
 use kernbench::ccl::{CclConfig, Job};
 use kernbench::estimate::{Budget, NetworkChoice};
-use kernbench::spec::{System, presets};
+use kernbench::spec::{ComputeModel, System, presets};
 use std::path::{Path, PathBuf};
 
 /// Where `autotune` and `run --algorithm auto` cache decisions by default.
@@ -92,6 +92,15 @@ impl NetworkArg {
             sys.spec.network.model = model;
         }
         Ok(())
+    }
+}
+
+/// The compute model a `--compute` value names (clap has checked it is
+/// `tiled` or `measured`).
+pub fn compute_model(name: &str) -> ComputeModel {
+    match name {
+        "tiled" => ComputeModel::Tiled,
+        _ => ComputeModel::Measured,
     }
 }
 

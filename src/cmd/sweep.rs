@@ -1,12 +1,14 @@
 //! `kernbench sweep`: a sweep plan's points in parallel, or a TP plan.
 
-use super::args::{AUTOTUNE_CACHE, BudgetArg, NetworkArg, SystemArg, parse_shard, sweep_jobs};
+use super::args::{
+    AUTOTUNE_CACHE, BudgetArg, NetworkArg, SystemArg, compute_model, parse_shard, sweep_jobs,
+};
 use super::paths::{check_output_dir, default_out, inputs_of};
 use anyhow::{Result, bail};
 use clap::Args;
 use kernbench::ccl::CclConfig;
 use kernbench::spec::{System, presets};
-use kernbench::sweep::plan::sets_network_model;
+use kernbench::sweep::plan::{sets_compute_model, sets_network_model};
 use kernbench::sweep::{Options, Plan};
 use kernbench::tp::study::{self, TpPlan, TpStudy};
 use kernbench::train::study::{self as train_study, TrainPlan, TrainStudy};
@@ -60,6 +62,13 @@ pub struct SweepArgs {
     /// network.model itself is refused.
     #[command(flatten)]
     network: NetworkArg,
+    /// How a TP or train plan's points time compute kernels: tiled (every
+    /// tile load crosses the network, exact) or measured (each distinct
+    /// kernel runs once alone; docs/model.md §Measured compute). Default:
+    /// the plan's base, else measured for a train plan and tiled for a TP
+    /// plan; a plan whose base sets simulation.compute is refused.
+    #[arg(long, value_name = "MODEL", value_parser = ["tiled", "measured"])]
+    compute: Option<String>,
     /// Memory for the whole sweep: each of the --jobs points running at once
     /// gets its share, and a point estimated above it fails at once.
     #[command(flatten)]
@@ -115,6 +124,12 @@ fn collective_sweep(a: &SweepArgs, system: Option<System>) -> Result<()> {
         ),
         None => (None, kernbench::ccl::config::DEFAULT_CCL_YAML.to_string()),
     };
+    if a.compute.is_some() {
+        bail!(
+            "--compute applies to TP and train plans; plan '{}' runs collectives, which measured compute never replaces; allowed: no --compute",
+            a.plan
+        );
+    }
     let mut plan = Plan::load_with(&a.plan, system, ccl)?;
     plan.set_network(a.network.choice(a.budget.budget())?)
         .map_err(anyhow::Error::msg)?;
@@ -244,16 +259,21 @@ fn program_plan_base(
     a: &SweepArgs,
     system: Option<System>,
     (kind, name, entries): (&str, &str, &str),
-    plan_sets_network: bool,
+    (sets_network, sets_compute): (bool, bool),
 ) -> Result<System> {
     if a.ccl.is_some() {
         bail!(
             "--ccl applies to collective plans; the {kind} plan '{name}' runs with the embedded ccl.yaml ({entries}); allowed: no --ccl"
         );
     }
-    if a.network.network.is_some() && plan_sets_network {
+    if a.network.network.is_some() && sets_network {
         bail!(
             "--network: the {kind} plan '{name}' sets network.model in its base; allowed: --network or the plan's base, not both"
+        );
+    }
+    if a.compute.is_some() && sets_compute {
+        bail!(
+            "--compute: the {kind} plan '{name}' sets simulation.compute in its base; allowed: --compute or the plan's base, not both"
         );
     }
     let mut base = system.unwrap_or_else(System::embedded_default);
@@ -261,6 +281,9 @@ fn program_plan_base(
         "the {kind} plan '{name}' runs whole programs, not one collective an estimate can place"
     );
     a.network.set_fixed(&mut base, &why)?;
+    if let Some(name) = &a.compute {
+        base.spec.simulation.compute = Some(compute_model(name));
+    }
     Ok(base)
 }
 
@@ -271,7 +294,10 @@ fn tp_sweep(plan: &TpPlan, a: &SweepArgs, system: Option<System>) -> Result<()> 
         a,
         system,
         ("TP", &plan.name, "its `algorithm:` names the entry"),
-        sets_network_model(&plan.base),
+        (
+            sets_network_model(&plan.base),
+            sets_compute_model(&plan.base),
+        ),
     )?;
     let cost = kernbench::command_costs::tp_study(plan, &base).map_err(anyhow::Error::msg)?;
     cost.check("sweep", &a.budget.budget(), TP_STUDY_KNOBS)
@@ -309,7 +335,10 @@ fn train_sweep(plan: &TrainPlan, a: &SweepArgs, system: Option<System>) -> Resul
         a,
         system,
         ("train", &plan.name, "its grid.algorithm names the entries"),
-        sets_network_model(&plan.base),
+        (
+            sets_network_model(&plan.base),
+            sets_compute_model(&plan.base),
+        ),
     )?;
     let cost = kernbench::command_costs::train_study(plan, &base).map_err(anyhow::Error::msg)?;
     cost.check("sweep", &a.budget.budget(), TRAIN_STUDY_KNOBS)

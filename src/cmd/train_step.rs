@@ -1,7 +1,7 @@
 //! `kernbench train-step`: one training step of a DP × TP × PP
 //! configuration; prints the step time, its breakdown and the MFU.
 
-use super::args::{BudgetArg, NetworkArg, SystemArg, parse_count};
+use super::args::{BudgetArg, NetworkArg, SystemArg, compute_model, parse_count};
 use anyhow::{Result, anyhow};
 use clap::Args;
 use kernbench::gemm::Placement;
@@ -158,11 +158,8 @@ pub fn run(a: TrainStepArgs) -> Result<()> {
     let mut sys = a.system.load()?;
     a.network
         .set_fixed(&mut sys, "a training step runs on one machine")?;
-    let compute = match a.compute.as_deref() {
-        Some("tiled") => Some(ComputeModel::Tiled),
-        Some(_) => Some(ComputeModel::Measured),
-        None => sys.spec.simulation.compute,
-    };
+    let compute = a.compute.as_deref().map(compute_model);
+    let compute = compute.or(sys.spec.simulation.compute);
     sys.spec.simulation.compute = Some(compute.unwrap_or(ComputeModel::Measured));
     let step = config(&a, sys.pes_per_cube())?;
     step.check(sys.n_sips(), sys.cubes_per_sip())

@@ -295,7 +295,21 @@ fn a_train_sweep_writes_rows_and_figures() {
     assert_eq!(rows.len(), 2);
     assert!(rows.iter().all(|r| r[col] == "flow"), "{csv}");
     let col = header.iter().position(|h| *h == "compute_model").unwrap();
-    assert!(rows.iter().all(|r| r[col] == "tiled"), "{csv}");
+    assert!(rows.iter().all(|r| r[col] == "measured"), "{csv}");
+    // --compute tiled: every tile load through the network.
+    let out = dir.path().join("tiled");
+    let (code, stdout, err) = crate::common::kernbench_cli(&[
+        "sweep",
+        "--plan",
+        "tests/data/doc/tiny_train.yaml",
+        "--compute",
+        "tiled",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(0), "{stdout}{err}");
+    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    assert!(csv.contains(",flow,tiled,"), "{csv}");
     for f in [
         "train_step_components.svg",
         "train_mfu.svg",

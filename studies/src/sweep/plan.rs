@@ -247,6 +247,12 @@ pub fn sets_network_model(m: &Mapping) -> bool {
         .any(|k| matches!(scalar(k).as_str(), "network" | "network.model"))
 }
 
+/// Whether a plan's `base:` sets the compute model.
+pub fn sets_compute_model(m: &Mapping) -> bool {
+    m.keys()
+        .any(|k| matches!(scalar(k).as_str(), "simulation" | "simulation.compute"))
+}
+
 fn scalar(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),

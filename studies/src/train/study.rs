@@ -20,7 +20,7 @@ use crate::sweep::study::{
 use crate::transformer::TpOptions;
 use kernbench_ccl::CclConfig;
 use kernbench_runtime::output::write_file;
-use kernbench_spec::spec::{SipTopology, SpecError, System, parse_yaml};
+use kernbench_spec::spec::{ComputeModel, SipTopology, SpecError, System, parse_yaml};
 use kernbench_systems::memory::DataMode;
 use serde::{Deserialize, Serialize};
 use serde_yaml::Mapping;
@@ -277,9 +277,13 @@ impl TrainPlan {
         Ok(())
     }
 
-    /// `base` with the plan's `base:` fields set.
+    /// `base` with the plan's `base:` fields set; compute is measured
+    /// unless one of the two names a model.
     pub fn base_system(&self, base: &System) -> Result<System, String> {
-        with_base(base, &self.base, &self.name).map_err(|e| e.to_string())
+        let mut sys = with_base(base, &self.base, &self.name).map_err(|e| e.to_string())?;
+        let compute = &mut sys.spec.simulation.compute;
+        compute.get_or_insert(ComputeModel::Measured);
+        Ok(sys)
     }
 
     /// Every point, in order: topology, hidden, layers, seq, micro-batches,
