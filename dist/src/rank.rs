@@ -395,8 +395,8 @@ impl<'p> Rank<'_, 'p> {
             None => {
                 let traced = m.trace(kernel, args, &global)?;
                 match (&mut m.costs, named) {
-                    (Some(costs), Some(key)) => costs.replace_named(traced, key)?,
-                    _ => traced,
+                    (Some(costs), named) => costs.replace(traced, named)?,
+                    (None, _) => traced,
                 }
             }
         };

@@ -420,27 +420,23 @@ impl Machine {
         at: Tick,
     ) -> Result<LaunchHandle, LaunchError> {
         let programs = match &mut self.costs {
-            Some(costs) => costs.replace(programs)?,
+            Some(costs) => costs.replace(programs, None)?,
             None => programs,
         };
         Ok(LaunchHandle(self.engine.launch(scope, programs, at)))
     }
 
     /// Runs `programs` as one launch from now, on a machine with nothing
-    /// else to do, and returns each PE with the ticks from its start to
-    /// its finish.
-    pub fn run_alone(
-        &mut self,
-        programs: Vec<(PeIdx, Launch)>,
-    ) -> Result<Vec<(PeIdx, Tick)>, LaunchError> {
-        let now = self.engine.now();
-        let h = LaunchHandle(self.engine.launch(Scope::DEFAULT, programs, now));
-        self.run_until_any(&[&h])?;
-        let r = self
-            .engine
-            .take_launch(h.0)
-            .ok_or_else(|| LaunchError::Trace("a measured launch left no record".into()))?;
-        Ok(r.spans)
+    /// else to do, and returns each PE's ticks from its start to its
+    /// finish, in launch order.
+    pub fn run_alone(&mut self, programs: Vec<(PeIdx, Launch)>) -> Result<Vec<Tick>, LaunchError> {
+        let pes: Vec<PeIdx> = programs.iter().map(|&(pe, _)| pe).collect();
+        let h = self.submit_programs(programs, Scope::DEFAULT, self.engine.now())?;
+        self.wait(h)?;
+        Ok(pes
+            .iter()
+            .map(|&pe| self.engine.pe_span(pe).map_or(0, |(s, e)| e - s))
+            .collect())
     }
 
     /// Whether a submitted launch has finished (without running anything).

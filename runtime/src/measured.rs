@@ -65,31 +65,25 @@ impl KernelCosts {
     /// `programs` as busy programs when they are a compute kernel (each PE
     /// busy for what it took alone); unchanged when any PE sends or
     /// receives through the IPCQ, or when they are busy programs already.
+    /// A caller that names the launch's timing shape (`named`, a
+    /// [`shape_key`]) lets [`KernelCosts::recall`] find the next one
+    /// without tracing it.
     pub fn replace(
         &mut self,
         programs: Vec<(PeIdx, Launch)>,
+        named: Option<ShapeKey>,
     ) -> Result<Vec<(PeIdx, Launch)>, LaunchError> {
-        Ok(match self.ticks_of(&programs)? {
-            Some(ticks) => busy_programs(&programs, &ticks),
-            None => programs,
-        })
-    }
-
-    /// [`KernelCosts::replace`] of a launch whose caller names its timing
-    /// shape `named` ([`shape_key`]), so that [`KernelCosts::recall`] finds
-    /// the next one without tracing it.
-    pub fn replace_named(
-        &mut self,
-        programs: Vec<(PeIdx, Launch)>,
-        named: ShapeKey,
-    ) -> Result<Vec<(PeIdx, Launch)>, LaunchError> {
-        Ok(match self.ticks_of(&programs)? {
-            Some(ticks) => {
-                self.named.insert(named, ticks.clone());
-                busy_programs(&programs, &ticks)
-            }
-            None => programs,
-        })
+        let Some(ticks) = self.ticks_of(&programs)? else {
+            return Ok(programs);
+        };
+        if let Some(key) = named {
+            self.named.insert(key, ticks.clone());
+        }
+        Ok(programs
+            .iter()
+            .zip(ticks.iter())
+            .map(|(&(pe, _), &t)| (pe, busy(t)))
+            .collect())
     }
 
     /// Busy programs for `pes` when a launch named `named` was measured.
@@ -140,12 +134,7 @@ impl KernelCosts {
                 self.scratch.insert(Box::new(m))
             }
         };
-        let spans = scratch.run_alone(programs.to_vec())?;
-        let by_pe: HashMap<PeIdx, Tick> = spans.into_iter().collect();
-        Ok(programs
-            .iter()
-            .map(|(pe, _)| by_pe.get(pe).copied().unwrap_or(0))
-            .collect())
+        scratch.run_alone(programs.to_vec())
     }
 
     /// What identifies a launch's timing: its SIP's kind, and per PE its
@@ -160,13 +149,17 @@ impl KernelCosts {
         let rel = SipRelative { sip, cubes, pes };
         let mut key = KeyHasher::default();
         sys.kinds.index_of(sip).hash(&mut key);
-        let mut distinct: Vec<*const Program> = Vec::new();
+        // Programs shared by PEs (one `Arc`) are hashed once, by index.
+        let mut distinct: Vec<&Arc<Program>> = Vec::new();
         for (pe, launch) in programs {
-            let p = Arc::as_ptr(&launch.program);
-            let index = distinct.iter().position(|&q| q == p).unwrap_or_else(|| {
-                distinct.push(p);
-                distinct.len() - 1
-            });
+            let p = &launch.program;
+            let index = distinct
+                .iter()
+                .position(|q| Arc::ptr_eq(q, p))
+                .unwrap_or_else(|| {
+                    distinct.push(p);
+                    distinct.len() - 1
+                });
             (
                 i64::from(pe.0) - i64::from(sip * pes),
                 index,
@@ -174,24 +167,11 @@ impl KernelCosts {
             )
                 .hash(&mut key);
         }
-        for (_, launch) in programs {
-            let p = Arc::as_ptr(&launch.program);
-            if let Some(i) = distinct.iter().position(|&q| q == p) {
-                distinct.swap_remove(i);
-                rel.hash_program(&launch.program, &mut key)?;
-            }
+        for p in distinct {
+            rel.hash_program(p, &mut key)?;
         }
         Some(key.finish_key())
     }
-}
-
-/// Each PE of `programs` busy for its ticks.
-fn busy_programs(programs: &[(PeIdx, Launch)], ticks: &[Tick]) -> Vec<(PeIdx, Launch)> {
-    programs
-        .iter()
-        .zip(ticks)
-        .map(|(&(pe, _), &t)| (pe, busy(t)))
-        .collect()
 }
 
 /// A program that keeps its PE busy for `ticks`.

@@ -324,6 +324,19 @@ impl Engine {
         self.world.resource::<LinkTable>()
     }
 
+    /// When PE `pe`'s latest launch started and finished, once it has.
+    pub fn pe_span(&self, pe: crate::ids::PeIdx) -> Option<(Tick, Tick)> {
+        let entity = self
+            .world
+            .resource::<crate::hierarchy::Hardware>()
+            .pe_entity(pe);
+        let ex = self.world.get::<PeExec>(entity)?;
+        match ex.state {
+            PeState::Done(end) => Some((ex.started, end)),
+            PeState::Running => None,
+        }
+    }
+
     pub fn now(&self) -> Tick {
         self.world.resource::<Clock>().now
     }

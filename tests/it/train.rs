@@ -262,28 +262,26 @@ fn the_trace_has_compute_and_communication_tracks_per_rank() {
 /// model, and the three figures are written.
 #[test]
 fn a_train_sweep_writes_rows_and_figures() {
-    // A plan of GPT layers runs too (heads from head_dim, SP on).
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("t");
-    let plan = "tests/data/train_transformer.yaml";
-    let (code, stdout, err) =
-        crate::common::kernbench_cli(&["sweep", "--plan", plan, "--out", out.to_str().unwrap()]);
-    assert_eq!(code, Some(0), "{stdout}{err}");
-    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    // Sweeps `plan` with `flags` into `dir/name`: its directory and results.csv.
+    let sweep = |plan: &str, flags: &[&str], name: &str| {
+        let out = dir.path().join(name);
+        let args = [
+            &["sweep", "--plan", plan][..],
+            flags,
+            &["--out", out.to_str().unwrap()],
+        ];
+        let (code, stdout, err) = crate::common::kernbench_cli(&args.concat());
+        assert_eq!(code, Some(0), "{stdout}{err}");
+        let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+        (out, csv)
+    };
+    // A plan of GPT layers runs too (heads from head_dim, SP on).
+    let (_, csv) = sweep("tests/data/train_transformer.yaml", &[], "t");
     assert_eq!(csv.lines().count(), 2, "{csv}");
     assert!(csv.contains("2,2,1,tp-dp-pp"), "{csv}");
     assert!(csv.contains(",flow,measured,"), "{csv}");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("r");
-    let (code, stdout, err) = crate::common::kernbench_cli(&[
-        "sweep",
-        "--plan",
-        "tests/data/doc/tiny_train.yaml",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, Some(0), "{stdout}{err}");
-    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    let (_, csv) = sweep("tests/data/doc/tiny_train.yaml", &[], "r");
     let mut lines = csv.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
     assert!(
@@ -297,18 +295,11 @@ fn a_train_sweep_writes_rows_and_figures() {
     let col = header.iter().position(|h| *h == "compute_model").unwrap();
     assert!(rows.iter().all(|r| r[col] == "measured"), "{csv}");
     // --compute tiled: every tile load through the network.
-    let out = dir.path().join("tiled");
-    let (code, stdout, err) = crate::common::kernbench_cli(&[
-        "sweep",
-        "--plan",
+    let (out, csv) = sweep(
         "tests/data/doc/tiny_train.yaml",
-        "--compute",
+        &["--compute", "tiled"],
         "tiled",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(code, Some(0), "{stdout}{err}");
-    let csv = std::fs::read_to_string(out.join("results.csv")).unwrap();
+    );
     assert!(csv.contains(",flow,tiled,"), "{csv}");
     for f in [
         "train_step_components.svg",

@@ -3,7 +3,6 @@
 //! that is still running queues later launches on its own `PeExec`, in
 //! arrival order (a stream: one kernel at a time per PE).
 
-use crate::ids::PeIdx;
 use crate::ipcq::Scope;
 use crate::program::Launch;
 use crate::time::Tick;
@@ -15,7 +14,7 @@ use bevy_ecs::prelude::*;
 pub struct LaunchId(pub u32);
 
 /// Progress of one launch.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchRecord {
     /// PEs the launch runs on, and how many of them have finished.
     pub pes: u32,
@@ -24,9 +23,6 @@ pub struct LaunchRecord {
     /// latest completion; valid once `done == pes`.
     pub start: Tick,
     pub end: Tick,
-    /// Each finished PE and the ticks it ran, from its own start to its
-    /// finish, in finishing order.
-    pub spans: Vec<(PeIdx, Tick)>,
 }
 
 impl LaunchRecord {
@@ -60,15 +56,13 @@ impl Launches {
             done: 0,
             start: Tick::MAX,
             end: 0,
-            spans: Vec::with_capacity(pes as usize),
         }) as u32)
     }
 
-    /// Notes that PE `pe` of launch `id` ran from `start` to `end`.
-    pub fn pe_done(&mut self, id: LaunchId, pe: PeIdx, (start, end): (Tick, Tick)) {
+    /// Notes that one PE of launch `id` ran from `start` to `end`.
+    pub fn pe_done(&mut self, id: LaunchId, start: Tick, end: Tick) {
         if let Some(r) = self.records.get_mut(id.0 as usize) {
             r.done += 1;
-            r.spans.push((pe, end - start));
             r.start = r.start.min(start);
             r.end = r.end.max(end);
         }

@@ -136,7 +136,7 @@ fn step(
     if ex.outstanding == 0 && ex.pending_regs == 0 {
         let done = ex.finish.max(ex.started);
         ex.state = PeState::Done(done);
-        launches.pe_done(ex.launch, pe, (ex.started, done));
+        launches.pe_done(ex.launch, ex.started, done);
         // The PE's next queued launch starts once this one is done.
         if let Some(next) = ex.queued.pop_front() {
             let start = next.ready.max(done);
