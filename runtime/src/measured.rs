@@ -261,7 +261,7 @@ impl SipRelative {
 pub type ShapeKey = (u64, u64, u64);
 
 /// The key of a launch described by `parts`: what a caller of
-/// [`KernelCosts::replace`] takes when `parts` fix the timing shape
+/// [`KernelCosts::replace`] passes when `parts` fix the timing shape
 /// of the programs it traces.
 pub fn shape_key(parts: impl Hash) -> ShapeKey {
     let mut h = KeyHasher::default();
