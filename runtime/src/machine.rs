@@ -113,6 +113,9 @@ impl Machine {
         let links = topology.links(sys)?;
         let mut engine = Engine::new(links, Box::new(topology.clone()));
         engine.set_network_model(sys.spec.network.model);
+        if let Some(ticks) = sys.spec.network.leg_span_ticks {
+            engine.set_flow_leg_span(kernbench_systems::network::flow::LegSpan(ticks));
+        }
         engine.set_fast_forward(sys.spec.simulation.fast_forward);
         let t = &topology;
         let nodes = HardwareNodes {

@@ -298,6 +298,13 @@ impl Engine {
         self.world.insert_resource(model);
     }
 
+    /// How far apart the links of one leg of a flow may see a message's
+    /// first bytes, in ticks ([`network::flow::LegSpan`]; flow mode only).
+    /// Set it before the first run, as the network model.
+    pub fn set_flow_leg_span(&mut self, span: network::flow::LegSpan) {
+        self.world.insert_resource(span);
+    }
+
     /// Whether periodic stretches of a run are skipped (on unless set;
     /// exact either way: see [`crate::steady`]).
     pub fn set_fast_forward(&mut self, on: bool) {

@@ -103,14 +103,21 @@ impl SimulationSpec {
     }
 }
 
-/// The network fidelity of a run: `network: { model: packet | flow }`.
+/// The network fidelity of a run: `network: { model: packet | flow,
+/// leg_span_ticks: N }`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetworkSpec {
-    /// `packet`: exact store-and-forward packets; `flow`: one max-min fair
-    /// flow per message, for large systems (docs/model.md §Flow-level network).
+    /// `packet`: exact store-and-forward packets; `flow`: a message drains
+    /// as a few max-min fair flows, for large systems (docs/model.md
+    /// §Flow-level network).
     #[serde(default)]
     pub model: kernbench_systems::network::NetworkModel,
+    /// Flow mode: how far apart, in ticks, a message's first packet may
+    /// reach the links of one leg (default 20; 0: a leg per link, the
+    /// closest to packets; larger: fewer legs, faster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leg_span_ticks: Option<u64>,
 }
 
 impl NetworkSpec {

@@ -32,8 +32,7 @@ pub struct KendallRow {
     pub cubes: String,
     pub bytes: u64,
     pub algorithms: usize,
-    /// (concordant − discordant) / pairs; pairs tied in either model count
-    /// as neither.
+    /// Kendall's τ-b of the two models' orderings ([`kendall_tau`]).
     pub tau: f64,
     /// The best two algorithms differ by more than [`DECISIVE_GAP`] in
     /// packet mode.
@@ -42,21 +41,32 @@ pub struct KendallRow {
     pub same_best: bool,
 }
 
-/// Kendall's τ between two orderings of the same items.
+/// Kendall's τ-b between two orderings of the same items: (concordant −
+/// discordant pairs) / √((pairs − pairs tied in `a`)(pairs − pairs tied in
+/// `b`)). Items tied alike in both count as agreeing, so two orderings with
+/// the same ties give 1; a pair tied in one ordering and split in the other
+/// lowers it. With every pair tied in either: 1 if tied alike, else 0.
 pub fn kendall_tau(a: &[u64], b: &[u64]) -> f64 {
     let n = a.len();
     if n < 2 {
         return 1.0;
     }
-    let mut score = 0i64;
+    let (mut score, mut tied_a, mut tied_b) = (0i64, 0u64, 0u64);
     for i in 0..n {
         for j in i + 1..n {
             let x = a[i].cmp(&a[j]) as i64;
             let y = b[i].cmp(&b[j]) as i64;
             score += x * y;
+            tied_a += u64::from(x == 0);
+            tied_b += u64::from(y == 0);
         }
     }
-    score as f64 / (n * (n - 1) / 2) as f64
+    let pairs = (n * (n - 1) / 2) as u64;
+    let norm = ((pairs - tied_a) as f64 * (pairs - tied_b) as f64).sqrt();
+    if norm == 0.0 {
+        return if tied_a == tied_b { 1.0 } else { 0.0 };
+    }
+    score as f64 / norm
 }
 
 /// The matrix rows grouped by what the algorithms compete on.
@@ -243,13 +253,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kendall_tau_counts_concordant_minus_discordant_pairs() {
+    fn kendall_tau_b_counts_pairs_tied_alike_as_agreeing() {
         assert_eq!(kendall_tau(&[1, 2, 3, 4], &[10, 20, 30, 40]), 1.0);
         assert_eq!(kendall_tau(&[1, 2, 3, 4], &[40, 30, 20, 10]), -1.0);
         // One swapped pair of six: (5 − 1) / 6.
         assert_eq!(kendall_tau(&[1, 2, 3, 4], &[20, 10, 30, 40]), 4.0 / 6.0);
-        // A tie in either counts as neither.
-        assert_eq!(kendall_tau(&[1, 1, 3], &[1, 2, 3]), 2.0 / 3.0);
+        // Tied alike in both: the same ordering.
+        assert_eq!(kendall_tau(&[1, 1, 3], &[5, 5, 7]), 1.0);
+        // Tied in one, split in the other: 2 / √(2 · 3).
+        assert_eq!(kendall_tau(&[1, 1, 3], &[1, 2, 3]), 2.0 / 6f64.sqrt());
+        assert_eq!(kendall_tau(&[4, 4], &[1, 1]), 1.0);
+        assert_eq!(kendall_tau(&[4, 4], &[1, 2]), 0.0);
         assert_eq!(kendall_tau(&[7], &[9]), 1.0);
     }
 

@@ -97,18 +97,62 @@ pub struct Flow {
     /// Whether it waited behind an earlier message of its route (then its
     /// drain, not its start, sets its arrival).
     pub queued: bool,
+    /// The leg: which of the route's segments it drains over
+    /// (`first..first + len`), its place on the route, and ticks from the
+    /// message's start until its last byte has left the leg uncontended.
+    pub segs: (u16, u16),
+    pub leg: u8,
+    pub leg_end: Tick,
+    /// On an earlier leg: the message's last leg, which arrives.
+    pub last_leg: Option<Entity>,
+    /// On the last leg: earlier legs still draining, the earliest arrival
+    /// they allow, and whether it drained and waits for them.
+    pub pending: u8,
+    pub not_before: Tick,
+    pub awaiting: bool,
 }
 
 impl Flow {
-    /// The flow of message `msg`, not started yet.
-    pub(super) fn of(links: &LinkTable, routes: &Routes, msg: &Message) -> Self {
+    /// The legs of message `msg`, not started yet, the last one last.
+    pub(super) fn of(
+        links: &LinkTable,
+        routes: &Routes,
+        msg: &Message,
+        span: LegSpan,
+    ) -> SmallVec<[Self; 2]> {
         let (segs, _, _) = routes.segments(msg.route);
-        Self::new(links, segs, msg.packet_bytes, msg.bytes)
+        let alone = uncontended_ticks(links, segs, msg.packet_bytes, msg.bytes);
+        if segs.is_empty() || msg.bytes == 0 {
+            let whole = (0, segs.len() as u16);
+            let mut out = SmallVec::new();
+            out.push(Self::new(links, segs, whole, (alone, alone), msg.bytes));
+            return out;
+        }
+        let ends = leg_ends(links, segs, (msg.packet_bytes, msg.bytes), span);
+        let mut first = 0;
+        let mut out: SmallVec<[Self; 2]> = SmallVec::new();
+        for (k, &(last, end)) in ends.iter().enumerate() {
+            let range = (first as u16, (last + 1 - first) as u16);
+            let mut f = Self::new(links, &segs[first..=last], range, (alone, end), msg.bytes);
+            f.leg = k as u8;
+            out.push(f);
+            first = last + 1;
+        }
+        let legs = out.len();
+        out[legs - 1].pending = (legs - 1) as u8;
+        out
     }
 
-    /// A flow for `bytes` over `segs` not started yet.
-    fn new(links: &LinkTable, segs: &[Segment], packet_bytes: u64, bytes: u64) -> Self {
-        let alone = uncontended_ticks(links, segs, packet_bytes, bytes);
+    /// A leg over `segs` (segments `range` of its route) of a message of
+    /// `bytes` taking `alone` ticks, whose last byte leaves the leg `end`
+    /// ticks after its start, not started yet.
+    fn new(
+        links: &LinkTable,
+        segs: &[Segment],
+        range: (u16, u16),
+        (alone, end): (Tick, Tick),
+        bytes: u64,
+    ) -> Self {
         let bottleneck = segs
             .iter()
             .map(|s| link_rate(links, s.link))
@@ -116,7 +160,7 @@ impl Flow {
         let overhead = if segs.is_empty() {
             0.0
         } else {
-            (alone as f64 - bytes as f64 / bottleneck).max(0.0)
+            (end as f64 - bytes as f64 / bottleneck).max(0.0)
         };
         Flow {
             alone,
@@ -131,7 +175,20 @@ impl Flow {
             generation: 0,
             shared: false,
             queued: false,
+            segs: range,
+            leg: 0,
+            leg_end: end,
+            last_leg: None,
+            pending: 0,
+            not_before: 0,
+            awaiting: false,
         }
+    }
+
+    /// The route segments the leg drains over.
+    fn leg_segs<'a>(&self, routes: &'a Routes, msg: &Message) -> &'a [Segment] {
+        let (first, n) = (self.segs.0 as usize, self.segs.1 as usize);
+        &routes.segments(msg.route).0[first..first + n]
     }
 
     /// Drains at the current rate up to `now`.
@@ -140,18 +197,27 @@ impl Flow {
         self.updated_at = now;
     }
 
-    /// Arrival tick of a flow whose drain event came (its rate unchanged
-    /// since `updated_at`): `alone` after its start when never slowed nor
-    /// queued, else `tail` after the drain ended, never before `alone`. A
-    /// queued flow continues its route's stream: the route's pipeline was
-    /// filled by the message before it, so only the tail follows its drain.
+    /// Arrival tick of a message whose last leg's drain event came (its
+    /// rate unchanged since `updated_at`): `alone` after its start when
+    /// never slowed nor queued, else [`Flow::arrival_after`] its drain, never
+    /// before `alone` nor before its earlier legs allow. A queued flow
+    /// continues its route's stream: the route's pipeline was filled by the
+    /// message before it, so only the rest of the route follows its drain.
     fn arrival(&self) -> Tick {
-        let alone = self.start + self.alone;
+        let alone = (self.start + self.alone).max(self.not_before);
         if !self.shared && !self.queued {
             return alone;
         }
-        let rest = self.left / self.rate + self.tail;
-        alone.max(self.updated_at + ceil_ticks(rest))
+        alone.max(self.arrival_after())
+    }
+
+    /// The earliest arrival a leg allows once its drain event came: the
+    /// drain's end plus the rest of the route's uncontended time after the
+    /// leg's last byte left it (the fraction of a tick the latency phase
+    /// left over, then what follows the leg).
+    fn arrival_after(&self) -> Tick {
+        let rest = self.left / self.rate + self.tail + (self.alone - self.leg_end) as f64;
+        self.updated_at + ceil_ticks(rest)
     }
 }
 
@@ -167,6 +233,54 @@ fn ceil_ticks(x: f64) -> Tick {
     (x - tolerance).ceil().max(0.0) as Tick
 }
 
+/// How far apart, in ticks, the moments a message's first packet reaches
+/// two links of one leg may be (the spec's `network.leg_span_ticks`): past
+/// it a link starts a new leg, so every link sees a message's bytes within
+/// this many ticks of when its packets would reach it. 0 makes every link a
+/// leg; `Tick::MAX` one leg a message. Fewer legs are cheaper.
+#[derive(Resource, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LegSpan(pub Tick);
+
+impl LegSpan {
+    /// The default: about three on-chip hops, or one die-to-die or
+    /// chip-to-chip hop (docs/model.md §Legs measures the alternatives).
+    pub const DEFAULT: LegSpan = LegSpan(20);
+}
+
+impl Default for LegSpan {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// A route has at most this many legs: the rest of a longer one is its last.
+const MAX_LEGS: usize = u8::MAX as usize;
+
+/// Where a route's legs end: (index of a leg's last segment, ticks from the
+/// message's start until its last byte has left that segment, uncontended).
+/// A leg ends where the first packet's time from the leg's first link —
+/// serialisation and latency of each link crossed — reaches `span`, and at
+/// the route's end. The cut depends on the route alone, so every message of
+/// a route has the same legs.
+fn leg_ends(
+    links: &LinkTable,
+    segs: &[Segment],
+    (packet_bytes, bytes): (u64, u64),
+    span: LegSpan,
+) -> SmallVec<[(usize, Tick); 4]> {
+    let mut out: SmallVec<[(usize, Tick); 4]> = SmallVec::new();
+    let mut since = 0;
+    crossing_times(links, segs, packet_bytes, bytes, |j, last_left| {
+        since += segs[j].ser_full + segs[j].latency;
+        let cut = since >= span.0 && out.len() + 1 < MAX_LEGS;
+        if cut || j + 1 == segs.len() {
+            out.push((j, last_left));
+            since = 0;
+        }
+    });
+    out
+}
+
 /// The packet engine's time for a message of `bytes`, cut into packets of
 /// `packet_bytes`, to cross `segs` alone, in O(segments): full packets leave
 /// link j at D(k,j) = D(1,j) + (k−1)·max_{i≤j} ser_i(P), the last one at
@@ -179,13 +293,26 @@ pub fn uncontended_ticks(
     packet_bytes: u64,
     bytes: u64,
 ) -> Tick {
+    crossing_times(links, segs, packet_bytes, bytes, |_, _| ())
+}
+
+/// Walks the recurrence of [`uncontended_ticks`], telling `left` for each
+/// segment `j` when the last packet leaves it (D(n, j), from the start),
+/// and returns the arrival.
+fn crossing_times(
+    links: &LinkTable,
+    segs: &[Segment],
+    packet_bytes: u64,
+    bytes: u64,
+    mut left: impl FnMut(usize, Tick),
+) -> Tick {
     let packets = bytes.div_ceil(packet_bytes).max(1);
     let last = bytes - packet_bytes * (packets - 1);
     // Relative to the start: when the first packet reaches link j, when the
     // last full packet (D(n−1,j)) and the last packet have left it.
     let (mut first_at, mut last_at) = (0, 0);
     let mut slowest_full = 0;
-    for seg in segs {
+    for (j, seg) in segs.iter().enumerate() {
         let ser_last = links.class(seg.link).ser_ticks(last);
         let full_left = if packets > 1 {
             slowest_full = slowest_full.max(seg.ser_full);
@@ -197,6 +324,7 @@ pub fn uncontended_ticks(
         };
         let last_left = full_left.max(last_at) + ser_last;
         last_at = last_left + seg.latency;
+        left(j, last_left);
     }
     last_at
 }
@@ -220,6 +348,8 @@ pub struct FlowEvent {
     pub msg: MsgId,
     pub entity: Entity,
     pub step: FlowStep,
+    /// The message's leg the event is for.
+    pub leg: u8,
 }
 
 /// Flow events by tick.
@@ -292,8 +422,10 @@ struct RouteQueue {
 pub struct FlowLinks {
     /// Per link (sized on first use).
     links: Vec<LinkFlows>,
-    /// Per route (grown as routes are cached).
+    /// Per route (grown as routes are cached): the streams of first legs;
+    /// those of later legs by (route, leg).
     routes: Vec<RouteQueue>,
+    leg_routes: std::collections::BTreeMap<(usize, u8), RouteQueue>,
     /// Flows that joined since the last rate pass, and links whose flows
     /// changed while binding (before or after the change) or whose order of
     /// turns changed.
@@ -327,6 +459,18 @@ pub struct FlowLinks {
 }
 
 impl FlowLinks {
+    /// The stream of leg `leg` of route `route` (`cached` routes known).
+    fn route_queue(&mut self, (route, leg): (usize, u8), cached: usize) -> &mut RouteQueue {
+        if leg > 0 {
+            return self.leg_routes.entry((route, leg)).or_default();
+        }
+        if self.routes.len() <= route {
+            self.routes
+                .resize(cached.max(route + 1), RouteQueue::default());
+        }
+        &mut self.routes[route]
+    }
+
     fn size_for(&mut self, links: usize) {
         if self.links.len() < links {
             self.links.resize(links, LinkFlows::default());
@@ -398,7 +542,12 @@ impl FlowLinks {
             sig.float(l.demand);
             sig.word(u64::from(l.binding));
         }
-        for r in &self.routes {
+        let legs = self.leg_routes.iter().map(|((r, l), q)| (*r as u64 | u64::from(*l) << 48, q));
+        for (key, r) in self.routes.iter().enumerate().map(|(k, q)| (k as u64, q)).chain(legs) {
+            if !r.sending && r.waiting.is_empty() {
+                continue;
+            }
+            sig.word(key);
             sig.word(u64::from(r.sending));
             sig.word(r.waiting.len() as u64);
             r.waiting.iter().for_each(|&e| sig.msg(id_of(e)));
@@ -407,9 +556,22 @@ impl FlowLinks {
 }
 
 /// Queues the start of message `msg`'s flow at tick `at`.
-pub(super) fn schedule_start(cal: &mut FlowCalendar, msg: MsgId, entity: Entity, at: Tick) {
+pub(super) fn schedule_start(
+    cal: &mut FlowCalendar,
+    msg: MsgId,
+    (entity, leg): (Entity, u8),
+    at: Tick,
+) {
     let step = FlowStep::Start;
-    cal.0.push(at, FlowEvent { msg, entity, step });
+    cal.0.push(
+        at,
+        FlowEvent {
+            msg,
+            entity,
+            step,
+            leg,
+        },
+    );
 }
 
 /// What the flow stage touches.
@@ -433,7 +595,7 @@ pub fn flow_routing(clock: Res<Clock>, mut net: FlowAccess) {
     let links = net.links.len();
     net.net.size_for(links);
     while let Some(mut due) = net.cal.0.take_due(now) {
-        due.sort_unstable_by_key(|e| (e.msg, e.step));
+        due.sort_unstable_by_key(|e| (e.msg, e.step, e.leg));
         for ev in &due {
             match ev.step {
                 FlowStep::Start => begin(now, ev, &mut net),
@@ -478,7 +640,7 @@ fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
     let Ok((msg, mut flow)) = net.flows.get_mut(ev.entity) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
-    let (segs, _, _) = net.routes.segments(msg.route);
+    let segs = flow.leg_segs(&net.routes, &msg);
     flow.start = now;
     if segs.is_empty() {
         return deliver(now, ev.entity, net);
@@ -502,13 +664,8 @@ fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
         unreachable!("flow event for a message entity that no longer exists");
     };
     flow.turn = now;
-    let r = msg.route.index();
-    if net.net.routes.len() <= r {
-        net.net
-            .routes
-            .resize(net.routes.cached().max(r + 1), RouteQueue::default());
-    }
-    let queue = &mut net.net.routes[r];
+    let cached = net.routes.cached();
+    let queue = net.net.route_queue((msg.route.index(), flow.leg), cached);
     if queue.sending {
         queue.waiting.push_back(e);
         flow.queued = true;
@@ -524,7 +681,7 @@ fn drain_now(now: Tick, e: Entity, net: &mut FlowAccess) {
         unreachable!("a flow to drain exists");
     };
     flow.updated_at = now;
-    let segs = net.routes.segments(msg.route).0;
+    let segs = flow.leg_segs(&net.routes, &msg);
     let link_flow = LinkFlow {
         entity: e,
         bottleneck: flow.bottleneck,
@@ -548,7 +705,7 @@ fn hand_over(now: Tick, (from, from_turn): (Entity, Tick), to: Entity, net: &mut
     let fl: &mut FlowLinks = &mut net.net;
     let to_turn = flow.turn;
     let mut same_order = true;
-    for s in net.routes.segments(msg.route).0 {
+    for s in flow.leg_segs(&net.routes, &msg) {
         let link = &mut fl.links[s.link.index()];
         let mut passed = false;
         for f in link.flows.iter_mut() {
@@ -592,12 +749,14 @@ fn set_rate(
     }
     let at = now + ceil_ticks(flow.left / rate).max(1);
     let step = FlowStep::Drained(flow.generation);
+    let leg = flow.leg;
     cal.0.push(
         at,
         FlowEvent {
             msg: id,
             entity: e,
             step,
+            leg,
         },
     );
 }
@@ -612,7 +771,7 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
     if flow.generation != generation || msg.id != ev.msg {
         return;
     }
-    let (segs, _, _) = net.routes.segments(msg.route);
+    let segs = flow.leg_segs(&net.routes, &msg);
     if net.trace.enabled() {
         for s in segs {
             net.trace.packet(crate::trace::PacketSpan {
@@ -624,9 +783,13 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
             });
         }
     }
-    let at = flow.arrival().max(now);
-    let turn = flow.turn;
-    let queue = &mut net.net.routes[msg.route.index()];
+    let (turn, last_leg) = (flow.turn, flow.last_leg);
+    let at = match last_leg {
+        Some(_) => flow.arrival_after(),
+        None => flow.arrival().max(now),
+    };
+    let cached = net.routes.cached();
+    let queue = net.net.route_queue((msg.route.index(), flow.leg), cached);
     match queue.waiting.pop_front() {
         Some(next) => hand_over(now, (ev.entity, turn), next, net),
         None => {
@@ -634,11 +797,57 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
             net.net.leave(&net.links, (ev.entity, turn), segs);
         }
     }
-    if at == now {
-        return deliver(now, ev.entity, net);
+    match last_leg {
+        Some(last) => leg_drained(now, (ev.entity, last), at, net),
+        None => {
+            let Ok((_, mut flow)) = net.flows.get_mut(ev.entity) else {
+                unreachable!("a drained flow exists");
+            };
+            if flow.pending > 0 {
+                (flow.not_before, flow.awaiting) = (at, true);
+                return;
+            }
+            arrive_at(now, ev.entity, at, net);
+        }
     }
-    let step = FlowStep::Arrive;
-    net.cal.0.push(at, FlowEvent { step, ..*ev });
+}
+
+/// An earlier leg `leg` of the message whose last leg is `last` drained,
+/// allowing its arrival from `at`: the leg's entity is parked, and the
+/// message arrives if its last leg drained and waited for this one.
+fn leg_drained(now: Tick, (leg, last): (Entity, Entity), at: Tick, net: &mut FlowAccess) {
+    if let Ok((mut msg, _)) = net.flows.get_mut(leg) {
+        msg.delivered = msg.packets;
+    }
+    net.pool.0.push(leg);
+    let Ok((msg, mut flow)) = net.flows.get_mut(last) else {
+        unreachable!("a message's last leg exists");
+    };
+    let _ = msg;
+    flow.not_before = flow.not_before.max(at);
+    flow.pending -= 1;
+    if flow.pending == 0 && flow.awaiting {
+        let at = flow.not_before.max(now);
+        arrive_at(now, last, at, net);
+    }
+}
+
+/// Schedules the arrival of the message whose last leg is `e` at `at`
+/// (now: delivers it).
+fn arrive_at(now: Tick, e: Entity, at: Tick, net: &mut FlowAccess) {
+    if at == now {
+        return deliver(now, e, net);
+    }
+    let Ok((msg, flow)) = net.flows.get(e) else {
+        unreachable!("an arriving message exists");
+    };
+    let ev = FlowEvent {
+        msg: msg.id,
+        entity: e,
+        step: FlowStep::Arrive,
+        leg: flow.leg,
+    };
+    net.cal.0.push(at, ev);
 }
 
 /// The message has arrived: to the inbox of its purpose, its entity parked.
@@ -669,14 +878,18 @@ fn reassign_rates(now: Tick, net: &mut FlowAccess) {
     } = net;
     for r in &fl.reached_flows {
         // Unchanged: the flow holds this rate, and was marked shared when
-        // it got it.
-        if r.rate == r.before {
+        // it got it, unless it waits at 0 since it joined.
+        if r.rate == r.before && (r.rate > 0.0 || r.pinned) {
             continue;
         }
         let e = r.entity;
         let Ok((msg, mut flow)) = flows.get_mut(e) else {
             unreachable!("a reached flow exists");
         };
+        if r.rate == r.before {
+            flow.shared = true;
+            continue;
+        }
         set_rate(now, (msg.id, e), &mut flow, r.rate, cal);
     }
 }
@@ -752,7 +965,7 @@ fn reach_flow(
     }
     fl.flow_slots[slot] = (fl.pass, fl.reached_flows.len() as u32);
     let first = fl.reached_binding.len() as u32;
-    for s in routes.segments(msg.route).0 {
+    for s in flow.leg_segs(routes, &msg) {
         let link = &mut fl.links[s.link.index()];
         if !link.binding {
             continue;
@@ -1063,6 +1276,7 @@ mod tests {
         let (links, _) = line(classes);
         let mut e = Engine::new(links, Box::new(Line));
         e.set_network_model(NetworkModel::Flow);
+        e.set_flow_leg_span(LegSpan(Tick::MAX));
         let mut t = ScheduledTraffic::new();
         for &(a, b, bytes, at) in msgs {
             t.add(NodeId(a), NodeId(b), bytes, Start::At(at));
@@ -1150,10 +1364,11 @@ mod tests {
         let reached = e.world.resource::<FlowLinks>().reached;
         e.run_until(|w| w.resource::<Clock>().now > 300).unwrap();
         assert_eq!(e.world.resource::<FlowLinks>().reached, reached);
-        let want = vec![(MsgId(1), 30.0), (MsgId(2), 30.0)];
+        let want = vec![((MsgId(1), 0), 30.0), ((MsgId(2), 0), 30.0)];
         assert_eq!(rates_by_brute_force(&mut e), want);
         let mut rates = flow_rates(&mut e);
         rates.retain(|r| r.0 != MsgId(0));
+        let rates: Vec<_> = rates.into_iter().map(|(id, r)| ((id, 0), r)).collect();
         assert_eq!(rates, want);
     }
 
@@ -1161,11 +1376,11 @@ mod tests {
     /// each turn's flows max-min fair by progressive filling over every
     /// link at once in what earlier turns left (no selective update, no
     /// pruning, no pinning).
-    fn rates_by_brute_force(e: &mut Engine) -> Vec<(MsgId, f64)> {
+    fn rates_by_brute_force(e: &mut Engine) -> Vec<((MsgId, u8), f64)> {
         let mut q = e.world.query::<(Entity, &Message, &Flow)>();
-        let msgs: Vec<(Entity, MsgId, RouteId, Tick)> = q
+        let msgs: Vec<(Entity, (MsgId, u8), RouteId, Tick, (u16, u16))> = q
             .iter(&e.world)
-            .map(|(en, m, f)| (en, m.id, m.route, f.turn))
+            .map(|(en, m, f)| (en, (m.id, f.leg), m.route, f.turn, f.segs))
             .collect();
         let (fl, routes, links) = (
             e.world.resource::<FlowLinks>(),
@@ -1177,19 +1392,20 @@ mod tests {
                 .iter()
                 .any(|l| l.flows.iter().any(|f| f.entity == en))
         };
-        let mut flows: Vec<(Tick, MsgId, Vec<LinkId>)> = msgs
+        let mut flows: Vec<(Tick, (MsgId, u8), Vec<LinkId>)> = msgs
             .iter()
             .filter(|m| draining(m.0))
             .map(|m| {
-                let route = routes.segments(m.2).0.iter().map(|s| s.link).collect();
-                (m.3, m.1, route)
+                let (first, n) = (m.4.0 as usize, m.4.1 as usize);
+                let segs = &routes.segments(m.2).0[first..first + n];
+                (m.3, m.1, segs.iter().map(|s| s.link).collect())
             })
             .collect();
         flows.sort_by_key(|f| (f.0, f.1));
         let mut spare: Vec<f64> = links.ids().map(|l| link_rate(links, l)).collect();
         let mut rates = Vec::new();
         for turn in flows.chunk_by(|a, b| a.0 == b.0) {
-            let mut todo: Vec<&(Tick, MsgId, Vec<LinkId>)> = turn.iter().collect();
+            let mut todo: Vec<&(Tick, (MsgId, u8), Vec<LinkId>)> = turn.iter().collect();
             while !todo.is_empty() {
                 let users = |l: LinkId| todo.iter().filter(|f| f.2.contains(&l)).count();
                 let (share, l) = links
@@ -1246,10 +1462,13 @@ mod tests {
                 let want = rates_by_brute_force(&mut e);
                 let mut q = e.world.query::<(&Message, &Flow)>();
                 for (id, rate) in want {
-                    let got = q.iter(&e.world).find(|f| f.0.id == id).unwrap().1.rate;
+                    let got = q.iter(&e.world).find(|f| (f.0.id, f.1.leg) == id);
+                    let got = got.unwrap().1.rate;
                     assert!(
                         (got - rate).abs() <= 1e-9 * rate + 1e-9,
-                        "message {id}: {got} vs {rate}"
+                        "message {} leg {}: {got} vs {rate}",
+                        id.0,
+                        id.1
                     );
                     compared += 1;
                 }

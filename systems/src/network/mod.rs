@@ -197,17 +197,29 @@ pub fn inject(mut outbox: ResMut<Outbox>, mut net: InjectAccess, mut commands: C
         let (packets, route, at) = (msg.packets, msg.route, s.at);
         let parked = net.pool.0.pop();
         if *net.model == NetworkModel::Flow {
-            let flow = flow::Flow::of(&net.links, &net.routes, &msg);
+            let legs = flow::Flow::of(&net.links, &net.routes, &msg, *net.leg_span);
             flow::account(&mut net.links, &mut net.counters, &net.routes, &msg);
-            let entity = match parked.map(|e| (e, net.msgs.get_mut(e))) {
-                Some((e, Ok((mut m, Some(mut f))))) => {
-                    (*m, *f) = (msg, flow);
-                    e
+            let mut put = |parked: Option<Entity>, flow: flow::Flow| {
+                match parked.map(|e| (e, net.msgs.get_mut(e))) {
+                    Some((e, Ok((mut m, Some(mut f))))) => {
+                        (*m, *f) = (msg.clone(), flow);
+                        e
+                    }
+                    Some((e, _)) => commands.entity(e).insert((msg.clone(), flow)).id(),
+                    None => commands.spawn((msg.clone(), flow)).id(),
                 }
-                Some((e, _)) => commands.entity(e).insert((msg, flow)).id(),
-                None => commands.spawn((msg, flow)).id(),
             };
-            flow::schedule_start(&mut net.flow_cal, id, entity, at);
+            let (last, earlier) = legs.split_last().expect("a message has a leg");
+            let last_entity = put(parked, *last);
+            flow::schedule_start(&mut net.flow_cal, id, (last_entity, last.leg), at);
+            for leg in earlier {
+                let flow = flow::Flow {
+                    last_leg: Some(last_entity),
+                    ..*leg
+                };
+                let e = put(net.pool.0.pop(), flow);
+                flow::schedule_start(&mut net.flow_cal, id, (e, leg.leg), at);
+            }
         } else {
             let entity = match parked {
                 Some(e) => {
@@ -230,6 +242,7 @@ pub struct InjectAccess<'w, 's> {
     cal: ResMut<'w, NetCalendar>,
     flow_cal: ResMut<'w, flow::FlowCalendar>,
     model: Res<'w, NetworkModel>,
+    leg_span: Res<'w, flow::LegSpan>,
     pool: ResMut<'w, MessagePool>,
     counters: ResMut<'w, NetCounters>,
     msgs: Query<'w, 's, (&'static mut Message, Option<&'static mut flow::Flow>)>,
@@ -296,6 +309,7 @@ impl crate::plugin::Plugin for NetworkPlugin {
         world.init_resource::<NetworkModel>();
         world.init_resource::<flow::FlowCalendar>();
         world.init_resource::<flow::FlowLinks>();
+        world.init_resource::<flow::LegSpan>();
         schedule.add_systems(
             (
                 inject.run_if(outbox_pending),

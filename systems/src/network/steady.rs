@@ -25,7 +25,7 @@ pub(crate) fn steady_words(world: &World, query: &mut MessageQuery, sig: &mut Si
             live.push((m, f));
         }
     }
-    live.sort_unstable_by_key(|(m, _)| m.id);
+    live.sort_unstable_by_key(|(m, f)| (m.id, f.map_or(0, |f| f.leg)));
     sig.word(live.len() as u64);
     let host = world.resource::<crate::exec::HostQueue>();
     for (m, f) in live {
@@ -54,6 +54,7 @@ pub(crate) fn steady_words(world: &World, query: &mut MessageQuery, sig: &mut Si
             sig.word(u64::MAX);
         } else {
             sig.msg(ev.msg);
+            sig.word(ev.leg.into());
             sig.word(match ev.step {
                 FlowStep::Start => 0,
                 FlowStep::Join => 1,
@@ -101,7 +102,15 @@ fn flow_words(f: &Flow, sig: &mut Sig) {
         }
     }
     sig.word(f.generation.into());
-    sig.word(u64::from(f.shared) << 1 | u64::from(f.queued));
+    sig.word(u64::from(f.shared) << 1 | u64::from(f.queued) | u64::from(f.awaiting) << 2);
+    sig.word(u64::from(f.segs.0) | u64::from(f.segs.1) << 16 | u64::from(f.leg) << 32);
+    sig.word(f.leg_end);
+    sig.word(u64::from(f.last_leg.is_some()) << 8 | u64::from(f.pending));
+    if f.not_before == 0 {
+        sig.word(u64::MAX - 1);
+    } else {
+        sig.at(f.not_before);
+    }
 }
 
 /// Moves every message, packet and flow `d` ticks later and every message
@@ -114,6 +123,9 @@ pub(crate) fn steady_shift(world: &mut World, query: &mut MessageQueryMut, d: Ti
             later(&mut f.start, d);
             later(&mut f.turn, d);
             later(&mut f.updated_at, d);
+            if f.not_before != 0 {
+                later(&mut f.not_before, d);
+            }
         }
     }
     let mut cal = world.resource_mut::<NetCalendar>();
