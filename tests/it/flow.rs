@@ -10,6 +10,7 @@ use kernbench::spec::{SipTopology, System};
 use kernbench::topology::address::Space;
 use kernbench::workload::RingRounds;
 use kernbench_systems::memory::DataMode;
+use kernbench_systems::network::flow::LegSpan;
 use kernbench_systems::network::{NetCounters, NetworkModel};
 use kernbench_systems::{
     Engine, LinkClass, LinkStats, LinkTableBuilder, NodeId, RouteSource, ScheduledTraffic, Start,
@@ -302,11 +303,12 @@ fn a_short_message_behind_a_long_one_on_its_route_waits_for_it() {
 #[test]
 fn a_shared_link_serves_the_earlier_turn_first() {
     // Nodes 0-1-2-3: links 0-1 and 1-2 of 256 B/tick (L = 10), 2-3 of
-    // 64 B/tick (L = 20). 0→3 alone takes 136 ticks (overhead 72), 1→3
-    // 110 (overhead 46). 1→3 drains from 46, its turn, at 64 B/tick; 0→3
-    // reaches the full link at 72 and waits until 1→3 has drained at 110,
-    // then drains by 174. Packet mode serves the shared link first come
-    // first served: the same ticks, 1→3 at 110, 0→3 at 174.
+    // 64 B/tick (L = 20); one 4 KiB packet a message, so each link is a leg
+    // of its own. 1→3's leg on 2-3 takes its turn at 26, when its packet
+    // reaches the link, and drains at 64 B/tick until 90; 0→3's reaches the
+    // link at 52, waits until 90 and drains by 154. Both arrive 20 ticks
+    // after their drain, as in packet mode, which serves the shared link
+    // first come first served: 1→3 at 110, 0→3 at 174.
     let classes = [
         class(256, 10, 1 << 20),
         class(256, 10, 1 << 20),
@@ -319,6 +321,36 @@ fn a_shared_link_serves_the_earlier_turn_first() {
     assert_eq!(packet.arrivals, vec![174, 110]);
     assert_eq!(flow.arrivals, vec![174, 110]);
     assert_eq!(flow.stats, packet.stats);
+}
+
+#[test]
+fn a_leg_takes_its_turn_when_the_message_reaches_it() {
+    // Nodes 0-1-2, links of 100 B/tick with L = 300, 4 KiB packets; 64 KiB
+    // from 0 to 2 and from 1 to 2 at tick 0, and from 0 to 1 at 400. Link
+    // 1-2 carries 1→2's packets from tick 0, so 0→2's reach it at 341
+    // and wait until 656; link 0-1 carries 0→2's from tick 0, so 0→1's
+    // wait there until 656. Packets: 0→2 arrives at 656 + 656 + 300 =
+    // 1612, 1→2 at 956, 0→1 at 1612. Each link is a leg of its own (341
+    // ticks from one to the next): 0→2's leg on 0-1 drains from tick 0 and
+    // its leg on 1-2 takes its turn at 341, behind 1→2; the same ticks.
+    // As one flow, 0→2 would hold both links in one window, 656 to 1312,
+    // when its bytes have long left link 0-1, and 0→1 would wait there for
+    // it: 2012.
+    let classes = [class(100, 300, 4096), class(100, 300, 4096)];
+    let traffic = || {
+        let mut t = ScheduledTraffic::new();
+        t.add(NodeId(0), NodeId(2), 65_536, Start::At(0));
+        t.add(NodeId(1), NodeId(2), 65_536, Start::At(0));
+        t.add(NodeId(0), NodeId(1), 65_536, Start::At(400));
+        t
+    };
+    let [packet, flow] = BOTH.map(|m| run(&mut line(&classes, m), traffic()));
+    assert_eq!(packet.arrivals, vec![1612, 956, 1612]);
+    assert_eq!(flow.arrivals, packet.arrivals);
+    assert_eq!(flow.stats, packet.stats);
+    let mut whole = line(&classes, NetworkModel::Flow);
+    whole.set_flow_leg_span(LegSpan(u64::MAX));
+    assert_eq!(run(&mut whole, traffic()).arrivals, vec![1612, 956, 2012]);
 }
 
 #[test]
@@ -349,18 +381,21 @@ fn a_message_sent_on_a_busy_route_queues_behind_it_and_arrives_once() {
 
 #[test]
 fn a_parking_lot_finishes_at_its_max_min_ticks() {
-    // 0→1 at 100 B/tick, 1→2 at 60, L = 10; 6000 B each. The long flow
-    // 0→2 starts at 0 and waits its overhead 180 − 6000/60 = 80; the short
-    // ones start at 70 and wait 10: all drain from 80. Max-min: the long
-    // flow and the short one on 1→2 get 30 B/tick, the short one on 0→1
-    // gets 70 and is done after ⌈6000/70⌉ = 86 ticks (166); the others keep
-    // 30 (1→2 still binds them) and are done after 200 ticks (280).
+    // 0→1 at 100 B/tick, 1→2 at 60, L = 10; 6000 B each, one leg a
+    // message. The long flow 0→2 starts at 0; its last byte leaves 1→2 at
+    // 170 alone, so it waits 170 − 6000/60 = 70; the short ones start at
+    // 70 and wait none: all drain from 70. Max-min: the long flow and the
+    // short one on 1→2 get 30 B/tick, the short one on 0→1 gets 70 and
+    // drains in 6000/70 ≈ 85.7 ticks, arriving 10 later (166); the others
+    // keep 30 (1→2 still binds them), drain in 200 ticks and arrive at 280.
     let classes = [class(100, 10, 1 << 20), class(60, 10, 1 << 20)];
     let mut t = ScheduledTraffic::new();
     for (a, b, at) in [(0, 2, 0), (0, 1, 70), (1, 2, 70)] {
         t.add(NodeId(a), NodeId(b), 6000, Start::At(at));
     }
-    let flow = run(&mut line(&classes, NetworkModel::Flow), t);
+    let mut engine = line(&classes, NetworkModel::Flow);
+    engine.set_flow_leg_span(LegSpan(u64::MAX));
+    let flow = run(&mut engine, t);
     assert_eq!(flow.arrivals, vec![280, 166, 280]);
 }
 

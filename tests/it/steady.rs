@@ -104,12 +104,12 @@ fn skipping_periods_changes_no_tick_and_no_statistic() {
         }
     }
     // The comparison is not vacuous: ring steps are periodic, so the ring
-    // all-reduce on 8 SIPs skips periods in both models, and so do a fair
-    // share of the other cases.
+    // all-reduce on 4 SIPs of 2x2 cubes skips periods in both models, and so
+    // do a fair share of the other cases.
     for model in [NetworkModel::Packet, NetworkModel::Flow] {
         let ring = skipped
             .iter()
-            .find(|(w, _)| *w == ("ring of 8", "ring", model));
+            .find(|(w, _)| *w == ("ring of 4 x 2x2 cubes", "ring", model));
         assert!(ring.is_some_and(|r| r.1 > 0), "{model:?}: {skipped:?}");
     }
     let skipping = skipped.iter().filter(|s| s.1 > 0).count();

@@ -542,8 +542,17 @@ impl FlowLinks {
             sig.float(l.demand);
             sig.word(u64::from(l.binding));
         }
-        let legs = self.leg_routes.iter().map(|((r, l), q)| (*r as u64 | u64::from(*l) << 48, q));
-        for (key, r) in self.routes.iter().enumerate().map(|(k, q)| (k as u64, q)).chain(legs) {
+        let legs = self
+            .leg_routes
+            .iter()
+            .map(|((r, l), q)| (*r as u64 | u64::from(*l) << 48, q));
+        for (key, r) in self
+            .routes
+            .iter()
+            .enumerate()
+            .map(|(k, q)| (k as u64, q))
+            .chain(legs)
+        {
             if !r.sending && r.waiting.is_empty() {
                 continue;
             }
@@ -1301,8 +1310,9 @@ mod tests {
     #[test]
     fn parking_lot_gets_max_min_rates() {
         // 0→1 at 100 B/tick, 1→2 at 60 B/tick, L = 10; a long flow 0→2 and a
-        // short one on each link, all draining from tick 80 (the long one
-        // starts at 0 with an overhead of 80, the short ones at 70 with 10).
+        // short one on each link, all draining from tick 70 (the long one
+        // starts at 0 with an overhead of 70, its last byte leaving 1→2 at
+        // 170, the short ones at 70 with none).
         // 1→2 is the bottleneck: 30 each for the long flow and its short
         // one; the other short one takes 0→1's spare, 70.
         let msgs = [(0, 2, 6000, 0), (0, 1, 6000, 70), (1, 2, 6000, 70)];
@@ -1325,7 +1335,7 @@ mod tests {
             class(100, 1, 5, 1 << 20),
         ];
         let mut e = flow_engine(classes, &[(0, 2, 6000, 0), (1, 3, 6000, 20)]);
-        // The second flow joins at 20 + its overhead of 16.
+        // The second flow joins at 20 + its overhead of 11.
         e.run_until(|w| w.resource::<Clock>().now > 36).unwrap();
         let fl = e.world.resource::<FlowLinks>();
         assert_eq!(fl.reached_flows.len(), 1);
@@ -1338,10 +1348,10 @@ mod tests {
 
     #[test]
     fn an_earlier_turn_is_served_first() {
-        // Parking lot: a flow 1→2 joins at 10 (start 0, overhead 10) and
-        // takes all of 1→2 (60 B/tick); a flow 0→2 joining at 80 waits at
-        // rate 0 until the first drains at 10 + 6000 / 60 = 110, then takes
-        // all 60.
+        // Parking lot, one leg a message: a flow 1→2 joins at 0 (its one
+        // packet holds the link from its start) and takes all of 1→2
+        // (60 B/tick); a flow 0→2 joining at 70 waits at rate 0 until the
+        // first drains at 6000 / 60 = 100, then takes all 60.
         let msgs = [(0, 2, 6000, 0), (1, 2, 6000, 0)];
         let mut e = flow_engine(parking_lot(), &msgs);
         e.run_until(|w| w.resource::<Clock>().now > 80).unwrap();
@@ -1353,10 +1363,10 @@ mod tests {
     #[test]
     fn the_next_message_of_a_route_takes_its_rate_without_a_pass() {
         // 0→1 at 100 B/tick, 1→2 at 60, L = 10. Two messages 0→2 queue on
-        // their route (both join at 80); a long one 1→2 joins at 80 too
-        // (start 70, overhead 10), so the first 0→2 and it share 1→2 at 30
-        // each. The first drains at 80 + 6000 / 30 = 280 and the second
-        // drains in its place at 30 until 480, with no rate pass: it is of
+        // their route (both join at 70); a long one 1→2 joins at 70 too
+        // (its start, no overhead), so the first 0→2 and it share 1→2 at 30
+        // each. The first drains at 70 + 6000 / 30 = 270 and the second
+        // drains in its place at 30 until 470, with no rate pass: it is of
         // the long one's turn, as the first was.
         let msgs = [(0, 2, 6000, 0), (0, 2, 6000, 0), (1, 2, 60_000, 70)];
         let mut e = flow_engine(parking_lot(), &msgs);

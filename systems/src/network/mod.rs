@@ -199,15 +199,15 @@ pub fn inject(mut outbox: ResMut<Outbox>, mut net: InjectAccess, mut commands: C
         if *net.model == NetworkModel::Flow {
             let legs = flow::Flow::of(&net.links, &net.routes, &msg, *net.leg_span);
             flow::account(&mut net.links, &mut net.counters, &net.routes, &msg);
-            let mut put = |parked: Option<Entity>, flow: flow::Flow| {
-                match parked.map(|e| (e, net.msgs.get_mut(e))) {
-                    Some((e, Ok((mut m, Some(mut f))))) => {
-                        (*m, *f) = (msg.clone(), flow);
-                        e
-                    }
-                    Some((e, _)) => commands.entity(e).insert((msg.clone(), flow)).id(),
-                    None => commands.spawn((msg.clone(), flow)).id(),
+            let mut put = |parked: Option<Entity>, flow: flow::Flow| match parked
+                .map(|e| (e, net.msgs.get_mut(e)))
+            {
+                Some((e, Ok((mut m, Some(mut f))))) => {
+                    (*m, *f) = (msg.clone(), flow);
+                    e
                 }
+                Some((e, _)) => commands.entity(e).insert((msg.clone(), flow)).id(),
+                None => commands.spawn((msg.clone(), flow)).id(),
             };
             let (last, earlier) = legs.split_last().expect("a message has a leg");
             let last_entity = put(parked, *last);
