@@ -61,10 +61,10 @@ impl BudgetArg {
 /// How messages cross the network in the command's runs.
 #[derive(Args)]
 pub struct NetworkArg {
-    /// packet: exact store-and-forward packets; flow: one flow per message,
-    /// links serving earlier flows first, events per message instead of per
-    /// packet-hop (for
-    /// thousands of SIPs; docs/model.md §Flow-level network); auto: packet
+    /// packet: exact store-and-forward packets; flow: a flow per leg of a
+    /// message's route, links serving earlier flows first, events per
+    /// message and leg instead of per packet-hop (for thousands of SIPs;
+    /// docs/model.md §Flow-level network); auto: packet
     /// where a run's estimate fits the budget, flow otherwise. Default: the
     /// system spec's network.model (packet unless it says flow).
     #[arg(long, value_name = "MODEL", value_parser = ["packet", "flow", "auto"])]

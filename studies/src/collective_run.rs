@@ -440,7 +440,7 @@ impl SizeRun {
         let what = |m: NetworkModel| match m {
             NetworkModel::Packet => "packet (store-and-forward packets, exact)",
             NetworkModel::Flow => {
-                "flow (one flow per message, first come first served by turn; docs/model.md §Flow-level network)"
+                "flow (a flow per leg of a message's route, first come first served by turn; docs/model.md §Flow-level network)"
             }
         };
         match (self.network, built) {

@@ -76,7 +76,8 @@ pub struct Flow {
     /// before the drain, and the fraction of a tick left after it.
     pub latency: Tick,
     pub tail: f64,
-    /// Bandwidth of the route's slowest link, bytes per tick.
+    /// Bandwidth of the slowest link from the route's start to the leg's
+    /// end, bytes per tick: the most the leg drains at.
     pub bottleneck: f64,
     /// Tick at which the message started (its latency phase).
     pub start: Tick,
@@ -121,19 +122,19 @@ impl Flow {
         span: LegSpan,
     ) -> SmallVec<[Self; 2]> {
         let (segs, _, _) = routes.segments(msg.route);
-        let alone = uncontended_ticks(links, segs, msg.packet_bytes, msg.bytes);
         if segs.is_empty() || msg.bytes == 0 {
+            let alone = uncontended_ticks(links, segs, msg.packet_bytes, msg.bytes);
             let whole = (0, segs.len() as u16);
             let mut out = SmallVec::new();
             out.push(Self::new(links, segs, whole, (alone, alone), msg.bytes));
             return out;
         }
-        let ends = leg_ends(links, segs, (msg.packet_bytes, msg.bytes), span);
+        let (ends, alone) = leg_ends(links, segs, (msg.packet_bytes, msg.bytes), span);
         let mut first = 0;
         let mut out: SmallVec<[Self; 2]> = SmallVec::new();
         for (k, &(last, end)) in ends.iter().enumerate() {
             let range = (first as u16, (last + 1 - first) as u16);
-            let mut f = Self::new(links, &segs[first..=last], range, (alone, end), msg.bytes);
+            let mut f = Self::new(links, &segs[..=last], range, (alone, end), msg.bytes);
             f.leg = k as u8;
             out.push(f);
             first = last + 1;
@@ -143,21 +144,23 @@ impl Flow {
         out
     }
 
-    /// A leg over `segs` (segments `range` of its route) of a message of
-    /// `bytes` taking `alone` ticks, whose last byte leaves the leg `end`
-    /// ticks after its start, not started yet.
+    /// A leg over segments `range` of its route of a message of `bytes`
+    /// taking `alone` ticks, whose last byte leaves the leg `end` ticks after
+    /// its start, not started yet. `upto` is the route up to the leg's end:
+    /// its slowest link bounds the leg's rate, as the message's bytes cannot
+    /// reach the leg faster.
     fn new(
         links: &LinkTable,
-        segs: &[Segment],
+        upto: &[Segment],
         range: (u16, u16),
         (alone, end): (Tick, Tick),
         bytes: u64,
     ) -> Self {
-        let bottleneck = segs
+        let bottleneck = upto
             .iter()
             .map(|s| link_rate(links, s.link))
             .fold(f64::INFINITY, f64::min);
-        let overhead = if segs.is_empty() {
+        let overhead = if upto.is_empty() {
             0.0
         } else {
             (end as f64 - bytes as f64 / bottleneck).max(0.0)
@@ -243,7 +246,8 @@ pub struct LegSpan(pub Tick);
 
 impl LegSpan {
     /// The default: about three on-chip hops, or one die-to-die or
-    /// chip-to-chip hop (docs/model.md §Legs measures the alternatives).
+    /// chip-to-chip hop (docs/model.md §Flow-level network measures the
+    /// alternatives).
     pub const DEFAULT: LegSpan = LegSpan(20);
 }
 
@@ -256,9 +260,9 @@ impl Default for LegSpan {
 /// A route has at most this many legs: the rest of a longer one is its last.
 const MAX_LEGS: usize = u8::MAX as usize;
 
-/// Where a route's legs end: (index of a leg's last segment, ticks from the
-/// message's start until its last byte has left that segment, uncontended).
-/// A leg ends where the first packet's time from the leg's first link —
+/// Where a route's legs end — (index of a leg's last segment, ticks from the
+/// message's start until its last byte has left that segment, uncontended)
+/// — and the message's uncontended time ([`uncontended_ticks`]). A leg ends where the first packet's time from the leg's first link —
 /// serialisation and latency of each link crossed — reaches `span`, and at
 /// the route's end. The cut depends on the route alone, so every message of
 /// a route has the same legs.
@@ -267,10 +271,10 @@ fn leg_ends(
     segs: &[Segment],
     (packet_bytes, bytes): (u64, u64),
     span: LegSpan,
-) -> SmallVec<[(usize, Tick); 4]> {
+) -> (SmallVec<[(usize, Tick); 4]>, Tick) {
     let mut out: SmallVec<[(usize, Tick); 4]> = SmallVec::new();
     let mut since = 0;
-    crossing_times(links, segs, packet_bytes, bytes, |j, last_left| {
+    let alone = crossing_times(links, segs, packet_bytes, bytes, |j, last_left| {
         since += segs[j].ser_full + segs[j].latency;
         let cut = since >= span.0 && out.len() + 1 < MAX_LEGS;
         if cut || j + 1 == segs.len() {
@@ -278,7 +282,7 @@ fn leg_ends(
             since = 0;
         }
     });
-    out
+    (out, alone)
 }
 
 /// The packet engine's time for a message of `bytes`, cut into packets of
@@ -829,10 +833,9 @@ fn leg_drained(now: Tick, (leg, last): (Entity, Entity), at: Tick, net: &mut Flo
         msg.delivered = msg.packets;
     }
     net.pool.0.push(leg);
-    let Ok((msg, mut flow)) = net.flows.get_mut(last) else {
+    let Ok((_, mut flow)) = net.flows.get_mut(last) else {
         unreachable!("a message's last leg exists");
     };
-    let _ = msg;
     flow.not_before = flow.not_before.max(at);
     flow.pending -= 1;
     if flow.pending == 0 && flow.awaiting {
@@ -1388,9 +1391,10 @@ mod tests {
     /// pruning, no pinning).
     fn rates_by_brute_force(e: &mut Engine) -> Vec<((MsgId, u8), f64)> {
         let mut q = e.world.query::<(Entity, &Message, &Flow)>();
-        let msgs: Vec<(Entity, (MsgId, u8), RouteId, Tick, (u16, u16))> = q
+        type Msg = (Entity, (MsgId, u8), RouteId, Tick, (u16, u16), f64);
+        let msgs: Vec<Msg> = q
             .iter(&e.world)
-            .map(|(en, m, f)| (en, (m.id, f.leg), m.route, f.turn, f.segs))
+            .map(|(en, m, f)| (en, (m.id, f.leg), m.route, f.turn, f.segs, f.bottleneck))
             .collect();
         let (fl, routes, links) = (
             e.world.resource::<FlowLinks>(),
@@ -1402,21 +1406,37 @@ mod tests {
                 .iter()
                 .any(|l| l.flows.iter().any(|f| f.entity == en))
         };
-        let mut flows: Vec<(Tick, (MsgId, u8), Vec<LinkId>)> = msgs
+        type Draining = (Tick, (MsgId, u8), Vec<LinkId>, f64);
+        let mut flows: Vec<Draining> = msgs
             .iter()
             .filter(|m| draining(m.0))
             .map(|m| {
                 let (first, n) = (m.4.0 as usize, m.4.1 as usize);
                 let segs = &routes.segments(m.2).0[first..first + n];
-                (m.3, m.1, segs.iter().map(|s| s.link).collect())
+                (m.3, m.1, segs.iter().map(|s| s.link).collect(), m.5)
             })
             .collect();
         flows.sort_by_key(|f| (f.0, f.1));
         let mut spare: Vec<f64> = links.ids().map(|l| link_rate(links, l)).collect();
         let mut rates = Vec::new();
         for turn in flows.chunk_by(|a, b| a.0 == b.0) {
-            let mut todo: Vec<&(Tick, (MsgId, u8), Vec<LinkId>)> = turn.iter().collect();
+            let mut todo: Vec<&Draining> = turn.iter().collect();
             while !todo.is_empty() {
+                // A flow whose own bound (the route's slowest link up to
+                // its leg's end) is below every link's share takes it.
+                let capped = todo.iter().copied().min_by(|a, b| a.3.total_cmp(&b.3));
+                let users = |l: LinkId| todo.iter().filter(|f| f.2.contains(&l)).count();
+                let least_share = links
+                    .ids()
+                    .filter(|&l| users(l) > 0)
+                    .map(|l| spare[l.index()].max(0.0) / users(l) as f64)
+                    .fold(f64::INFINITY, f64::min);
+                if let Some(f) = capped.filter(|f| f.3 < least_share) {
+                    f.2.iter().for_each(|&k| spare[k.index()] -= f.3);
+                    rates.push((f.1, f.3));
+                    todo.retain(|g| g.1 != f.1);
+                    continue;
+                }
                 let users = |l: LinkId| todo.iter().filter(|f| f.2.contains(&l)).count();
                 let (share, l) = links
                     .ids()
