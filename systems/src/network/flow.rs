@@ -784,7 +784,7 @@ fn drained(now: Tick, ev: &FlowEvent, generation: u32, net: &mut FlowAccess) {
     if flow.generation != generation || msg.id != ev.msg {
         return;
     }
-    let segs = flow.leg_segs(&net.routes, &msg);
+    let segs = flow.leg_segs(&net.routes, msg);
     if net.trace.enabled() {
         for s in segs {
             net.trace.packet(crate::trace::PacketSpan {
