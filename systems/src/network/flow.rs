@@ -125,16 +125,20 @@ impl Flow {
         if segs.is_empty() || msg.bytes == 0 {
             let alone = uncontended_ticks(links, segs, msg.packet_bytes, msg.bytes);
             let whole = (0, segs.len() as u16);
+            let bottleneck = slowest(links, segs, f64::INFINITY);
             let mut out = SmallVec::new();
-            out.push(Self::new(links, segs, whole, (alone, alone), msg.bytes));
+            out.push(Self::new(bottleneck, whole, (alone, alone), msg.bytes));
             return out;
         }
         let (ends, alone) = leg_ends(links, segs, (msg.packet_bytes, msg.bytes), span);
-        let mut first = 0;
+        let (mut first, mut bottleneck) = (0, f64::INFINITY);
         let mut out: SmallVec<[Self; 2]> = SmallVec::new();
         for (k, &(last, end)) in ends.iter().enumerate() {
             let range = (first as u16, (last + 1 - first) as u16);
-            let mut f = Self::new(links, &segs[..=last], range, (alone, end), msg.bytes);
+            // The slowest link from the route's start to the leg's end: the
+            // message's bytes cannot reach the leg faster.
+            bottleneck = slowest(links, &segs[first..=last], bottleneck);
+            let mut f = Self::new(bottleneck, range, (alone, end), msg.bytes);
             f.leg = k as u8;
             out.push(f);
             first = last + 1;
@@ -146,21 +150,10 @@ impl Flow {
 
     /// A leg over segments `range` of its route of a message of `bytes`
     /// taking `alone` ticks, whose last byte leaves the leg `end` ticks after
-    /// its start, not started yet. `upto` is the route up to the leg's end:
-    /// its slowest link bounds the leg's rate, as the message's bytes cannot
-    /// reach the leg faster.
-    fn new(
-        links: &LinkTable,
-        upto: &[Segment],
-        range: (u16, u16),
-        (alone, end): (Tick, Tick),
-        bytes: u64,
-    ) -> Self {
-        let bottleneck = upto
-            .iter()
-            .map(|s| link_rate(links, s.link))
-            .fold(f64::INFINITY, f64::min);
-        let overhead = if upto.is_empty() {
+    /// its start and which drains at most at `bottleneck` (infinite on an
+    /// empty route), not started yet.
+    fn new(bottleneck: f64, range: (u16, u16), (alone, end): (Tick, Tick), bytes: u64) -> Self {
+        let overhead = if bottleneck.is_infinite() {
             0.0
         } else {
             (end as f64 - bytes as f64 / bottleneck).max(0.0)
@@ -222,6 +215,13 @@ impl Flow {
         let rest = self.left / self.rate + self.tail + (self.alone - self.leg_end) as f64;
         self.updated_at + ceil_ticks(rest)
     }
+}
+
+/// The least of `so_far` and the bandwidths of `segs`' links, bytes per tick.
+fn slowest(links: &LinkTable, segs: &[Segment], so_far: f64) -> f64 {
+    segs.iter()
+        .map(|s| link_rate(links, s.link))
+        .fold(so_far, f64::min)
 }
 
 /// Bytes per tick of link `l`.
