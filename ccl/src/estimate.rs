@@ -10,10 +10,11 @@
 //!   messages (chunks, credits, local loads and stores) and packet-hops;
 //!   values in functional mode; trace events (streamed to the file: they
 //!   cost time and disk, not memory). In packet mode the network costs its
-//!   packet-hops; in flow mode each message's flow touches every link of its
-//!   route when it starts and when it ends (its rate updates), and where a
-//!   participant sends on many routes at once, each rate pass reaches the
-//!   flows draining on all of them.
+//!   packet-hops; in flow mode each message drains as one flow per leg of
+//!   its route (each leg its own start, join, drain and rate), each flow
+//!   touches every link of its leg when it starts and when it ends (its
+//!   rate updates), and where a participant sends on many routes at once,
+//!   each rate pass reaches the flows draining on all of them.
 
 use crate::cost::CostTerms;
 use crate::{AlgoConfig, Algorithm, Collective, Group, Job, algorithms};
@@ -52,6 +53,11 @@ pub const SCHEDULE_RUNS_PER_MESSAGE: f64 = 2.5;
 /// (measured − the message and schedule-run terms) / links touched
 /// (docs/model.md §Cost estimate).
 pub const SECONDS_PER_FLOW_LINK: f64 = 56e-9;
+/// Flow mode: wall time per leg of a message beyond its first (a leg's
+/// entity, its start, join and drained events and its rate), fitted to
+/// hier_lanes all-reduces of 64 MiB where messages cross 2 to 9 legs
+/// (docs/model.md §Cost estimate).
+pub const SECONDS_PER_EXTRA_LEG: f64 = 2.0e-6;
 /// Flow mode: wall time per flow a rate pass reaches besides the message's
 /// own: 0.45 µs on 64 participants, 1.8 µs on 256 (all-to-all, pairwise),
 /// where the flows outgrow the caches.
@@ -79,6 +85,8 @@ pub struct Estimate {
     pub model: NetworkModel,
     /// Links touched by flow starts and ends (flow mode's network work).
     pub flow_links: f64,
+    /// Legs beyond each message's first (flow mode: a flow each).
+    pub flow_extra_legs: f64,
     /// Other flows the rate passes of flow mode reach, where many routes
     /// drain at once (every flow shares links with every other).
     pub flow_reached: f64,
@@ -135,6 +143,55 @@ fn draining_flows(terms: &CostTerms, participants: f64, slots: f64) -> f64 {
     DRAINING_SHARE * participants * (terms.fanout - 1.0) * filled
 }
 
+/// How many legs a message's route falls into in flow mode, from the
+/// first-packet ticks (serialisation of a packet plus latency) of each
+/// link kind it crosses: a leg closes once its links' ticks reach the leg
+/// span, so a link that long is a leg of its own and a short last stretch
+/// joins the leg before.
+struct RouteLegs {
+    span: f64,
+    noc: f64,
+    /// The farthest link kind a chunk crosses: die-to-die on SIPs of
+    /// several cubes, else chip-to-chip, else none.
+    far: Option<f64>,
+}
+
+impl RouteLegs {
+    fn of(sys: &System) -> RouteLegs {
+        let spec = &sys.spec;
+        let tick = spec.system.tick_ns;
+        let first_packet = |l: &kernbench_spec::spec::types::LinkSpec| {
+            if l.ideal {
+                return 0.0;
+            }
+            let bytes_per_tick = l.bandwidth_gbps * tick;
+            (l.packet_bytes as f64 / bytes_per_tick).ceil() + (l.latency_ns / tick).ceil()
+        };
+        let span = spec
+            .network
+            .leg_span_ticks
+            .unwrap_or(kernbench_systems::network::flow::LegSpan::DEFAULT.0);
+        let far = if sys.cubes_per_sip() > 1 {
+            Some(first_packet(&spec.links.ucie))
+        } else {
+            (sys.n_sips() > 1).then(|| first_packet(&spec.links.inter_sip))
+        };
+        RouteLegs {
+            span: (span as f64).max(1.0),
+            noc: first_packet(&spec.links.noc),
+            far,
+        }
+    }
+
+    /// Legs of a route of `noc_hops` NoC links, and the far link if `far`.
+    fn route(&self, noc_hops: f64, far: bool) -> f64 {
+        let far = self.far.filter(|_| far).map_or(0.0, |t| t.min(self.span));
+        ((noc_hops * self.noc.min(self.span) + far) / self.span)
+            .floor()
+            .max(1.0)
+    }
+}
+
 /// Directed links of a system, counted from its node counts without
 /// building the link table: every endpoint has a duplex link to its router,
 /// routers form a mesh, each UCIe port pair one duplex link, each inter-SIP
@@ -177,6 +234,7 @@ impl Estimate {
             seconds: links as f64 * 20e-9,
             model: sys.spec.network.model,
             flow_links: 0.0,
+            flow_extra_legs: 0.0,
             flow_reached: 0.0,
             flow_seconds: None,
         }
@@ -237,6 +295,13 @@ impl Estimate {
             * work.sends
             * (chunk_messages * packets_per_chunk * hops + 2.0 * tile_packets * noc_hops);
         e.flow_links = 2.0 * p * work.sends * (2.0 * chunk_messages * hops + 2.0 * noc_hops);
+        let legs = RouteLegs::of(sys);
+        // A chunk crosses its cube's NoC and the next one's; a tile goes
+        // between a PE and its cube's memory.
+        let chunk_legs = legs.route(noc_hops + 2.0, true);
+        let tile_legs = legs.route((noc_hops - 2.0).max(2.0), false);
+        e.flow_extra_legs =
+            p * work.sends * (2.0 * chunk_messages * (chunk_legs - 1.0) + 2.0 * (tile_legs - 1.0));
         e.flow_reached = e.messages * draining_flows(&terms, p, terms.bytes_per_send / slot);
         e.schedule_runs = e.messages * SCHEDULE_RUNS_PER_MESSAGE / terms.lockstep;
         if trace {
@@ -259,6 +324,7 @@ impl Estimate {
             + e.trace_events * SECONDS_PER_TRACE_EVENT;
         let flow = common
             + e.flow_links * SECONDS_PER_FLOW_LINK
+            + e.flow_extra_legs * SECONDS_PER_EXTRA_LEG
             + e.flow_reached * SECONDS_PER_REACHED_FLOW;
         match e.model {
             NetworkModel::Packet => {
@@ -302,8 +368,8 @@ impl Estimate {
             match self.model {
                 NetworkModel::Packet => format!("{:.3e} packet-hops", self.packet_hops),
                 NetworkModel::Flow => format!(
-                    "{:.3e} flow link updates and {:.3e} flows reached by rate passes (flow mode)",
-                    self.flow_links, self.flow_reached
+                    "{:.3e} further legs, {:.3e} flow link updates and {:.3e} flows reached by rate passes (flow mode)",
+                    self.flow_extra_legs, self.flow_links, self.flow_reached
                 ),
             },
             if self.trace_events > 0.0 {

@@ -132,3 +132,48 @@ fn flow_estimate_follows_the_rate_passes_of_an_all_to_all() {
     let e = Estimate::collective(&sys, &ring, &all_reduce, false, false);
     assert_eq!(e.flow_reached, 0.0);
 }
+
+/// In flow mode a message drains as one flow per leg of its route, so the
+/// estimate counts the legs beyond each message's first: within 2× of the
+/// engine's count on one-cube SIPs with 64 KiB packets (every link a leg)
+/// and on 2×2-cube SIPs with the default 4 KiB packets (a leg per few NoC links, per
+/// UCIe and per inter-SIP link); none with a span that keeps routes whole.
+#[test]
+fn flow_estimate_counts_the_legs_of_routes() {
+    use kernbench_systems::network::NetworkModel;
+    let config = CclConfig::embedded_default()
+        .entry("hier_lanes")
+        .unwrap()
+        .clone();
+    let job = Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems: 128 << 10,
+    };
+    let one_cube = common::sweep_base(4, SipTopology::Ring1d, 4, (1, 1));
+    let four_cubes = common::system(|s| {
+        (s.system.sips.count, s.system.sips.topology) = (4, SipTopology::Torus2d);
+        (s.system.sips.w, s.system.sips.h) = (Some(2), Some(2));
+        (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = (2, 2);
+    });
+    for (what, mut sys) in [("1x1 cubes", one_cube), ("2x2 cubes", four_cubes)] {
+        sys.spec.network.model = NetworkModel::Flow;
+        let est = Estimate::collective(&sys, &config, &job, false, false);
+        let (mut m, comm) = common::communicator(&sys, &config, DataMode::TimingOnly).unwrap();
+        comm.run(&mut m, job).unwrap();
+        let counted = m.engine.world.resource::<NetCounters>().extra_legs as f64;
+        let ratio = est.flow_extra_legs / counted;
+        println!(
+            "{what}: {} legs estimated, {counted} counted",
+            est.flow_extra_legs
+        );
+        assert!(
+            (0.5..=2.0).contains(&ratio),
+            "{what}: {est:?} against {counted} legs"
+        );
+        sys.spec.network.leg_span_ticks = Some(1 << 40);
+        let whole = Estimate::collective(&sys, &config, &job, false, false);
+        assert_eq!(whole.flow_extra_legs, 0.0, "{what}");
+        assert!(whole.seconds < est.seconds, "{what}");
+    }
+}
