@@ -349,7 +349,7 @@ impl Estimate {
             (
                 format!("{:.0} s to simulate", self.seconds),
                 format!("the time budget of {:.0} s", budget.seconds),
-                match self.flow_seconds {
+                match self.flow_seconds.filter(|&flow| flow < self.seconds) {
                     Some(flow) => format!(
                         "the flow-level network (--network flow, or network.model: flow in the spec), estimated at {flow:.0} s, or --max-time if the exact packet run is worth the wait (the time estimate is good to a factor of about 4)"
                     ),

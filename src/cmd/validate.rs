@@ -13,7 +13,7 @@ use std::path::PathBuf;
 pub struct ValidateArgs {
     /// The full matrix: 4, 16 and 64 SIPs, 1x1, 2x2 and 4x4 cubes, 1 KiB to
     /// 64 MiB (hours on 2 cores); default: the quick matrix (4 SIPs, 1x1 and
-    /// 2x1 cubes, 4 KiB and 256 KiB, about a minute), which CI runs.
+    /// 2x1 cubes, 4 KiB and 256 KiB, seconds), which CI runs.
     #[arg(long)]
     full: bool,
     /// Directory for results.csv, kendall.csv, summary.txt and the figure

@@ -141,6 +141,7 @@ fn flow_estimate_follows_the_rate_passes_of_an_all_to_all() {
 #[test]
 fn flow_estimate_counts_the_legs_of_routes() {
     use kernbench_systems::network::NetworkModel;
+    use kernbench_systems::network::flow::FlowLinks;
     let config = CclConfig::embedded_default()
         .entry("hier_lanes")
         .unwrap()
@@ -161,7 +162,7 @@ fn flow_estimate_counts_the_legs_of_routes() {
         let est = Estimate::collective(&sys, &config, &job, false, false);
         let (mut m, comm) = common::communicator(&sys, &config, DataMode::TimingOnly).unwrap();
         comm.run(&mut m, job).unwrap();
-        let counted = m.engine.world.resource::<NetCounters>().extra_legs as f64;
+        let counted = m.engine.world.resource::<FlowLinks>().extra_legs as f64;
         let ratio = est.flow_extra_legs / counted;
         println!(
             "{what}: {} legs estimated, {counted} counted",

@@ -460,6 +460,9 @@ pub struct FlowLinks {
     /// own work, which grows with the flows draining together (a period the
     /// fast-forward skips adds none).
     pub reached: u64,
+    /// Legs started beyond each message's first (a flow each), summed over
+    /// the run (a skipped period adds none).
+    pub extra_legs: u64,
 }
 
 impl FlowLinks {
@@ -655,6 +658,7 @@ fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
     };
     let segs = flow.leg_segs(&net.routes, &msg);
     flow.start = now;
+    net.net.extra_legs += u64::from(flow.leg > 0);
     if segs.is_empty() {
         return deliver(now, ev.entity, net);
     }

@@ -172,8 +172,6 @@ pub struct NetCounters {
     pub ideal_hops: u64,
     /// Messages whose last packet has arrived.
     pub delivered: u64,
-    /// Flow mode: legs of messages beyond each one's first (a flow each).
-    pub extra_legs: u64,
 }
 
 /// Spawns the outbox's messages: each gets a route (computed and cached on
@@ -200,7 +198,6 @@ pub fn inject(mut outbox: ResMut<Outbox>, mut net: InjectAccess, mut commands: C
         let parked = net.pool.0.pop();
         if *net.model == NetworkModel::Flow {
             let legs = flow::Flow::of(&net.links, &net.routes, &msg, *net.leg_span);
-            net.counters.extra_legs += legs.len() as u64 - 1;
             flow::account(&mut net.links, &mut net.counters, &net.routes, &msg);
             let mut put = |parked: Option<Entity>, flow: flow::Flow| match parked
                 .map(|e| (e, net.msgs.get_mut(e)))

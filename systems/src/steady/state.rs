@@ -346,7 +346,6 @@ fn visit_counters(world: &mut World, f: &mut impl FnMut(&mut u64)) {
     f(&mut net.hops);
     f(&mut net.ideal_hops);
     f(&mut net.delivered);
-    f(&mut net.extra_legs);
     world.resource_mut::<Outbox>().steady_counters(f);
     world.resource_mut::<RunStats>().steady_counters(f);
     world.resource_mut::<LinkTable>().steady_counters(f);
