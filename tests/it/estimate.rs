@@ -94,14 +94,14 @@ fn flow_estimate_follows_the_rate_passes_of_an_all_to_all() {
         op: ReduceOp::Sum,
         elems: (bytes / 2) as usize,
     };
-    let flow_system = |cubes| {
-        let mut sys = common::sweep_base(4, SipTopology::Torus2d, 2, cubes);
-        let links = &mut sys.spec.links;
-        for l in [&mut links.noc, &mut links.ucie, &mut links.inter_sip] {
-            l.packet_bytes = 4096;
-        }
-        sys.spec.network.model = NetworkModel::Flow;
-        sys
+    // 4 SIPs of `cubes` on a 2×2 torus, the default 4 KiB packets.
+    let flow_system = |cubes: (u32, u32)| {
+        common::system(|s| {
+            (s.system.sips.count, s.system.sips.topology) = (4, SipTopology::Torus2d);
+            (s.system.sips.w, s.system.sips.h) = (Some(2), Some(2));
+            (s.sip.cube_mesh.w, s.sip.cube_mesh.h) = cubes;
+            s.network.model = NetworkModel::Flow;
+        })
     };
     let sys = flow_system((2, 2));
     for bytes in [64 << 10, 256 << 10] {
