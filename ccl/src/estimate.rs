@@ -159,13 +159,15 @@ struct RouteLegs {
 impl RouteLegs {
     fn of(sys: &System) -> RouteLegs {
         let spec = &sys.spec;
-        let tick = spec.system.tick_ns;
+        let tick_ps = (spec.system.tick_ns * 1000.0).round() as u64;
+        // In engine ticks, as the built link table has them (a validated
+        // spec always converts; an ideal link takes none).
         let first_packet = |l: &kernbench_spec::spec::types::LinkSpec| {
-            if l.ideal {
-                return 0.0;
-            }
-            let bytes_per_tick = l.bandwidth_gbps * tick;
-            (l.packet_bytes as f64 / bytes_per_tick).ceil() + (l.latency_ns / tick).ceil()
+            let class = kernbench_spec::topology::link_class("", "", l, tick_ps, "");
+            class
+                .ok()
+                .filter(|c| !c.ideal)
+                .map_or(0.0, |c| (c.ser_ticks(c.packet_bytes) + c.latency) as f64)
         };
         let span = spec
             .network

@@ -262,9 +262,10 @@ const MAX_LEGS: usize = u8::MAX as usize;
 
 /// Where a route's legs end — (index of a leg's last segment, ticks from the
 /// message's start until its last byte has left that segment, uncontended)
-/// — and the message's uncontended time ([`uncontended_ticks`]). A leg ends where the first packet's time from the leg's first link —
-/// serialisation and latency of each link crossed — reaches `span`, and at
-/// the route's end. The cut depends on the route alone, so every message of
+/// — and the message's uncontended time ([`uncontended_ticks`]). A leg ends
+/// where the first packet's time from the leg's first link — serialisation
+/// and latency of each link crossed — reaches `span`, and at the route's
+/// end. The cut depends on the route alone, so every message of
 /// a route has the same legs.
 fn leg_ends(
     links: &LinkTable,
@@ -1441,7 +1442,6 @@ mod tests {
                     todo.retain(|g| g.1 != f.1);
                     continue;
                 }
-                let users = |l: LinkId| todo.iter().filter(|f| f.2.contains(&l)).count();
                 let (share, l) = links
                     .ids()
                     .filter(|&l| users(l) > 0)
