@@ -29,8 +29,8 @@
 //! and hop counters are per-message sums, added once at injection, identical
 //! to packet mode.
 //!
-//! A flow takes four calendar events (start, join, drained, arrival) plus
-//! one drained event per rate change; a rate change bumps the flow's
+//! A leg takes two calendar events (join, drained) plus one drained event
+//! per rate change, and a message one more (arrival); a rate change bumps the flow's
 //! generation, so drained events of an older generation, or of an earlier
 //! message of a reused entity, are stale and ignored.
 
@@ -114,11 +114,11 @@ pub struct Flow {
 }
 
 impl Flow {
-    /// The legs of message `msg`, not started yet, the last one last.
+    /// The legs of message `msg` started at `start`, the last one last.
     pub(super) fn of(
         links: &LinkTable,
         routes: &Routes,
-        msg: &Message,
+        (msg, start): (&Message, Tick),
         span: LegSpan,
     ) -> SmallVec<[Self; 2]> {
         let (segs, _, _) = routes.segments(msg.route);
@@ -127,7 +127,8 @@ impl Flow {
             let whole = (0, segs.len() as u16);
             let bottleneck = slowest(links, segs, f64::INFINITY);
             let mut out = SmallVec::new();
-            out.push(Self::new(bottleneck, whole, (alone, alone), msg.bytes));
+            let f = Self::new(bottleneck, whole, (alone, alone), msg.bytes);
+            out.push(Flow { start, ..f });
             return out;
         }
         let (ends, alone) = leg_ends(links, segs, (msg.packet_bytes, msg.bytes), span);
@@ -138,9 +139,12 @@ impl Flow {
             // The slowest link from the route's start to the leg's end: the
             // message's bytes cannot reach the leg faster.
             bottleneck = slowest(links, &segs[first..=last], bottleneck);
-            let mut f = Self::new(bottleneck, range, (alone, end), msg.bytes);
-            f.leg = k as u8;
-            out.push(f);
+            let f = Self::new(bottleneck, range, (alone, end), msg.bytes);
+            out.push(Flow {
+                start,
+                leg: k as u8,
+                ..f
+            });
             first = last + 1;
         }
         let legs = out.len();
@@ -151,7 +155,7 @@ impl Flow {
     /// A leg over segments `range` of its route of a message of `bytes`
     /// taking `alone` ticks, whose last byte leaves the leg `end` ticks after
     /// its start and which drains at most at `bottleneck` (infinite on an
-    /// empty route), not started yet.
+    /// empty route), started at tick 0.
     fn new(bottleneck: f64, range: (u16, u16), (alone, end): (Tick, Tick), bytes: u64) -> Self {
         let overhead = if bottleneck.is_infinite() {
             0.0
@@ -337,7 +341,8 @@ fn crossing_times(
 /// What a flow calendar event asks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum FlowStep {
-    /// The message is at its source: its bytes start to drain.
+    /// A message that does not drain (an empty route, no bytes) is at its
+    /// source.
     Start,
     /// The latency phase is over: the bytes start to drain.
     Join,
@@ -427,10 +432,9 @@ struct RouteQueue {
 pub struct FlowLinks {
     /// Per link (sized on first use).
     links: Vec<LinkFlows>,
-    /// Per route (grown as routes are cached): the streams of first legs;
-    /// those of later legs by (route, leg).
-    routes: Vec<RouteQueue>,
-    leg_routes: std::collections::BTreeMap<(usize, u8), RouteQueue>,
+    /// Per route (grown as routes are cached), per leg (grown as legs
+    /// start): the streams.
+    routes: Vec<SmallVec<[RouteQueue; 1]>>,
     /// Flows that joined since the last rate pass, and links whose flows
     /// changed while binding (before or after the change) or whose order of
     /// turns changed.
@@ -469,14 +473,15 @@ pub struct FlowLinks {
 impl FlowLinks {
     /// The stream of leg `leg` of route `route` (`cached` routes known).
     fn route_queue(&mut self, (route, leg): (usize, u8), cached: usize) -> &mut RouteQueue {
-        if leg > 0 {
-            return self.leg_routes.entry((route, leg)).or_default();
-        }
         if self.routes.len() <= route {
-            self.routes
-                .resize(cached.max(route + 1), RouteQueue::default());
+            self.routes.resize(cached.max(route + 1), SmallVec::new());
         }
-        &mut self.routes[route]
+        let legs = &mut self.routes[route];
+        let leg = usize::from(leg);
+        if legs.len() <= leg {
+            legs.resize(leg + 1, RouteQueue::default());
+        }
+        &mut legs[leg]
     }
 
     fn size_for(&mut self, links: usize) {
@@ -550,17 +555,12 @@ impl FlowLinks {
             sig.float(l.demand);
             sig.word(u64::from(l.binding));
         }
-        let legs = self
-            .leg_routes
-            .iter()
-            .map(|((r, l), q)| (*r as u64 | u64::from(*l) << 48, q));
-        for (key, r) in self
-            .routes
-            .iter()
-            .enumerate()
-            .map(|(k, q)| (k as u64, q))
-            .chain(legs)
-        {
+        let streams = self.routes.iter().enumerate().flat_map(|(route, legs)| {
+            legs.iter()
+                .enumerate()
+                .map(move |(leg, q)| (route as u64 | (leg as u64) << 48, q))
+        });
+        for (key, r) in streams {
             if !r.sending && r.waiting.is_empty() {
                 continue;
             }
@@ -572,14 +572,16 @@ impl FlowLinks {
     }
 }
 
-/// Queues the start of message `msg`'s flow at tick `at`.
-pub(super) fn schedule_start(
-    cal: &mut FlowCalendar,
-    msg: MsgId,
-    (entity, leg): (Entity, u8),
-    at: Tick,
-) {
-    let step = FlowStep::Start;
+/// Queues leg `entity` of message `msg`: its join once its latency phase
+/// is over, or its start on an empty route or for an empty message, which
+/// arrive without draining.
+pub(super) fn schedule_leg(cal: &mut FlowCalendar, msg: &Message, (entity, flow): (Entity, &Flow)) {
+    let (step, at) = if flow.segs.1 == 0 || msg.bytes == 0 {
+        (FlowStep::Start, flow.start)
+    } else {
+        (FlowStep::Join, flow.start + flow.latency)
+    };
+    let (msg, leg) = (msg.id, flow.leg);
     cal.0.push(
         at,
         FlowEvent {
@@ -650,28 +652,16 @@ fn drop_stale_head(net: &mut FlowAccess) {
     }
 }
 
-/// A message starts: over an all-ideal route it arrives now, an empty one
-/// after its latencies; any other flow joins its links after its latency
-/// phase.
+/// A message that does not drain starts: over an empty (all-ideal)
+/// route it arrives now, an empty message after its latencies.
 fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
-    let Ok((msg, mut flow)) = net.flows.get_mut(ev.entity) else {
+    let Ok((msg, flow)) = net.flows.get(ev.entity) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
-    let segs = flow.leg_segs(&net.routes, &msg);
-    flow.start = now;
-    net.net.extra_legs += u64::from(flow.leg > 0);
-    if segs.is_empty() {
+    if flow.leg_segs(&net.routes, msg).is_empty() {
         return deliver(now, ev.entity, net);
     }
-    if msg.bytes == 0 {
-        let step = FlowStep::Arrive;
-        let at = now + flow.alone;
-        return net.cal.0.push(at, FlowEvent { step, ..*ev });
-    }
-    if flow.latency == 0 {
-        return join(now, ev.entity, net);
-    }
-    let (step, at) = (FlowStep::Join, now + flow.latency);
+    let (step, at) = (FlowStep::Arrive, now + flow.alone);
     net.cal.0.push(at, FlowEvent { step, ..*ev });
 }
 
@@ -682,6 +672,7 @@ fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
         unreachable!("flow event for a message entity that no longer exists");
     };
     flow.turn = now;
+    net.net.extra_legs += u64::from(flow.leg > 0);
     let cached = net.routes.cached();
     let queue = net.net.route_queue((msg.route.index(), flow.leg), cached);
     if queue.sending {

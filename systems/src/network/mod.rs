@@ -197,7 +197,7 @@ pub fn inject(mut outbox: ResMut<Outbox>, mut net: InjectAccess, mut commands: C
         let (packets, route, at) = (msg.packets, msg.route, s.at);
         let parked = net.pool.0.pop();
         if *net.model == NetworkModel::Flow {
-            let legs = flow::Flow::of(&net.links, &net.routes, &msg, *net.leg_span);
+            let legs = flow::Flow::of(&net.links, &net.routes, (&msg, at), *net.leg_span);
             flow::account(&mut net.links, &mut net.counters, &net.routes, &msg);
             let mut put = |parked: Option<Entity>, flow: flow::Flow| match parked
                 .map(|e| (e, net.msgs.get_mut(e)))
@@ -211,14 +211,14 @@ pub fn inject(mut outbox: ResMut<Outbox>, mut net: InjectAccess, mut commands: C
             };
             let (last, earlier) = legs.split_last().expect("a message has a leg");
             let last_entity = put(parked, *last);
-            flow::schedule_start(&mut net.flow_cal, id, (last_entity, last.leg), at);
+            flow::schedule_leg(&mut net.flow_cal, &msg, (last_entity, last));
             for leg in earlier {
                 let flow = flow::Flow {
                     last_leg: Some(last_entity),
                     ..*leg
                 };
                 let e = put(net.pool.0.pop(), flow);
-                flow::schedule_start(&mut net.flow_cal, id, (e, leg.leg), at);
+                flow::schedule_leg(&mut net.flow_cal, &msg, (e, &flow));
             }
         } else {
             let entity = match parked {
