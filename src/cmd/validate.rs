@@ -3,19 +3,30 @@
 use super::args::{BudgetArg, sweep_jobs};
 use super::paths::check_output_dir;
 use anyhow::{Result, bail};
-use clap::Args;
+use clap::{Args, ValueEnum};
 use kernbench::sweep::study::rows_that_ran;
 use kernbench::validate::cases::Matrix;
 use kernbench::validate::{ValidateStudy, summary};
 use std::path::PathBuf;
 
+/// The matrices `--matrix` names.
+#[derive(Clone, Copy, ValueEnum)]
+enum MatrixArg {
+    /// 4 SIPs, 1x1 and 2x1 cubes, 4 KiB and 256 KiB (seconds; CI runs it).
+    Quick,
+    /// The quick matrix on 2x2 and 4x4 cubes: cube meshes in both
+    /// directions (about 20 s).
+    Cubes,
+    /// 4, 16 and 64 SIPs, 1x1, 2x2 and 4x4 cubes, 1 KiB to 64 MiB (hours).
+    Full,
+}
+
 #[derive(Args)]
 pub struct ValidateArgs {
-    /// The full matrix: 4, 16 and 64 SIPs, 1x1, 2x2 and 4x4 cubes, 1 KiB to
-    /// 64 MiB (hours on 2 cores); default: the quick matrix (4 SIPs, 1x1 and
-    /// 2x1 cubes, 4 KiB and 256 KiB, seconds), which CI runs.
-    #[arg(long)]
-    full: bool,
+    /// Which matrix of systems and sizes the collectives run on (the
+    /// adversarial cases run in each; larger in `full`).
+    #[arg(long, value_enum, default_value = "quick")]
+    matrix: MatrixArg,
     /// Directory for results.csv, kendall.csv, summary.txt and the figure
     /// (created if missing; an existing one must be empty or an earlier
     /// validate's).
@@ -40,14 +51,18 @@ const MAX_MEDIAN_ERROR: f64 = 0.01;
 
 pub fn run(a: ValidateArgs) -> Result<()> {
     check_output_dir("--out", &a.out)?;
-    let matrix = if a.full { Matrix::Full } else { Matrix::Quick };
+    let matrix = match a.matrix {
+        MatrixArg::Quick => Matrix::Quick,
+        MatrixArg::Cubes => Matrix::Cubes,
+        MatrixArg::Full => Matrix::Full,
+    };
     let study = ValidateStudy::new(matrix);
     let jobs = sweep_jobs(a.jobs, study.cases.len())?;
     let seconds: f64 = study.cases.iter().map(|c| study.case_seconds(c)).sum();
     let budget = a.budget.budget();
     if seconds / jobs as f64 > budget.seconds {
         bail!(
-            "the {} validation matrix is estimated at {:.0} s on {jobs} job(s), more than the time budget of {:.0} s; allowed: the quick matrix (no --full), more --jobs, or --max-time",
+            "the {} validation matrix is estimated at {:.0} s on {jobs} job(s), more than the time budget of {:.0} s; allowed: a smaller --matrix, more --jobs, or --max-time",
             matrix.name(),
             seconds / jobs as f64,
             budget.seconds

@@ -24,10 +24,12 @@ pub const ENTRIES: [&str; 11] = [
     "torus_trees",
 ];
 
-/// How big a matrix: `quick` runs in CI, `full` is the study.
+/// How big a matrix: `quick` runs in CI, `cubes` is the quick one on SIPs
+/// of several cubes in both directions (seconds), `full` is the study.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Matrix {
     Quick,
+    Cubes,
     Full,
 }
 
@@ -35,6 +37,7 @@ impl Matrix {
     pub fn name(self) -> &'static str {
         match self {
             Matrix::Quick => "quick",
+            Matrix::Cubes => "cubes",
             Matrix::Full => "full",
         }
     }
@@ -43,6 +46,7 @@ impl Matrix {
     fn shapes(self) -> (Vec<u32>, Vec<(u32, u32)>, Vec<u64>) {
         match self {
             Matrix::Quick => (vec![4], vec![(1, 1), (2, 1)], vec![4 << 10, 256 << 10]),
+            Matrix::Cubes => (vec![4], vec![(2, 2), (4, 4)], vec![4 << 10, 256 << 10]),
             Matrix::Full => (
                 vec![4, 16, 64],
                 vec![(1, 1), (2, 2), (4, 4)],
@@ -200,7 +204,7 @@ fn runnable(ccl: &CclConfig, collective: Collective, topology: SipTopology) -> V
 /// The adversarial cases; the full matrix runs them larger.
 fn adversarial(matrix: Matrix) -> Vec<Case> {
     let scale: u64 = match matrix {
-        Matrix::Quick => 1,
+        Matrix::Quick | Matrix::Cubes => 1,
         Matrix::Full => 16,
     };
     let case = |family, topology, sips, cubes, workload| Case {
