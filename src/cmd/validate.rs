@@ -14,7 +14,7 @@ use std::path::PathBuf;
 enum MatrixArg {
     /// 4 SIPs, 1x1 and 2x1 cubes, 4 KiB and 256 KiB (seconds; CI runs it).
     Quick,
-    /// The quick matrix on 2x2 and 4x4 cubes: cube meshes in both
+    /// the quick matrix on 2x2 and 4x4 cubes: cube meshes in both
     /// directions (about 20 s).
     Cubes,
     /// 4, 16 and 64 SIPs, 1x1, 2x2 and 4x4 cubes, 1 KiB to 64 MiB (hours).
