@@ -30,9 +30,9 @@
 //! to packet mode.
 //!
 //! A leg takes two calendar events (join, drained) plus one drained event
-//! per rate change, and a message one more (arrival); a rate change bumps the flow's
-//! generation, so drained events of an older generation, or of an earlier
-//! message of a reused entity, are stale and ignored.
+//! per rate change, and a message one more (arrival); a rate change bumps
+//! the flow's generation, so drained events of an older generation, or of
+//! an earlier message of a reused entity, are stale and ignored.
 
 use super::{Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, Routes, Segment};
 use crate::ids::MsgId;
@@ -183,6 +183,12 @@ impl Flow {
             not_before: 0,
             awaiting: false,
         }
+    }
+
+    /// Whether the leg drains: it crosses links and its message has bytes
+    /// (else the message only starts, then arrives).
+    fn drains(&self, msg: &Message) -> bool {
+        self.segs.1 > 0 && msg.bytes > 0
     }
 
     /// The route segments the leg drains over.
@@ -576,10 +582,10 @@ impl FlowLinks {
 /// is over, or its start on an empty route or for an empty message, which
 /// arrive without draining.
 pub(super) fn schedule_leg(cal: &mut FlowCalendar, msg: &Message, (entity, flow): (Entity, &Flow)) {
-    let (step, at) = if flow.segs.1 == 0 || msg.bytes == 0 {
-        (FlowStep::Start, flow.start)
-    } else {
+    let (step, at) = if flow.drains(msg) {
         (FlowStep::Join, flow.start + flow.latency)
+    } else {
+        (FlowStep::Start, flow.start)
     };
     let (msg, leg) = (msg.id, flow.leg);
     cal.0.push(
@@ -655,10 +661,10 @@ fn drop_stale_head(net: &mut FlowAccess) {
 /// A message that does not drain starts: over an empty (all-ideal)
 /// route it arrives now, an empty message after its latencies.
 fn begin(now: Tick, ev: &FlowEvent, net: &mut FlowAccess) {
-    let Ok((msg, flow)) = net.flows.get(ev.entity) else {
+    let Ok((_, flow)) = net.flows.get(ev.entity) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
-    if flow.leg_segs(&net.routes, msg).is_empty() {
+    if flow.segs.1 == 0 {
         return deliver(now, ev.entity, net);
     }
     let (step, at) = (FlowStep::Arrive, now + flow.alone);
