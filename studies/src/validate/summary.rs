@@ -39,6 +39,10 @@ pub struct KendallRow {
     pub decisive: bool,
     /// Both models pick the same fastest algorithm.
     pub same_best: bool,
+    /// How far apart in packet mode, in per cent of the faster, the two
+    /// algorithms of the widest pair the models order differently are
+    /// ([`widest_swap_pct`]; 0 when they agree on every pair).
+    pub widest_swap_pct: f64,
 }
 
 /// Kendall's τ-b between two orderings of the same items: (concordant −
@@ -67,6 +71,23 @@ pub fn kendall_tau(a: &[u64], b: &[u64]) -> f64 {
         return if tied_a == tied_b { 1.0 } else { 0.0 };
     }
     score as f64 / norm
+}
+
+/// The widest packet-mode gap, in per cent of the faster item, of a pair
+/// that orderings `a` (packet) and `b` (flow) put in different order or tie
+/// in one and not the other; 0 when they agree on every pair. It says
+/// whether a τ below 1 is a near tie swapped or a real misranking.
+pub fn widest_swap_pct(a: &[u64], b: &[u64]) -> f64 {
+    let mut widest = 0.0f64;
+    for i in 0..a.len() {
+        for j in i + 1..a.len() {
+            if a[i].cmp(&a[j]) != b[i].cmp(&b[j]) {
+                let (lo, hi) = (a[i].min(a[j]), a[i].max(a[j]));
+                widest = widest.max(100.0 * (hi - lo) as f64 / lo.max(1) as f64);
+            }
+        }
+    }
+    widest
 }
 
 /// The matrix rows grouped by what the algorithms compete on.
@@ -102,6 +123,7 @@ pub fn kendall_groups(rows: &[ValidateRow]) -> Vec<KendallRow> {
                 tau: kendall_tau(&packet, &flow),
                 decisive,
                 same_best: best(&packet) == best(&flow),
+                widest_swap_pct: widest_swap_pct(&packet, &flow),
             }
         })
         .collect()
@@ -120,8 +142,10 @@ pub struct Summary {
     pub link_bytes_identical: usize,
     pub groups: usize,
     pub decisive_groups: usize,
-    /// Decisive groups whose τ is below 1.
+    /// Decisive groups whose τ is below 1, and the widest pair they order
+    /// differently (per cent apart in packet mode).
     pub decisive_disagreements: usize,
+    pub widest_decisive_swap_pct: f64,
     pub same_best: usize,
     /// Packet wall time over flow wall time, all cases together.
     pub speedup: f64,
@@ -159,6 +183,11 @@ pub fn summarize(rows: &[ValidateRow]) -> Summary {
         groups: groups.len(),
         decisive_groups: groups.iter().filter(|g| g.decisive).count(),
         decisive_disagreements: groups.iter().filter(|g| g.decisive && g.tau < 1.0).count(),
+        widest_decisive_swap_pct: groups
+            .iter()
+            .filter(|g| g.decisive)
+            .map(|g| g.widest_swap_pct)
+            .fold(0.0, f64::max),
         same_best: groups.iter().filter(|g| g.same_best).count(),
         speedup: wall(|r| r.packet_wall_ms) / wall(|r| r.flow_wall_ms).max(1e-9),
     }
@@ -184,12 +213,20 @@ impl Summary {
     /// The summary as the command prints it.
     pub fn text(&self) -> String {
         let pct = |n: usize| 100.0 * n as f64 / self.cases.max(1) as f64;
+        let swaps = if self.decisive_disagreements > 0 {
+            format!(
+                "; the pairs they order differently are at most {:.2}% apart in packet mode",
+                self.widest_decisive_swap_pct
+            )
+        } else {
+            String::new()
+        };
         format!(
             "validated {} cases, each in the packet and the flow model\n\
              |error| of flow against packet: median {:.3}%, max {:.3}% ({})\n\
              within 1%: {} ({:.1}%), within 5%: {} ({:.1}%)\n\
              per-link bytes identical: {} of {}\n\
-             algorithm rankings: {} groups, {} with the best two more than {:.0}% apart in packet mode, {} of those ranked differently (Kendall tau < 1); same fastest algorithm in {} of {}\n\
+             algorithm rankings: {} groups, {} with the best two more than {:.0}% apart in packet mode, {} of those ranked differently (Kendall tau < 1{}); same fastest algorithm in {} of {}\n\
              wall time of packet mode over flow mode: {:.2}\n",
             self.cases,
             self.median_abs_error * 100.0,
@@ -205,6 +242,7 @@ impl Summary {
             self.decisive_groups,
             DECISIVE_GAP * 100.0,
             self.decisive_disagreements,
+            swaps,
             self.same_best,
             self.groups,
             self.speedup,
@@ -265,6 +303,18 @@ mod tests {
         assert_eq!(kendall_tau(&[4, 4], &[1, 1]), 1.0);
         assert_eq!(kendall_tau(&[4, 4], &[1, 2]), 0.0);
         assert_eq!(kendall_tau(&[7], &[9]), 1.0);
+    }
+
+    #[test]
+    fn the_widest_swap_is_the_largest_gap_of_a_pair_ordered_differently() {
+        assert_eq!(widest_swap_pct(&[100, 200, 300], &[1, 2, 3]), 0.0);
+        // 100 and 101 swap (1 % apart); 100 and 200 do not.
+        assert_eq!(widest_swap_pct(&[100, 101, 200], &[101, 100, 200]), 1.0);
+        // Tied in flow, 10 % apart in packet mode.
+        assert_eq!(widest_swap_pct(&[100, 110], &[5, 5]), 10.0);
+        // Tied in packet mode, split in flow: 0 % apart.
+        assert_eq!(widest_swap_pct(&[100, 100], &[1, 2]), 0.0);
+        assert_eq!(widest_swap_pct(&[7], &[9]), 0.0);
     }
 
     #[test]
