@@ -6,6 +6,7 @@ pub mod kernel;
 pub mod machine;
 pub mod measured;
 pub mod memory_map;
+pub mod message_log;
 pub mod output;
 pub mod progress;
 pub mod report;

@@ -59,6 +59,15 @@ pub struct RunArgs {
     /// Large for big sizes: use with one size (--min-bytes = --max-bytes).
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
+    /// Write every message the runs deliver as CSV, a row each: id,
+    /// purpose (Chunk, Credit, LoadData, ...), source and destination node,
+    /// bytes, the tick it was sent and the tick its last byte arrived, the
+    /// ticks between, and both in µs. Run it under --network packet and
+    /// flow and join the rows to see where the models part. Turns the
+    /// fast-forward off (every message is written); one algorithm, not with
+    /// --trace.
+    #[arg(long, value_name = "FILE.csv")]
+    messages: Option<PathBuf>,
     /// Stop a run whose clock passes N ticks (a report names what each
     /// unfinished PE waits for).
     #[arg(long, value_name = "N", allow_negative_numbers = true,
@@ -102,6 +111,7 @@ pub fn run(a: RunArgs) -> Result<()> {
         step_factor: a.step_factor,
         verify: a.verify,
         trace: a.trace.clone(),
+        messages: a.messages.clone(),
         max_ticks: a.max_ticks,
         budget: a.budget.budget(),
         autotune_cache: a.autotune_cache.clone(),
@@ -139,18 +149,25 @@ fn check_sizes(a: &RunArgs) -> Result<()> {
     Ok(())
 }
 
-/// --csv, --json and --trace writable and none of them an input or another.
+/// --csv, --json, --trace and --messages writable and none of them an
+/// input or another; one recorder a run.
 fn check_outputs(a: &RunArgs) -> Result<()> {
+    if a.trace.is_some() && a.messages.is_some() {
+        bail!(
+            "--messages with --trace: a run takes one recorder; allowed: one of them, or the run twice (both models are deterministic)"
+        );
+    }
     let outputs: Vec<(&str, &Path)> = [
         ("--csv", &a.csv),
         ("--json", &a.json),
         ("--trace", &a.trace),
+        ("--messages", &a.messages),
     ]
     .into_iter()
     .filter_map(|(flag, p)| Some((flag, p.as_deref()?)))
     .collect();
     for &(flag, path) in &outputs[..] {
-        if flag != "--trace" {
+        if flag != "--trace" && flag != "--messages" {
             check_output_file(flag, path)?;
         }
     }

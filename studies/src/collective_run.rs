@@ -14,6 +14,7 @@ use kernbench_ccl::estimate::{Budget, Estimate, NetworkChoice, TRACE_FILE_BYTES_
 use kernbench_ccl::{AUTO, AlgoConfig, CclConfig, Collective, Communicator, Group, Job, Placement};
 use kernbench_ccl::{ReduceOp, algorithms};
 use kernbench_runtime::machine::Machine;
+use kernbench_runtime::message_log::MessageLog;
 use kernbench_runtime::report::Usage;
 use kernbench_spec::spec::System;
 use kernbench_systems::memory::DataMode;
@@ -43,6 +44,9 @@ pub struct SizeRun {
     pub verify: bool,
     /// Write a Chrome trace here (one entry only).
     pub trace: Option<PathBuf>,
+    /// Write every delivered message here as CSV (one entry only, not
+    /// with `trace`).
+    pub messages: Option<PathBuf>,
     /// Stop a run whose clock passes this tick.
     pub max_ticks: Option<u64>,
     pub budget: Budget,
@@ -120,6 +124,10 @@ impl SizeRun {
                 kernbench_runtime::report::gib(kernbench_runtime::report::peak_rss_bytes())
             )?;
         }
+        if let Some(path) = &self.messages {
+            let n = finish_message_log(&mut machine)?;
+            writeln!(out, "wrote {} ({n} messages)", path.display())?;
+        }
         Ok(records)
     }
 
@@ -127,10 +135,15 @@ impl SizeRun {
     /// runs on a machine of its own, built when first picked; one table,
     /// each line naming its pick.
     fn auto(&self, sys: &System, ccl: &CclConfig, out: &mut dyn Write) -> Result<Vec<Record>> {
-        if self.trace.is_some() {
-            bail!(
-                "--trace with --algorithm auto: each pick runs on its own machine and a trace follows one; allowed: --algorithm NAME with the pick of the size to trace (kernbench autotune --sizes SIZE shows it)"
-            );
+        for (flag, asked) in [
+            ("--trace", self.trace.is_some()),
+            ("--messages", self.messages.is_some()),
+        ] {
+            if asked {
+                bail!(
+                    "{flag} with --algorithm auto: each pick runs on its own machine and a record follows one; allowed: --algorithm NAME with the pick of the size to record (kernbench autotune --sizes SIZE shows it)"
+                );
+            }
         }
         let tuner = crate::autotune::Tuner::new(sys, ccl);
         self.tuning_within_budget(sys, &tuner)?;
@@ -190,10 +203,15 @@ impl SizeRun {
         ccl: &CclConfig,
         out: &mut dyn Write,
     ) -> Result<Vec<Record>> {
-        if self.trace.is_some() {
-            bail!(
-                "--trace with --algorithm all: a trace follows one algorithm; allowed: --algorithm NAME"
-            );
+        for (flag, asked) in [
+            ("--trace", self.trace.is_some()),
+            ("--messages", self.messages.is_some()),
+        ] {
+            if asked {
+                bail!(
+                    "{flag} with --algorithm all: a record follows one algorithm; allowed: --algorithm NAME"
+                );
+            }
         }
         let topology = sys.spec.system.sips.topology;
         let mut runnable = Vec::new();
@@ -357,6 +375,12 @@ impl SizeRun {
                 .map_err(anyhow::Error::msg)?;
             machine.trace_to(Box::new(sink));
         }
+        if let Some(path) = &self.messages {
+            let topology = machine.topology.clone();
+            let sink = MessageLog::create(path, topology, sys.spec.system.tick_ns)
+                .map_err(anyhow::Error::msg)?;
+            machine.trace_to(Box::new(sink));
+        }
         let trace_file = est.trace_events * TRACE_FILE_BYTES_PER_EVENT;
         if trace_file > 1e9 {
             eprintln!(
@@ -508,6 +532,15 @@ fn finish_trace(machine: &mut Machine) -> Result<u64> {
         })
         .ok_or_else(|| anyhow!("--trace: the trace sink was not installed"))?;
     sink.finish(machine).map_err(anyhow::Error::msg)
+}
+
+/// Ends the `--messages` file; how many rows it holds.
+fn finish_message_log(machine: &mut Machine) -> Result<u64> {
+    let sink = machine
+        .take_trace()
+        .and_then(|s| s.into_any().downcast::<MessageLog>().ok())
+        .ok_or_else(|| anyhow!("--messages: the message log was not installed"))?;
+    sink.finish().map_err(anyhow::Error::msg)
 }
 
 /// The header's ccl line of one entry.

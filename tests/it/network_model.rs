@@ -7,6 +7,7 @@ use kernbench::ccl::{CclConfig, Collective, Job, ReduceOp};
 use kernbench::estimate::{Budget, Estimate, NetworkChoice};
 use kernbench::spec::{System, presets};
 use kernbench::systems::network::NetworkModel;
+use kernbench_runtime::message_log::MESSAGE_COLUMNS;
 
 /// The `name` column of a CSV file's rows.
 fn column(path: &std::path::Path, name: &str) -> Vec<String> {
@@ -257,4 +258,92 @@ fn bench_prints_the_kernel_ring_beside_the_ring_traffic_with_their_ratio() {
         );
         assert!(line.ends_with('x'), "{line}");
     }
+}
+
+/// `run --messages` on a 4-SIP ring of one-cube SIPs (a ring all-reduce of
+/// 4 KiB: a 1 KiB chunk a step, 2(P−1) = 6 steps, out of place and in
+/// place): a row per message, every chunk and credit at its closed form —
+/// 8 NoC hops of 1 + 2 ticks and the inter-SIP link's ⌈bytes/100⌉ + 300 —
+/// and the flow model's file identical to the packet engine's, since no
+/// message is contended.
+#[test]
+fn run_messages_writes_a_row_per_message_at_the_closed_form_in_both_models() {
+    let dir = tempfile::tempdir().unwrap();
+    let system = dir.path().join("ring4.yaml");
+    let spec = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/configs/topology.yaml"
+    ))
+    .unwrap()
+    .replace("cube_mesh: { w: 4, h: 4 }", "cube_mesh: { w: 1, h: 1 }");
+    std::fs::write(&system, spec).unwrap();
+    let log = |model: &str| {
+        let path = dir.path().join(format!("{model}.csv"));
+        let (code, stdout, err) = kernbench_cli(&[
+            "run",
+            "--system",
+            system.to_str().unwrap(),
+            "--algorithm",
+            "ring",
+            "-b",
+            "4K",
+            "-e",
+            "4K",
+            "--network",
+            model,
+            "--messages",
+            path.to_str().unwrap(),
+        ]);
+        assert_eq!(code, Some(0), "{err}");
+        let wrote = format!("wrote {} (180 messages)\n", path.display());
+        assert!(stdout.ends_with(&wrote), "{stdout}");
+        std::fs::read_to_string(&path).unwrap()
+    };
+    let packet = log("packet");
+    assert_eq!(log("flow"), packet);
+    let mut r = csv::Reader::from_reader(packet.as_bytes());
+    let header: Vec<String> = r.headers().unwrap().iter().map(String::from).collect();
+    assert_eq!(header, MESSAGE_COLUMNS);
+    let mut count = std::collections::BTreeMap::<String, usize>::new();
+    for row in r.records() {
+        let row = row.unwrap();
+        let tick = |i: usize| row[i].parse::<u64>().unwrap();
+        assert_eq!(tick(7), tick(6) - tick(5), "{row:?}");
+        let bytes = tick(4);
+        let closed_form = 8 * (bytes.div_ceil(1024) + 2) + bytes.div_ceil(100) + 300;
+        if matches!(&row[1], "Chunk" | "Credit") {
+            assert_eq!(tick(7), closed_form, "{row:?}");
+        }
+        *count.entry(row[1].to_string()).or_default() += 1;
+    }
+    // 2 runs x 4 participants x 6 steps; every chunk returns a credit.
+    assert_eq!(count["Chunk"], 48);
+    assert_eq!(count["Credit"], 48);
+}
+
+/// `--messages` refuses what it cannot record, naming the flag and the fix.
+#[test]
+fn run_messages_refuses_a_second_recorder_several_algorithms_and_a_bad_path() {
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--messages", "m.csv", "--trace", "t.json"],
+            "--messages with --trace: a run takes one recorder; allowed: one of them, or the run twice",
+        ),
+        (
+            &["--messages", "m.csv", "--algorithm", "all"],
+            "--messages with --algorithm all: a record follows one algorithm; allowed: --algorithm NAME",
+        ),
+        (
+            &["--messages", "/nonexistent/dir/m.csv"],
+            "--messages /nonexistent/dir/m.csv: cannot create the file (",
+        ),
+    ];
+    for (args, message) in cases {
+        let mut all = vec!["run"];
+        all.extend_from_slice(args);
+        let (code, _, err) = kernbench_cli(&all);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
+    }
+    assert!(!std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/m.csv")).exists());
 }
