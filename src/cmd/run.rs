@@ -150,13 +150,8 @@ fn check_sizes(a: &RunArgs) -> Result<()> {
 }
 
 /// --csv, --json, --trace and --messages writable and none of them an
-/// input or another; one recorder a run.
+/// input or another.
 fn check_outputs(a: &RunArgs) -> Result<()> {
-    if a.trace.is_some() && a.messages.is_some() {
-        bail!(
-            "--messages with --trace: a run takes one recorder; allowed: one of them, or the run twice (both models are deterministic)"
-        );
-    }
     let outputs: Vec<(&str, &Path)> = [
         ("--csv", &a.csv),
         ("--json", &a.json),

@@ -59,6 +59,14 @@ pub struct SizeRun {
 }
 
 impl SizeRun {
+    /// The flag of the recorder asked for (`--trace` or `--messages`; a
+    /// run takes one), if any.
+    fn recorder(&self) -> Option<&'static str> {
+        [("--trace", &self.trace), ("--messages", &self.messages)]
+            .into_iter()
+            .find_map(|(flag, path)| path.as_ref().map(|_| flag))
+    }
+
     /// The sizes: `min_bytes`, then times `step_factor` up to `max_bytes`.
     pub fn sizes(&self) -> Vec<u64> {
         std::iter::successors(Some(self.min_bytes), |&b| {
@@ -71,6 +79,11 @@ impl SizeRun {
     /// Runs what `algorithm` names on `sys`, writing the tables to `out`;
     /// every record.
     pub fn run(&self, sys: &System, ccl: &CclConfig, out: &mut dyn Write) -> Result<Vec<Record>> {
+        if self.trace.is_some() && self.messages.is_some() {
+            bail!(
+                "--messages with --trace: a run takes one recorder; allowed: one of them, or the run twice (both models are deterministic)"
+            );
+        }
         if self.algorithm == "all" {
             return self.all_entries(sys, ccl, out);
         }
@@ -135,15 +148,10 @@ impl SizeRun {
     /// runs on a machine of its own, built when first picked; one table,
     /// each line naming its pick.
     fn auto(&self, sys: &System, ccl: &CclConfig, out: &mut dyn Write) -> Result<Vec<Record>> {
-        for (flag, asked) in [
-            ("--trace", self.trace.is_some()),
-            ("--messages", self.messages.is_some()),
-        ] {
-            if asked {
-                bail!(
-                    "{flag} with --algorithm auto: each pick runs on its own machine and a record follows one; allowed: --algorithm NAME with the pick of the size to record (kernbench autotune --sizes SIZE shows it)"
-                );
-            }
+        if let Some(flag) = self.recorder() {
+            bail!(
+                "{flag} with --algorithm auto: each pick runs on its own machine and a record follows one; allowed: --algorithm NAME with the pick of the size to record (kernbench autotune --sizes SIZE shows it)"
+            );
         }
         let tuner = crate::autotune::Tuner::new(sys, ccl);
         self.tuning_within_budget(sys, &tuner)?;
@@ -203,15 +211,10 @@ impl SizeRun {
         ccl: &CclConfig,
         out: &mut dyn Write,
     ) -> Result<Vec<Record>> {
-        for (flag, asked) in [
-            ("--trace", self.trace.is_some()),
-            ("--messages", self.messages.is_some()),
-        ] {
-            if asked {
-                bail!(
-                    "{flag} with --algorithm all: a record follows one algorithm; allowed: --algorithm NAME"
-                );
-            }
+        if let Some(flag) = self.recorder() {
+            bail!(
+                "{flag} with --algorithm all: a record follows one algorithm; allowed: --algorithm NAME"
+            );
         }
         let topology = sys.spec.system.sips.topology;
         let mut runnable = Vec::new();
