@@ -258,9 +258,25 @@ impl std::error::Error for RunError {}
 pub struct Engine {
     pub world: World,
     schedule: Schedule,
-    /// The network's [`network::routing_ahead`] system, run by itself on
-    /// ticks where only packets move ([`Engine::route_ahead`]).
-    routing: Box<dyn System<In = In<network::AheadLimit>, Out = ()>>,
+    /// The network's [`network::routing_ahead`] and
+    /// [`network::flow::flow_routing_ahead`] systems, run by themselves on
+    /// ticks where only packets move or only flows change
+    /// ([`Engine::route_ahead`]).
+    routing: AheadSystem,
+    flow_routing: AheadSystem,
+}
+
+/// A routing stage the engine runs ahead of the schedule.
+type AheadSystem = Box<dyn System<In = In<network::AheadLimit>, Out = ()>>;
+
+/// `system`, initialised on `world`.
+fn ahead_system<M>(
+    world: &mut World,
+    system: impl IntoSystem<In<network::AheadLimit>, (), M>,
+) -> AheadSystem {
+    let mut boxed: AheadSystem = Box::new(IntoSystem::into_system(system));
+    boxed.initialize(world);
+    boxed
 }
 
 impl Engine {
@@ -280,13 +296,13 @@ impl Engine {
         for plugin in PLUGINS {
             plugin.build(&mut world, &mut schedule);
         }
-        let mut routing: Box<dyn System<In = In<network::AheadLimit>, Out = ()>> =
-            Box::new(IntoSystem::into_system(network::routing_ahead));
-        routing.initialize(&mut world);
+        let routing = ahead_system(&mut world, network::routing_ahead);
+        let flow_routing = ahead_system(&mut world, network::flow::flow_routing_ahead);
         Self {
             world,
             schedule,
             routing,
+            flow_routing,
         }
     }
 
@@ -374,8 +390,8 @@ impl Engine {
     }
 
     /// Runs one visited tick (one schedule run), after running ahead over
-    /// the ticks before it where only packets move; returns true when
-    /// nothing is due.
+    /// the ticks before it where only packets move or only flows change;
+    /// returns true when nothing is due.
     pub fn step(&mut self) -> bool {
         self.world.resource_mut::<Clock>().idle = false;
         self.route_ahead();
@@ -384,29 +400,37 @@ impl Engine {
     }
 
     /// Ticks where the network alone has work (no message is waiting to be
-    /// sent or delivered, and no other module's calendar nor a flow is due
-    /// before the next packet event) cost a whole schedule run for one system's work.
-    /// Here [`network::routing_ahead`] routes such ticks by itself, tick
-    /// after tick in one system run, doing exactly what the schedule would:
-    /// the other stages would find nothing to do, and `advance` would pick
-    /// the network's next tick. It stops at a tick whose routing delivers
-    /// something, before the next tick another module is due, or past
-    /// `--max-ticks`; that tick then runs the whole schedule, whose routing
-    /// stage knows it already ran ([`network::RoutedAhead`]).
+    /// sent or delivered, and no other module's calendar is due before the
+    /// network's next event) cost a whole schedule run for one system's
+    /// work. Here the packet engine's [`network::routing_ahead`], or in flow
+    /// mode [`network::flow::flow_routing_ahead`], routes such ticks by
+    /// itself, tick after tick in one system run, doing exactly what the
+    /// schedule would: the other stages would find nothing to do, and
+    /// `advance` would pick the network's next tick. Packets and flows are
+    /// each other's horizon, as other modules are. It stops at a tick whose
+    /// routing delivers something, before the next tick another module is
+    /// due, or past `--max-ticks`; that tick then runs the whole schedule,
+    /// whose routing stages know they already ran ([`network::RoutedAhead`]).
     fn route_ahead(&mut self) {
         let w = &mut self.world;
         let now = w.resource::<Clock>().now;
         let quiet = w.resource::<RunErrors>().first.is_none()
             && w.resource::<Inbox>().is_empty()
             && w.resource::<network::Outbox>().is_empty();
-        if !quiet || w.resource::<NetCalendar>().0.next_due() != Some(now) {
+        if !quiet {
             return;
         }
-        // Flows are the network's too, but not packets: routing ahead
-        // stops before their next event as before any other module's.
+        let packets = w.resource::<NetCalendar>().0.next_due();
         let flows = w.resource::<network::flow::FlowCalendar>().0.next_due();
+        let (system, other_network) = if packets == Some(now) {
+            (&mut self.routing, flows)
+        } else if flows == Some(now) {
+            (&mut self.flow_routing, packets)
+        } else {
+            return;
+        };
         let others = w.resource::<Calendars>().next_besides_network(w, now);
-        let horizon = others.into_iter().chain(flows).min();
+        let horizon = others.into_iter().chain(other_network).min();
         if horizon.is_some_and(|h| h <= now) {
             return;
         }
@@ -414,9 +438,9 @@ impl Engine {
             horizon,
             max_ticks: w.resource::<RunLimits>().max_ticks,
         };
-        // The boxed system always runs: its parameters are plain resources
-        // and a query, never invalid.
-        let _ = self.routing.run(limit, w);
+        // The boxed systems always run: their parameters are plain
+        // resources and queries, never invalid.
+        let _ = system.run(limit, w);
     }
 
     /// Runs ticks until nothing is due, or the watchdog ([`RunLimits`]) ends it.
@@ -425,8 +449,9 @@ impl Engine {
         self.finish()
     }
 
-    /// Runs ticks until `done` holds (checked after each tick) or nothing is
-    /// due; Ok(true) if `done` held. Errors of the run and the watchdog end it.
+    /// Runs ticks until `done` holds (checked after each schedule run, not
+    /// after the ticks routed ahead before it, which deliver nothing) or
+    /// nothing is due; Ok(true) if `done` held. Errors of the run and the watchdog end it.
     /// When `done` comes to hold, the clock is left at the tick whose run made
     /// it hold ([`Engine::rewind`]): what the host sends next leaves then.
     pub fn run_until(&mut self, done: impl Fn(&World) -> bool) -> Result<bool, RunError> {

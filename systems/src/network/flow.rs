@@ -34,7 +34,10 @@
 //! the flow's generation, so drained events of an older generation, or of
 //! an earlier message of a reused entity, are stale and ignored.
 
-use super::{Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, Routes, Segment};
+use super::{
+    AheadLimit, Inbox, LinkId, LinkTable, Message, MessagePool, NetCounters, RoutedAhead, Routes,
+    Segment,
+};
 use crate::ids::MsgId;
 use crate::steady::Sig;
 use crate::time::{Calendar, Clock, Tick};
@@ -616,25 +619,61 @@ pub struct FlowAccess<'w, 's> {
 /// The flow-mode routing stage: flows due now start, drain or arrive, then
 /// the rates of the flows connected to any change are recomputed.
 pub fn flow_routing(clock: Res<Clock>, mut net: FlowAccess) {
-    let now = clock.now;
+    flow_tick(clock.now, &mut net);
+}
+
+/// [`flow_routing`] run by the engine over ticks where only flows change,
+/// tick after tick in one system run, as [`super::routing_ahead`] does for
+/// packets: most flow events (a leg joins or drains, a rate changes)
+/// deliver nothing, and a whole schedule run for each would cost more than
+/// the event. It stops at a tick that delivers a message, before the next
+/// tick another module (or a packet) is due, or past `max_ticks`; that tick
+/// then runs the whole schedule, whose routing stages know they already ran
+/// ([`RoutedAhead`]). The flow stage sends nothing and reports no error.
+pub fn flow_routing_ahead(
+    In(limit): In<AheadLimit>,
+    mut clock: ResMut<Clock>,
+    mut ahead: ResMut<RoutedAhead>,
+    mut net: FlowAccess,
+) {
+    loop {
+        let at = clock.now;
+        flow_tick(at, &mut net);
+        let next = net.cal.0.next_due().filter(|&t| {
+            t > at && limit.horizon.is_none_or(|h| t < h) && limit.max_ticks.is_none_or(|m| t <= m)
+        });
+        let Some(next) = next.filter(|_| net.inbox.is_empty()) else {
+            ahead.0 = true;
+            return;
+        };
+        // What the rest of this tick's schedule would do: nothing but
+        // `advance` to the flows' next tick.
+        clock.steps += 1;
+        clock.now = next;
+    }
+}
+
+/// The flows due at `now` start, join, drain or arrive, then the rates of
+/// the flows connected to any change are recomputed.
+fn flow_tick(now: Tick, net: &mut FlowAccess) {
     let links = net.links.len();
     net.net.size_for(links);
     while let Some(mut due) = net.cal.0.take_due(now) {
         due.sort_unstable_by_key(|e| (e.msg, e.step, e.leg));
         for ev in &due {
             match ev.step {
-                FlowStep::Start => begin(now, ev, &mut net),
-                FlowStep::Join => join(now, ev.entity, &mut net),
-                FlowStep::Drained(g) => drained(now, ev, g, &mut net),
-                FlowStep::Arrive => deliver(now, ev.entity, &mut net),
+                FlowStep::Start => begin(now, ev, net),
+                FlowStep::Join => join(now, ev.entity, net),
+                FlowStep::Drained(g) => drained(now, ev, g, net),
+                FlowStep::Arrive => deliver(now, ev.entity, net),
             }
         }
         net.cal.0.recycle(due);
     }
     if !net.net.dirty.is_empty() || !net.net.joined.is_empty() {
-        reassign_rates(now, &mut net);
+        reassign_rates(now, net);
     }
-    drop_stale_head(&mut net);
+    drop_stale_head(net);
 }
 
 /// Drops the calendar's earliest buckets while they hold only stale drained
@@ -1129,8 +1168,8 @@ fn share_key(share: f64) -> u64 {
 }
 
 /// Whether flow events are due now.
-pub(super) fn flow_due(clock: Res<Clock>, cal: Res<FlowCalendar>) -> bool {
-    crate::plugin::due(cal.0.next_due(), clock.now)
+pub(super) fn flow_due(clock: Res<Clock>, cal: Res<FlowCalendar>, ahead: Res<RoutedAhead>) -> bool {
+    !ahead.0 && crate::plugin::due(cal.0.next_due(), clock.now)
 }
 
 /// The route's share of a message's link statistics and hop counts, added
@@ -1158,9 +1197,9 @@ pub(super) fn account(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Engine;
     use crate::network::{LinkClass, LinkTableBuilder, NodeId, RouteId, RouteSource};
     use crate::traffic::{ScheduledTraffic, Start};
+    use crate::{Engine, RunLimits};
 
     fn class(bytes_per_tick: u64, per_ticks: u64, latency: Tick, packet_bytes: u64) -> LinkClass {
         LinkClass {
@@ -1299,6 +1338,16 @@ mod tests {
         e
     }
 
+    /// Runs `e` until its clock passes `tick`, and leaves it at the last
+    /// tick run: the ticks routed ahead stop at `tick` too (they are
+    /// bounded by `--max-ticks`, and `run_until` checks its condition only
+    /// after whole schedule runs).
+    fn run_past(e: &mut Engine, tick: Tick) {
+        e.world.resource_mut::<RunLimits>().max_ticks = Some(tick);
+        e.run_until(|w| w.resource::<Clock>().now > tick).unwrap();
+        e.world.resource_mut::<RunLimits>().max_ticks = None;
+    }
+
     /// Every flow's current rate, by message id.
     fn flow_rates(e: &mut Engine) -> Vec<(MsgId, f64)> {
         let mut q = e.world.query::<(&Message, &Flow)>();
@@ -1322,7 +1371,7 @@ mod tests {
         // one; the other short one takes 0→1's spare, 70.
         let msgs = [(0, 2, 6000, 0), (0, 1, 6000, 70), (1, 2, 6000, 70)];
         let mut e = flow_engine(parking_lot(), &msgs);
-        e.run_until(|w| w.resource::<Clock>().now > 80).unwrap();
+        run_past(&mut e, 80);
         assert_eq!(
             flow_rates(&mut e),
             vec![(MsgId(0), 30.0), (MsgId(1), 70.0), (MsgId(2), 30.0)]
@@ -1341,7 +1390,7 @@ mod tests {
         ];
         let mut e = flow_engine(classes, &[(0, 2, 6000, 0), (1, 3, 6000, 20)]);
         // The second flow joins at 20 + its overhead of 11.
-        e.run_until(|w| w.resource::<Clock>().now > 36).unwrap();
+        run_past(&mut e, 36);
         let fl = e.world.resource::<FlowLinks>();
         assert_eq!(fl.reached_flows.len(), 1);
         assert!(fl.links.iter().all(|l| !l.binding));
@@ -1359,9 +1408,9 @@ mod tests {
         // first drains at 6000 / 60 = 100, then takes all 60.
         let msgs = [(0, 2, 6000, 0), (1, 2, 6000, 0)];
         let mut e = flow_engine(parking_lot(), &msgs);
-        e.run_until(|w| w.resource::<Clock>().now > 80).unwrap();
+        run_past(&mut e, 80);
         assert_eq!(flow_rates(&mut e), vec![(MsgId(0), 0.0), (MsgId(1), 60.0)]);
-        e.run_until(|w| w.resource::<Clock>().now > 110).unwrap();
+        run_past(&mut e, 110);
         assert_eq!(flow_rates(&mut e)[0], (MsgId(0), 60.0));
     }
 
@@ -1375,9 +1424,9 @@ mod tests {
         // the long one's turn, as the first was.
         let msgs = [(0, 2, 6000, 0), (0, 2, 6000, 0), (1, 2, 60_000, 70)];
         let mut e = flow_engine(parking_lot(), &msgs);
-        e.run_until(|w| w.resource::<Clock>().now > 100).unwrap();
+        run_past(&mut e, 100);
         let reached = e.world.resource::<FlowLinks>().reached;
-        e.run_until(|w| w.resource::<Clock>().now > 300).unwrap();
+        run_past(&mut e, 300);
         assert_eq!(e.world.resource::<FlowLinks>().reached, reached);
         let want = vec![((MsgId(1), 0), 30.0), ((MsgId(2), 0), 30.0)];
         assert_eq!(rates_by_brute_force(&mut e), want);
