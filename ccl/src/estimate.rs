@@ -54,10 +54,10 @@ pub const SCHEDULE_RUNS_PER_MESSAGE: f64 = 2.5;
 /// (docs/model.md §Cost estimate).
 pub const SECONDS_PER_FLOW_LINK: f64 = 56e-9;
 /// Flow mode: wall time per leg of a message beyond its first (a leg's
-/// entity, its start, join and drained events and its rate), fitted to
-/// hier_lanes all-reduces of 64 MiB where messages cross 2 to 9 legs
-/// (docs/model.md §Cost estimate).
-pub const SECONDS_PER_EXTRA_LEG: f64 = 2.0e-6;
+/// entity, its join and drained events and its rate, routed ahead), fitted
+/// to a hier_lanes all-reduce and a tree reduce of 64 MiB on 256 SIPs where
+/// messages cross 5 to 16 legs (docs/model.md §Cost estimate).
+pub const SECONDS_PER_EXTRA_LEG: f64 = 1.0e-6;
 /// Flow mode: wall time per flow a rate pass reaches besides the message's
 /// own: 0.45 µs on 64 participants, 1.8 µs on 256 (all-to-all, pairwise),
 /// where the flows outgrow the caches.
