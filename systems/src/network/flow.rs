@@ -624,32 +624,28 @@ pub fn flow_routing(clock: Res<Clock>, mut net: FlowAccess) {
 
 /// [`flow_routing`] run by the engine over ticks where only flows change,
 /// tick after tick in one system run, as [`super::routing_ahead`] does for
-/// packets: most flow events (a leg joins or drains, a rate changes)
-/// deliver nothing, and a whole schedule run for each would cost more than
-/// the event. It stops at a tick that delivers a message, before the next
-/// tick another module (or a packet) is due, or past `max_ticks`; that tick
-/// then runs the whole schedule, whose routing stages know they already ran
-/// ([`RoutedAhead`]). The flow stage sends nothing and reports no error.
+/// packets ([`super::run_ahead`]): most flow events (a leg joins or drains,
+/// a rate changes) deliver nothing, and a whole schedule run for each would
+/// cost more than the event. The flow stage sends nothing and reports no
+/// error.
 pub fn flow_routing_ahead(
     In(limit): In<AheadLimit>,
     mut clock: ResMut<Clock>,
     mut ahead: ResMut<RoutedAhead>,
     mut net: FlowAccess,
 ) {
-    loop {
-        let at = clock.now;
-        flow_tick(at, &mut net);
-        let next = net.cal.0.next_due().filter(|&t| {
-            t > at && limit.horizon.is_none_or(|h| t < h) && limit.max_ticks.is_none_or(|m| t <= m)
-        });
-        let Some(next) = next.filter(|_| net.inbox.is_empty()) else {
-            ahead.0 = true;
-            return;
-        };
-        // What the rest of this tick's schedule would do: nothing but
-        // `advance` to the flows' next tick.
-        clock.steps += 1;
-        clock.now = next;
+    super::run_ahead(limit, &mut clock, &mut ahead, &mut net);
+}
+
+impl super::RouteAhead for FlowAccess<'_, '_> {
+    fn route(&mut self, now: Tick) {
+        flow_tick(now, self);
+    }
+    fn next_due(&self) -> Option<Tick> {
+        self.cal.0.next_due()
+    }
+    fn delivered(&self) -> bool {
+        !self.inbox.is_empty()
     }
 }
 

@@ -89,34 +89,64 @@ pub struct AheadLimit {
     pub max_ticks: Option<Tick>,
 }
 
+/// A routing stage the engine can run ahead of the schedule: it routes one
+/// tick, knows its calendar's next tick and whether it delivered.
+pub(super) trait RouteAhead {
+    fn route(&mut self, now: Tick);
+    fn next_due(&self) -> Option<Tick>;
+    fn delivered(&self) -> bool;
+}
+
+/// Routes `stage` tick after tick from now, as the schedule would, and moves
+/// the clock to the stage's next tick while nothing arrives and that tick is
+/// within `limit`. The tick it stops at runs the whole schedule, whose
+/// routing stages know they already ran ([`RoutedAhead`]).
+pub(super) fn run_ahead(
+    limit: AheadLimit,
+    clock: &mut Clock,
+    ahead: &mut RoutedAhead,
+    stage: &mut impl RouteAhead,
+) {
+    loop {
+        let at = clock.now;
+        stage.route(at);
+        let next = stage.next_due().filter(|&t| {
+            t > at && limit.horizon.is_none_or(|h| t < h) && limit.max_ticks.is_none_or(|m| t <= m)
+        });
+        let Some(next) = next.filter(|_| !stage.delivered()) else {
+            ahead.0 = true;
+            return;
+        };
+        // What the rest of this tick's schedule would do: nothing but
+        // `advance` to the stage's next tick.
+        clock.steps += 1;
+        clock.now = next;
+    }
+}
+
+impl RouteAhead for RoutingAccess<'_, '_> {
+    fn route(&mut self, now: Tick) {
+        route_tick(now, self);
+    }
+    fn next_due(&self) -> Option<Tick> {
+        self.cal.0.next_due()
+    }
+    fn delivered(&self) -> bool {
+        !self.inbox.is_empty()
+    }
+}
+
 /// Routing run by the engine over ticks where only packets move, tick after
-/// tick in one system run: each tick is routed as the schedule would route
-/// it, and the clock moves to the network's next tick while nothing arrives
-/// and that tick is within `limit`. The tick it stops at runs the whole
-/// schedule, whose routing stage knows it already ran ([`RoutedAhead`]).
-/// Routing sends nothing and reports no error, so an arrival is the only
-/// work it can leave for the other stages.
+/// tick in one system run ([`run_ahead`]). Routing sends nothing and reports
+/// no error, so an arrival is the only work it can leave for the other
+/// stages.
 pub fn routing_ahead(
     In(limit): In<AheadLimit>,
     mut clock: ResMut<Clock>,
     mut ahead: ResMut<RoutedAhead>,
     mut net: RoutingAccess,
 ) {
-    loop {
-        let at = clock.now;
-        route_tick(at, &mut net);
-        let next = net.cal.0.next_due().filter(|&t| {
-            t > at && limit.horizon.is_none_or(|h| t < h) && limit.max_ticks.is_none_or(|m| t <= m)
-        });
-        let Some(next) = next.filter(|_| net.inbox.is_empty()) else {
-            ahead.0 = true;
-            return;
-        };
-        // What the rest of this tick's schedule would do: nothing but
-        // `advance` to the network's next tick.
-        clock.steps += 1;
-        clock.now = next;
-    }
+    run_ahead(limit, &mut clock, &mut ahead, &mut net);
 }
 
 /// Routes the packets due at `now`.
