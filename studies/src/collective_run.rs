@@ -526,24 +526,22 @@ impl SizeRun {
 /// Ends the `--trace` file: the sink writes its closing events; how many
 /// events the file holds.
 fn finish_trace(machine: &mut Machine) -> Result<u64> {
-    let sink = machine
-        .take_trace()
-        .and_then(|s| {
-            s.into_any()
-                .downcast::<kernbench_runtime::trace::ChromeTrace>()
-                .ok()
-        })
-        .ok_or_else(|| anyhow!("--trace: the trace sink was not installed"))?;
+    let sink = take_sink::<kernbench_runtime::trace::ChromeTrace>(machine, "--trace")?;
     sink.finish(machine).map_err(anyhow::Error::msg)
 }
 
 /// Ends the `--messages` file; how many rows it holds.
 fn finish_message_log(machine: &mut Machine) -> Result<u64> {
-    let sink = machine
-        .take_trace()
-        .and_then(|s| s.into_any().downcast::<MessageLog>().ok())
-        .ok_or_else(|| anyhow!("--messages: the message log was not installed"))?;
+    let sink = take_sink::<MessageLog>(machine, "--messages")?;
     sink.finish().map_err(anyhow::Error::msg)
+}
+
+/// The recorder `flag` installed on `machine`, taken off it.
+fn take_sink<T: 'static>(machine: &mut Machine, flag: &str) -> Result<Box<T>> {
+    machine
+        .take_trace()
+        .and_then(|s| s.into_any().downcast::<T>().ok())
+        .ok_or_else(|| anyhow!("{flag}: its recorder was not installed"))
 }
 
 /// The header's ccl line of one entry.

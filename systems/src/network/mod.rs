@@ -13,6 +13,7 @@
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
 
+mod ahead;
 pub mod flow;
 mod links;
 mod packet;
@@ -20,6 +21,8 @@ mod routes;
 mod steady;
 
 pub use crate::ids::{Arrival, LinkId, MsgId, NodeId, Purpose};
+pub use ahead::{AheadLimit, RoutedAhead};
+use ahead::{RouteAhead, run_ahead};
 pub use flow::NetworkModel;
 pub use links::{LinkClass, LinkStats, LinkTable, LinkTableBuilder};
 pub use packet::*;

@@ -9,7 +9,9 @@
 //! hands out events in tick order, reserving the link on arrival *is* that
 //! FIFO queue, so no explicit queue is kept.
 
-use super::{Inbox, LinkTable, Message, MessagePool, NetCounters, RouteId, Routes};
+use super::{
+    AheadLimit, Inbox, LinkTable, Message, MessagePool, NetCounters, RouteId, RoutedAhead, Routes,
+};
 use crate::ids::MsgId;
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
@@ -81,50 +83,7 @@ pub struct RoutingAccess<'w, 's> {
     trace: ResMut<'w, crate::trace::Trace>,
 }
 
-/// Where [`routing_ahead`] must stop: before `horizon`, the next tick at
-/// which another module has work, and past `max_ticks`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct AheadLimit {
-    pub horizon: Option<Tick>,
-    pub max_ticks: Option<Tick>,
-}
-
-/// A routing stage the engine can run ahead of the schedule: it routes one
-/// tick, knows its calendar's next tick and whether it delivered.
-pub(super) trait RouteAhead {
-    fn route(&mut self, now: Tick);
-    fn next_due(&self) -> Option<Tick>;
-    fn delivered(&self) -> bool;
-}
-
-/// Routes `stage` tick after tick from now, as the schedule would, and moves
-/// the clock to the stage's next tick while nothing arrives and that tick is
-/// within `limit`. The tick it stops at runs the whole schedule, whose
-/// routing stages know they already ran ([`RoutedAhead`]).
-pub(super) fn run_ahead(
-    limit: AheadLimit,
-    clock: &mut Clock,
-    ahead: &mut RoutedAhead,
-    stage: &mut impl RouteAhead,
-) {
-    loop {
-        let at = clock.now;
-        stage.route(at);
-        let next = stage.next_due().filter(|&t| {
-            t > at && limit.horizon.is_none_or(|h| t < h) && limit.max_ticks.is_none_or(|m| t <= m)
-        });
-        let Some(next) = next.filter(|_| !stage.delivered()) else {
-            ahead.0 = true;
-            return;
-        };
-        // What the rest of this tick's schedule would do: nothing but
-        // `advance` to the stage's next tick.
-        clock.steps += 1;
-        clock.now = next;
-    }
-}
-
-impl RouteAhead for RoutingAccess<'_, '_> {
+impl super::RouteAhead for RoutingAccess<'_, '_> {
     fn route(&mut self, now: Tick) {
         route_tick(now, self);
     }
@@ -137,7 +96,7 @@ impl RouteAhead for RoutingAccess<'_, '_> {
 }
 
 /// Routing run by the engine over ticks where only packets move, tick after
-/// tick in one system run ([`run_ahead`]). Routing sends nothing and reports
+/// tick in one system run ([`super::run_ahead`]). Routing sends nothing and reports
 /// no error, so an arrival is the only work it can leave for the other
 /// stages.
 pub fn routing_ahead(
@@ -146,7 +105,7 @@ pub fn routing_ahead(
     mut ahead: ResMut<RoutedAhead>,
     mut net: RoutingAccess,
 ) {
-    run_ahead(limit, &mut clock, &mut ahead, &mut net);
+    super::run_ahead(limit, &mut clock, &mut ahead, &mut net);
 }
 
 /// Routes the packets due at `now`.
@@ -254,10 +213,3 @@ fn sort_same_tick(due: &mut [HopEvent]) {
 pub(super) fn net_due(clock: Res<Clock>, cal: Res<NetCalendar>, ahead: Res<RoutedAhead>) -> bool {
     !ahead.0 && crate::plugin::due(cal.0.next_due(), clock.now)
 }
-
-/// Set when the engine has already run [`routing`] for the current tick
-/// outside the schedule (it runs ahead over ticks where only packets move);
-/// the schedule's routing then waits for the next run at this tick, as it
-/// would have, and `advance` clears it.
-#[derive(Resource, Default)]
-pub struct RoutedAhead(pub bool);
