@@ -238,7 +238,7 @@ impl Bench {
         let chunks = u64::from(self.sips) * self.rounds * self.bytes.div_ceil(self.slot_bytes);
         let messages = r.messages - messages_before;
         let text = format!(
-            "kernel  {} PEs x {} rounds x (send {} B / recv / add), {} slots x {} B: installed at tick {installed_at} ({install_secs:.3} s), kernels done at tick {}\n        {secs:.3} s wall: {chunks} chunk transfers ({:.2} M/s), {messages} messages with credits and launches ({:.2} M/s)\n",
+            "kernel  {} PEs x {} rounds x (send {} B / recv / add), {} slots x {} B: installed at tick {installed_at} ({install_secs:.3} s), kernels done at tick {}\n        {secs:.3} s wall: {chunks} chunk transfers ({:.2} M/s), {messages} messages with credits and launches ({:.2} M/s), {} schedule runs\n",
             self.sips,
             self.rounds,
             self.bytes,
@@ -246,7 +246,8 @@ impl Bench {
             self.slot_bytes,
             r.kernel_end,
             chunks as f64 / secs / 1e6,
-            messages as f64 / secs / 1e6
+            messages as f64 / secs / 1e6,
+            r.steps
         );
         Ok(PhaseReport {
             text,

@@ -14,6 +14,7 @@ pub mod ipcq;
 pub mod memory;
 pub mod network;
 pub mod plugin;
+pub mod prefetch;
 pub mod program;
 pub mod schedule;
 pub mod steady;

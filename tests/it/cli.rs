@@ -2,6 +2,7 @@
 //! files, exit codes and error messages (docs/guide.md §CLI).
 
 use kernbench::spec::{System, presets};
+use kernbench::sweep::Plan;
 use kernbench::topology::Topology;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -1479,5 +1480,36 @@ fn bench_shows_progress_per_phase() {
             .contains("bench: 2/2 phases (100% of the estimated work)"),
         "{}",
         run.stderr
+    );
+}
+
+/// The benchmark inputs the docs quote figures on stay runnable: each
+/// system file loads, and each plan loads and has points.
+#[test]
+fn every_bench_input_loads() {
+    let dir = manifest_path("tests/data/bench");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        if text.lines().any(|l| l.starts_with("studies:")) {
+            let plan = Plan::load(path.to_str().unwrap()).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!plan.points().is_empty(), "{name} has no points");
+        } else {
+            System::from_file(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+        names.push(name);
+    }
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "default_256_64m.yaml",
+            "ring_256.yaml",
+            "ring_32.yaml",
+            "torus_256.yaml",
+            "tree_reduce_256_64m.yaml"
+        ]
     );
 }

@@ -64,8 +64,10 @@ pub struct LinkTable {
     state: Vec<LinkState>,
 }
 
-/// The contention state and statistics of one non-ideal link.
+/// The contention state and statistics of one non-ideal link, aligned so
+/// that it never straddles two cache lines.
 #[derive(Debug, Default, Clone, Copy)]
+#[repr(align(32))]
 struct LinkState {
     free_at: Tick,
     stats: LinkStats,
@@ -213,6 +215,14 @@ impl LinkTable {
     /// For the fast-forward: every link free `d` ticks later.
     pub(crate) fn steady_shift(&mut self, d: Tick) {
         self.state.iter_mut().for_each(|s| s.free_at += d);
+    }
+
+    /// Prefetch hint for link `l`'s state.
+    #[inline]
+    pub fn prefetch(&self, l: LinkId) {
+        if let Some(s) = self.state.get(l.index()) {
+            crate::prefetch::prefetch(s);
+        }
     }
 
     /// A packet of `bytes` that holds the non-ideal link `l` for `ser` ticks

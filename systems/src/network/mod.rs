@@ -224,6 +224,7 @@ pub fn inject(mut outbox: ResMut<Outbox>, mut net: InjectAccess, mut commands: C
                 flow::schedule_leg(&mut net.flow_cal, &msg, (e, &flow));
             }
         } else {
+            let last = Message::size_of_packet(packets - 1, packets, msg.packet_bytes, msg.bytes);
             let entity = match parked {
                 Some(e) => {
                     *net.msgs.get_mut(e).expect("parked message entity exists").0 = msg;
@@ -231,7 +232,7 @@ pub fn inject(mut outbox: ResMut<Outbox>, mut net: InjectAccess, mut commands: C
                 }
                 None => commands.spawn(msg).id(),
             };
-            schedule_packets(&mut net.cal, id, packets, route, entity, at);
+            schedule_packets(&mut net.cal, id, (packets, last), route, entity, at);
         }
     }
     outbox.pending = pending;

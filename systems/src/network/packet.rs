@@ -20,9 +20,10 @@ use bevy_ecs::prelude::*;
 /// near end of segment `seg` of route `route` now." A message's packets enter
 /// the network as one train event (`seg` 0, every packet, `left` = packets −
 /// 1); after their first link they travel as single packets that carry their
-/// own size, so a hop reads no message component: only a train's first hop
-/// and the arrival do. Packets of one message keep their order (one route,
-/// FIFO links), so only the last packet's arrival is an event. 32 bytes.
+/// own size. A train carries its last packet's size (the others are full:
+/// the route's packet size), so a hop reads no message component: only the
+/// arrival does. Packets of one message keep their order (one route, FIFO
+/// links), so only the last packet's arrival is an event. 32 bytes.
 #[derive(Debug, Clone, Copy)]
 pub struct HopEvent {
     pub msg: MsgId,
@@ -31,8 +32,8 @@ pub struct HopEvent {
     pub left: u32,
     pub route: RouteId,
     pub seg: u32,
-    /// Bytes of this packet past the first segment (`inject` refuses
-    /// messages whose packets would not fit in 32 bits).
+    /// Bytes of this packet; of a train, of its last packet (`inject`
+    /// refuses messages whose packets would not fit in 32 bits).
     pub size: u32,
 }
 
@@ -44,7 +45,7 @@ pub struct NetCalendar(pub Calendar<HopEvent>);
 pub fn schedule_packets(
     cal: &mut NetCalendar,
     msg: MsgId,
-    packets: u32,
+    (packets, last_packet): (u32, u64),
     route: RouteId,
     entity: Entity,
     at: Tick,
@@ -57,7 +58,8 @@ pub fn schedule_packets(
             left: packets - 1,
             route,
             seg: 0,
-            size: 0,
+            // Only a route with links uses it, whose packets fit 32 bits.
+            size: last_packet.min(u64::from(u32::MAX)) as u32,
         },
     );
 }
@@ -125,14 +127,12 @@ fn route_tick(now: Tick, net: &mut RoutingAccess) {
     };
     sort_same_tick(&mut due);
     let (mut hops, mut ideal_hops) = (0, 0);
-    for ev in &due {
+    for (i, ev) in due.iter().enumerate() {
+        prefetch_ahead(&due, i, routes, links, msgs);
         let (segs, ideal_after, full) = routes.segments(ev.route);
-        // A train (seg 0) reads its message once, for the packet count and sizes.
-        let train = (ev.seg == 0).then(|| {
-            let m = msgs.get(ev.entity).expect("message of a train");
-            (m.packets, m.packet_bytes, m.bytes)
-        });
-        let count = train.map_or(1, |t| t.0);
+        // A train (seg 0): every packet of its message, full but its last.
+        let train = ev.seg == 0;
+        let count = if train { ev.left + 1 } else { 1 };
         let Some(seg) = segs.get(ev.seg as usize) else {
             // The whole message is in: a train over an all-ideal route, or its last packet.
             ideal_hops += (ideal_after * count) as u64;
@@ -153,11 +153,9 @@ fn route_tick(now: Tick, net: &mut RoutingAccess) {
         let last_segment = ev.seg as usize + 1 == segs.len();
         for k in 0..count {
             let (left, size) = match train {
-                Some((packets, packet_bytes, bytes)) => (
-                    packets - 1 - k,
-                    Message::size_of_packet(k, packets, packet_bytes, bytes),
-                ),
-                None => (ev.left, u64::from(ev.size)),
+                true if k + 1 < count => (count - 1 - k, full),
+                true => (0, u64::from(ev.size)),
+                false => (ev.left, u64::from(ev.size)),
             };
             let ser = if size == full {
                 seg.ser_full
@@ -194,6 +192,37 @@ fn route_tick(now: Tick, net: &mut RoutingAccess) {
     counters.hops += hops;
     counters.ideal_hops += ideal_hops;
     cal.0.recycle(due);
+}
+
+/// Asks the caches for what the events after event `i` read, in the order
+/// they read it: a route 16 events ahead, its segment 8 ahead (through the
+/// route fetched by then), the link's state or the arriving message 4
+/// ahead. On machines whose links, routes and messages outgrow the caches,
+/// each of these is a miss a hop would otherwise wait for.
+fn prefetch_ahead(
+    due: &[HopEvent],
+    i: usize,
+    routes: &Routes,
+    links: &LinkTable,
+    msgs: &Query<&mut Message>,
+) {
+    if let Some(e) = due.get(i + 16) {
+        routes.prefetch_span(e.route);
+    }
+    if let Some(e) = due.get(i + 8) {
+        routes.prefetch_segment(e.route, e.seg);
+    }
+    let Some(e) = due.get(i + 4) else {
+        return;
+    };
+    match routes.segments(e.route).0.get(e.seg as usize) {
+        Some(s) => links.prefetch(s.link),
+        None => {
+            if let Ok(m) = msgs.get(e.entity) {
+                crate::prefetch::prefetch(m);
+            }
+        }
+    }
 }
 
 /// Orders the packets due in one tick: message id, then packet index (a

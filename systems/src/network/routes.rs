@@ -135,6 +135,23 @@ impl Routes {
         (segs, s.ideal_after, s.packet_bytes)
     }
 
+    /// Prefetch hint for route `r`'s span.
+    #[inline]
+    pub fn prefetch_span(&self, r: RouteId) {
+        if let Some(s) = self.spans.get(r.index()) {
+            crate::prefetch::prefetch(s);
+        }
+    }
+
+    /// Prefetch hint for segment `seg` of route `r` (reads the span).
+    #[inline]
+    pub fn prefetch_segment(&self, r: RouteId, seg: u32) {
+        let s = self.spans[r.index()];
+        if seg < s.seg_len {
+            crate::prefetch::prefetch(&self.segments[(s.seg_start + seg) as usize]);
+        }
+    }
+
     pub fn packet_bytes(&self, r: RouteId) -> u64 {
         self.spans[r.index()].packet_bytes
     }
