@@ -152,10 +152,12 @@ fn route_tick(now: Tick, net: &mut RoutingAccess) {
         hops += ((seg.ideal_before + 1) * count) as u64;
         let last_segment = ev.seg as usize + 1 == segs.len();
         for k in 0..count {
-            let (left, size) = match train {
-                true if k + 1 < count => (count - 1 - k, full),
-                true => (0, u64::from(ev.size)),
-                false => (ev.left, u64::from(ev.size)),
+            // A train's k-th packet has `left − k` behind it (k is 0 otherwise).
+            let left = ev.left - k;
+            let size = if train && left > 0 {
+                full
+            } else {
+                u64::from(ev.size)
             };
             let ser = if size == full {
                 seg.ser_full

@@ -146,9 +146,8 @@ impl Routes {
     /// Prefetch hint for segment `seg` of route `r` (reads the span).
     #[inline]
     pub fn prefetch_segment(&self, r: RouteId, seg: u32) {
-        let s = self.spans[r.index()];
-        if seg < s.seg_len {
-            crate::prefetch::prefetch(&self.segments[(s.seg_start + seg) as usize]);
+        if let Some(s) = self.segments(r).0.get(seg as usize) {
+            crate::prefetch::prefetch(s);
         }
     }
 
