@@ -552,6 +552,13 @@ impl FlowLinks {
         self.joined.is_empty() && self.dirty.is_empty()
     }
 
+    /// For the fast-forward: every flow on a link `d` ticks later, as the
+    /// turns of the flows themselves move.
+    pub(crate) fn steady_shift(&mut self, d: Tick) {
+        let flows = self.links.iter_mut().flat_map(|l| l.flows.iter_mut());
+        flows.for_each(|f| f.turn += d);
+    }
+
     /// For the fast-forward: the flows on each link and route, named by
     /// their messages' ids.
     pub(crate) fn steady_words(&self, id_of: &impl Fn(Entity) -> MsgId, sig: &mut Sig) {
@@ -1157,9 +1164,13 @@ fn fill_turn(turn: &[(Tick, u32)], links: &LinkTable, fl: &mut FlowLinks) {
         };
         for k in 0..fl.links[l.index()].flows.len() {
             let f = fl.links[l.index()].flows[k];
+            // Every flow on a reached link was reached in this pass.
+            let i = fl.flow_slots[f.entity.index_u32() as usize].1 as usize;
+            debug_assert_eq!(
+                f.turn, fl.reached_flows[i].turn,
+                "a link's entry has its flow's turn"
+            );
             if f.turn == turn_tick {
-                // Every flow on a reached link was reached in this pass.
-                let i = fl.flow_slots[f.entity.index_u32() as usize].1 as usize;
                 fix_rate(i, share, fl);
             }
         }

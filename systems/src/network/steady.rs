@@ -131,6 +131,7 @@ pub(crate) fn steady_shift(world: &mut World, query: &mut MessageQueryMut, d: Ti
     let mut cal = world.resource_mut::<NetCalendar>();
     cal.0.shift(d);
     cal.0.for_each_mut(|ev| ev.msg = ev.msg.later(msgs));
+    world.resource_mut::<FlowLinks>().steady_shift(d);
     let mut cal = world.resource_mut::<FlowCalendar>();
     cal.0.shift(d);
     cal.0.for_each_mut(|ev| ev.msg = ev.msg.later(msgs));
