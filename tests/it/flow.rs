@@ -380,23 +380,30 @@ fn a_message_sent_on_a_busy_route_queues_behind_it_and_arrives_once() {
 }
 
 #[test]
-fn a_parking_lot_finishes_at_its_max_min_ticks() {
+fn a_parking_lot_of_one_turn_drains_in_message_order() {
     // 0→1 at 100 B/tick, 1→2 at 60, L = 10; 6000 B each, one leg a
     // message. The long flow 0→2 starts at 0; its last byte leaves 1→2 at
     // 170 alone, so it waits 170 − 6000/60 = 70; the short ones start at
-    // 70 and wait none: all drain from 70. Max-min: the long flow and the
-    // short one on 1→2 get 30 B/tick, the short one on 0→1 gets 70 and
-    // drains in 6000/70 ≈ 85.7 ticks, arriving 10 later (166); the others
-    // keep 30 (1→2 still binds them), drain in 200 ticks and arrive at 280.
+    // 70 and wait none: all take their turn at 70, served in message
+    // order. The long one drains at its bottleneck, 60, and arrives alone
+    // (180); the short one on 1→2 waits for it until 170 and arrives at
+    // 280, both as in packet mode. The short one on 0→1 drains at the 40
+    // left there until 170 (4000 B), then at 100 (190) and arrives at 200:
+    // one flow a message holds 0→1 while its bytes are on 1→2; in packet
+    // mode, where the long message left 0→1 at 60, it arrives at 140.
     let classes = [class(100, 10, 1 << 20), class(60, 10, 1 << 20)];
-    let mut t = ScheduledTraffic::new();
-    for (a, b, at) in [(0, 2, 0), (0, 1, 70), (1, 2, 70)] {
-        t.add(NodeId(a), NodeId(b), 6000, Start::At(at));
-    }
+    let traffic = || {
+        let mut t = ScheduledTraffic::new();
+        for (a, b, at) in [(0, 2, 0), (0, 1, 70), (1, 2, 70)] {
+            t.add(NodeId(a), NodeId(b), 6000, Start::At(at));
+        }
+        t
+    };
     let mut engine = line(&classes, NetworkModel::Flow);
     engine.set_flow_leg_span(LegSpan(u64::MAX));
-    let flow = run(&mut engine, t);
-    assert_eq!(flow.arrivals, vec![280, 166, 280]);
+    assert_eq!(run(&mut engine, traffic()).arrivals, vec![180, 200, 280]);
+    let packet = run(&mut line(&classes, NetworkModel::Packet), traffic());
+    assert_eq!(packet.arrivals, vec![180, 140, 280]);
 }
 
 #[test]

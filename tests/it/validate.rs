@@ -74,12 +74,12 @@ fn every_adversarial_case_carries_the_same_bytes_in_both_models_and_beats_no_bou
     );
     // A GPT layer on one SIP: its GEMMs load operands from every cube's HBM
     // at once. Links serve earlier flows first in both models, so the loads
-    // finish one after another and the layer takes 0.74 % less time in flow
+    // finish one after another and the layer takes 1.3 % less time in flow
     // mode (pinned; 10.8 % more when every link was shared max-min fairly).
     let layer = rows.iter().find(|r| r.family == "gemm_loads").unwrap();
     assert_eq!(
         (layer.packet_ticks, layer.flow_ticks),
-        (780_984, 775_226),
+        (780_984, 770_731),
         "{layer:?}"
     );
     let s = summarize(&rows);
@@ -123,15 +123,15 @@ fn validate_writes_its_tables_summary_and_figure() {
         }
     }
     // The flow model's accuracy on the quick matrix, pinned (both models are
-    // deterministic): the median case within 0.1 %, every case within 5 %,
+    // deterministic): the median case within 0.08 %, every case within 5 %,
     // bytes identical on every link, the fastest algorithm the same in all
     // 72 groups; 5 groups order a pair of algorithms that are within 0.44 %
     // of each other in packet mode differently (docs/model.md §Flow-level
     // network).
     for line in [
         " each in the packet and the flow model\n",
-        "|error| of flow against packet: median 0.091%, max 3.684% (matrix torus_2d 4 SIPs 2x1 cubes broadcast tree ",
-        "within 1%: 360 (88.0%), within 5%: 409 (100.0%)\n",
+        "|error| of flow against packet: median 0.076%, max 3.684% (matrix torus_2d 4 SIPs 2x1 cubes broadcast tree ",
+        "within 1%: 359 (87.8%), within 5%: 409 (100.0%)\n",
         "per-link bytes identical: 409 of 409\n",
         "72 groups, 61 with the best two more than 5% apart in packet mode, 5 of those ranked differently (Kendall tau < 1; the pairs they order differently are at most 0.44% apart in packet mode); same fastest algorithm in 72 of 72\n",
         "bounds not met (0 of 409 cases beyond 5%, 5 decisive rankings differ): ",
@@ -189,11 +189,11 @@ fn validate_on_cube_meshes_pins_where_flow_mode_runs_early() {
     assert_eq!(code, Some(0), "{err}");
     for line in [
         "validated 407 cases, each in the packet and the flow model\n",
-        "|error| of flow against packet: median 0.238%, max 10.503% (matrix mesh_2d_no_wrap 4 SIPs 4x4 cubes all_to_all pairwise 262144 B: packet 3561 ticks, flow 3187)\n",
-        "within 1%: 332 (81.6%), within 5%: 401 (98.5%)\n",
+        "|error| of flow against packet: median 0.097%, max 10.278% (matrix mesh_2d_no_wrap 4 SIPs 4x4 cubes all_to_all pairwise 262144 B: packet 3561 ticks, flow 3195)\n",
+        "within 1%: 342 (84.0%), within 5%: 402 (98.8%)\n",
         "per-link bytes identical: 407 of 407\n",
         "72 groups, 60 with the best two more than 5% apart in packet mode, 0 of those ranked differently (Kendall tau < 1); same fastest algorithm in 68 of 72\n",
-        "bounds not met (6 of 407 cases beyond 5%, 0 decisive rankings differ): ",
+        "bounds not met (5 of 407 cases beyond 5%, 0 decisive rankings differ): ",
     ] {
         assert!(stdout.contains(line), "{line}\n{stdout}");
     }
@@ -206,6 +206,6 @@ fn validate_on_cube_meshes_pins_where_flow_mode_runs_early() {
         .map(|row| row.unwrap()[err_at].parse::<f64>().unwrap())
         .filter(|e| e.abs() > 0.05)
         .collect();
-    assert_eq!(beyond.len(), 6, "{beyond:?}");
+    assert_eq!(beyond.len(), 5, "{beyond:?}");
     assert!(beyond.iter().all(|&e| e < 0.0), "{beyond:?}");
 }

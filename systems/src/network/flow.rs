@@ -2,12 +2,11 @@
 //! whole route at once, instead of packets crossing links one by one
 //! (docs/model.md §Flow-level network).
 //!
-//! A link serves flows by turn (the tick their latency phase ended), first
-//! come, first served: a flow takes what earlier turns left on its links.
-//! Flows of one turn share that max-min fairly, by progressive filling
-//! (SimGrid's flow model): the link whose spare bandwidth per unfixed flow
-//! is smallest fixes its flows at that share, which then leave the other
-//! links' spare, until every flow of the turn has a rate. Rates change only
+//! A link serves flows by turn (the tick their latency phase ended, then
+//! their message's id), first come, first served: a flow takes the least
+//! of its bottleneck and what earlier turns left on its links, as the
+//! packet engine reserves a link for packets in the order they reach it,
+//! those of one tick in message-id order. Rates change only
 //! when a flow starts or drains, and only those of flows connected to it
 //! through shared links, of its turn or later, are recomputed (selective
 //! update: a walk from the links whose flow set changed, over their flows'
@@ -23,7 +22,7 @@
 //! (`alone` − bytes / bottleneck bandwidth) plus the drain. A flow spends the
 //! whole ticks of its overhead first (its latency phase, as in SimGrid: a
 //! flow does not take bandwidth before its first bytes could reach a link),
-//! then drains at its max-min rates and arrives the overhead's fraction of a
+//! then drains at its rates and arrives the overhead's fraction of a
 //! tick after the drain ends, never before `alone`. A flow never slowed below
 //! its bottleneck arrives exactly `alone` after it started. Link statistics
 //! and hop counters are per-message sums, added once at injection, identical
@@ -44,8 +43,7 @@ use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// How messages cross the network; one choice per run (the spec's
 /// `network.model`, default packet).
@@ -55,8 +53,8 @@ pub enum NetworkModel {
     /// Store-and-forward packets, one event per packet per link: exact.
     #[default]
     Packet,
-    /// One flow per message, first come first served by turn, max-min fair
-    /// within a turn: events per message.
+    /// One flow per leg of a message, first come first served by turn:
+    /// events per message and leg.
     Flow,
 }
 
@@ -84,10 +82,9 @@ pub struct Flow {
     pub bottleneck: f64,
     /// Tick at which the message started (its latency phase).
     pub start: Tick,
-    /// Tick its latency phase ended (it then drained, or queued behind its
-    /// route): its turn on every link. An earlier turn is served first; flows
-    /// of one turn share fairly.
-    pub turn: Tick,
+    /// Its place in the order its links serve flows, set when its latency
+    /// phase ends (it then drains, or queues behind its route).
+    pub turn: Turn,
     /// Bytes left to drain as of `updated_at`.
     pub left: f64,
     /// Current rate, bytes per tick (0 before the first rate pass, and
@@ -171,7 +168,7 @@ impl Flow {
             tail: overhead.fract(),
             bottleneck,
             start: 0,
-            turn: 0,
+            turn: Turn::default(),
             left: bytes as f64,
             rate: 0.0,
             updated_at: 0,
@@ -227,6 +224,34 @@ impl Flow {
     fn arrival_after(&self) -> Tick {
         let rest = self.left / self.rate + self.tail + (self.alone - self.leg_end) as f64;
         self.updated_at + ceil_ticks(rest)
+    }
+}
+
+/// A flow's place in the order its links serve flows: the tick its latency
+/// phase ended, then its message's id, as the packet engine serves packets
+/// that reach a link in one tick in message-id order. The legs of one
+/// message share a turn but never a link.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Turn {
+    pub tick: Tick,
+    pub msg: MsgId,
+}
+
+impl Turn {
+    /// For the fast-forward: `d` ticks and `msgs` message ids later.
+    pub(crate) fn shift(&mut self, d: Tick, msgs: u64) {
+        (self.tick, self.msg) = (self.tick + d, self.msg.later(msgs));
+    }
+
+    /// For the fast-forward: the turn relative to now and the next id (a
+    /// turn not yet taken, at tick 0, as one word).
+    pub(crate) fn steady_words(&self, sig: &mut Sig) {
+        if self.tick == 0 {
+            sig.word(u64::MAX - 1);
+        } else {
+            sig.at(self.tick);
+            sig.msg(self.msg);
+        }
     }
 }
 
@@ -394,10 +419,6 @@ struct LinkFlows {
     /// bandwidth in that pass.
     visit: u32,
     spare: f64,
-    /// The stamp of the last turn filled whose flows cross it, and its
-    /// flows of that turn without a rate yet.
-    turn_stamp: u32,
-    unfixed: u32,
 }
 
 /// A flow on a link, as rate passes read it without looking it up.
@@ -405,7 +426,7 @@ struct LinkFlows {
 struct LinkFlow {
     entity: Entity,
     bottleneck: f64,
-    turn: Tick,
+    turn: Turn,
 }
 
 /// A flow as a rate pass reads it: its entity is looked up once, when the
@@ -413,7 +434,7 @@ struct LinkFlow {
 #[derive(Debug, Clone, Copy)]
 struct Reached {
     entity: Entity,
-    turn: Tick,
+    turn: Turn,
     /// Older than every change of the pass: its rate stands, and only
     /// lessens the spare of the pass's links.
     pinned: bool,
@@ -452,13 +473,10 @@ pub struct FlowLinks {
     dirty: Vec<LinkId>,
     /// The earliest turn of a flow that joined or left since the last pass:
     /// flows of earlier turns keep their rates.
-    changed_turn: Option<Tick>,
+    changed_turn: Option<Turn>,
     pass: u32,
-    /// The stamp of the last turn a pass filled, and the pass's flows
-    /// without a rate ordered by turn, and one turn's links.
-    turn_stamp: u32,
-    by_turn: Vec<(Tick, u32)>,
-    turn_links: Vec<LinkId>,
+    /// The pass's flows without a rate, ordered by turn.
+    by_turn: Vec<(Turn, u32)>,
     /// The pass's connected links and flows.
     reached_links: Vec<LinkId>,
     reached_flows: Vec<Reached>,
@@ -468,9 +486,6 @@ pub struct FlowLinks {
     /// its flow and the flow's place in `reached_flows`, so a pass looks
     /// each flow's entity up once however many of its links it walks.
     flow_slots: Vec<(u32, u32)>,
-    /// The pass's limits by share: (share, is a flow's own bottleneck,
-    /// link id or index in `reached_flows`); see [`fill_progressively`].
-    heap: BinaryHeap<Reverse<(u64, bool, u32)>>,
     /// Flows the rate passes reached, summed over the run: the flow model's
     /// own work, which grows with the flows draining together (a period the
     /// fast-forward skips adds none).
@@ -511,7 +526,7 @@ impl FlowLinks {
         }
     }
 
-    fn leave(&mut self, links: &LinkTable, (e, turn): (Entity, Tick), segs: &[Segment]) {
+    fn leave(&mut self, links: &LinkTable, (e, turn): (Entity, Turn), segs: &[Segment]) {
         self.changed(turn);
         for s in segs {
             let link = &mut self.links[s.link.index()];
@@ -541,22 +556,28 @@ impl FlowLinks {
 
     /// A flow of turn `turn` joined or left: flows of that turn and later
     /// ones may change rate.
-    fn changed(&mut self, turn: Tick) {
+    fn changed(&mut self, turn: Turn) {
         self.changed_turn = Some(self.changed_turn.map_or(turn, |t| t.min(turn)));
     }
 }
 
 impl FlowLinks {
+    /// Reached flow `r`'s binding links, in route order.
+    fn binding_of(&self, r: &Reached) -> &[LinkId] {
+        let (first, n) = (r.binding.0 as usize, r.binding.1 as usize);
+        &self.reached_binding[first..first + n]
+    }
+
     /// Whether the last rate pass took in every change (true between ticks).
     pub(crate) fn settled(&self) -> bool {
         self.joined.is_empty() && self.dirty.is_empty()
     }
 
-    /// For the fast-forward: every flow on a link `d` ticks later, as the
-    /// turns of the flows themselves move.
-    pub(crate) fn steady_shift(&mut self, d: Tick) {
+    /// For the fast-forward: every flow on a link `d` ticks and `msgs`
+    /// message ids later, as the turns of the flows themselves move.
+    pub(crate) fn steady_shift(&mut self, d: Tick, msgs: u64) {
         let flows = self.links.iter_mut().flat_map(|l| l.flows.iter_mut());
-        flows.for_each(|f| f.turn += d);
+        flows.for_each(|f| f.turn.shift(d, msgs));
     }
 
     /// For the fast-forward: the flows on each link and route, named by
@@ -567,7 +588,7 @@ impl FlowLinks {
             for f in &l.flows {
                 sig.msg(id_of(f.entity));
                 sig.float(f.bottleneck);
-                sig.at(f.turn);
+                f.turn.steady_words(sig);
             }
             sig.float(l.demand);
             sig.word(u64::from(l.binding));
@@ -744,7 +765,10 @@ fn join(now: Tick, e: Entity, net: &mut FlowAccess) {
     let Ok((msg, mut flow)) = net.flows.get_mut(e) else {
         unreachable!("flow event for a message entity that no longer exists");
     };
-    flow.turn = now;
+    flow.turn = Turn {
+        tick: now,
+        msg: msg.id,
+    };
     net.net.extra_legs += u64::from(flow.leg > 0);
     let cached = net.routes.cached();
     let queue = net.net.route_queue((msg.route.index(), flow.leg), cached);
@@ -779,7 +803,7 @@ fn drain_now(now: Tick, e: Entity, net: &mut FlowAccess) {
 /// stand: `to` takes `from`'s rate without a rate pass (one still runs if
 /// other flows changed this tick, and then reaches `to` if they are
 /// connected to it). Otherwise the links are rated again.
-fn hand_over(now: Tick, (from, from_turn): (Entity, Tick), to: Entity, net: &mut FlowAccess) {
+fn hand_over(now: Tick, (from, from_turn): (Entity, Turn), to: Entity, net: &mut FlowAccess) {
     let rate = net.flows.get(from).expect("the drained flow exists").1.rate;
     let Ok((msg, mut flow)) = net.flows.get_mut(to) else {
         unreachable!("a flow waiting on its route exists");
@@ -950,7 +974,7 @@ fn deliver(now: Tick, entity: Entity, net: &mut FlowAccess) {
 fn reassign_rates(now: Tick, net: &mut FlowAccess) {
     reach_connected(now, net);
     net.net.reached += net.net.reached_flows.len() as u64;
-    fill_progressively(net);
+    fill_by_turn(net);
     let FlowAccess {
         cal,
         net: fl,
@@ -990,7 +1014,7 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
     let fl: &mut FlowLinks = fl;
     fl.pass = fl.pass.wrapping_add(1).max(1);
     let pass = fl.pass;
-    let from_turn = fl.changed_turn.take().unwrap_or(0);
+    let from_turn = fl.changed_turn.take().unwrap_or_default();
     fl.reached_links.clear();
     fl.reached_flows.clear();
     fl.reached_binding.clear();
@@ -1024,7 +1048,7 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
 /// `from_turn`, else drained up to `now` with its binding links added to
 /// the walk.
 fn reach_flow(
-    (now, from_turn): (Tick, Tick),
+    (now, from_turn): (Tick, Turn),
     e: Entity,
     fl: &mut FlowLinks,
     flows: &mut Query<(&mut Message, &mut Flow)>,
@@ -1069,10 +1093,13 @@ fn reach_flow(
     });
 }
 
-/// Rates of the reached flows, turn by turn from the earliest: a pinned
-/// flow's rate leaves the spare of the pass's links first, then each turn's
-/// flows share what earlier turns left, max-min ([`fill_turn`]).
-fn fill_progressively(net: &mut FlowAccess) {
+/// Rates of the reached flows in turn order: a pinned flow's rate leaves
+/// the spare of the pass's links first, then each flow takes the least of
+/// its bottleneck and what earlier turns left on its binding links (a link
+/// that does not bind cannot hold a flow below its bottleneck). Turns are
+/// distinct on a link (the legs of one message, which share one, cross
+/// different links), so this is also the max-min share of every turn.
+fn fill_by_turn(net: &mut FlowAccess) {
     let FlowAccess { net: fl, links, .. } = net;
     let fl: &mut FlowLinks = fl;
     for &l in &fl.reached_links {
@@ -1085,8 +1112,8 @@ fn fill_progressively(net: &mut FlowAccess) {
             by_turn.push((r.turn, i as u32));
             continue;
         }
-        let (first, n) = r.binding;
-        for &l in &fl.reached_binding[first as usize..(first + n) as usize] {
+        let (first, n) = (r.binding.0 as usize, r.binding.1 as usize);
+        for &l in &fl.reached_binding[first..first + n] {
             let link = &mut fl.links[l.index()];
             if link.visit == fl.pass {
                 link.spare -= r.rate;
@@ -1094,109 +1121,28 @@ fn fill_progressively(net: &mut FlowAccess) {
         }
     }
     by_turn.sort_unstable();
-    for turn in by_turn.chunk_by(|a, b| a.0 == b.0) {
-        fill_turn(turn, links, fl);
+    for &(_, i) in &by_turn {
+        let r = &fl.reached_flows[i as usize];
+        let mut rate = r.bottleneck;
+        for &l in fl.binding_of(r) {
+            let spare = fl.links[l.index()].spare;
+            // Earlier turns filled the link (up to float noise: a
+            // billionth of its bandwidth): the flow waits for one to finish.
+            let spare = if spare > link_rate(links, l) * 1e-9 {
+                spare
+            } else {
+                0.0
+            };
+            rate = rate.min(spare);
+        }
+        let (first, n) = r.binding;
+        for k in first..first + n {
+            let l = fl.reached_binding[k as usize];
+            fl.links[l.index()].spare -= rate;
+        }
+        fl.reached_flows[i as usize].rate = rate;
     }
     fl.by_turn = by_turn;
-}
-
-/// Max-min rates of the reached flows `turn` (turn and index in
-/// `reached_flows`, all of one turn) in the spare
-/// their binding links have left: the least of those links' spare per flow
-/// of the turn without a rate and the flows' own bottlenecks fixes its
-/// flows at that share, which leaves the spare of their binding links;
-/// repeated until all have a rate (a link that does not bind cannot lower a
-/// rate below a flow's bottleneck, so it takes no part). Limits wait in a
-/// min-heap: fixing flows at the least share never lowers another link's
-/// share, so an entry is a lower bound, and a popped link that changed
-/// since is pushed again with its new share. Ties go to links, then to the
-/// lower id (deterministic).
-fn fill_turn(turn: &[(Tick, u32)], links: &LinkTable, fl: &mut FlowLinks) {
-    fl.turn_stamp = fl.turn_stamp.wrapping_add(1).max(1);
-    let (stamp, turn_tick) = (fl.turn_stamp, turn[0].0);
-    fl.turn_links.clear();
-    for &(_, i) in turn {
-        let (first, n) = fl.reached_flows[i as usize].binding;
-        for &l in &fl.reached_binding[first as usize..(first + n) as usize] {
-            let link = &mut fl.links[l.index()];
-            if link.turn_stamp != stamp {
-                (link.turn_stamp, link.unfixed) = (stamp, 0);
-                fl.turn_links.push(l);
-            }
-            link.unfixed += 1;
-        }
-    }
-    // The limits are gathered first and heapified once (linear time);
-    // their keys are distinct, so the pop order is that of pushing each.
-    let mut limits = std::mem::take(&mut fl.heap).into_vec();
-    limits.clear();
-    for &l in &fl.turn_links {
-        let link = &fl.links[l.index()];
-        let key = share_key(link.spare / f64::from(link.unfixed));
-        limits.push(Reverse((key, false, l.0)));
-    }
-    let own = turn
-        .iter()
-        .map(|&(_, i)| (i, fl.reached_flows[i as usize].bottleneck));
-    limits.extend(own.map(|(i, b)| Reverse((share_key(b), true, i))));
-    fl.heap = BinaryHeap::from(limits);
-    while let Some(Reverse((key, own, id))) = fl.heap.pop() {
-        if own {
-            fix_rate(id as usize, f64::from_bits(key), fl);
-            continue;
-        }
-        let l = LinkId(id);
-        let link = &fl.links[l.index()];
-        if link.unfixed == 0 {
-            continue;
-        }
-        let share = link.spare.max(0.0) / f64::from(link.unfixed);
-        if share_key(share) != key {
-            fl.heap.push(Reverse((share_key(share), false, id)));
-            continue;
-        }
-        // Earlier turns filled the link (up to float noise: a billionth of
-        // its bandwidth): its flows of this turn wait for one to finish.
-        let share = if share > link_rate(links, l) * 1e-9 {
-            share
-        } else {
-            0.0
-        };
-        for k in 0..fl.links[l.index()].flows.len() {
-            let f = fl.links[l.index()].flows[k];
-            // Every flow on a reached link was reached in this pass.
-            let i = fl.flow_slots[f.entity.index_u32() as usize].1 as usize;
-            debug_assert_eq!(
-                f.turn, fl.reached_flows[i].turn,
-                "a link's entry has its flow's turn"
-            );
-            if f.turn == turn_tick {
-                fix_rate(i, share, fl);
-            }
-        }
-    }
-}
-
-/// Gives reached flow `i` the rate `share` unless it has one, taken from
-/// the spare of its binding links.
-fn fix_rate(i: usize, share: f64, fl: &mut FlowLinks) {
-    let r = &mut fl.reached_flows[i];
-    if !r.rate.is_nan() {
-        return;
-    }
-    r.rate = share;
-    let (first, n) = r.binding;
-    for &l in &fl.reached_binding[first as usize..(first + n) as usize] {
-        let link = &mut fl.links[l.index()];
-        link.spare -= share;
-        link.unfixed -= 1;
-    }
-}
-
-/// A share as a heap key: the bits of a non-negative float order as its
-/// value (float noise below zero counts as zero).
-fn share_key(share: f64) -> u64 {
-    if share > 0.0 { share.to_bits() } else { 0 }
 }
 
 /// Whether flow events are due now.
@@ -1394,19 +1340,20 @@ mod tests {
     }
 
     #[test]
-    fn parking_lot_gets_max_min_rates() {
+    fn one_turn_is_served_in_message_order() {
         // 0→1 at 100 B/tick, 1→2 at 60 B/tick, L = 10; a long flow 0→2 and a
         // short one on each link, all draining from tick 70 (the long one
         // starts at 0 with an overhead of 70, its last byte leaving 1→2 at
         // 170, the short ones at 70 with none).
-        // 1→2 is the bottleneck: 30 each for the long flow and its short
-        // one; the other short one takes 0→1's spare, 70.
+        // The long one (message 0) comes first: its bottleneck, 60, on both
+        // links; the short one on 0→1 takes the 40 left there, the one on
+        // 1→2 waits at 0, as its packet would wait behind message 0's.
         let msgs = [(0, 2, 6000, 0), (0, 1, 6000, 70), (1, 2, 6000, 70)];
         let mut e = flow_engine(parking_lot(), &msgs);
         run_past(&mut e, 80);
         assert_eq!(
             flow_rates(&mut e),
-            vec![(MsgId(0), 30.0), (MsgId(1), 70.0), (MsgId(2), 30.0)]
+            vec![(MsgId(0), 60.0), (MsgId(1), 40.0), (MsgId(2), 0.0)]
         );
     }
 
@@ -1450,17 +1397,18 @@ mod tests {
     fn the_next_message_of_a_route_takes_its_rate_without_a_pass() {
         // 0→1 at 100 B/tick, 1→2 at 60, L = 10. Two messages 0→2 queue on
         // their route (both join at 70); a long one 1→2 joins at 70 too
-        // (its start, no overhead), so the first 0→2 and it share 1→2 at 30
-        // each. The first drains at 70 + 6000 / 30 = 270 and the second
-        // drains in its place at 30 until 470, with no rate pass: it is of
-        // the long one's turn, as the first was.
+        // (its start, no overhead), after the first 0→2 in message order:
+        // that one drains at its bottleneck, 60, and the long one waits.
+        // The first drains at 70 + 6000 / 60 = 170 and the second drains in
+        // its place at 60 until 270, with no rate pass: it comes before the
+        // long one too, as the first did.
         let msgs = [(0, 2, 6000, 0), (0, 2, 6000, 0), (1, 2, 60_000, 70)];
         let mut e = flow_engine(parking_lot(), &msgs);
         run_past(&mut e, 100);
         let reached = e.world.resource::<FlowLinks>().reached;
-        run_past(&mut e, 300);
+        run_past(&mut e, 200);
         assert_eq!(e.world.resource::<FlowLinks>().reached, reached);
-        let want = vec![((MsgId(1), 0), 30.0), ((MsgId(2), 0), 30.0)];
+        let want = vec![((MsgId(1), 0), 60.0), ((MsgId(2), 0), 0.0)];
         assert_eq!(rates_by_brute_force(&mut e), want);
         let mut rates = flow_rates(&mut e);
         rates.retain(|r| r.0 != MsgId(0));
@@ -1471,10 +1419,11 @@ mod tests {
     /// The rates of every draining flow, turn by turn from the earliest,
     /// each turn's flows max-min fair by progressive filling over every
     /// link at once in what earlier turns left (no selective update, no
-    /// pruning, no pinning).
+    /// pruning, no pinning; a turn's legs cross different links, so this
+    /// is the order of turns as the engine applies it).
     fn rates_by_brute_force(e: &mut Engine) -> Vec<((MsgId, u8), f64)> {
         let mut q = e.world.query::<(Entity, &Message, &Flow)>();
-        type Msg = (Entity, (MsgId, u8), RouteId, Tick, (u16, u16), f64);
+        type Msg = (Entity, (MsgId, u8), RouteId, Turn, (u16, u16), f64);
         let msgs: Vec<Msg> = q
             .iter(&e.world)
             .map(|(en, m, f)| (en, (m.id, f.leg), m.route, f.turn, f.segs, f.bottleneck))
@@ -1489,7 +1438,7 @@ mod tests {
                 .iter()
                 .any(|l| l.flows.iter().any(|f| f.entity == en))
         };
-        type Draining = (Tick, (MsgId, u8), Vec<LinkId>, f64);
+        type Draining = (Turn, (MsgId, u8), Vec<LinkId>, f64);
         let mut flows: Vec<Draining> = msgs
             .iter()
             .filter(|m| draining(m.0))
@@ -1549,7 +1498,7 @@ mod tests {
     }
 
     #[test]
-    fn selective_updates_keep_the_max_min_rates_of_every_flow() {
+    fn selective_updates_keep_every_rate_of_a_full_recomputation() {
         let (mut x, mut compared) = (99u64, 0);
         let mut next = |m: u64| {
             x = x

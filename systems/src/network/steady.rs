@@ -94,7 +94,8 @@ fn flow_words(f: &Flow, sig: &mut Sig) {
     for x in [f.tail, f.bottleneck, f.left, f.rate] {
         sig.float(x);
     }
-    for t in [f.start, f.turn, f.updated_at] {
+    f.turn.steady_words(sig);
+    for t in [f.start, f.updated_at] {
         if t == 0 {
             sig.word(u64::MAX - 1);
         } else {
@@ -121,7 +122,7 @@ pub(crate) fn steady_shift(world: &mut World, query: &mut MessageQueryMut, d: Ti
         later(&mut m.injected_at, d);
         if let Some(mut f) = f {
             later(&mut f.start, d);
-            later(&mut f.turn, d);
+            f.turn.shift(d, msgs);
             later(&mut f.updated_at, d);
             if f.not_before != 0 {
                 later(&mut f.not_before, d);
@@ -131,7 +132,7 @@ pub(crate) fn steady_shift(world: &mut World, query: &mut MessageQueryMut, d: Ti
     let mut cal = world.resource_mut::<NetCalendar>();
     cal.0.shift(d);
     cal.0.for_each_mut(|ev| ev.msg = ev.msg.later(msgs));
-    world.resource_mut::<FlowLinks>().steady_shift(d);
+    world.resource_mut::<FlowLinks>().steady_shift(d, msgs);
     let mut cal = world.resource_mut::<FlowCalendar>();
     cal.0.shift(d);
     cal.0.for_each_mut(|ev| ev.msg = ev.msg.later(msgs));
