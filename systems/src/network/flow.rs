@@ -799,7 +799,7 @@ fn drain_now(now: Tick, e: Entity, net: &mut FlowAccess) {
 /// Flow `from` (of turn `from_turn`) drained and `to`, the next message of
 /// its route, drains from now in its place on every link. The two share
 /// their links and bottleneck; when every other flow on a binding link
-/// comes before both, after both or in the same turn as both, the rates
+/// comes before both or after both, the rates
 /// stand: `to` takes `from`'s rate without a rate pass (one still runs if
 /// other flows changed this tick, and then reaches `to` if they are
 /// connected to it). Otherwise the links are rated again.
@@ -1038,8 +1038,13 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
         let l = fl.reached_links[i].index();
         i += 1;
         for k in 0..fl.links[l].flows.len() {
-            let e = fl.links[l].flows[k].entity;
-            reach_flow((now, from_turn), e, fl, flows, routes);
+            let LinkFlow { entity, turn, .. } = fl.links[l].flows[k];
+            reach_flow((now, from_turn), entity, fl, flows, routes);
+            let slot = fl.flow_slots[entity.index_u32() as usize].1 as usize;
+            debug_assert_eq!(
+                turn, fl.reached_flows[slot].turn,
+                "a link's entry has its flow's turn"
+            );
         }
     }
 }
