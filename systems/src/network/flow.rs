@@ -230,7 +230,7 @@ impl Flow {
 /// A flow's place in the order its links serve flows: the tick its latency
 /// phase ended, then its message's id, as the packet engine serves packets
 /// that reach a link in one tick in message-id order. The legs of one
-/// message share a turn but never a link.
+/// message may share a turn but never a link.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Turn {
     pub tick: Tick,
