@@ -448,6 +448,14 @@ struct Reached {
     rate: f64,
 }
 
+impl Reached {
+    /// Where its binding links are in `FlowLinks::reached_binding`.
+    fn binding_links(&self) -> std::ops::Range<usize> {
+        let (first, n) = (self.binding.0 as usize, self.binding.1 as usize);
+        first..first + n
+    }
+}
+
 /// The messages of one route (one source and destination) in order: the
 /// one draining, and those behind it. A route's messages cross the same
 /// links first come first served, so a later one drains after an earlier
@@ -562,12 +570,6 @@ impl FlowLinks {
 }
 
 impl FlowLinks {
-    /// Reached flow `r`'s binding links, in route order.
-    fn binding_of(&self, r: &Reached) -> &[LinkId] {
-        let (first, n) = (r.binding.0 as usize, r.binding.1 as usize);
-        &self.reached_binding[first..first + n]
-    }
-
     /// Whether the last rate pass took in every change (true between ticks).
     pub(crate) fn settled(&self) -> bool {
         self.joined.is_empty() && self.dirty.is_empty()
@@ -1040,9 +1042,9 @@ fn reach_connected(now: Tick, net: &mut FlowAccess) {
         for k in 0..fl.links[l].flows.len() {
             let LinkFlow { entity, turn, .. } = fl.links[l].flows[k];
             reach_flow((now, from_turn), entity, fl, flows, routes);
-            let slot = fl.flow_slots[entity.index_u32() as usize].1 as usize;
             debug_assert_eq!(
-                turn, fl.reached_flows[slot].turn,
+                turn,
+                fl.reached_flows[fl.flow_slots[entity.index_u32() as usize].1 as usize].turn,
                 "a link's entry has its flow's turn"
             );
         }
@@ -1117,8 +1119,7 @@ fn fill_by_turn(net: &mut FlowAccess) {
             by_turn.push((r.turn, i as u32));
             continue;
         }
-        let (first, n) = (r.binding.0 as usize, r.binding.1 as usize);
-        for &l in &fl.reached_binding[first..first + n] {
+        for &l in &fl.reached_binding[r.binding_links()] {
             let link = &mut fl.links[l.index()];
             if link.visit == fl.pass {
                 link.spare -= r.rate;
@@ -1129,7 +1130,7 @@ fn fill_by_turn(net: &mut FlowAccess) {
     for &(_, i) in &by_turn {
         let r = &fl.reached_flows[i as usize];
         let mut rate = r.bottleneck;
-        for &l in fl.binding_of(r) {
+        for &l in &fl.reached_binding[r.binding_links()] {
             let spare = fl.links[l.index()].spare;
             // Earlier turns filled the link (up to float noise: a
             // billionth of its bandwidth): the flow waits for one to finish.
@@ -1140,9 +1141,7 @@ fn fill_by_turn(net: &mut FlowAccess) {
             };
             rate = rate.min(spare);
         }
-        let (first, n) = r.binding;
-        for k in first..first + n {
-            let l = fl.reached_binding[k as usize];
+        for &l in &fl.reached_binding[r.binding_links()] {
             fl.links[l.index()].spare -= rate;
         }
         fl.reached_flows[i as usize].rate = rate;
