@@ -18,6 +18,7 @@
 //! | `merge DIR…` of directories that do not exist | each made first by `sweep` of the tiny plan, shard k of N |
 //! | `bench` | `--no-build`, `--sips 16`, `--rounds 4` |
 //! | `tp-mlp --tp LIST` | `--tp 1,2` |
+//! | `validate` (any `--matrix`) | `--matrix quick` |
 //! | `train-step` | `--hidden 64 --heads 4 --seq 64`; `--micro-batches` at most `--pp` (1 without) |
 //! | `autotune` | `--sizes` capped at 16K, on `tests/data/doc/small.yaml` (or the mapped `--system`/`--preset`) |
 //! | `parallel -S HOSTS … 'CMD {}' ::: V…` | CMD for each V, here (`cd DIR &&` dropped) |
@@ -419,6 +420,8 @@ fn shrink(mut args: Vec<String>, dir: &Path) -> Result<Vec<String>, String> {
             }
         }
         Some("tp-mlp") => set(&mut args, "--tp", "1,2"),
+        // The cube-mesh and full matrices are pinned by the exhaustive tests.
+        Some("validate") => set(&mut args, "--matrix", "quick"),
         Some("train-step") => {
             set(&mut args, "--hidden", "64");
             set(&mut args, "--heads", "4");
@@ -753,6 +756,10 @@ fn the_small_input_mapping_is_the_documented_one() {
         "bench --sips 16 --rounds 4 --no-build"
     );
     assert_eq!(s("kernbench tp-mlp --tp 1,2,4,8"), "tp-mlp --tp 1,2");
+    assert_eq!(
+        s("kernbench validate --matrix cubes --jobs 2"),
+        "validate --matrix quick --jobs 2"
+    );
     assert_eq!(
         s("kernbench train-step --tp 4 --hidden 4096 --seq 2048"),
         "train-step --tp 4 --hidden 64 --seq 64 --heads 4"
