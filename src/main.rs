@@ -128,6 +128,7 @@ enum Command {
 
 fn main() {
     let cli = Cli::parse();
+    kernbench::systems::heap::install_probe(|| HEAP.current_usage() as u64);
     let result = match cli.command {
         Command::Topo(a) => cmd::topo::run(a),
         Command::Bench(a) => cmd::bench::run(a),

@@ -49,12 +49,16 @@ pub struct BudgetArg {
 }
 
 impl BudgetArg {
+    /// The budget; its bytes also become the heap ceiling runs stop at
+    /// (`kernbench::systems::heap`), where the estimate missed memory.
     pub fn budget(&self) -> Budget {
         let default = Budget::of_this_machine();
-        Budget {
+        let budget = Budget {
             bytes: self.max_memory.unwrap_or(default.bytes),
             seconds: self.max_time.unwrap_or(default.seconds),
-        }
+        };
+        kernbench::systems::heap::set_ceiling(budget.bytes);
+        budget
     }
 }
 

@@ -8,6 +8,7 @@
 
 pub mod dtype;
 pub mod exec;
+pub mod heap;
 pub mod hierarchy;
 pub mod ids;
 pub mod ipcq;

@@ -223,12 +223,17 @@ pub enum RunError {
     /// `RunLimits::stall_steps` visited ticks, or the clock passed
     /// `RunLimits::max_ticks`; the report says what each PE waits for.
     Stalled(String),
+    /// The process's heap passed the ceiling of [`crate::heap`].
+    OutOfMemory(String),
 }
 
 impl std::fmt::Display for RunError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            RunError::Failed(e) | RunError::Deadlock(e) | RunError::Stalled(e) => f.write_str(e),
+            RunError::Failed(e)
+            | RunError::Deadlock(e)
+            | RunError::Stalled(e)
+            | RunError::OutOfMemory(e) => f.write_str(e),
         }
     }
 }
@@ -488,6 +493,13 @@ impl Engine {
                 return Ok(false);
             }
             let now = self.now();
+            if let Some((used, ceiling)) = crate::heap::over_ceiling() {
+                return Err(RunError::OutOfMemory(format!(
+                    "run stopped at tick {now}: the simulator's heap holds {}, over the memory budget of {} (--max-memory; default 80% of this machine's memory). Its estimate fitted the budget but does not count every message in flight (docs/model.md §Cost estimate); allowed: a smaller run (fewer SIPs or cubes, a smaller -e/--max-bytes, larger slot_size), --network packet where flow mode holds many messages at once, or a larger --max-memory where the machine has it",
+                    crate::heap::size(used),
+                    crate::heap::size(ceiling)
+                )));
+            }
             if limits.max_ticks.is_some_and(|m| now > m) {
                 return Err(self.stalled(format!(
                     "the clock passed --max-ticks {} (at tick {now})",

@@ -1261,6 +1261,46 @@ fn autotune_refuses_work_over_the_time_budget_at_once() {
     }
 }
 
+/// A run its estimate lets through but whose heap outgrows the budget
+/// stops with an error naming the budget and the fixes, not an abort by the
+/// operating system: a tree reduce in flow mode on 32 one-cube SIPs, whose
+/// leaves issue all 1024 loads at once (a flow per leg of each), estimated
+/// at 0.02 GiB and holding about 90 MiB a few ticks in.
+#[test]
+fn a_run_whose_heap_outgrows_the_budget_its_estimate_fitted_stops_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = std::fs::read_to_string(manifest_path("tests/data/bench/ring_256.yaml")).unwrap();
+    let system = dir.path().join("ring_32.yaml");
+    std::fs::write(&system, yaml.replace("count: 256", "count: 32")).unwrap();
+    let run = kernbench(&[
+        "run",
+        "--system",
+        system.to_str().unwrap(),
+        "--collective",
+        "reduce",
+        "--algorithm",
+        "tree",
+        "-b",
+        "64M",
+        "-e",
+        "64M",
+        "--network",
+        "flow",
+        "--max-memory",
+        "60M",
+    ]);
+    run.expect_user_error();
+    for want in [
+        "error: run stopped at tick ",
+        "over the memory budget of 60.0 MiB (--max-memory; ",
+        "does not count every message in flight",
+        "allowed: a smaller run (",
+        "or a larger --max-memory where the machine has it",
+    ] {
+        assert!(run.stderr.contains(want), "{want}\n{}", run.stderr);
+    }
+}
+
 /// tp-mlp's estimate counts a worker stack per rank and every value: TP
 /// 65536 and a batch of 2^32 are refused with their memory, not aborted by
 /// the allocator.
