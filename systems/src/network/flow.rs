@@ -246,10 +246,8 @@ impl Turn {
     /// For the fast-forward: the turn relative to now and the next id (a
     /// turn not yet taken, at tick 0, as one word).
     pub(crate) fn steady_words(&self, sig: &mut Sig) {
-        if self.tick == 0 {
-            sig.word(u64::MAX - 1);
-        } else {
-            sig.at(self.tick);
+        sig.at_if_set(self.tick);
+        if self.tick != 0 {
             sig.msg(self.msg);
         }
     }

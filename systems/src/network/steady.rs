@@ -95,23 +95,14 @@ fn flow_words(f: &Flow, sig: &mut Sig) {
         sig.float(x);
     }
     f.turn.steady_words(sig);
-    for t in [f.start, f.updated_at] {
-        if t == 0 {
-            sig.word(u64::MAX - 1);
-        } else {
-            sig.at(t);
-        }
-    }
+    sig.at_if_set(f.start);
+    sig.at_if_set(f.updated_at);
     sig.word(f.generation.into());
     sig.word(u64::from(f.shared) << 1 | u64::from(f.queued) | u64::from(f.awaiting) << 2);
     sig.word(u64::from(f.segs.0) | u64::from(f.segs.1) << 16 | u64::from(f.leg) << 32);
     sig.word(f.leg_end);
     sig.word(u64::from(f.last_leg.is_some()) << 8 | u64::from(f.pending));
-    if f.not_before == 0 {
-        sig.word(u64::MAX - 1);
-    } else {
-        sig.at(f.not_before);
-    }
+    sig.at_if_set(f.not_before);
 }
 
 /// Moves every message, packet and flow `d` ticks later and every message

@@ -39,6 +39,15 @@ impl Sig {
         });
     }
 
+    /// A tick at which something happened, or 0 for one that has not yet.
+    pub(crate) fn at_if_set(&mut self, t: Tick) {
+        if t == 0 {
+            self.word(u64::MAX - 1);
+        } else {
+            self.at(t);
+        }
+    }
+
     /// A tick from which something is free or ready: any past one is now.
     pub(crate) fn from(&mut self, t: Tick) {
         self.at(t.max(self.now));
