@@ -1,5 +1,10 @@
 //! Routes cached per (source, destination) pair, kept as segments: each
 //! non-ideal link with the ideal links crossed before it.
+//!
+//! Each route owns its segments: an all-to-all on a long ring caches one
+//! route per pair, hundreds of segments each (a GiB on 256 SIPs), and one
+//! growing table of them would hold up to twice that in spare capacity and
+//! copy it all at every doubling.
 
 use super::LinkTable;
 use crate::ids::{LinkId, NodeId};
@@ -36,9 +41,10 @@ impl RouteId {
 pub struct Routes {
     source: Box<dyn RouteSource>,
     cache: FxHashMap<(NodeId, NodeId), RouteId>,
-    segments: Vec<Segment>,
     spans: Vec<RouteSpan>,
     scratch: Vec<NodeId>,
+    /// The segments of the route being built, before it is boxed.
+    building: Vec<Segment>,
 }
 
 /// A non-ideal link of a route and the ideal links crossed just before it.
@@ -53,10 +59,9 @@ pub struct Segment {
     pub latency: Tick,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct RouteSpan {
-    seg_start: u32,
-    seg_len: u32,
+    segments: Box<[Segment]>,
     /// Ideal links after the last segment.
     ideal_after: u32,
     /// Packet size for messages on this route: the smallest packet size of its
@@ -69,9 +74,9 @@ impl Routes {
         Self {
             source,
             cache: FxHashMap::default(),
-            segments: Vec::new(),
             spans: Vec::new(),
             scratch: Vec::new(),
+            building: Vec::new(),
         }
     }
 
@@ -87,12 +92,11 @@ impl Routes {
                 "route {src}→{dst} does not start at {src} and end at {dst}"
             ));
         }
-        let seg_start = self.segments.len() as u32;
+        self.building.clear();
         let mut packet_bytes = u64::MAX;
         let mut ideal = 0;
         for w in self.scratch.windows(2) {
             let Some(l) = links.find(w[0], w[1]) else {
-                self.segments.truncate(seg_start as usize);
                 return Err(format!(
                     "route {src}→{dst} uses missing link {}→{}",
                     w[0], w[1]
@@ -103,7 +107,7 @@ impl Routes {
                 ideal += 1;
             } else {
                 packet_bytes = packet_bytes.min(class.packet_bytes);
-                self.segments.push(Segment {
+                self.building.push(Segment {
                     link: l,
                     ideal_before: ideal,
                     ser_full: 0,
@@ -112,13 +116,12 @@ impl Routes {
                 ideal = 0;
             }
         }
-        for seg in &mut self.segments[seg_start as usize..] {
+        for seg in &mut self.building {
             seg.ser_full = links.class(seg.link).ser_ticks(packet_bytes);
         }
         let id = RouteId(self.spans.len() as u32);
         self.spans.push(RouteSpan {
-            seg_start,
-            seg_len: self.segments.len() as u32 - seg_start,
+            segments: self.building.as_slice().into(),
             ideal_after: ideal,
             packet_bytes,
         });
@@ -130,9 +133,8 @@ impl Routes {
     /// number of ideal links after the last one, and the route's packet size.
     #[inline]
     pub fn segments(&self, r: RouteId) -> (&[Segment], u32, u64) {
-        let s = self.spans[r.index()];
-        let segs = &self.segments[s.seg_start as usize..(s.seg_start + s.seg_len) as usize];
-        (segs, s.ideal_after, s.packet_bytes)
+        let s = &self.spans[r.index()];
+        (&s.segments, s.ideal_after, s.packet_bytes)
     }
 
     /// Prefetch hint for route `r`'s span.
@@ -157,7 +159,7 @@ impl Routes {
 
     /// Whether the route crosses any non-ideal link.
     pub fn has_segments(&self, r: RouteId) -> bool {
-        self.spans[r.index()].seg_len > 0
+        !self.spans[r.index()].segments.is_empty()
     }
 
     /// Routes cached so far.
