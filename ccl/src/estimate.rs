@@ -8,7 +8,10 @@
 //! - run: ops held in programs (shared and looped: they grow with the
 //!   program's length, not with participants × steps), register files,
 //!   messages (chunks, credits, local loads and stores) and packet-hops;
-//!   values in functional mode; trace events (streamed to the file: they
+//!   routes cached for the queues (a way there and back per neighbour-table
+//!   entry, each holding its non-ideal links: an all-to-all on a long ring
+//!   caches a GiB of them), messages in flight; values in functional mode;
+//!   trace events (streamed to the file: they
 //!   cost time and disk, not memory). In packet mode the network costs its
 //!   packet-hops; in flow mode each message drains as one flow per leg of
 //!   its route (each leg its own start, join, drain and rate), each flow
@@ -30,6 +33,19 @@ const BYTES_PER_CUBE: f64 = 200.0;
 const BYTES_PER_OP: f64 = 32.0;
 /// A PE's register: ready tick, size and an (empty when timing-only) value vector.
 const BYTES_PER_REGISTER: f64 = 40.0;
+/// A cached route: each non-ideal link it crosses, and its span, hash
+/// entry and allocation.
+const BYTES_PER_ROUTE_LINK: f64 = 24.0;
+const BYTES_PER_ROUTE: f64 = 80.0;
+/// A message in flight: its record, payload and pending events; in flow
+/// mode also a flow per leg of its route (measured on trees of 256
+/// participants, 1 MiB: 0.44-0.66 KB in packet mode, 2.5-3.5 KB in flow
+/// mode, docs/model.md §Cost estimate).
+const BYTES_PER_MESSAGE_IN_FLIGHT: f64 = 1024.0;
+const BYTES_PER_FLOW_MESSAGE_IN_FLIGHT: f64 = 4096.0;
+/// Queue entries whose routes are walked to measure their length; a
+/// wiring with more is measured on that many spread evenly over it.
+const ROUTE_SAMPLE: usize = 2048;
 /// Traced ops per IPCQ send of a step (send, recv, combine, load/store share).
 const OPS_PER_SEND: f64 = 3.5;
 /// Bytes per trace event in the written file (measured on mesh_16,
@@ -92,6 +108,11 @@ pub struct Estimate {
     pub flow_reached: f64,
     /// In packet mode, what the same run would take in flow mode.
     pub flow_seconds: Option<f64>,
+    /// Routes the run caches, and the non-ideal links they hold.
+    pub routes: f64,
+    pub route_links: f64,
+    /// Messages in flight at the peak.
+    pub in_flight: f64,
 }
 
 /// Sends per participant and bytes per send of one run of an algorithm.
@@ -194,6 +215,80 @@ impl RouteLegs {
     }
 }
 
+/// Routes the queues of `algorithm`'s wiring on `g` cache, and the
+/// non-ideal links they hold: each neighbour-table entry's way to its peer
+/// (chunks) and, unless the slots are in the PE's own TCM (where the
+/// peer's entry has the way back), from the slots back (credits); and each
+/// participant's ways to its memory and the host. Lengths are walked on the
+/// topology, on up to [`ROUTE_SAMPLE`] entries spread evenly over the
+/// wiring. An algorithm whose wiring serves every root (a binomial tree's
+/// partners at each level) uses fewer: the count is a bound.
+fn cached_routes(
+    sys: &System,
+    algorithm: &dyn Algorithm,
+    g: &Group,
+    config: &AlgoConfig,
+) -> (f64, f64) {
+    use kernbench_spec::topology::address::Space;
+    use kernbench_spec::topology::{Node, NodeKind, Topology};
+    use kernbench_systems::network::RouteSource;
+    let pairs: Vec<(u32, u32)> = algorithm
+        .wiring(g, &config.queues())
+        .iter()
+        .flat_map(|(pe, entries)| entries.iter().map(move |e| (pe.0, e.peer.0)))
+        .collect();
+    let t = Topology::new(sys);
+    let pes = t.pes_per_cube.max(1);
+    let per_sip = t.cubes_per_sip() * pes;
+    let node = |pe: u32| {
+        t.id(Node::Pe {
+            sip: pe / per_sip,
+            cube: pe % per_sip / pes,
+            pe: pe % pes,
+        })
+    };
+    let links = &sys.spec.links;
+    let costs_time = |a: NodeKind, b: NodeKind| {
+        let link = match (a, b) {
+            (NodeKind::XSipPort, NodeKind::XSipPort) => &links.inter_sip,
+            (NodeKind::UciePort, NodeKind::UciePort) => &links.ucie,
+            (NodeKind::Host, _) | (_, NodeKind::Host) => &links.pcie,
+            _ => &links.noc,
+        };
+        !link.ideal
+    };
+    let (mut walked, mut held) = (0usize, 0usize);
+    let mut path = Vec::new();
+    for &(a, b) in pairs
+        .iter()
+        .step_by(pairs.len().div_ceil(ROUTE_SAMPLE).max(1))
+    {
+        path.clear();
+        if t.route(node(a), node(b), &mut path).is_ok() {
+            held += path
+                .windows(2)
+                .filter(|w| costs_time(t.node(w[0]).kind(), t.node(w[1]).kind()))
+                .count();
+            walked += 1;
+        }
+    }
+    let links_per_route = held as f64 / walked.max(1) as f64;
+    let ways = if config.buffer_kind == Space::Tcm {
+        1.0
+    } else {
+        2.0
+    };
+    let routes = ways * pairs.len() as f64;
+    // The ways to memory and the host cross the cube's NoC.
+    let local = 4.0 * g.simulated_size() as f64;
+    let noc = &sys.spec.cube.noc_mesh;
+    let local_links = f64::from(noc.w + noc.h) / 2.0;
+    (
+        routes + local,
+        routes * links_per_route + local * local_links,
+    )
+}
+
 /// Directed links of a system, counted from its node counts without
 /// building the link table: every endpoint has a duplex link to its router,
 /// routers form a mesh, each UCIe port pair one duplex link, each inter-SIP
@@ -239,6 +334,9 @@ impl Estimate {
             flow_extra_legs: 0.0,
             flow_reached: 0.0,
             flow_seconds: None,
+            routes: 0.0,
+            route_links: 0.0,
+            in_flight: 0.0,
         }
     }
 
@@ -314,12 +412,23 @@ impl Estimate {
             e.trace_events = e.ops + network_events + e.messages;
         }
 
+        (e.routes, e.route_links) = cached_routes(sys, algorithm, &g, config);
+        e.in_flight = p * terms.in_flight.messages(chunks);
+        let message_bytes = match e.model {
+            NetworkModel::Packet => BYTES_PER_MESSAGE_IN_FLIGHT,
+            NetworkModel::Flow => BYTES_PER_FLOW_MESSAGE_IN_FLIGHT,
+        };
         let values = if verify {
             3.0 * p * job.bytes() as f64
         } else {
             0.0
         };
-        e.peak_bytes += held_ops * BYTES_PER_OP + registers * BYTES_PER_REGISTER + values;
+        e.peak_bytes += held_ops * BYTES_PER_OP
+            + registers * BYTES_PER_REGISTER
+            + e.routes * BYTES_PER_ROUTE
+            + e.route_links * BYTES_PER_ROUTE_LINK
+            + e.in_flight * message_bytes
+            + values;
         let common = e.seconds
             + e.messages * SECONDS_PER_MESSAGE
             + e.schedule_runs * SECONDS_PER_SCHEDULE_RUN
@@ -362,11 +471,13 @@ impl Estimate {
             return Ok(());
         };
         Err(format!(
-            "this run is estimated to need {what} ({} PEs, {} links, {:.3e} traced ops, {:.3e} messages, {}{}; {} and about {:.0} s), more than {over}; allowed: a run within the budget: {knobs}, or {flag}",
+            "this run is estimated to need {what} ({} PEs, {} links, {:.3e} traced ops, {:.3e} messages, {:.3e} messages in flight, {:.3e} route links cached, {}{}; {} and about {:.0} s), more than {over}; allowed: a run within the budget: {knobs}, or {flag}",
             self.pes,
             self.links,
             self.ops,
             self.messages,
+            self.in_flight,
+            self.route_links,
             match self.model {
                 NetworkModel::Packet => format!("{:.3e} packet-hops", self.packet_hops),
                 NetworkModel::Flow => format!(

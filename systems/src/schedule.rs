@@ -495,7 +495,7 @@ impl Engine {
             let now = self.now();
             if let Some((used, ceiling)) = crate::heap::over_ceiling() {
                 return Err(RunError::OutOfMemory(format!(
-                    "run stopped at tick {now}: the simulator's heap holds {}, over the memory budget of {} (--max-memory; default 80% of this machine's memory). Its estimate fitted the budget but does not count every message in flight (docs/model.md §Cost estimate); allowed: a smaller run (fewer SIPs or cubes, a smaller -e/--max-bytes, larger slot_size), --network packet where flow mode holds many messages at once, or a larger --max-memory where the machine has it",
+                    "run stopped at tick {now}: the simulator's heap holds {}, over the memory budget of {} (--max-memory; default 80% of this machine's memory). Its estimate fitted the budget but does not see all of a run's memory (docs/model.md §Cost estimate); allowed: a smaller run (fewer SIPs or cubes, a smaller -e/--max-bytes, larger slot_size), --network packet where flow mode holds many messages at once, or a larger --max-memory where the machine has it",
                     crate::heap::size(used),
                     crate::heap::size(ceiling)
                 )));

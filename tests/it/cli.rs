@@ -1263,19 +1263,37 @@ fn autotune_refuses_work_over_the_time_budget_at_once() {
 
 /// A run its estimate lets through but whose heap outgrows the budget
 /// stops with an error naming the budget and the fixes, not an abort by the
-/// operating system: a tree reduce in flow mode on 32 one-cube SIPs, whose
-/// leaves issue all 1024 loads at once (a flow per leg of each), estimated
-/// at 0.02 GiB and holding about 90 MiB a few ticks in.
+/// operating system: a dims all-reduce of 16 MiB on 32 one-cube SIPs,
+/// estimated at 0.12 GiB and holding 131 MiB by tick 1,805,255, in 2.4 s.
+/// A run whose estimate counts its memory is refused before it starts: the
+/// tree reduce of 64 MiB in flow mode there, whose leaves load their whole
+/// buffers at once (a flow per leg of each load).
 #[test]
 fn a_run_whose_heap_outgrows_the_budget_its_estimate_fitted_stops_naming_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let yaml = std::fs::read_to_string(manifest_path("tests/data/bench/ring_256.yaml")).unwrap();
-    let system = dir.path().join("ring_32.yaml");
-    std::fs::write(&system, yaml.replace("count: 256", "count: 32")).unwrap();
-    let run = kernbench(&[
-        "run",
-        "--system",
-        system.to_str().unwrap(),
+    let system = manifest_path("tests/data/bench/ring_32.yaml");
+    let run = |args: &[&str]| {
+        let mut all = vec![
+            "run",
+            "--system",
+            system.to_str().unwrap(),
+            "--max-memory",
+            "130M",
+        ];
+        all.extend_from_slice(args);
+        kernbench(&all)
+    };
+    let dims = run(&["--algorithm", "dims", "-b", "16M", "-e", "16M"]);
+    dims.expect_user_error();
+    for want in [
+        "error: run stopped at tick ",
+        "over the memory budget of 130.0 MiB (--max-memory; ",
+        "does not see all of a run's memory",
+        "allowed: a smaller run (",
+        "or a larger --max-memory where the machine has it",
+    ] {
+        assert!(dims.stderr.contains(want), "{want}\n{}", dims.stderr);
+    }
+    let tree = run(&[
         "--collective",
         "reduce",
         "--algorithm",
@@ -1286,18 +1304,14 @@ fn a_run_whose_heap_outgrows_the_budget_its_estimate_fitted_stops_naming_it() {
         "64M",
         "--network",
         "flow",
-        "--max-memory",
-        "60M",
     ]);
-    run.expect_user_error();
+    tree.expect_user_error();
     for want in [
-        "error: run stopped at tick ",
-        "over the memory budget of 60.0 MiB (--max-memory; ",
-        "does not count every message in flight",
-        "allowed: a smaller run (",
-        "or a larger --max-memory where the machine has it",
+        "is estimated to need 0.15 GiB of memory",
+        "3.277e4 messages in flight",
+        "more than the budget of 0.13 GiB",
     ] {
-        assert!(run.stderr.contains(want), "{want}\n{}", run.stderr);
+        assert!(tree.stderr.contains(want), "{want}\n{}", tree.stderr);
     }
 }
 

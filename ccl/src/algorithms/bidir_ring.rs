@@ -9,7 +9,7 @@
 //! chooses it from the size, the chain's length and the links).
 
 use super::primitives::{cycle_wiring, me, ring_order};
-use crate::cost::{CostTerms, HeldPrograms, block_sends, participants};
+use crate::cost::{CostTerms, HeldPrograms, InFlight, block_sends, participants};
 use crate::kernels::{
     Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
@@ -321,6 +321,7 @@ impl Algorithm for BidirRing {
                 programs: g.size() as f64,
             },
             fanout: 1.0,
+            in_flight: InFlight::Messages(8.0),
         }
     }
 }

@@ -8,7 +8,7 @@
 //! buffer, so it sends `⌈log2 n⌉/2` buffers where pairwise sends one.
 
 use super::primitives::{levels, me};
-use crate::cost::{CostTerms, HeldPrograms, log2_levels, participants};
+use crate::cost::{CostTerms, HeldPrograms, InFlight, log2_levels, participants};
 use crate::kernels::Buffer;
 use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::wiring::QueueConfig;
@@ -134,6 +134,8 @@ impl Algorithm for Bruck {
             register_pieces: g.size() as f64 / 4.0,
             programs: HeldPrograms::Unrolled { programs: 1.0 },
             fanout: 1.0,
+            // The first steps' blocks load before any receive.
+            in_flight: InFlight::Sends(sends / 2.0),
         }
     }
 }

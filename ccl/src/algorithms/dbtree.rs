@@ -24,7 +24,7 @@
 //! end, where waiting for it holds nothing else up.
 
 use super::primitives::{levels, me};
-use crate::cost::{CostTerms, HeldPrograms, log2_levels};
+use crate::cost::{CostTerms, HeldPrograms, InFlight, log2_levels};
 use crate::kernels::{Atom, Buffer, combine};
 use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::wiring::QueueConfig;
@@ -297,6 +297,7 @@ impl Algorithm for DbTree {
                 programs: g.size() as f64,
             },
             fanout: 1.0,
+            in_flight: InFlight::Sends(2.0),
         }
     }
 }

@@ -11,7 +11,7 @@
 //! mesh goes straight to phase 3. `chunks` pipelines every phase.
 
 use super::primitives::me;
-use crate::cost::{CostTerms, HeldPrograms, participants};
+use crate::cost::{CostTerms, HeldPrograms, InFlight, participants};
 use crate::kernels::{Buffer, combine};
 use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tile;
@@ -275,6 +275,7 @@ impl Algorithm for HierRoot {
                 ops_per_chunk: 3.0 * 64.0,
             },
             fanout: 1.0,
+            in_flight: InFlight::Messages(12.0),
         }
     }
 }

@@ -10,7 +10,7 @@
 //! latency `O(n)` (bruck is the latency-optimal one for small blocks).
 
 use super::primitives::me;
-use crate::cost::{CostTerms, HeldPrograms, block_sends, participants};
+use crate::cost::{CostTerms, HeldPrograms, InFlight, block_sends, participants};
 use crate::kernels::{Atom, Buffer};
 use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::wiring::QueueConfig;
@@ -138,6 +138,7 @@ impl Algorithm for Pairwise {
             programs: HeldPrograms::Unrolled { programs: 1.0 },
             // Every block is in flight at once.
             fanout: (participants(g) - 1.0).max(1.0),
+            in_flight: InFlight::Sends(sends),
         }
     }
 }

@@ -29,7 +29,7 @@
 //! ([`HalvingPlan::ag_cut`]). Every range is further cut into pipeline pieces.
 
 use super::primitives::me;
-use crate::cost::{CostTerms, HeldPrograms, log2_levels, participants};
+use crate::cost::{CostTerms, HeldPrograms, InFlight, log2_levels, participants};
 use crate::kernels::{RangeIo, block_offset, combine, send_tiles};
 use crate::{Algorithm, Collective, Group, KernelArgs, ReduceOp};
 use kernbench_runtime::kernel::wiring::QueueConfig;
@@ -477,6 +477,8 @@ impl Algorithm for Rhd {
                 programs: g.size() as f64,
             },
             fanout: 1.0,
+            // The reduce-scatter's sends load before its first receive.
+            in_flight: InFlight::Sends(sends / phases),
         }
     }
 }

@@ -6,7 +6,7 @@
 //! pipelined chains along the ring.
 
 use super::primitives::{cycle_wiring, me, ring_order};
-use crate::cost::{CostTerms, HeldPrograms, block_sends};
+use crate::cost::{CostTerms, HeldPrograms, InFlight, block_sends};
 use crate::kernels::{
     Buffer, Chain, ChainKind, Keep, Ring, RingJob, all_gather, reduce_scatter, run_chains,
 };
@@ -165,6 +165,7 @@ impl Algorithm for RingAlgo {
                 ops_per_chunk: 3.0 * 64.0,
             },
             fanout: 1.0,
+            in_flight: InFlight::Messages(4.0),
         }
     }
 }

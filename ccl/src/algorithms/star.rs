@@ -8,7 +8,7 @@
 //! Compiled only with the `test-algorithms` feature.
 
 use super::primitives::me;
-use crate::cost::{CostTerms, HeldPrograms, participants};
+use crate::cost::{CostTerms, HeldPrograms, InFlight, participants};
 use crate::kernels::Buffer;
 use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tl;
@@ -134,6 +134,7 @@ impl Algorithm for Star {
                 programs: g.size() as f64,
             },
             fanout: 1.0,
+            in_flight: InFlight::Sends(sends),
         }
     }
 }

@@ -4,7 +4,7 @@
 //! k is `me XOR 2^k`, reached on logical channel k.
 
 use super::primitives::{levels, me};
-use crate::cost::{CostTerms, HeldPrograms, log2_levels, participants};
+use crate::cost::{CostTerms, HeldPrograms, InFlight, log2_levels, participants};
 use crate::kernels::Buffer;
 use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tl;
@@ -136,6 +136,7 @@ impl Algorithm for Tree {
                 programs: g.size() as f64,
             },
             fanout: 1.0,
+            in_flight: InFlight::Sends(1.0),
         }
     }
 }

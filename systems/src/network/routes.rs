@@ -166,4 +166,9 @@ impl Routes {
     pub fn cached(&self) -> usize {
         self.spans.len()
     }
+
+    /// Segments the cached routes hold.
+    pub fn segments_held(&self) -> usize {
+        self.spans.iter().map(|s| s.segments.len()).sum()
+    }
 }

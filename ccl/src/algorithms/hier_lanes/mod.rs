@@ -24,7 +24,7 @@ mod nested;
 use blocks::lanes_take_the_snake;
 
 use super::primitives::me;
-use crate::cost::{CostTerms, HeldPrograms, participants};
+use crate::cost::{CostTerms, HeldPrograms, InFlight, participants};
 use crate::kernels::grid_cycle;
 use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::Tl;
@@ -222,6 +222,7 @@ impl Algorithm for HierLanes {
             register_pieces: 4.0,
             programs,
             fanout: 1.0,
+            in_flight: InFlight::Messages(12.0),
         }
     }
 }
