@@ -44,7 +44,8 @@ pub(crate) use state::{Sig, later};
 
 /// Snapshots kept to compare with: periods of up to this many snapshots are found.
 const HISTORY: usize = 64;
-/// Words all kept snapshots may hold together (8 bytes each: 16 MiB).
+/// Words (state and counters) all kept snapshots may hold together (8
+/// bytes each: 16 MiB).
 const HISTORY_WORDS: usize = 2 << 20;
 /// Units of work (ops issued, packet hops, deliveries) a snapshot's words
 /// must be outweighed by: encoding a word costs about a fiftieth of a unit.
@@ -202,9 +203,9 @@ fn look(world: &mut World, st: &mut Steady, q: &mut Queries) {
         st.last_work = work(world);
         return;
     }
-    let keep = (HISTORY_WORDS / snap.words.len().max(1)).clamp(1, HISTORY);
+    let keep = (HISTORY_WORDS / snap.held_words().max(1)).clamp(1, HISTORY);
     while st.history.len() >= keep {
         st.history.pop_front();
     }
-    st.history.push_back(snap);
+    st.history.push_back(snap.kept());
 }

@@ -79,6 +79,19 @@ pub(crate) struct Snapshot {
 }
 
 impl Snapshot {
+    /// Words it holds: the encoded state and the counters.
+    pub(crate) fn held_words(&self) -> usize {
+        self.words.len() + self.counters.len()
+    }
+
+    /// Itself without the spare capacity its vectors grew while encoding,
+    /// to be kept in the history.
+    pub(crate) fn kept(mut self) -> Snapshot {
+        self.words.shrink_to_fit();
+        self.counters.shrink_to_fit();
+        self
+    }
+
     /// The world's state, or None when the tick left work that the
     /// encoding does not cover (values, traces, traffic, host messages,
     /// work between stages).
