@@ -22,7 +22,7 @@
 use crate::cost::CostTerms;
 use crate::{AlgoConfig, Algorithm, Collective, Group, Job, algorithms};
 use kernbench_spec::spec::System;
-use kernbench_systems::network::NetworkModel;
+use kernbench_systems::network::{NetworkModel, NodeId};
 
 /// Bytes per directed link, PE and cube of a built machine, plus a base.
 const BUILD_BASE: f64 = 16e6;
@@ -43,6 +43,13 @@ const BYTES_PER_ROUTE: f64 = 80.0;
 /// mode, docs/model.md §Cost estimate).
 const BYTES_PER_MESSAGE_IN_FLIGHT: f64 = 1024.0;
 const BYTES_PER_FLOW_MESSAGE_IN_FLIGHT: f64 = 4096.0;
+/// Participants past which the estimate does not build the wiring to count
+/// its entries (a dims exchange on 65,536 participants of a ring wires
+/// 2.7e8): it takes `fanout` peers a participant instead.
+const WIRING_PARTICIPANTS: usize = 1024;
+/// Nodes the estimate walks on routes to measure their lengths, at most
+/// (a route or two past it).
+const ROUTE_WALK_NODES: usize = 1 << 20;
 /// Queue entries whose routes are walked to measure their length; a
 /// wiring with more is measured on that many spread evenly over it.
 const ROUTE_SAMPLE: usize = 2048;
@@ -219,34 +226,95 @@ impl RouteLegs {
 /// non-ideal links they hold: each neighbour-table entry's way to its peer
 /// (chunks) and, unless the slots are in the PE's own TCM (where the
 /// peer's entry has the way back), from the slots back (credits); and each
-/// participant's ways to its memory and the host. Lengths are walked on the
-/// topology, on up to [`ROUTE_SAMPLE`] entries spread evenly over the
-/// wiring. An algorithm whose wiring serves every root (a binomial tree's
-/// partners at each level) uses fewer: the count is a bound.
+/// participant's ways to and from its memory and the host. Lengths are
+/// walked on the topology, on up to [`ROUTE_SAMPLE`] entries and
+/// participants spread evenly over the wiring. An algorithm whose wiring
+/// serves every root (a binomial tree's partners at each level) uses
+/// fewer: the count is a bound. Past [`WIRING_PARTICIPANTS`] the wiring is
+/// not built: each participant has `fanout` peers (an all-to-all's every
+/// other participant; else its next one, which undercounts exchanges such
+/// as dims' and bruck's there).
 fn cached_routes(
     sys: &System,
     algorithm: &dyn Algorithm,
     g: &Group,
     config: &AlgoConfig,
+    fanout: f64,
 ) -> (f64, f64) {
     use kernbench_spec::topology::address::Space;
-    use kernbench_spec::topology::{Node, NodeKind, Topology};
-    use kernbench_systems::network::RouteSource;
-    let pairs: Vec<(u32, u32)> = algorithm
-        .wiring(g, &config.queues())
-        .iter()
-        .flat_map(|(pe, entries)| entries.iter().map(move |e| (pe.0, e.peer.0)))
-        .collect();
+    use kernbench_spec::topology::{Node, Topology};
+    let n = g.size();
+    let participants: Vec<u32> = (0..n).map(|p| g.pe(p).0).collect();
+    let (entries, pairs): (f64, Vec<(u32, u32)>) = if n <= WIRING_PARTICIPANTS {
+        let pairs: Vec<(u32, u32)> = algorithm
+            .wiring(g, &config.queues())
+            .iter()
+            .flat_map(|(pe, entries)| entries.iter().map(move |e| (pe.0, e.peer.0)))
+            .collect();
+        (pairs.len() as f64, pairs)
+    } else {
+        // Participant i and its next one, or one spread over the rest (a
+        // stride coprime to n in most groups), for each sampled i.
+        let spread = fanout > 1.0;
+        let pairs = (0..ROUTE_SAMPLE)
+            .map(|k| {
+                let i = k * n / ROUTE_SAMPLE;
+                let step = if spread { 1 + k * 7919 % n } else { 1 };
+                (participants[i], participants[(i + step) % n])
+            })
+            .collect();
+        (n as f64 * fanout.clamp(1.0, n as f64 - 1.0), pairs)
+    };
     let t = Topology::new(sys);
     let pes = t.pes_per_cube.max(1);
     let per_sip = t.cubes_per_sip() * pes;
+    let place = |pe: u32| (pe / per_sip, pe % per_sip / pes, pe % pes);
     let node = |pe: u32| {
-        t.id(Node::Pe {
-            sip: pe / per_sip,
-            cube: pe % per_sip / pes,
-            pe: pe % pes,
-        })
+        let (sip, cube, pe) = place(pe);
+        t.id(Node::Pe { sip, cube, pe })
     };
+    let hbm = |pe: u32| {
+        let (sip, cube, _) = place(pe);
+        t.id(Node::Hbm { sip, cube })
+    };
+    let host = t.id(Node::Host);
+    let peer_links = mean_route_links(&t, sys, sample(&pairs).map(|&(a, b)| (node(a), node(b))));
+    let host_links = mean_route_links(&t, sys, sample(&participants).map(|&pe| (host, node(pe))));
+    let memory_links = mean_route_links(
+        &t,
+        sys,
+        sample(&participants).map(|&pe| (node(pe), hbm(pe))),
+    );
+    let ways = if config.buffer_kind == Space::Tcm {
+        1.0
+    } else {
+        2.0
+    };
+    let routes = ways * entries;
+    let p = g.simulated_size() as f64;
+    (
+        routes + 4.0 * p,
+        routes * peer_links + 2.0 * p * (host_links + memory_links),
+    )
+}
+
+/// Up to [`ROUTE_SAMPLE`] of `items`, spread evenly.
+fn sample<T>(items: &[T]) -> impl Iterator<Item = &T> {
+    items
+        .iter()
+        .step_by(items.len().div_ceil(ROUTE_SAMPLE).max(1))
+}
+
+/// Mean non-ideal links of the routes between `pairs` of nodes of `t`,
+/// over those walked before [`ROUTE_WALK_NODES`] nodes (routes across a
+/// ring of 65,536 SIPs cross a million).
+fn mean_route_links(
+    t: &kernbench_spec::topology::Topology,
+    sys: &System,
+    pairs: impl Iterator<Item = (NodeId, NodeId)>,
+) -> f64 {
+    use kernbench_spec::topology::NodeKind;
+    use kernbench_systems::network::RouteSource;
     let links = &sys.spec.links;
     let costs_time = |a: NodeKind, b: NodeKind| {
         let link = match (a, b) {
@@ -259,34 +327,22 @@ fn cached_routes(
     };
     let (mut walked, mut held) = (0usize, 0usize);
     let mut path = Vec::new();
-    for &(a, b) in pairs
-        .iter()
-        .step_by(pairs.len().div_ceil(ROUTE_SAMPLE).max(1))
-    {
+    let mut visited = 0;
+    for (a, b) in pairs {
+        if visited > ROUTE_WALK_NODES {
+            break;
+        }
         path.clear();
-        if t.route(node(a), node(b), &mut path).is_ok() {
+        if t.route(a, b, &mut path).is_ok() {
             held += path
                 .windows(2)
                 .filter(|w| costs_time(t.node(w[0]).kind(), t.node(w[1]).kind()))
                 .count();
             walked += 1;
+            visited += path.len();
         }
     }
-    let links_per_route = held as f64 / walked.max(1) as f64;
-    let ways = if config.buffer_kind == Space::Tcm {
-        1.0
-    } else {
-        2.0
-    };
-    let routes = ways * pairs.len() as f64;
-    // The ways to memory and the host cross the cube's NoC.
-    let local = 4.0 * g.simulated_size() as f64;
-    let noc = &sys.spec.cube.noc_mesh;
-    let local_links = f64::from(noc.w + noc.h) / 2.0;
-    (
-        routes + local,
-        routes * links_per_route + local * local_links,
-    )
+    held as f64 / walked.max(1) as f64
 }
 
 /// Directed links of a system, counted from its node counts without
@@ -412,7 +468,7 @@ impl Estimate {
             e.trace_events = e.ops + network_events + e.messages;
         }
 
-        (e.routes, e.route_links) = cached_routes(sys, algorithm, &g, config);
+        (e.routes, e.route_links) = cached_routes(sys, algorithm, &g, config, terms.fanout);
         e.in_flight = p * terms.in_flight.messages(chunks);
         let message_bytes = match e.model {
             NetworkModel::Packet => BYTES_PER_MESSAGE_IN_FLIGHT,
