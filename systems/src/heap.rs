@@ -1,12 +1,13 @@
 //! The heap ceiling every run checks after each schedule run.
 //!
-//! A run's cost estimate cannot see all of its memory (messages in flight,
-//! for one: a tree's leaves issue every load at once), so a run that outgrows
-//! the process's memory budget stops with an error naming the budget instead
-//! of being killed by the operating system, work and all. The heap is the
-//! process's, so the ceiling is too: the binary installs a probe that reads
-//! the heap in use (the engine does not know the allocator) and sets the
-//! ceiling from its memory budget. Without a probe nothing is checked.
+//! A run's cost estimate cannot see all of its memory (programs while they
+//! are traced, for one, and the records of issued sends and receives), so a
+//! run that outgrows the process's memory budget stops with an error naming
+//! the budget instead of being killed by the operating system, work and all.
+//! The heap is the process's, so the ceiling is too: the binary installs a
+//! probe that reads the heap in use (the engine does not know the allocator)
+//! and sets the ceiling from its memory budget. Without a probe nothing is
+//! checked.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
