@@ -23,6 +23,7 @@ use crate::cost::CostTerms;
 use crate::{AlgoConfig, Algorithm, Collective, Group, Job, algorithms};
 use kernbench_spec::spec::System;
 use kernbench_systems::network::{NetworkModel, NodeId};
+use std::collections::HashMap;
 
 /// Bytes per directed link, PE and cube of a built machine, plus a base.
 const BUILD_BASE: f64 = 16e6;
@@ -244,12 +245,14 @@ fn cached_routes(
     use kernbench_spec::topology::address::Space;
     use kernbench_spec::topology::{Node, Topology};
     let n = g.size();
-    let participants: Vec<u32> = (0..n).map(|p| g.pe(p).0).collect();
-    let (entries, pairs): (f64, Vec<(u32, u32)>) = if n <= WIRING_PARTICIPANTS {
-        let pairs: Vec<(u32, u32)> = algorithm
+    // Pairs of participants: each wiring entry's, or sampled ones.
+    let (entries, pairs): (f64, Vec<(usize, usize)>) = if n <= WIRING_PARTICIPANTS {
+        let participant: HashMap<u32, usize> = (0..n).map(|p| (g.pe(p).0, p)).collect();
+        let pairs: Vec<(usize, usize)> = algorithm
             .wiring(g, &config.queues())
             .iter()
             .flat_map(|(pe, entries)| entries.iter().map(move |e| (pe.0, e.peer.0)))
+            .filter_map(|(a, b)| Some((*participant.get(&a)?, *participant.get(&b)?)))
             .collect();
         (pairs.len() as f64, pairs)
     } else {
@@ -260,31 +263,25 @@ fn cached_routes(
             .map(|k| {
                 let i = k * n / ROUTE_SAMPLE;
                 let step = if spread { 1 + k * 7919 % n } else { 1 };
-                (participants[i], participants[(i + step) % n])
+                (i, (i + step) % n)
             })
             .collect();
         (n as f64 * fanout.clamp(1.0, n as f64 - 1.0), pairs)
     };
     let t = Topology::new(sys);
-    let pes = t.pes_per_cube.max(1);
-    let per_sip = t.cubes_per_sip() * pes;
-    let place = |pe: u32| (pe / per_sip, pe % per_sip / pes, pe % pes);
-    let node = |pe: u32| {
-        let (sip, cube, pe) = place(pe);
+    let node = |p: usize| {
+        let (sip, cube, pe) = g.coords(p);
         t.id(Node::Pe { sip, cube, pe })
     };
-    let hbm = |pe: u32| {
-        let (sip, cube, _) = place(pe);
+    let hbm = |p: usize| {
+        let (sip, cube, _) = g.coords(p);
         t.id(Node::Hbm { sip, cube })
     };
     let host = t.id(Node::Host);
+    let participants: Vec<usize> = (0..n).collect();
     let peer_links = mean_route_links(&t, sys, sample(&pairs).map(|&(a, b)| (node(a), node(b))));
-    let host_links = mean_route_links(&t, sys, sample(&participants).map(|&pe| (host, node(pe))));
-    let memory_links = mean_route_links(
-        &t,
-        sys,
-        sample(&participants).map(|&pe| (node(pe), hbm(pe))),
-    );
+    let host_links = mean_route_links(&t, sys, sample(&participants).map(|&p| (host, node(p))));
+    let memory_links = mean_route_links(&t, sys, sample(&participants).map(|&p| (node(p), hbm(p))));
     let ways = if config.buffer_kind == Space::Tcm {
         1.0
     } else {
@@ -313,18 +310,7 @@ fn mean_route_links(
     sys: &System,
     pairs: impl Iterator<Item = (NodeId, NodeId)>,
 ) -> f64 {
-    use kernbench_spec::topology::NodeKind;
     use kernbench_systems::network::RouteSource;
-    let links = &sys.spec.links;
-    let costs_time = |a: NodeKind, b: NodeKind| {
-        let link = match (a, b) {
-            (NodeKind::XSipPort, NodeKind::XSipPort) => &links.inter_sip,
-            (NodeKind::UciePort, NodeKind::UciePort) => &links.ucie,
-            (NodeKind::Host, _) | (_, NodeKind::Host) => &links.pcie,
-            _ => &links.noc,
-        };
-        !link.ideal
-    };
     let (mut walked, mut held) = (0usize, 0usize);
     let mut path = Vec::new();
     let mut visited = 0;
@@ -336,7 +322,7 @@ fn mean_route_links(
         if t.route(a, b, &mut path).is_ok() {
             held += path
                 .windows(2)
-                .filter(|w| costs_time(t.node(w[0]).kind(), t.node(w[1]).kind()))
+                .filter(|w| !t.hop_spec(sys, w[0], w[1]).ideal)
                 .count();
             walked += 1;
             visited += path.len();

@@ -229,3 +229,33 @@ fn with_sips_keeps_the_kinds_of_the_remaining_sips() {
     assert_eq!(six.kinds.of(3).name, "half");
     assert_eq!(six.kinds.of(5).name, "base");
 }
+
+/// `Topology::hop_class`, which the cost estimate reads, names the class the
+/// link table gives every link: of each SIP's own kind, for every edge kind
+/// (SIPs of 2×2 cubes on a 2×2 torus, SIPs 1 and 2 of a second kind).
+#[test]
+fn hop_class_names_the_class_of_every_built_link() {
+    use kernbench::topology::Topology;
+    let mut s = common::sweep_base(4, kernbench::spec::SipTopology::Torus2d, 2, (2, 2)).spec;
+    s.sip_kinds.insert("other".into(), SipKindSpec::default());
+    s.system.sips.kinds = Some(BTreeMap::from([(
+        "other".into(),
+        vec![SipIds::One(1), SipIds::One(2)],
+    )]));
+    let sys = System::from_spec(s, "test").expect("test spec is valid");
+    let t = Topology::new(&sys);
+    let table = t.links(&sys).unwrap();
+    let mut classes = std::collections::BTreeSet::new();
+    for l in table.ids() {
+        let (a, b) = table.endpoints(l);
+        assert_eq!(
+            t.hop_class(&sys, a, b),
+            table.class_index(l),
+            "{} -> {}",
+            t.node(a),
+            t.node(b)
+        );
+        classes.insert(table.class_index(l));
+    }
+    assert_eq!(classes.len(), 8, "every edge kind of both SIP kinds");
+}

@@ -267,6 +267,32 @@ impl Topology {
         }
     }
 
+    /// The link class (an index into the system's classes, four per SIP
+    /// kind, kind-major) of the hop from `a` to its neighbour `b`: between
+    /// inter-SIP ports the inter-SIP link of `a`'s SIP, between UCIe ports
+    /// UCIe, to or from the host the SIP's PCIe link, else its NoC. Every
+    /// link of [`Topology::links`] has the class this names.
+    pub fn hop_class(&self, sys: &System, a: NodeId, b: NodeId) -> u8 {
+        let (ka, kb) = (self.node(a).kind(), self.node(b).kind());
+        let edge = match (ka, kb) {
+            (NodeKind::XSipPort, NodeKind::XSipPort) => INTER_SIP,
+            (NodeKind::UciePort, NodeKind::UciePort) => UCIE,
+            (NodeKind::Host, _) | (_, NodeKind::Host) => PCIE,
+            _ => NOC,
+        };
+        let on_sip = if a == HOST { b } else { a };
+        let sip = (on_sip.0 - 1) / self.nodes_per_sip;
+        sys.kinds.index_of(sip) as u8 * CLASSES_PER_KIND + edge
+    }
+
+    /// The link spec of the hop from `a` to its neighbour `b`
+    /// ([`Topology::hop_class`]).
+    pub fn hop_spec<'s>(&self, sys: &'s System, a: NodeId, b: NodeId) -> &'s LinkSpec {
+        let class = self.hop_class(sys, a, b);
+        let kind = &sys.kinds.kinds[usize::from(class / CLASSES_PER_KIND)];
+        kind.links.named()[usize::from(edge_kind(class))].1
+    }
+
     /// Whether a node exists: indices in range and, for ports, a peer on the other side.
     pub fn present(&self, n: Node) -> bool {
         let cubes = self.cubes_per_sip();
