@@ -34,6 +34,8 @@ const BYTES_PER_CUBE: f64 = 200.0;
 const BYTES_PER_OP: f64 = 32.0;
 /// A PE's register: ready tick, size and an (empty when timing-only) value vector.
 const BYTES_PER_REGISTER: f64 = 40.0;
+/// Bytes per element of a value held with `--verify` (an f32).
+const VALUE_BYTES: f64 = 4.0;
 /// A cached route: each non-ideal link it crosses, and its span, hash
 /// entry and allocation.
 const BYTES_PER_ROUTE_LINK: f64 = 24.0;
@@ -460,8 +462,9 @@ impl Estimate {
             NetworkModel::Packet => BYTES_PER_MESSAGE_IN_FLIGHT,
             NetworkModel::Flow => BYTES_PER_FLOW_MESSAGE_IN_FLIGHT,
         };
+        // Memories and registers hold values as f32, whatever the dtype.
         let values = if verify {
-            3.0 * p * job.bytes() as f64
+            3.0 * p * job.elems as f64 * VALUE_BYTES
         } else {
             0.0
         };

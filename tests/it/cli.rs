@@ -1263,48 +1263,56 @@ fn autotune_refuses_work_over_the_time_budget_at_once() {
 
 /// A run its estimate lets through but whose heap outgrows the budget
 /// stops with an error naming the budget and the fixes, not an abort by the
-/// operating system: a dims all-reduce of 16 MiB on 32 one-cube SIPs,
-/// estimated at 0.12 GiB and holding 131 MiB by tick 1,805,255, in 2.4 s.
+/// operating system: a dims all-reduce of 1 MiB on 32 one-cube SIPs that
+/// carries values (`-c 1`: messages and registers carry theirs, which the
+/// estimate does not count), estimated at 0.21 GiB and holding 250 MiB by
+/// tick 4,512, in 0.8 s.
 /// A run whose estimate counts its memory is refused before it starts: the
 /// tree reduce of 64 MiB in flow mode there, whose leaves load their whole
 /// buffers at once (a flow per leg of each load).
 #[test]
 fn a_run_whose_heap_outgrows_the_budget_its_estimate_fitted_stops_naming_it() {
     let system = manifest_path("tests/data/bench/ring_32.yaml");
-    let run = |args: &[&str]| {
+    let run = |budget: &str, args: &[&str]| {
         let mut all = vec![
             "run",
             "--system",
             system.to_str().unwrap(),
             "--max-memory",
-            "130M",
+            budget,
         ];
         all.extend_from_slice(args);
         kernbench(&all)
     };
-    let dims = run(&["--algorithm", "dims", "-b", "16M", "-e", "16M"]);
+    let dims = run(
+        "250M",
+        &["--algorithm", "dims", "-c", "1", "-b", "1M", "-e", "1M"],
+    );
     dims.expect_user_error();
     for want in [
         "error: run stopped at tick ",
-        "over the memory budget of 130.0 MiB (--max-memory; ",
+        "over the memory budget of 250.0 MiB (--max-memory; ",
         "does not see all of a run's memory",
         "allowed: a smaller run (",
         "or a larger --max-memory where the machine has it",
     ] {
         assert!(dims.stderr.contains(want), "{want}\n{}", dims.stderr);
     }
-    let tree = run(&[
-        "--collective",
-        "reduce",
-        "--algorithm",
-        "tree",
-        "-b",
-        "64M",
-        "-e",
-        "64M",
-        "--network",
-        "flow",
-    ]);
+    let tree = run(
+        "130M",
+        &[
+            "--collective",
+            "reduce",
+            "--algorithm",
+            "tree",
+            "-b",
+            "64M",
+            "-e",
+            "64M",
+            "--network",
+            "flow",
+        ],
+    );
     tree.expect_user_error();
     for want in [
         "is estimated to need 0.15 GiB of memory",

@@ -76,6 +76,40 @@ fn estimate_follows_counted_messages_and_schedule_runs() {
     );
 }
 
+/// Exchanges with partners at every distance (recursive halving and
+/// doubling, dims' direct line exchanges) share links unevenly, so their
+/// participants drift apart instead of acting on the same ticks: at 1 MiB
+/// the estimate's messages and schedule runs stay within the calibration's
+/// factors. (At 16 KiB such runs stay closer to lockstep and the estimate
+/// is a bound, up to 20× their schedule runs.)
+#[test]
+fn exchanges_with_far_partners_are_estimated_out_of_lockstep() {
+    use Collective::{AllGather, AllReduce, AllToAll, ReduceScatter};
+    let pairs: &[(&str, &[Collective])] = &[
+        ("rhd", &[AllReduce, ReduceScatter, AllGather]),
+        ("dims", &[AllReduce, ReduceScatter, AllGather, AllToAll]),
+    ];
+    let mut out = Vec::new();
+    for topology in [SipTopology::Ring1d, SipTopology::Mesh2dNoWrap] {
+        let sys = system(topology);
+        for &(algorithm, collectives) in pairs {
+            for &c in collectives {
+                let (msg, runs) = ratios(&sys, algorithm, c, 1 << 20);
+                let what = format!("{c} {algorithm} {topology:?}");
+                println!("{what}: messages x{msg:.2}, schedule runs x{runs:.2}");
+                if !(0.5..=2.0).contains(&msg) || !(0.25..=4.0).contains(&runs) {
+                    out.push(format!("{what}: messages x{msg:.2}, runs x{runs:.2}"));
+                }
+            }
+        }
+    }
+    assert!(
+        out.is_empty(),
+        "estimate off its calibration:\n{}",
+        out.join("\n")
+    );
+}
+
 /// A pairwise all-to-all keeps every route busy at once, so in flow mode
 /// each flow's start or end re-rates all the flows draining then: the
 /// estimate's rate-pass term follows the flows the passes count, within 4×,

@@ -33,7 +33,7 @@
 //! small-size algorithm.
 
 use super::primitives::me;
-use crate::cost::CostTerms;
+use crate::cost::{CostTerms, InFlight};
 use crate::kernels::{RangeIo, block_offset, combine, send_tiles};
 use crate::{Algorithm, Collective, Group, KernelArgs};
 use kernbench_runtime::kernel::wiring::QueueConfig;
@@ -368,7 +368,19 @@ impl Algorithm for Dims {
         kernel
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
-        CostTerms::unrolled_blocks(g, c, bytes)
+        let mut terms = CostTerms::unrolled_blocks(g, c, bytes);
+        // About one participant a line acts on a tick (counted 0.3-2.2
+        // messages a schedule run on rings, meshes and tori of 4-64).
+        terms.lockstep = dims(g).len() as f64;
+        if c == Collective::AllReduce {
+            // Each line's participants send each other their whole buffer.
+            terms.sends = dims(g).iter().map(|d| d.radix as f64 - 1.0).sum();
+            terms.bytes_per_send = bytes;
+            // Its load of the whole buffer and the sends its credits let
+            // through (counted 1.0-1.2 buffers' pieces on 4-64 participants).
+            terms.in_flight = InFlight::Sends(1.25);
+        }
+        terms
     }
 }
 
