@@ -38,6 +38,29 @@ fn ratios(sys: &System, algorithm: &str, collective: Collective, bytes: u64) -> 
     (est.messages / messages, est.schedule_runs / runs)
 }
 
+/// Every (algorithm, collective) of `pairs` at each of `sizes` on a ring and
+/// a mesh of 64 SIPs whose estimated messages are off the counted ones by
+/// more than 2× or schedule runs by more than 4×, with both ratios.
+fn off_calibration(pairs: &[(&str, &[Collective])], sizes: &[u64]) -> Vec<String> {
+    let mut out = Vec::new();
+    for topology in [SipTopology::Ring1d, SipTopology::Mesh2dNoWrap] {
+        let sys = system(topology);
+        for &(algorithm, collectives) in pairs {
+            for &c in collectives {
+                for &bytes in sizes {
+                    let (msg, runs) = ratios(&sys, algorithm, c, bytes);
+                    let what = format!("{c} {algorithm} {topology:?} {bytes} B");
+                    println!("{what}: messages x{msg:.2}, schedule runs x{runs:.2}");
+                    if !(0.5..=2.0).contains(&msg) || !(0.25..=4.0).contains(&runs) {
+                        out.push(format!("{what}: messages x{msg:.2}, runs x{runs:.2}"));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn estimate_follows_counted_messages_and_schedule_runs() {
     use Collective::{AllGather, AllReduce, Broadcast, Reduce, ReduceScatter};
@@ -53,22 +76,7 @@ fn estimate_follows_counted_messages_and_schedule_runs() {
             &[AllReduce, ReduceScatter, AllGather, Broadcast, Reduce],
         ),
     ];
-    let mut out = Vec::new();
-    for topology in [SipTopology::Ring1d, SipTopology::Mesh2dNoWrap] {
-        let sys = system(topology);
-        for &(algorithm, collectives) in pairs {
-            for &c in collectives {
-                for bytes in [16 << 10, 4 << 20] {
-                    let (msg, runs) = ratios(&sys, algorithm, c, bytes);
-                    let what = format!("{c} {algorithm} {topology:?} {bytes} B");
-                    println!("{what}: messages x{msg:.2}, schedule runs x{runs:.2}");
-                    if !(0.5..=2.0).contains(&msg) || !(0.25..=4.0).contains(&runs) {
-                        out.push(format!("{what}: messages x{msg:.2}, runs x{runs:.2}"));
-                    }
-                }
-            }
-        }
-    }
+    let out = off_calibration(pairs, &[16 << 10, 4 << 20]);
     assert!(
         out.is_empty(),
         "estimate off its calibration:\n{}",
@@ -89,20 +97,7 @@ fn exchanges_with_far_partners_are_estimated_out_of_lockstep() {
         ("rhd", &[AllReduce, ReduceScatter, AllGather]),
         ("dims", &[AllReduce, ReduceScatter, AllGather, AllToAll]),
     ];
-    let mut out = Vec::new();
-    for topology in [SipTopology::Ring1d, SipTopology::Mesh2dNoWrap] {
-        let sys = system(topology);
-        for &(algorithm, collectives) in pairs {
-            for &c in collectives {
-                let (msg, runs) = ratios(&sys, algorithm, c, 1 << 20);
-                let what = format!("{c} {algorithm} {topology:?}");
-                println!("{what}: messages x{msg:.2}, schedule runs x{runs:.2}");
-                if !(0.5..=2.0).contains(&msg) || !(0.25..=4.0).contains(&runs) {
-                    out.push(format!("{what}: messages x{msg:.2}, runs x{runs:.2}"));
-                }
-            }
-        }
-    }
+    let out = off_calibration(pairs, &[1 << 20]);
     assert!(
         out.is_empty(),
         "estimate off its calibration:\n{}",
