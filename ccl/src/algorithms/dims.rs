@@ -369,8 +369,9 @@ impl Algorithm for Dims {
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
         let mut terms = CostTerms::unrolled_blocks(g, c, bytes);
-        // About one participant a line acts on a tick (counted 0.3-2.2
-        // messages a schedule run on rings, meshes and tori of 4-64).
+        // As many participants act on one tick as a participant has lines
+        // (counted 0.3-2.2 messages a schedule run on rings, meshes and
+        // tori of 4-64 participants).
         terms.lockstep = dims(g).len() as f64;
         if c == Collective::AllReduce {
             // Each line's participants send each other their whole buffer.
