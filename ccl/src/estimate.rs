@@ -280,10 +280,13 @@ fn cached_routes(
         t.id(Node::Hbm { sip, cube })
     };
     let host = t.id(Node::Host);
-    let participants: Vec<usize> = (0..n).collect();
-    let peer_links = mean_route_links(&t, sys, sample(&pairs).map(|&(a, b)| (node(a), node(b))));
-    let host_links = mean_route_links(&t, sys, sample(&participants).map(|&p| (host, node(p))));
-    let memory_links = mean_route_links(&t, sys, sample(&participants).map(|&p| (node(p), hbm(p))));
+    let peer_links = mean_route_links(
+        &t,
+        sys,
+        sample(pairs.iter()).map(|&(a, b)| (node(a), node(b))),
+    );
+    let host_links = mean_route_links(&t, sys, sample(0..n).map(|p| (host, node(p))));
+    let memory_links = mean_route_links(&t, sys, sample(0..n).map(|p| (node(p), hbm(p))));
     let ways = if config.buffer_kind == Space::Tcm {
         1.0
     } else {
@@ -298,10 +301,9 @@ fn cached_routes(
 }
 
 /// Up to [`ROUTE_SAMPLE`] of `items`, spread evenly.
-fn sample<T>(items: &[T]) -> impl Iterator<Item = &T> {
-    items
-        .iter()
-        .step_by(items.len().div_ceil(ROUTE_SAMPLE).max(1))
+fn sample<I: ExactSizeIterator>(items: I) -> std::iter::StepBy<I> {
+    let step = items.len().div_ceil(ROUTE_SAMPLE).max(1);
+    items.step_by(step)
 }
 
 /// Mean non-ideal links of the routes between `pairs` of nodes of `t`,

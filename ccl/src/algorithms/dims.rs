@@ -368,14 +368,15 @@ impl Algorithm for Dims {
         kernel
     }
     fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+        let ds = dims(g);
         let mut terms = CostTerms::unrolled_blocks(g, c, bytes);
         // As many participants act on one tick as a participant has lines
         // (counted 0.3-2.2 messages a schedule run on rings, meshes and
         // tori of 4-64 participants).
-        terms.lockstep = dims(g).len() as f64;
+        terms.lockstep = ds.len() as f64;
         if c == Collective::AllReduce {
             // Each line's participants send each other their whole buffer.
-            terms.sends = dims(g).iter().map(|d| d.radix as f64 - 1.0).sum();
+            terms.sends = ds.iter().map(|d| d.radix as f64 - 1.0).sum();
             terms.bytes_per_send = bytes;
             // Its load of the whole buffer and the sends its credits let
             // through (counted 1.0-1.2 buffers' pieces on 4-64 participants).
