@@ -571,14 +571,7 @@ where
     );
     let mut ctx = super::Rank { rank, shared };
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| worker(&mut ctx)))
-        .unwrap_or_else(|p| {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
-            Err(DistError::Panic(msg))
-        });
+        .unwrap_or_else(|p| Err(DistError::Panic(panic_message(p.as_ref()))));
     let mut g = shared.lock();
     if let Err(e) = &result
         && g.abort.is_none()
@@ -604,11 +597,31 @@ fn schedule(shared: &Shared) {
             return;
         }
         if g.next_runnable(None, g.order).is_none()
-            && let Err(e) = g.progress()
+            && let Err(e) = progress_or_panic(&mut g)
         {
             g.abort.get_or_insert(e.clone());
             g.fail_waiters(&e);
         }
         shared.pass_turn(&mut g);
     }
+}
+
+/// Runs the simulation on, turning a panic inside it into an error: the
+/// workers waiting on it are then failed instead of waiting for ever on a
+/// scheduler that unwound.
+fn progress_or_panic(g: &mut Sched<'_>) -> Result<(), String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g.progress())).unwrap_or_else(|p| {
+        Err(format!(
+            "the simulation panicked: {} (a kernbench bug: please report it; this process group's machine is left in an unknown state, build a new one)",
+            panic_message(p.as_ref())
+        ))
+    })
+}
+
+/// The text a panic carried.
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into())
 }

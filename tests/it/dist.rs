@@ -889,3 +889,40 @@ fn a_rank_records_the_works_it_waits_for_while_recording() {
     })
     .unwrap();
 }
+
+/// Traffic whose start panics: a bug inside the simulation.
+struct PanickingTraffic;
+
+impl kernbench_systems::traffic::Traffic for PanickingTraffic {
+    fn start(&mut self, _: &mut kernbench_systems::traffic::Injector) {
+        panic!("traffic bug");
+    }
+    fn on_arrival(
+        &mut self,
+        _: kernbench_systems::traffic::Arrival,
+        _: &mut kernbench_systems::traffic::Injector,
+    ) {
+    }
+}
+
+/// A panic inside the simulation while ranks wait on a collective fails
+/// the spawn with the panic's message; no rank waits for ever on a
+/// scheduler that unwound.
+#[test]
+fn a_panic_inside_the_simulation_fails_spawn_and_never_hangs() {
+    let e = within_a_minute(|| {
+        let mut pg = pg(&sips(4, 1, 1), "ring", DataMode::TimingOnly);
+        pg.machine.engine.set_traffic(PanickingTraffic);
+        pg.spawn(4, |ctx| {
+            let t = ctx.empty((1, 32), DPPolicy::cube_rows(1))?;
+            ctx.all_reduce(&t, ReduceOp::Sum)?;
+            Ok(())
+        })
+        .unwrap_err()
+        .to_string()
+    });
+    assert!(
+        e.starts_with("aborted: the simulation panicked: traffic bug (a kernbench bug"),
+        "{e}"
+    );
+}
