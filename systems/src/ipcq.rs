@@ -32,6 +32,7 @@ use crate::program::{QDir, Reg, Space};
 use crate::time::{Calendar, Clock, Tick};
 use bevy_ecs::prelude::*;
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 
 /// The neighbour tables of one queue scope (one communicator), as installed:
@@ -75,9 +76,11 @@ impl std::fmt::Display for Scope {
     }
 }
 
-/// A PE's neighbour tables, one per communicator scope it belongs to.
+/// A PE's neighbour tables, one per communicator scope it belongs to. The
+/// first is held inline: a PE's step reads it at every wake, and most PEs
+/// belong to one communicator.
 #[derive(Component, Debug, Clone, Default, PartialEq, Eq)]
-pub struct NeighborTables(pub Vec<(Scope, NeighborTable)>);
+pub struct NeighborTables(pub SmallVec<[(Scope, NeighborTable); 1]>);
 
 impl NeighborTables {
     /// The table this PE installed for `scope`.
@@ -86,27 +89,34 @@ impl NeighborTables {
     }
 }
 
-/// A PE's installed neighbour table of one scope, with the queues each entry resolves to.
+/// A PE's installed neighbour table of one scope: each entry with the
+/// queues it resolves to, side by side so a send or recv reads one place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NeighborTable {
-    pub entries: Vec<Entry>,
-    /// Per entry: the queue this PE sends into (the peer's, for `peer_dir`).
-    pub send_q: Vec<QueueId>,
-    /// Per entry: the queue this PE receives from (its own, for `dir`).
-    pub recv_q: Vec<QueueId>,
+    pub neighbors: Vec<Neighbor>,
+}
+
+/// One entry of a neighbour table and its queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Neighbor {
+    pub entry: Entry,
+    /// The queue this PE sends into (the peer's, for `peer_dir`).
+    pub send_q: QueueId,
+    /// The queue this PE receives from (its own, for `dir`).
+    pub recv_q: QueueId,
 }
 
 impl NeighborTable {
     /// The entry for `dir` and the queue a send on `dir` goes into.
     pub fn send(&self, dir: QDir) -> Option<(&Entry, QueueId)> {
-        let i = self.entries.iter().position(|e| e.dir == dir)?;
-        Some((&self.entries[i], self.send_q[i]))
+        let n = self.neighbors.iter().find(|n| n.entry.dir == dir)?;
+        Some((&n.entry, n.send_q))
     }
 
     /// The queue a recv on `dir` reads.
     pub fn recv(&self, dir: QDir) -> Option<QueueId> {
-        let i = self.entries.iter().position(|e| e.dir == dir)?;
-        Some(self.recv_q[i])
+        let n = self.neighbors.iter().find(|n| n.entry.dir == dir)?;
+        Some(n.recv_q)
     }
 }
 

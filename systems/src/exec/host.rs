@@ -5,7 +5,7 @@ use super::*;
 use crate::hierarchy::{Hardware, PeRate};
 use crate::ids::PeIdx;
 use crate::ipcq::{
-    Entry, NeighborTable, NeighborTables, QueueAccess, Scope, Slot, SlotState, Tables,
+    Entry, Neighbor, NeighborTable, NeighborTables, QueueAccess, Scope, Slot, SlotState, Tables,
 };
 use crate::network::{Inbox, NewMessage, Outbox, Purpose};
 use crate::program::{Launch, MemLoc, Reg, Space};
@@ -199,12 +199,14 @@ fn install_table(
     entries: Vec<Entry>,
     qa: &mut QueueAccess,
 ) -> NeighborTable {
-    let mut send_q = Vec::with_capacity(entries.len());
-    let mut recv_q = Vec::with_capacity(entries.len());
+    let mut neighbors = Vec::with_capacity(entries.len());
     for e in &entries {
-        send_q.push(qa.queues.queue(e.peer, scope, e.peer_dir));
         let q = qa.queues.queue(pe, scope, e.dir);
-        recv_q.push(q);
+        neighbors.push(Neighbor {
+            entry: *e,
+            send_q: qa.queues.queue(e.peer, scope, e.peer_dir),
+            recv_q: q,
+        });
         let (buffer_instance, buffer_node) = match e.buffer {
             Space::Tcm => (pe.0, qa.hw.pe_node(pe)),
             space => {
@@ -236,11 +238,7 @@ fn install_table(
         qu.credits = e.n_slots;
         qa.queues.kick.push(q);
     }
-    NeighborTable {
-        entries,
-        send_q,
-        recv_q,
-    }
+    NeighborTable { neighbors }
 }
 
 /// Queues an install message per PE from the host; the table is applied when

@@ -39,6 +39,7 @@ use crate::memory::{DataMode, MemoryStore};
 use crate::program::{Op, Place, Program, Reg};
 use crate::time::{Calendar, PENDING, Tick};
 use bevy_ecs::prelude::*;
+use smallvec::SmallVec;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
@@ -58,6 +59,10 @@ pub enum PeState {
     /// Finished; the tick at which its last op completed.
     Done(Tick),
 }
+
+/// Registers a [`PeExec`] holds inline (a ring kernel has three:
+/// accumulator, received block, sum); larger programs spill to the heap.
+const INLINE_REGS: usize = 4;
 
 /// Ops issued by every PE so far: progress, for the engine's watchdog.
 #[derive(Resource, Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +84,9 @@ pub struct PeExec {
     pub pc: u32,
     /// The loop being run, if any.
     pub frame: Option<LoopFrame>,
-    pub regs: Vec<RegState>,
+    /// The registers; a few are held inline, where the PE's step reads
+    /// them at every wake without another cache miss.
+    pub regs: SmallVec<[RegState; INLINE_REGS]>,
     pub vector_free: Tick,
     pub mac_free: Tick,
     /// Sends and remote stores not yet complete.
@@ -126,7 +133,7 @@ impl PeExec {
             id,
             ..
         } = q;
-        let regs = vec![RegState::default(); program.regs as usize];
+        let regs = smallvec::smallvec![RegState::default(); program.regs as usize];
         let mut ex = PeExec {
             program,
             params,
