@@ -616,7 +616,9 @@ impl Cost {
 
 /// Which network model a run uses: the spec's, one named on the command
 /// line, or `auto`: the exact packet model where its estimate fits the
-/// budget, the flow model otherwise.
+/// budget, the flow model otherwise if it is estimated faster (where every
+/// message is one packet, each hop is a leg and flow mode is the dearer;
+/// packet mode's refusal then says what would fit).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub enum NetworkChoice {
     /// The system spec's `network.model`.
@@ -652,7 +654,8 @@ impl NetworkChoice {
             NetworkChoice::Auto(budget) => {
                 sys.spec.network.model = NetworkModel::Packet;
                 let packet = Estimate::collective(sys, config, job, verify, false);
-                if packet.check(&budget, "").is_ok() {
+                let flow_is_faster = packet.flow_seconds.is_some_and(|f| f < packet.seconds);
+                if packet.check(&budget, "").is_ok() || !flow_is_faster {
                     NetworkModel::Packet
                 } else {
                     NetworkModel::Flow

@@ -69,7 +69,8 @@ pub struct NetworkArg {
     /// message's route, links serving earlier flows first, events per
     /// message and leg instead of per packet-hop (for thousands of SIPs;
     /// docs/model.md §Flow-level network); auto: packet
-    /// where a run's estimate fits the budget, flow otherwise. Default: the
+    /// where a run's estimate fits the budget, flow otherwise if estimated
+    /// faster (one-packet messages cost flow mode a leg a hop). Default: the
     /// system spec's network.model (packet unless it says flow).
     #[arg(long, value_name = "MODEL", value_parser = ["packet", "flow", "auto"])]
     pub network: Option<String>,

@@ -145,7 +145,7 @@ fn the_flow_estimate_is_cheaper_and_a_packet_estimate_carries_it() {
 }
 
 #[test]
-fn auto_picks_packet_within_the_budget_and_flow_beyond_it() {
+fn auto_picks_packet_within_the_budget_and_flow_beyond_it_where_flow_is_faster() {
     let (packet, flow) = (estimate(NetworkModel::Packet), estimate(NetworkModel::Flow));
     let ccl = CclConfig::embedded_default();
     let config = ccl.entry("ring").unwrap();
@@ -169,6 +169,22 @@ fn auto_picks_packet_within_the_budget_and_flow_beyond_it() {
         pick((packet.seconds + flow.seconds) / 2.0),
         NetworkModel::Flow
     );
+    // With chunk-size packets every message is one packet and each hop a
+    // leg: flow mode is the dearer, so auto keeps packet even over the
+    // budget (its refusal names what would fit).
+    let mut chunk_packets = crate::common::system(|s| {
+        for l in [&mut s.links.noc, &mut s.links.ucie, &mut s.links.inter_sip] {
+            l.packet_bytes = 65536;
+        }
+    });
+    let dear = Estimate::collective(&chunk_packets, config, &job, false, false);
+    assert!(dear.flow_seconds.unwrap() > dear.seconds, "{dear:?}");
+    let budget = Budget {
+        bytes: u64::MAX,
+        seconds: dear.seconds / 2.0,
+    };
+    NetworkChoice::Auto(budget).apply(&mut chunk_packets, config, &job, false);
+    assert_eq!(chunk_packets.spec.network.model, NetworkModel::Packet);
     // A fixed choice is what it says; the spec's stays.
     let mut sys = presets::preset("mesh_16").unwrap();
     NetworkChoice::Fixed(NetworkModel::Flow).apply(&mut sys, config, &job, false);
