@@ -1,8 +1,8 @@
 //! The heap ceiling every run checks after each schedule run.
 //!
 //! A run's cost estimate cannot see all of its memory (programs while they
-//! are traced, the records of issued sends and receives, the values those
-//! sends copy when a run carries values), so a
+//! are traced, the records of issued sends and receives, the values
+//! registers hold when a run carries values), so a
 //! run that outgrows the process's memory budget stops with an error naming
 //! the budget instead of being killed by the operating system, work and all.
 //! The heap is the process's, so the ceiling is too: the binary installs a

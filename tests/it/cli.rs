@@ -1264,9 +1264,9 @@ fn autotune_refuses_work_over_the_time_budget_at_once() {
 /// A run its estimate lets through but whose heap outgrows the budget
 /// stops with an error naming the budget and the fixes, not an abort by the
 /// operating system: a dims all-reduce of 1 MiB on 32 one-cube SIPs that
-/// carries values (`-c 1`: messages and registers carry theirs, which the
-/// estimate does not count), estimated at 0.21 GiB and holding 250 MiB by
-/// tick 4,512, in 0.8 s.
+/// carries values (`-c 1`: its registers hold about three buffers of them a
+/// participant, where the estimate counts one), estimated at 0.21 GiB and holding 250 MiB
+/// by tick 22,956, in 1.3 s.
 /// A run whose estimate counts its memory is refused before it starts: the
 /// tree reduce of 64 MiB in flow mode there, whose leaves load their whole
 /// buffers at once (a flow per leg of each load).

@@ -8,6 +8,7 @@ use crate::network::{NewMessage, Purpose};
 use crate::program::{BinOp, Op, Place, Reduce, Reg, Space};
 use crate::time::Tick;
 use bevy_ecs::prelude::*;
+use std::sync::Arc;
 
 /// `a ∘ b` elementwise, in f32, each result rounded to `dtype`.
 fn elementwise(op: BinOp, a: &[f32], b: &[f32], dtype: DType) -> Vec<f32> {
@@ -114,7 +115,7 @@ fn compute(
                 ));
             }
             let dtype = same_dtype(bop.name(), ra.dtype, rb.dtype)?;
-            let data = functional.then(|| elementwise(bop, values(ra), values(rb), dtype));
+            let data = functional.then(|| elementwise(bop, values(ra), values(rb), dtype).into());
             (dst, ra.elems, dtype, dtype, dtype, data)
         }
         Op::Scale { dst, src, factor } => {
@@ -205,7 +206,7 @@ fn matmul(
         .op(&*qa.hw, pe, "gemm", now, done, bytes, None, || {
             format!("m={m} n={n} k={k}")
         });
-    set(ex, dst, done, (m * n, out), data);
+    set(ex, dst, done, (m * n, out), data.map(Into::into));
     Ok(())
 }
 
@@ -356,7 +357,13 @@ fn row_or_unary(
         None,
         || format!("elems={elems}"),
     );
-    set(ex, r.dst, done, (r.out_elems, r.dtype), r.data);
+    set(
+        ex,
+        r.dst,
+        done,
+        (r.out_elems, r.dtype),
+        r.data.map(Into::into),
+    );
     Ok(())
 }
 
@@ -401,12 +408,12 @@ fn load(
         qa.trace.op(hw, pe, "load", now, done, bytes, None, || {
             format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
         });
-        set(ex, dst, done, (elems, dtype), data);
+        set(ex, dst, done, (elems, dtype), data.map(Into::into));
     } else {
         let handle = qa.trace.op(hw, pe, "load", now, PENDING, bytes, None, || {
             format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
         });
-        set(ex, dst, PENDING, (elems, dtype), data);
+        set(ex, dst, PENDING, (elems, dtype), data.map(Into::into));
         ex.pending_regs += 1;
         let tag = ka.host.loads.insert(LoadJob {
             pe,
@@ -621,7 +628,7 @@ fn set(
     reg: Reg,
     ready_at: Tick,
     (elems, dtype): (u64, DType),
-    data: Option<Vec<f32>>,
+    data: Option<Arc<[f32]>>,
 ) {
     if ready_at != PENDING {
         ex.finish = ex.finish.max(ready_at);

@@ -44,13 +44,15 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// A register: when its value is usable, its size and dtype, and
-/// (functional mode) the values, held as f32 and exact in the dtype.
+/// (functional mode) the values, held as f32 and exact in the dtype. The
+/// values are shared: a send or copy of the register holds them without a
+/// copy (a PE that sends one buffer to many peers holds it once).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RegState {
     pub ready_at: Tick,
     pub elems: u64,
     pub dtype: crate::dtype::DType,
-    pub data: Option<Vec<f32>>,
+    pub data: Option<std::sync::Arc<[f32]>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

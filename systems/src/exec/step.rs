@@ -34,8 +34,8 @@ pub fn kernel_step(
                 PeEvent::Resolve { reg, data, .. } => {
                     let r = &mut ex.regs[reg as usize];
                     r.ready_at = at;
-                    if data.is_some() {
-                        r.data = data;
+                    if let Some(data) = data {
+                        r.data = Some(data.into());
                     }
                     ex.pending_regs -= 1;
                 }
