@@ -34,6 +34,7 @@ use bevy_ecs::prelude::*;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// The neighbour tables of one queue scope (one communicator), as installed:
 /// (global PE index, that PE's entries), one pair per wired PE.
@@ -179,7 +180,7 @@ pub struct SendJob {
     pub sent: u64,
     /// The dtype of the register sent: chunks hold whole elements.
     pub dtype: crate::dtype::DType,
-    pub data: Option<std::sync::Arc<[f32]>>,
+    pub data: Option<Arc<[f32]>>,
     pub trace: Option<u32>,
 }
 
