@@ -494,6 +494,11 @@ impl Estimate {
         e
     }
 
+    /// In packet mode, flow mode's estimated time where it is the lower.
+    pub fn faster_flow_seconds(&self) -> Option<f64> {
+        self.flow_seconds.filter(|&flow| flow < self.seconds)
+    }
+
     /// Refuses a run whose peak memory or simulation time exceeds `budget`;
     /// the message gives the estimate and the knobs that shrink it.
     pub fn check(&self, budget: &Budget, knobs: &str) -> Result<(), String> {
@@ -507,7 +512,7 @@ impl Estimate {
             (
                 format!("{:.0} s to simulate", self.seconds),
                 format!("the time budget of {:.0} s", budget.seconds),
-                match self.flow_seconds.filter(|&flow| flow < self.seconds) {
+                match self.faster_flow_seconds() {
                     Some(flow) => format!(
                         "the flow-level network (--network flow, or network.model: flow in the spec), estimated at {flow:.0} s, or --max-time if the exact packet run is worth the wait (the time estimate is good to a factor of about 4)"
                     ),
@@ -654,8 +659,7 @@ impl NetworkChoice {
             NetworkChoice::Auto(budget) => {
                 sys.spec.network.model = NetworkModel::Packet;
                 let packet = Estimate::collective(sys, config, job, verify, false);
-                let flow_is_faster = packet.flow_seconds.is_some_and(|f| f < packet.seconds);
-                if packet.check(&budget, "").is_ok() || !flow_is_faster {
+                if packet.check(&budget, "").is_ok() || packet.faster_flow_seconds().is_none() {
                     NetworkModel::Packet
                 } else {
                     NetworkModel::Flow

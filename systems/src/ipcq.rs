@@ -180,7 +180,7 @@ pub struct SendJob {
     pub sent: u64,
     /// The dtype of the register sent: chunks hold whole elements.
     pub dtype: crate::dtype::DType,
-    pub data: Option<Arc<[f32]>>,
+    pub data: Option<Arc<Vec<f32>>>,
     pub trace: Option<u32>,
 }
 

@@ -85,9 +85,14 @@ fn a_run_refused_in_packet_mode_says_what_the_fold_would_take() {
 /// links: a 64 MiB ring all-reduce sends 64 packets a message, over a few
 /// legs, so flow mode is the cheaper (measured 1.4 s a run against 3.9 s).
 fn small_packets() -> System {
+    packets_of(1024)
+}
+
+/// The default system with `bytes` packets on its NoC, UCIe and inter-SIP links.
+fn packets_of(bytes: u64) -> System {
     crate::common::system(|s| {
         for l in [&mut s.links.noc, &mut s.links.ucie, &mut s.links.inter_sip] {
-            l.packet_bytes = 1024;
+            l.packet_bytes = bytes;
         }
     })
 }
@@ -172,11 +177,7 @@ fn auto_picks_packet_within_the_budget_and_flow_beyond_it_where_flow_is_faster()
     // With chunk-size packets every message is one packet and each hop a
     // leg: flow mode is the dearer, so auto keeps packet even over the
     // budget (its refusal names what would fit).
-    let mut chunk_packets = crate::common::system(|s| {
-        for l in [&mut s.links.noc, &mut s.links.ucie, &mut s.links.inter_sip] {
-            l.packet_bytes = 65536;
-        }
-    });
+    let mut chunk_packets = packets_of(65536);
     let dear = Estimate::collective(&chunk_packets, config, &job, false, false);
     assert!(dear.flow_seconds.unwrap() > dear.seconds, "{dear:?}");
     let budget = Budget {

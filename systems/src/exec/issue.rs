@@ -121,7 +121,8 @@ fn compute(
         Op::Scale { dst, src, factor } => {
             let r = &ex.regs[src as usize];
             let (dtype, f) = (r.dtype, r.dtype.round(factor));
-            let data = functional.then(|| values(r).iter().map(|&x| dtype.round(x * f)).collect());
+            let data = functional
+                .then(|| Arc::new(values(r).iter().map(|&x| dtype.round(x * f)).collect()));
             (dst, r.elems, dtype, dtype, dtype, data)
         }
         Op::Copy { dst, src } => {
@@ -136,7 +137,8 @@ fn compute(
             } else {
                 r.dtype
             };
-            let data = functional.then(|| values(r).iter().map(|&x| to.round(x)).collect());
+            let data =
+                functional.then(|| Arc::new(values(r).iter().map(|&x| to.round(x)).collect()));
             (dst, r.elems, r.dtype, to, wider, data)
         }
         _ => unreachable!("issue() sends only one-pass vector ops here"),
@@ -193,9 +195,8 @@ fn matmul(
     }
     let input = same_dtype("gemm", ra.dtype, rb.dtype)?;
     let data = ka.functional.then(|| {
-        let (va, vb) = (ra.data.as_deref(), rb.data.as_deref());
         let dims = (m as usize, n as usize, k as usize);
-        gemm(va.unwrap_or(&[]), vb.unwrap_or(&[]), dims, out)
+        gemm(values(ra), values(rb), dims, out)
     });
     let macs = m * n * k * input.mac_passes();
     let start = now.max(ex.mac_free);
@@ -231,7 +232,7 @@ pub fn row_reduce_ticks(rows: u64, cols: u64, lanes: u64) -> u64 {
 
 /// A register's values (none in timing-only runs).
 fn values(r: &RegState) -> &[f32] {
-    r.data.as_deref().unwrap_or(&[])
+    r.data.as_deref().map_or(&[], Vec::as_slice)
 }
 
 /// One row of `a` combined with its row's scalar of `b`, for every row.
@@ -628,7 +629,7 @@ fn set(
     reg: Reg,
     ready_at: Tick,
     (elems, dtype): (u64, DType),
-    data: Option<Arc<[f32]>>,
+    data: Option<Arc<Vec<f32>>>,
 ) {
     if ready_at != PENDING {
         ex.finish = ex.finish.max(ready_at);

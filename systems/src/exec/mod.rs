@@ -52,7 +52,7 @@ pub struct RegState {
     pub ready_at: Tick,
     pub elems: u64,
     pub dtype: crate::dtype::DType,
-    pub data: Option<Arc<[f32]>>,
+    pub data: Option<Arc<Vec<f32>>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
