@@ -113,8 +113,8 @@ pub fn run(a: BenchArgs) -> Result<()> {
     for (k, (phase, _)) in cost.parts.iter().enumerate() {
         let report = bench.phase(phase, &sys)?;
         print!("{}", report.text);
-        if let Some(s) = report.seconds_per_transfer {
-            per_transfer.insert(phase.as_str(), s);
+        if let Some(t) = report.per_transfer {
+            per_transfer.insert(phase.as_str(), t);
         }
         progress.tick(weights[k], phase);
     }

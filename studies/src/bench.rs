@@ -104,7 +104,7 @@ impl Bench {
     pub fn phase(&self, phase: &str, sys: &System) -> Result<PhaseReport> {
         let text = |text| PhaseReport {
             text,
-            seconds_per_transfer: None,
+            per_transfer: None,
         };
         match phase {
             "build" => build().map(text),
@@ -201,9 +201,13 @@ impl Bench {
             r.hops as f64 / secs / 1e6,
             r.steps
         );
+        let messages = r.messages.max(1) as f64;
         Ok(PhaseReport {
             text,
-            seconds_per_transfer: Some(secs / r.messages.max(1) as f64),
+            per_transfer: Some(Transfer {
+                seconds: secs / messages,
+                links: r.hops as f64 / messages,
+            }),
         })
     }
 
@@ -226,11 +230,11 @@ impl Bench {
             rounds: self.rounds as usize,
             elems: (self.bytes / 2) as usize,
         };
-        let messages_before = m
+        let counters = m
             .engine
             .world
-            .resource::<kernbench_systems::network::NetCounters>()
-            .delivered;
+            .resource::<kernbench_systems::network::NetCounters>();
+        let (messages_before, hops_before) = (counters.delivered, counters.hops);
         let t0 = Instant::now();
         let r = m.launch(ring_kernel, &args, &pes)?;
         let secs = t0.elapsed().as_secs_f64();
@@ -249,29 +253,52 @@ impl Bench {
             messages as f64 / secs / 1e6,
             r.steps
         );
+        let per_chunk = |x: f64| x / chunks.max(1) as f64;
         Ok(PhaseReport {
             text,
-            seconds_per_transfer: Some(secs / chunks.max(1) as f64),
+            per_transfer: Some(Transfer {
+                seconds: per_chunk(secs),
+                links: per_chunk((r.hops - hops_before) as f64),
+            }),
         })
     }
 }
 
-/// What a phase printed, and for the ring phases the wall time per
-/// transfer (a traffic message, a kernel chunk) for their side-by-side line.
+/// What a phase printed, and for the ring phases what one transfer (a
+/// traffic message, a kernel chunk) cost, for their side-by-side line.
 pub struct PhaseReport {
     pub text: String,
-    pub seconds_per_transfer: Option<f64>,
+    pub per_transfer: Option<Transfer>,
+}
+
+/// The cost of one transfer of a ring phase: wall seconds and links crossed
+/// (packet-hops; the kernel's include its credit and its share of the
+/// launches).
+#[derive(Debug, Clone, Copy)]
+pub struct Transfer {
+    pub seconds: f64,
+    pub links: f64,
 }
 
 /// The kernel ring's cost per chunk against ring traffic's per message of
-/// the same size and route: what the IPCQ path (send, slot, recv, credit)
-/// adds to moving the bytes.
-pub fn kernel_against_traffic(traffic: f64, kernel: f64) -> String {
+/// the same size and route, split into the links each crosses (a chunk's
+/// credit crosses the route back) and the wall time per link crossed: what
+/// the IPCQ path (send, slot, recv, credit) adds to moving the bytes.
+pub fn kernel_against_traffic(traffic: Transfer, kernel: Transfer) -> String {
+    let per_link = |t: Transfer| t.seconds * 1e9 / t.links.max(1.0);
     format!(
-        "kernel vs traffic: {:.0} ns per chunk (send, slot, recv, credit) against {:.0} ns per raw message of the same bytes and route: {:.2}x\n",
-        kernel * 1e9,
-        traffic * 1e9,
-        kernel / traffic
+        "kernel vs traffic: {:.0} ns per chunk (send, slot, recv, credit) against {:.0} ns per raw message of the same bytes and route: {:.2}x\n  \
+         links crossed: {:.2} per chunk (its data and credit, launches spread over the chunks) against {:.2} ({:.2}x); \
+         wall per link crossed: {:.1} ns against {:.1} ns ({:.2}x)\n",
+        kernel.seconds * 1e9,
+        traffic.seconds * 1e9,
+        kernel.seconds / traffic.seconds,
+        kernel.links,
+        traffic.links,
+        kernel.links / traffic.links,
+        per_link(kernel),
+        per_link(traffic),
+        per_link(kernel) / per_link(traffic),
     )
 }
 

@@ -274,6 +274,17 @@ fn bench_prints_the_kernel_ring_beside_the_ring_traffic_with_their_ratio() {
             "{line}"
         );
         assert!(line.ends_with('x'), "{line}");
+        // A raw message crosses 5 links; a chunk crosses them twice (its
+        // data, then its credit back), and the 4 launches' 12 links spread
+        // over the 8 chunks: 10 + 1.5.
+        let links = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("links crossed: "))
+            .unwrap_or_else(|| panic!("no links line in:\n{out}"));
+        assert!(
+            links.contains("links crossed: 11.50 per chunk (its data and credit, launches spread over the chunks) against 5.00 (2.30x); wall per link crossed: "),
+            "{links}"
+        );
     }
 }
 
