@@ -22,8 +22,7 @@
 //! loop skips them. Encoding costs time in the size of the machine, so the
 //! stride doubles whenever the run did less than [`WORK_PER_WORD`]⁻¹ of a
 //! unit of work (an op issued, a packet hop or a delivery) per word since the
-//! last snapshot, and whenever twice a history's worth of snapshots found
-//! no match: a run that never repeats pays a few per cent for looking. Runs that carry values, trace, or run synthetic traffic
+//! last snapshot: a run that never repeats pays a few per cent for looking. Runs that carry values, trace, or run synthetic traffic
 //! are never skipped (their values or records would be missing), nor is any
 //! tick with work left in flight between stages or host messages pending.
 //!
@@ -84,8 +83,6 @@ pub struct Steady {
     stride: u32,
     since: u32,
     mark: bool,
-    /// Snapshots taken since the last match or change of stride.
-    unmatched: usize,
     history: VecDeque<state::Snapshot>,
     /// Work done and words encoded at the last snapshot.
     last_work: u64,
@@ -104,7 +101,6 @@ impl Default for Steady {
             stride: 1,
             since: 0,
             mark: false,
-            unmatched: 0,
             history: VecDeque::new(),
             last_work: 0,
             last_words: 0,
@@ -152,7 +148,6 @@ impl Steady {
         self.pacer = None;
         self.since = 0;
         self.mark = false;
-        self.unmatched = 0;
         self.history.clear();
     }
 }
@@ -205,7 +200,6 @@ fn look(world: &mut World, st: &mut Steady, q: &mut Queries) {
         st.skipped_periods += plan.periods;
         st.skipped_ticks += plan.periods * plan.ticks;
         st.history.clear();
-        st.unmatched = 0;
         st.last_work = work(world);
         return;
     }
@@ -214,12 +208,4 @@ fn look(world: &mut World, st: &mut Steady, q: &mut Queries) {
         st.history.pop_front();
     }
     st.history.push_back(snap.kept());
-    // A whole history's worth of snapshots without a match: the run
-    // repeats rarely if at all, so look half as often (a period of up to
-    // `keep` snapshots is still found, at twice the stride).
-    st.unmatched += 1;
-    if st.unmatched >= keep.max(2) * 2 {
-        st.unmatched = 0;
-        st.stride = st.stride.saturating_mul(2);
-    }
 }
