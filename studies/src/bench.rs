@@ -271,9 +271,9 @@ pub struct PhaseReport {
     pub per_transfer: Option<Transfer>,
 }
 
-/// The cost of one transfer of a ring phase: wall seconds and links crossed
-/// (packet-hops; the kernel's include its credit and its share of the
-/// launches).
+/// The cost of one transfer of a ring phase: wall seconds and link
+/// traversals (packet-hops; a chunk's include its credit's and its share of
+/// the launches').
 #[derive(Debug, Clone, Copy)]
 pub struct Transfer {
     pub seconds: f64,
@@ -281,15 +281,16 @@ pub struct Transfer {
 }
 
 /// The kernel ring's cost per chunk against ring traffic's per message of
-/// the same size and route, split into the links each crosses (a chunk's
-/// credit crosses the route back) and the wall time per link crossed: what
-/// the IPCQ path (send, slot, recv, credit) adds to moving the bytes.
+/// the same size and route, split into the link traversals each makes (a
+/// chunk's credit is one more packet over the route back) and the wall
+/// time per traversal: what the IPCQ path (send, slot, recv, credit) adds
+/// to moving the bytes.
 pub fn kernel_against_traffic(traffic: Transfer, kernel: Transfer) -> String {
     let per_link = |t: Transfer| t.seconds * 1e9 / t.links.max(1.0);
     format!(
         "kernel vs traffic: {:.0} ns per chunk (send, slot, recv, credit) against {:.0} ns per raw message of the same bytes and route: {:.2}x\n  \
-         links crossed: {:.2} per chunk (its data and credit, launches spread over the chunks) against {:.2} ({:.2}x); \
-         wall per link crossed: {:.1} ns against {:.1} ns ({:.2}x)\n",
+         link traversals (packet-hops): {:.2} per chunk (its data's and its credit's, launches spread over the chunks) against {:.2} ({:.2}x); \
+         wall per traversal: {:.1} ns against {:.1} ns ({:.2}x)\n",
         kernel.seconds * 1e9,
         traffic.seconds * 1e9,
         kernel.seconds / traffic.seconds,

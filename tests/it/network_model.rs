@@ -274,15 +274,15 @@ fn bench_prints_the_kernel_ring_beside_the_ring_traffic_with_their_ratio() {
             "{line}"
         );
         assert!(line.ends_with('x'), "{line}");
-        // A raw message crosses 5 links; a chunk crosses them twice (its
-        // data, then its credit back), and the 4 launches' 12 links spread
-        // over the 8 chunks: 10 + 1.5.
+        // A raw message of 64 B is one packet over 5 links; a chunk is
+        // one over them and its credit one over the 5 back, and the 4
+        // launches' 12 traversals spread over the 8 chunks: 10 + 1.5.
         let links = out
             .lines()
-            .find(|l| l.trim_start().starts_with("links crossed: "))
-            .unwrap_or_else(|| panic!("no links line in:\n{out}"));
+            .find(|l| l.trim_start().starts_with("link traversals"))
+            .unwrap_or_else(|| panic!("no traversals line in:\n{out}"));
         assert!(
-            links.contains("links crossed: 11.50 per chunk (its data and credit, launches spread over the chunks) against 5.00 (2.30x); wall per link crossed: "),
+            links.contains("link traversals (packet-hops): 11.50 per chunk (its data's and its credit's, launches spread over the chunks) against 5.00 (2.30x); wall per traversal: "),
             "{links}"
         );
     }
