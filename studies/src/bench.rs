@@ -206,7 +206,7 @@ impl Bench {
             text,
             per_transfer: Some(Transfer {
                 seconds: secs / messages,
-                links: r.hops as f64 / messages,
+                traversals: r.hops as f64 / messages,
             }),
         })
     }
@@ -258,7 +258,7 @@ impl Bench {
             text,
             per_transfer: Some(Transfer {
                 seconds: per_chunk(secs),
-                links: per_chunk((r.hops - hops_before) as f64),
+                traversals: per_chunk((r.hops - hops_before) as f64),
             }),
         })
     }
@@ -277,7 +277,7 @@ pub struct PhaseReport {
 #[derive(Debug, Clone, Copy)]
 pub struct Transfer {
     pub seconds: f64,
-    pub links: f64,
+    pub traversals: f64,
 }
 
 /// The kernel ring's cost per chunk against ring traffic's per message of
@@ -286,7 +286,7 @@ pub struct Transfer {
 /// time per traversal: what the IPCQ path (send, slot, recv, credit) adds
 /// to moving the bytes.
 pub fn kernel_against_traffic(traffic: Transfer, kernel: Transfer) -> String {
-    let per_link = |t: Transfer| t.seconds * 1e9 / t.links.max(1.0);
+    let per_traversal = |t: Transfer| t.seconds * 1e9 / t.traversals.max(1.0);
     format!(
         "kernel vs traffic: {:.0} ns per chunk (send, slot, recv, credit) against {:.0} ns per raw message of the same bytes and route: {:.2}x\n  \
          link traversals (packet-hops): {:.2} per chunk (its data's and its credit's, launches spread over the chunks) against {:.2} ({:.2}x); \
@@ -294,12 +294,12 @@ pub fn kernel_against_traffic(traffic: Transfer, kernel: Transfer) -> String {
         kernel.seconds * 1e9,
         traffic.seconds * 1e9,
         kernel.seconds / traffic.seconds,
-        kernel.links,
-        traffic.links,
-        kernel.links / traffic.links,
-        per_link(kernel),
-        per_link(traffic),
-        per_link(kernel) / per_link(traffic),
+        kernel.traversals,
+        traffic.traversals,
+        kernel.traversals / traffic.traversals,
+        per_traversal(kernel),
+        per_traversal(traffic),
+        per_traversal(kernel) / per_traversal(traffic),
     )
 }
 
