@@ -115,7 +115,8 @@ fn compute(
                 ));
             }
             let dtype = same_dtype(bop.name(), ra.dtype, rb.dtype)?;
-            let data = functional.then(|| elementwise(bop, values(ra), values(rb), dtype).into());
+            let data =
+                functional.then(|| Arc::new(elementwise(bop, values(ra), values(rb), dtype)));
             (dst, ra.elems, dtype, dtype, dtype, data)
         }
         Op::Scale { dst, src, factor } => {
@@ -207,7 +208,7 @@ fn matmul(
         .op(&*qa.hw, pe, "gemm", now, done, bytes, None, || {
             format!("m={m} n={n} k={k}")
         });
-    set(ex, dst, done, (m * n, out), data.map(Into::into));
+    set(ex, dst, done, (m * n, out), data);
     Ok(())
 }
 
@@ -358,13 +359,7 @@ fn row_or_unary(
         None,
         || format!("elems={elems}"),
     );
-    set(
-        ex,
-        r.dst,
-        done,
-        (r.out_elems, r.dtype),
-        r.data.map(Into::into),
-    );
+    set(ex, r.dst, done, (r.out_elems, r.dtype), r.data);
     Ok(())
 }
 
@@ -409,12 +404,12 @@ fn load(
         qa.trace.op(hw, pe, "load", now, done, bytes, None, || {
             format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
         });
-        set(ex, dst, done, (elems, dtype), data.map(Into::into));
+        set(ex, dst, done, (elems, dtype), data);
     } else {
         let handle = qa.trace.op(hw, pe, "load", now, PENDING, bytes, None, || {
             format!("{}{}+{:#x}", src.space.name(), src.instance, src.offset)
         });
-        set(ex, dst, PENDING, (elems, dtype), data.map(Into::into));
+        set(ex, dst, PENDING, (elems, dtype), data);
         ex.pending_regs += 1;
         let tag = ka.host.loads.insert(LoadJob {
             pe,
@@ -586,7 +581,7 @@ fn recv(
     let handle = qa.trace.op(hw, pe, "recv", now, PENDING, bytes, flow, || {
         format!("dir={}", dir.name())
     });
-    set(ex, dst, PENDING, (elems, dtype), None);
+    set(ex, dst, PENDING, (elems, dtype), None::<Vec<f32>>);
     ex.pending_regs += 1;
     let (mut ctx, _) = qa.ctx();
     ctx.queues.list[q.index()].recvs.push_back(RecvJob {
@@ -623,13 +618,14 @@ fn vector_for(ex: &mut PeExec, now: Tick, ticks: u64) -> Tick {
     ex.vector_free
 }
 
-/// Register `reg` holds `elems` of `dtype` from `ready_at`.
+/// Register `reg` holds `elems` of `dtype` from `ready_at`, with `data`'s
+/// values (fresh ones, or another register's shared).
 fn set(
     ex: &mut PeExec,
     reg: Reg,
     ready_at: Tick,
     (elems, dtype): (u64, DType),
-    data: Option<Arc<Vec<f32>>>,
+    data: Option<impl Into<Arc<Vec<f32>>>>,
 ) {
     if ready_at != PENDING {
         ex.finish = ex.finish.max(ready_at);
@@ -638,6 +634,6 @@ fn set(
         ready_at,
         elems,
         dtype,
-        data,
+        data: data.map(Into::into),
     };
 }
