@@ -390,6 +390,15 @@ pub enum PeEvent {
     Complete { pe: PeIdx, at: Tick },
 }
 
+impl PeEvent {
+    /// The tick its register holds its value or its op finished.
+    pub fn at(&self) -> Tick {
+        match *self {
+            PeEvent::Resolve { at, .. } | PeEvent::Complete { at, .. } => at,
+        }
+    }
+}
+
 /// Results on their way to PEs: pushed by the queues (`ipcq`) and by remote
 /// load/store deliveries, applied by `kernel_step` in the order they came.
 /// Exec's own inbox, a resource because the pushers do not hold the PE.
@@ -430,11 +439,19 @@ impl crate::plugin::Plugin for ExecPlugin {
                 .run_if(kernel_work)
                 .in_set(crate::Stage::KernelStep),
         );
+        // A result due later than now needs no pass of its own now: the
+        // first pass at or before its tick applies it (`kernel_step` takes
+        // every result waiting) and wakes its PE at its tick, as a pass now
+        // would have.
         crate::plugin::register_calendar(world, |w, now| {
-            if !w.resource::<PeEvents>().0.is_empty() {
-                return Some(now);
-            }
-            w.resource::<KernelCalendar>().0.next_due()
+            let results = w
+                .resource::<PeEvents>()
+                .0
+                .iter()
+                .map(|e| e.at().max(now))
+                .min();
+            let wakes = w.resource::<KernelCalendar>().0.next_due();
+            results.into_iter().chain(wakes).min()
         });
     }
 }
