@@ -15,7 +15,7 @@ use kernbench_systems::hierarchy::Hardware;
 use kernbench_systems::ipcq::{Queues, Scope};
 use kernbench_systems::memory::DataMode;
 use kernbench_systems::program::QDir;
-use kernbench_systems::{NodeId, PeIdx, RunError};
+use kernbench_systems::{Clock, NodeId, PeIdx, RunError};
 
 const B: u64 = 64; // inter-SIP bytes per tick
 const L: u64 = 100; // inter-SIP latency in ticks
@@ -103,6 +103,37 @@ fn p2p_with_one_slot_waits_a_credit_round_trip_per_chunk() {
             "{bytes} B in {slot} B slots"
         );
     }
+}
+
+/// A recv's result due after the tick that produced it costs no schedule run
+/// of that tick (docs/model.md §The clock): with a TCM that takes time, a
+/// chunk's slot read ends ticks after the slot was written, and the run goes
+/// from the write to the read's end without visiting the write's tick again.
+#[test]
+fn a_result_due_later_costs_no_run_of_the_tick_that_produced_it() {
+    let mut spec = pair().spec;
+    spec.memory.tcm.ideal = false;
+    let sys = System::from_spec(spec, "test").unwrap();
+    let mut m = installed(&sys, cfg(2, 4096), DataMode::TimingOnly);
+    m.submit(p2p, &2048, &[PeIdx(0), PeIdx(1)], Scope::DEFAULT, 0)
+        .unwrap();
+    let mut runs = Vec::new();
+    loop {
+        let idle = m.engine.step();
+        runs.push(m.engine.world.resource::<Clock>().last_run);
+        if idle {
+            break;
+        }
+    }
+    // 0: tables and launches leave the host; 100: the programs start (launch
+    // overhead), PE 0 loads its 4 KiB (1 + 4096/2048 ticks); 103: it sends,
+    // reading the chunk until 106, when the chunk leaves; 270 = 106 + L +
+    // 4096/B: it arrives and is written until 273; 273: the recv reads the
+    // slot until 276, its result and the credit due then; 276: the register
+    // lands, PE 1 stores it and the credit leaves; 377 = 276 + L + 16/B: the
+    // credit is back. Applying the recv's result in a run of its own at 273
+    // visited 273 twice.
+    assert_eq!(runs, [0, 100, 103, 106, 270, 273, 276, 377]);
 }
 
 /// Per queue: credits + slots in flight + full slots + credits in flight =
