@@ -169,7 +169,7 @@ fn quiet(w: &World) -> bool {
         && w.resource::<FlowLinks>().settled()
 }
 
-/// Results waiting for the next schedule run at this tick (same-tick re-runs).
+/// Results waiting for the next schedule run (at or before their tick).
 fn pe_events(events: &[PeEvent], sig: &mut Sig) {
     sig.word(events.len() as u64);
     for ev in events {
