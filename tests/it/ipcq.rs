@@ -115,7 +115,8 @@ fn a_result_due_later_costs_no_run_of_the_tick_that_produced_it() {
     spec.memory.tcm.ideal = false;
     let sys = System::from_spec(spec, "test").unwrap();
     let mut m = installed(&sys, cfg(2, 4096), DataMode::TimingOnly);
-    m.submit(p2p, &2048, &[PeIdx(0), PeIdx(1)], Scope::DEFAULT, 0)
+    let launch = m
+        .submit(p2p, &2048, &[PeIdx(0), PeIdx(1)], Scope::DEFAULT, 0)
         .unwrap();
     let mut runs = Vec::new();
     loop {
@@ -134,6 +135,7 @@ fn a_result_due_later_costs_no_run_of_the_tick_that_produced_it() {
     // credit is back. Applying the recv's result in a run of its own at 273
     // visited 273 twice.
     assert_eq!(runs, [0, 100, 103, 106, 270, 273, 276, 377]);
+    assert!(m.finished(&launch));
 }
 
 /// Per queue: credits + slots in flight + full slots + credits in flight =
