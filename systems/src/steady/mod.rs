@@ -221,8 +221,9 @@ mod tests {
 
     /// A ring all-reduce on 4096 one-cube SIPs (`bench --collective`)
     /// encodes 790,544 words a snapshot (516,104 of state, the rest
-    /// counters) and repeats every three or four looks: a history of two
-    /// such snapshots never matched, and the run simulated every period.
+    /// counters) and repeats over more than two looks: a history of two such
+    /// snapshots never matched, and the run simulated every period; five
+    /// find its period.
     #[test]
     fn a_4096_sip_ring_keeps_a_history_that_spans_its_period() {
         assert_eq!(snapshots_kept(790_544), 5);
