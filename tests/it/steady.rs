@@ -169,3 +169,29 @@ fn a_backlog_of_sends_that_grows_or_shrinks_is_skipped() {
         );
     }
 }
+
+/// The largest ring `kernbench bench --collective` runs: a ring all-reduce of
+/// 64 MiB on 4096 SIPs. Its snapshots are the largest the fast-forward
+/// keeps a history of, and its period spans more than two looks, so a
+/// history cap that keeps too few of them skips nothing (and the run takes
+/// minutes instead of under a second). Every step is one 16 KiB chunk a
+/// hop: 8190 steps of 480 ticks.
+#[test]
+fn the_4096_sip_ring_all_reduce_skips_its_steady_phase() {
+    let sys = kernbench::bench::ring_system(4096).unwrap();
+    let ccl = kernbench::ccl::CclConfig::embedded_default();
+    let config = ccl.entry("ring").expect("the embedded config has ring");
+    let (mut m, c) = common::communicator(&sys, config, DataMode::TimingOnly).unwrap();
+    let job = Job {
+        collective: Collective::AllReduce,
+        op: ReduceOp::Sum,
+        elems: 32 << 20,
+    };
+    let ticks = c.run(&mut m, job).unwrap().ticks;
+    assert_eq!(ticks, 8190 * 480);
+    let steady = m.engine.world.resource::<Steady>();
+    assert_eq!(
+        (steady.skipped_periods, steady.skipped_ticks),
+        (2043, 3_922_496)
+    );
+}
