@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use anyhow::{Result, anyhow, bail};
 
 use crate::nccl_table::{self, Record};
+use crate::run_progress::SizeProgress;
 use kernbench_ccl::estimate::{Budget, Estimate, NetworkChoice, TRACE_FILE_BYTES_PER_EVENT};
 use kernbench_ccl::{AUTO, AlgoConfig, CclConfig, Collective, Communicator, Group, Job, Placement};
 use kernbench_ccl::{ReduceOp, algorithms};
@@ -18,7 +19,7 @@ use kernbench_runtime::message_log::MessageLog;
 use kernbench_runtime::report::Usage;
 use kernbench_spec::spec::System;
 use kernbench_systems::memory::DataMode;
-use kernbench_systems::network::NetworkModel;
+use kernbench_systems::network::{NetCounters, NetworkModel};
 use kernbench_systems::steady::Steady;
 
 /// Knobs that shrink a collective run, the ones that help most first.
@@ -303,10 +304,30 @@ impl SizeRun {
             eprint!("\r# simulating {bytes} B ({}/{of}) ...", k + 1);
         }
         let job = self.job(bytes);
+        let estimate = Estimate::collective(
+            &machine.system,
+            &comm.config,
+            &job,
+            self.verify,
+            self.trace.is_some(),
+        )
+        .seconds;
         let (mut pair, mut last) = (Vec::new(), None);
         for placement in Placement::ALL {
             let before = Usage::snapshot(machine);
-            let r = comm.run_placed(machine, job, placement)?;
+            let progress = SizeProgress {
+                bytes,
+                k,
+                of,
+                placement: placement.name(),
+                estimate,
+                tick_ns: machine.system.spec.system.tick_ns,
+            };
+            let delivered = machine.engine.world.resource::<NetCounters>().delivered;
+            machine.engine.set_watch(progress.watch(tty, delivered));
+            let run = comm.run_placed(machine, job, placement);
+            machine.engine.set_watch(None);
+            let r = run?;
             let wrong = self
                 .verify
                 .then(|| comm.wrong_elements(machine, &job, comm.result_base(&job, placement)));

@@ -11,6 +11,7 @@ pub mod ddp;
 pub mod gemm;
 pub mod nccl_table;
 pub mod ops;
+pub mod run_progress;
 pub mod sweep;
 pub mod topo_report;
 pub mod tp;

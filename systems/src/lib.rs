@@ -22,6 +22,7 @@ pub mod steady;
 pub mod time;
 pub mod trace;
 pub mod traffic;
+pub mod watch;
 
 use bevy_ecs::prelude::Resource;
 

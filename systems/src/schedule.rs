@@ -269,6 +269,8 @@ pub struct Engine {
     /// ([`Engine::route_ahead`]).
     routing: AheadSystem,
     flow_routing: AheadSystem,
+    /// Called between schedule runs while a run goes on, if set.
+    watch: Option<crate::watch::Watch>,
 }
 
 /// A routing stage the engine runs ahead of the schedule.
@@ -308,7 +310,14 @@ impl Engine {
             schedule,
             routing,
             flow_routing,
+            watch: None,
         }
+    }
+
+    /// Has the run loop call `watch`'s report while runs go on (replacing
+    /// any earlier one); None stops it. Results do not depend on it.
+    pub fn set_watch(&mut self, watch: Option<crate::watch::Watch>) {
+        self.watch = watch;
     }
 
     /// Chooses how messages cross the network (packet unless set). It
@@ -482,6 +491,9 @@ impl Engine {
             // an idle step can carry one.
             let idle = self.step();
             crate::steady::observe(&mut self.world);
+            if let Some(w) = &mut self.watch {
+                w.poll(&self.world);
+            }
             if idle && let Some(e) = self.world.resource_mut::<RunErrors>().first.take() {
                 return Err(RunError::Failed(e));
             }

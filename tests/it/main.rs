@@ -40,3 +40,4 @@ mod train;
 mod transformer;
 mod validate;
 mod vector_ops;
+mod watch;
