@@ -146,8 +146,10 @@ pub trait Algorithm: Sync {
     /// What a run of collective `c` over `bytes` on `g` costs the
     /// simulator: its sends, chains, lockstep and held programs, for the
     /// estimate that refuses a run before it starts (docs/model.md §Cost
-    /// estimate).
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms;
+    /// estimate). `max_piece` is the most bytes a piece of a send holds (the
+    /// entry's slot size, [`crate::PieceLimits`]'s `max_bytes`), for
+    /// algorithms whose cut of the buffer depends on it.
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, max_piece: f64) -> CostTerms;
 }
 
 /// Every SIP topology: for [`Algorithm::topologies`] of an algorithm that

@@ -134,17 +134,17 @@ pub struct WorkCounts {
     pub pieces: f64,
 }
 
-/// Sends per participant and their size for one run of `algorithm`, as
-/// pipelined: `depth(bytes per send, stages)` is the pipeline depth of such
-/// a send.
+/// Sends per participant and their size for one run of `algorithm` over
+/// `bytes` in pieces of at most `max_piece`, as pipelined: `depth(bytes per
+/// send, stages)` is the pipeline depth of such a send.
 pub fn work(
     algorithm: &dyn Algorithm,
     g: &Group,
     c: Collective,
-    bytes: f64,
+    (bytes, max_piece): (f64, f64),
     depth: impl Fn(f64, usize) -> f64,
 ) -> WorkCounts {
-    pipelined(&algorithm.cost_terms(g, c, bytes), depth)
+    pipelined(&algorithm.cost_terms(g, c, bytes, max_piece), depth)
 }
 
 /// `terms`' sends cut into the pieces `depth` gives them.
@@ -405,7 +405,8 @@ impl Estimate {
         // Participants simulated: all, or a folded group's window.
         let p = g.simulated_size() as f64;
         let limits = crate::PieceLimits::of(sys, config);
-        let terms = algorithm.cost_terms(&g, job.collective, job.bytes() as f64);
+        let max_piece = limits.max_bytes as f64;
+        let terms = algorithm.cost_terms(&g, job.collective, job.bytes() as f64, max_piece);
         let work = pipelined(&terms, |size, stages| {
             config.chunks.pieces((size / 2.0) as usize, stages, limits) as f64
         });
@@ -736,7 +737,13 @@ mod tests {
             ..Group::new(&sys)
         };
         let rhd = algorithms::find("rhd").unwrap();
-        let w = work(rhd, &g, Collective::AllReduce, 16.0 * 1024.0, |_, _| 1.0);
+        let w = work(
+            rhd,
+            &g,
+            Collective::AllReduce,
+            (16.0 * 1024.0, 65536.0),
+            |_, _| 1.0,
+        );
         assert_eq!(
             w,
             WorkCounts {
@@ -752,7 +759,13 @@ mod tests {
         let sys = System::embedded_default(); // 4 SIPs x 16 cubes = 64 participants
         let g = Group::new(&sys);
         let ring = algorithms::find("ring").unwrap();
-        let w = work(ring, &g, Collective::AllReduce, 64.0 * 1024.0, |_, _| 2.0);
+        let w = work(
+            ring,
+            &g,
+            Collective::AllReduce,
+            (64.0 * 1024.0, 65536.0),
+            |_, _| 2.0,
+        );
         assert_eq!(
             w,
             WorkCounts {

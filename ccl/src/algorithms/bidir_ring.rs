@@ -304,7 +304,7 @@ impl Algorithm for BidirRing {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // Its chains (broadcast, reduce) are staggered by their position.
         let (sends, bytes_per_send) = block_sends(g, c, bytes);
         CostTerms {

@@ -121,7 +121,7 @@ impl Algorithm for Bruck {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, _c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, _c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // A block to one peer per send, about half of them per step; every
         // participant holds every block, and all share one unrolled program.
         let p = participants(g);

@@ -276,7 +276,7 @@ impl Algorithm for DbTree {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // Each tree's n − 1 links carry its half once each way: about one
         // send per participant, tree and direction; up one tree (a level
         // deeper than tree) and, for all-reduce, down, staggered by depth.

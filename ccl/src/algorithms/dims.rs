@@ -367,7 +367,7 @@ impl Algorithm for Dims {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         let ds = dims(g);
         let mut terms = CostTerms::unrolled_blocks(g, c, bytes);
         // As many participants act on one tick as a participant has lines

@@ -249,7 +249,7 @@ impl Algorithm for HierRoot {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, _c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, _c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // Phases 1, 2, 4 and 5 cross the cube mesh (none with one cube);
         // phase 3 sends the whole buffer once per other SIP of each line of
         // a ring or torus, and reduces then broadcasts it along each line of

@@ -108,7 +108,7 @@ impl Algorithm for Mutant {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         self.1
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // As a ring all-reduce in index order.
         CostTerms::unrolled_blocks(g, c, bytes)
     }

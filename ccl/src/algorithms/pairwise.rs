@@ -126,7 +126,7 @@ impl Algorithm for Pairwise {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // Every participant holds every block; all share one unrolled program.
         let (sends, bytes_per_send) = block_sends(g, c, bytes);
         CostTerms {

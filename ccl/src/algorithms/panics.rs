@@ -30,7 +30,7 @@ impl Algorithm for Panics {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // Never runs far enough to cost anything; priced as a ring.
         CostTerms::unrolled_blocks(g, c, bytes)
     }

@@ -459,7 +459,7 @@ impl Algorithm for Rhd {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // Step k of each phase sends its half cut into about levels − k
         // ranges: levels(levels + 1)/2 sends carry (p−1)/p of the buffer.
         let p = participants(g);

@@ -141,7 +141,7 @@ impl Algorithm for RingAlgo {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // Broadcast and reduce run one chain along the ring, piece by piece,
         // each participant a stage behind its neighbour (staggered); every
         // participant of a ring step steps together. Its steps run in loops: a

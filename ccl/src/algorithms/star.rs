@@ -120,7 +120,7 @@ impl Algorithm for Star {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // The whole buffer once each way per participant (participant 0
         // sends and receives p − 1 of them, one at a time).
         let sends = if c == Collective::AllReduce { 2.0 } else { 1.0 };

@@ -258,7 +258,7 @@ impl Algorithm for TorusTrees {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         CostTerms::unrolled_blocks(g, c, bytes)
     }
 }

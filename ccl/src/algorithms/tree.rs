@@ -112,7 +112,7 @@ impl Algorithm for Tree {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, _max_piece: f64) -> CostTerms {
         // A binomial tree's p − 1 edges carry the buffer once each way: about
         // one send per participant and direction, forwarded level by level.
         // A reduce steps a level at a time; broadcasts are staggered by depth.

@@ -157,7 +157,7 @@ impl Algorithm for HierLanes {
     fn kernel(&self) -> fn(&mut Tl, &KernelArgs) {
         kernel
     }
-    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64) -> CostTerms {
+    fn cost_terms(&self, g: &Group, c: Collective, bytes: f64, max_piece: f64) -> CostTerms {
         let p = participants(g);
         let cubes = f64::from(g.cubes_per_sip());
         let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
@@ -205,11 +205,11 @@ impl Algorithm for HierLanes {
             // piece of it ([`level_sends`]). Only participant 0 stores what
             // a reduce's rings gather, and the rest wait on it now and then.
             Collective::Reduce => {
-                let (sends, bytes) = level_sends(g, bytes);
+                let (sends, bytes) = level_sends(g, bytes, max_piece);
                 (sends, bytes, 1, simulated / 2.0, rings)
             }
             Collective::AllReduce | Collective::AllToAll => {
-                let (sends, bytes) = level_sends(g, bytes);
+                let (sends, bytes) = level_sends(g, bytes, max_piece);
                 (sends, bytes, 1, simulated, rings)
             }
         };
@@ -227,23 +227,48 @@ impl Algorithm for HierLanes {
     }
 }
 
-/// Sends per participant of the all-reduce over nested levels and the bytes
-/// of each, down and back up: the cube ring's c − 1 steps send both halves'
-/// first-lane blocks (2 · 2A of S/4cA), each lane ring's steps one block per
+/// Sends per participant of the all-reduce over nested levels and their
+/// mean size, down and back up, in the cuts [`levels`] chooses. In the
+/// finest cut the cube ring's c − 1 steps send both halves' first-lane
+/// blocks (2 · 2A of S/4cA) and each lane ring's steps one block per
 /// quarter and half (4 per step; the second ring's are A times smaller,
-/// counted as whole ones; where the cube ring takes its own coarser cut its
-/// sends are fewer and larger, and this over-counts them). `A` is the first
-/// lane ring's length (the mean of the two halves'), `B` the second's.
-fn level_sends(g: &Group, bytes: f64) -> (f64, f64) {
+/// counted as whole ones). Where the lane blocks are a quarter of a piece
+/// or less and the cube ring takes its own cut (8 cubes or more, a first
+/// lane ring of 8 SIPs or more), its steps send each half's block of S/2c
+/// instead, in pieces of at most `max_piece`. `A` is the first lane ring's
+/// length (the mean of the two halves'), `B` the second's.
+fn level_sends(g: &Group, bytes: f64, max_piece: f64) -> (f64, f64) {
     let cubes = f64::from(g.cubes_per_sip());
     let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
-    let (a, b) = if lanes_take_the_snake(g) || w == 1.0 || h == 1.0 {
+    let snake = lanes_take_the_snake(g) || w == 1.0 || h == 1.0;
+    let (a, b) = if snake {
         (w * h, 1.0)
     } else {
         ((w + h) / 2.0, (w + h) / 2.0)
     };
-    let sends = 4.0 * a * (cubes - 1.0) + 4.0 * (a - 1.0) + 4.0 * (b - 1.0);
-    (2.0 * sends, bytes / (4.0 * cubes * a))
+    let lane_block = bytes / (4.0 * cubes * a);
+    let lane_sends = 4.0 * (a - 1.0) + 4.0 * (b - 1.0);
+    // As `levels::cuts` decides: half 0's first lane ring runs along the
+    // snake or a row, and the lanes work in the second ring's cut unless
+    // its blocks are tiny.
+    let tiny = |block: f64| 4.0 * block <= max_piece;
+    let first_ring = if snake { w * h } else { w };
+    let lane_cut_block = if b > 1.0 && !tiny(lane_block / b) {
+        lane_block / b
+    } else {
+        lane_block
+    };
+    let (cube_sends, cube_bytes) = if cubes >= 8.0 && first_ring >= 8.0 && tiny(lane_cut_block) {
+        let block = bytes / (2.0 * cubes);
+        let pieces = (block / max_piece).ceil().max(1.0);
+        (2.0 * (cubes - 1.0) * pieces, 2.0 * (cubes - 1.0) * block)
+    } else {
+        let sends = 4.0 * a * (cubes - 1.0);
+        (sends, sends * lane_block)
+    };
+    let sends = cube_sends + lane_sends;
+    let moved = cube_bytes + lane_sends * lane_block;
+    (2.0 * sends, moved / sends)
 }
 
 /// Sends per participant of the reduce-scatter and all-gather, each of a
