@@ -713,6 +713,9 @@ mod tests {
     use kernbench_runtime::machine::Machine;
     use kernbench_spec::spec::presets;
 
+    /// The largest piece of the work tests: the default slot.
+    const SLOT: f64 = 65536.0;
+
     #[test]
     fn link_counts_match_built_machines() {
         for sys in [
@@ -737,13 +740,8 @@ mod tests {
             ..Group::new(&sys)
         };
         let rhd = algorithms::find("rhd").unwrap();
-        let w = work(
-            rhd,
-            &g,
-            Collective::AllReduce,
-            (16.0 * 1024.0, 65536.0),
-            |_, _| 1.0,
-        );
+        let bytes = (16.0 * 1024.0, SLOT);
+        let w = work(rhd, &g, Collective::AllReduce, bytes, |_, _| 1.0);
         assert_eq!(
             w,
             WorkCounts {
@@ -759,13 +757,8 @@ mod tests {
         let sys = System::embedded_default(); // 4 SIPs x 16 cubes = 64 participants
         let g = Group::new(&sys);
         let ring = algorithms::find("ring").unwrap();
-        let w = work(
-            ring,
-            &g,
-            Collective::AllReduce,
-            (64.0 * 1024.0, 65536.0),
-            |_, _| 2.0,
-        );
+        let bytes = (64.0 * 1024.0, SLOT);
+        let w = work(ring, &g, Collective::AllReduce, bytes, |_, _| 2.0);
         assert_eq!(
             w,
             WorkCounts {
