@@ -248,17 +248,19 @@ fn level_sends(g: &Group, bytes: f64, max_piece: f64) -> (f64, f64) {
     };
     let lane_block = bytes / (4.0 * cubes * a);
     let lane_sends = 4.0 * (a - 1.0) + 4.0 * (b - 1.0);
-    // As `levels::cuts` decides: half 0's first lane ring runs along the
-    // snake or a row, and the lanes work in the second ring's cut unless
-    // its blocks are tiny.
-    let tiny = |block: f64| 4.0 * block <= max_piece;
-    let first_ring = if snake { w * h } else { w };
-    let lane_cut_block = if b > 1.0 && !tiny(lane_block / b) {
-        lane_block / b
+    // The cuts as `levels::cuts` chooses them from half 0's lane rings (the
+    // snake or the one line, else a row then a column): the lanes work in
+    // the second ring's cut unless its blocks are tiny, and the cube ring in
+    // its own where the lanes' are.
+    let (x, y) = if snake { (w * h, 1.0) } else { (w, h) };
+    let tiny = |blocks: f64| 4.0 * bytes / blocks <= max_piece;
+    let first_cut = 4.0 * cubes * x;
+    let lane_cut = if y > 1.0 && !tiny(first_cut * y) {
+        first_cut * y
     } else {
-        lane_block
+        first_cut
     };
-    let (cube_sends, cube_bytes) = if cubes >= 8.0 && first_ring >= 8.0 && tiny(lane_cut_block) {
+    let (cube_sends, cube_bytes) = if cubes >= 8.0 && x >= 8.0 && tiny(lane_cut) {
         let block = bytes / (2.0 * cubes);
         let pieces = (block / max_piece).ceil().max(1.0);
         (2.0 * (cubes - 1.0) * pieces, 2.0 * (cubes - 1.0) * block)
