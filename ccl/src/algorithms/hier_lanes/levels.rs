@@ -139,7 +139,7 @@ impl Jobs {
 /// How finely a level cuts the buffer: its atoms are ring blocks of the
 /// cube ring, the first lane ring or the second, each in pieces.
 #[derive(Clone, Copy, PartialEq)]
-enum Cut {
+pub(super) enum Cut {
     Cube,
     First,
     Second,
@@ -148,10 +148,12 @@ enum Cut {
 impl Cut {
     /// The participant's buffer in this cut.
     fn buffer(self, tl: &mut Tl, a: &KernelArgs, lanes: &[[Lane; 2]; 2]) -> Buffer {
+        let c = a.group.cubes_per_sip() as usize;
         let tails = (0..2)
             .map(|half| {
-                let mut radices = self.radices(a, &lanes[half]);
-                let blocks = self.blocks(a, &lanes[half]);
+                let rings = (lanes[half][0].n, lanes[half][1].n);
+                let mut radices = self.radices(c, rings);
+                let blocks = self.blocks(c, rings);
                 radices.push(slot_pieces(a, a.job.elems / blocks));
                 radices
             })
@@ -161,42 +163,46 @@ impl Cut {
 
     /// How many blocks the buffer has in this cut, were both halves cut as
     /// this one.
-    fn blocks(self, a: &KernelArgs, lanes: &[Lane; 2]) -> usize {
-        2 * self.radices(a, lanes).iter().product::<usize>()
+    fn blocks(self, c: usize, rings: (usize, usize)) -> usize {
+        2 * self.radices(c, rings).iter().product::<usize>()
     }
 
-    /// A half's radices down to this cut's blocks.
-    fn radices(self, a: &KernelArgs, [x, y]: &[Lane; 2]) -> Vec<usize> {
-        let c = a.group.cubes_per_sip() as usize;
+    /// A half's radices down to this cut's blocks, for `c` cubes per SIP
+    /// and lane rings of `(x, y)` SIPs.
+    fn radices(self, c: usize, (x, y): (usize, usize)) -> Vec<usize> {
         match self {
             Cut::Cube => vec![c],
-            Cut::First => vec![c, 2, x.n],
-            Cut::Second => vec![c, 2, x.n, y.n],
+            Cut::First => vec![c, 2, x],
+            Cut::Second => vec![c, 2, x, y],
         }
     }
 }
 
-/// The cuts of the lane rings and of the cube ring. Every level works in
-/// the finest cut it can, so no level hands over through memory, unless the
-/// blocks there are a quarter slot or less (pieces so short that few slots
-/// cannot keep them streaming): then the lane rings take the first ring's
-/// cut, and the cube ring its own where a SIP has 8 cubes or more and the
-/// first lane ring 8 SIPs or more. A hand-over costs `3S/cA` (lanes) or
-/// `3S/c` (cube ring) more HBM traffic, against the `2S` the all-reduce
-/// moves anyway, and the next level no longer starts on blocks while the
-/// level before finishes others: on 4 SIPs of 16 cubes at 1 MiB the cube
-/// ring's own cut made the all-reduce 44 % slower, on 64 and 256 SIPs 17–35 %
-/// faster.
-fn cuts(a: &KernelArgs, lanes: &[Lane; 2], second: bool) -> (Cut, Cut) {
-    let c = a.group.cubes_per_sip() as usize;
-    let tiny =
-        |cut: Cut| 4 * (2 * a.job.elems / cut.blocks(a, lanes)) as u64 <= a.piece_limits.max_bytes;
-    let lane_cut = if second && !tiny(Cut::Second) {
+/// The cuts (lane rings, cube ring) of an all-reduce of `elems` in pieces
+/// of at most `max_bytes`, for `c` cubes per SIP and half 0's lane rings of
+/// `rings` SIPs (a second ring of 1: none). Every level works in the finest
+/// cut it can, so no level hands over through memory, unless the blocks
+/// there are a quarter slot or less (pieces so short that few slots cannot
+/// keep them streaming): then the lane rings take the first ring's cut, and
+/// the cube ring its own where a SIP has 8 cubes or more and the first lane
+/// ring 8 SIPs or more. A hand-over costs `3S/cA` (lanes) or `3S/c` (cube
+/// ring) more HBM traffic, against the `2S` the all-reduce moves anyway,
+/// and the next level no longer starts on blocks while the level before
+/// finishes others: on 4 SIPs of 16 cubes at 1 MiB the cube ring's own cut
+/// made the all-reduce 44 % slower, on 64 and 256 SIPs 17–35 % faster. The
+/// estimate counts sends by the same choice.
+pub(super) fn cuts(
+    c: usize,
+    rings: (usize, usize),
+    (elems, max_bytes): (usize, u64),
+) -> (Cut, Cut) {
+    let tiny = |cut: Cut| 4 * (2 * elems / cut.blocks(c, rings)) as u64 <= max_bytes;
+    let lane_cut = if rings.1 > 1 && !tiny(Cut::Second) {
         Cut::Second
     } else {
         Cut::First
     };
-    let cube_cut = if c >= 8 && lanes[0].n >= 8 && tiny(lane_cut) {
+    let cube_cut = if c >= 8 && rings.0 >= 8 && tiny(lane_cut) {
         Cut::Cube
     } else {
         lane_cut
@@ -231,7 +237,8 @@ pub(super) fn all_reduce(tl: &mut Tl, a: &KernelArgs, at: &Coords) {
     let lanes = lanes(&a.group, at);
     let jobs = Jobs::new(tl, c, at, &lanes);
     let second = lanes[0][1].n > 1;
-    let (lane_cut, cube_cut) = cuts(a, &lanes[0], second);
+    let rings = (lanes[0][0].n, lanes[0][1].n);
+    let (lane_cut, cube_cut) = cuts(c, rings, (a.job.elems, a.piece_limits.max_bytes));
     let fine_cut = if second { Cut::Second } else { lane_cut };
     let mut buf = cube_cut.buffer(tl, a, &lanes);
     reduce_scatter(tl, a.job.op, &mut buf, &jobs.cube);

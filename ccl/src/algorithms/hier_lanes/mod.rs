@@ -232,11 +232,10 @@ impl Algorithm for HierLanes {
 /// finest cut the cube ring's c − 1 steps send both halves' first-lane
 /// blocks (2 · 2A of S/4cA) and each lane ring's steps one block per
 /// quarter and half (4 per step; the second ring's are A times smaller,
-/// counted as whole ones). Where the lane blocks are a quarter of a piece
-/// or less and the cube ring takes its own cut (8 cubes or more, a first
-/// lane ring of 8 SIPs or more), its steps send each half's block of S/2c
-/// instead, in pieces of at most `max_piece`. `A` is the first lane ring's
-/// length (the mean of the two halves'), `B` the second's.
+/// counted as whole ones). Where [`levels::cuts`] gives the cube ring its
+/// own cut, its steps send each half's block of S/2c instead, in pieces of
+/// at most `max_piece`. `A` is the first lane ring's length (the mean of
+/// the two halves'), `B` the second's.
 fn level_sends(g: &Group, bytes: f64, max_piece: f64) -> (f64, f64) {
     let cubes = f64::from(g.cubes_per_sip());
     let (w, h) = (f64::from(g.grid.0), f64::from(g.grid.1));
@@ -248,19 +247,15 @@ fn level_sends(g: &Group, bytes: f64, max_piece: f64) -> (f64, f64) {
     };
     let lane_block = bytes / (4.0 * cubes * a);
     let lane_sends = 4.0 * (a - 1.0) + 4.0 * (b - 1.0);
-    // The cuts as `levels::cuts` chooses them from half 0's lane rings (the
-    // snake or the one line, else a row then a column): the lanes work in
-    // the second ring's cut unless its blocks are tiny, and the cube ring in
-    // its own where the lanes' are.
-    let (x, y) = if snake { (w * h, 1.0) } else { (w, h) };
-    let tiny = |blocks: f64| 4.0 * bytes / blocks <= max_piece;
-    let first_cut = 4.0 * cubes * x;
-    let lane_cut = if y > 1.0 && !tiny(first_cut * y) {
-        first_cut * y
+    // Half 0's lane rings: the snake or the one line, else a row then a column.
+    let rings = if snake {
+        ((w * h) as usize, 1)
     } else {
-        first_cut
+        (w as usize, h as usize)
     };
-    let (cube_sends, cube_bytes) = if cubes >= 8.0 && x >= 8.0 && tiny(lane_cut) {
+    let limits = ((bytes / 2.0) as usize, max_piece as u64);
+    let (_, cube_cut) = levels::cuts(cubes as usize, rings, limits);
+    let (cube_sends, cube_bytes) = if cube_cut == levels::Cut::Cube {
         let block = bytes / (2.0 * cubes);
         let pieces = (block / max_piece).ceil().max(1.0);
         (2.0 * (cubes - 1.0) * pieces, 2.0 * (cubes - 1.0) * block)
